@@ -1,0 +1,11 @@
+//! The Kage report: what a tool writes when the program ends, and how it is read back and shown.
+//!
+//! The runtime builds a [`Report`] and serialises it; `kage report` reads one with
+//! [`read_report`] (which turns every kind of bad input into a [`ReadError`], never a panic)
+//! and renders it. The schema is documented in `docs/report-schema.md`.
+
+pub mod model;
+pub mod read;
+
+pub use model::*;
+pub use read::{parse_report, read_report, ReadError};

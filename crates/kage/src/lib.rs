@@ -1,0 +1,1 @@
+//! Kage command-line library.
