@@ -1,0 +1,172 @@
+//! The wrappers as a build system uses them: every compiler mode, several sources,
+//! link-only calls, response files, shared libraries, C++, `make`, and a real program
+//! (the Lua interpreter from the `lua-src` crate's sources) that must behave as natively built.
+
+mod e2e_support;
+use e2e_support::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn write(work: &Work, name: &str, contents: &str) -> PathBuf {
+    let path = work.path(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+const PART_A: &str = "#include \"common.h\"\nvolatile int a_data[4];\nNOINLINE void part_a(void) { a_data[0] = 1; a_data[1] = 2; }\n";
+const PART_B: &str = "#include \"common.h\"\nvoid part_a(void);\nvolatile int b_data[4];\nint main(void) { part_a(); b_data[0] = b_data[1]; return 0; }\n";
+
+#[test]
+fn every_compiler_mode_passes_through() {
+    let work = Work::new();
+    std::fs::copy(c_dir().join("common.h"), work.path("common.h")).unwrap();
+    write(&work, "a.c", PART_A);
+    write(&work, "b.c", PART_B);
+
+    // -E: preprocessed source on stdout, nothing instrumented.
+    let out = work.wrap(&kage_cc(), &["-E", "a.c"]);
+    assert!(text(&out.stdout).contains("part_a(void)"));
+
+    // -M: make rules on stdout.
+    let out = work.wrap(&kage_cc(), &["-M", "a.c"]);
+    let rules = text(&out.stdout);
+    assert!(rules.starts_with("a.o:") && rules.contains("common.h"), "{rules}");
+
+    // -MD -c: an object and its dependency file.
+    work.wrap(&kage_cc(), &["-MD", "-O2", "-c", "a.c", "-o", "dep.o"]);
+    assert!(work.path("dep.o").exists());
+    assert!(std::fs::read_to_string(work.path("dep.d")).unwrap().contains("common.h"));
+
+    // -S: assembly that calls the runtime.
+    work.wrap(&kage_cc(), &["-S", "-O2", "a.c", "-o", "a.s"]);
+    let asm = std::fs::read_to_string(work.path("a.s")).unwrap();
+    assert!(asm.contains("__kage_store") && asm.contains("__kage_func_enter"), "{asm}");
+
+    // Several sources in one -c call, then a link-only call.
+    work.wrap(&kage_cc(), &["-O2", "-c", "a.c", "b.c"]);
+    work.wrap(&kage_cc(), &["a.o", "b.o", "-o", "two"]);
+    let report = work.run_report(&work.path("two"), &[], 0);
+    assert_counts(func(&report, "part_a"), 1, c(0, 2, 0, 8), c(0, 2, 0, 8));
+    assert_counts(func(&report, "main"), 1, c(1, 3, 4, 12), c(1, 1, 4, 4));
+    let files: Vec<&str> = report.regions.iter().map(|r| r.file.as_str()).collect();
+    assert!(files.iter().any(|f| f.ends_with("a.c")) && files.iter().any(|f| f.ends_with("b.c")));
+
+    // A response file holding the whole command line.
+    write(&work, "args.rsp", "-O2 \"b.c\" a.c -o from_rsp\n");
+    work.wrap(&kage_cc(), &["@args.rsp"]);
+    let report = work.run_report(&work.path("from_rsp"), &[], 0);
+    assert_eq!(stats(func(&report, "main")).inclusive, c(1, 3, 4, 12));
+
+    // Probes autoconf makes.
+    let out = work.wrap(&kage_cc(), &["--version"]);
+    assert!(text(&out.stdout).contains("clang version 22"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn a_shared_library_registers_its_own_regions() {
+    let work = Work::new();
+    let dir = c_dir().join("shlib");
+    let lib = work.path("libkshared.so");
+    work.wrap(&kage_cc(), &["-O2", "-shared", "-fPIC", dir.join("lib.c").to_str().unwrap(), "-o", lib.to_str().unwrap()]);
+    let exe = work.path("main");
+    let rpath = format!("-Wl,-rpath,{}", work.dir.path().display());
+    let libdir = format!("-L{}", work.dir.path().display());
+    work.wrap(
+        &kage_cc(),
+        &["-O2", dir.join("main.c").to_str().unwrap(), &libdir, "-lkshared", &rpath, "-o", exe.to_str().unwrap()],
+    );
+    let report = work.run_report(&exe, &[], 0);
+    let lib_fill = func(&report, "lib_fill");
+    assert!(lib_fill.file.ends_with("shlib/lib.c"));
+    assert_counts(lib_fill, 2, c(0, 24, 0, 96), c(0, 0, 0, 0));
+    assert_eq!(stats(body_of(&report, only_loop(&report, lib_fill))).instances, 24);
+    assert_counts(func(&report, "main"), 1, c(0, 25, 0, 100), c(0, 1, 0, 4));
+}
+
+#[test]
+fn kage_cxx_under_the_name_kage_cxx_plus_plus_compiles_cxx() {
+    let work = Work::new();
+    let link = work.path("kage-c++");
+    std::os::unix::fs::symlink(kage_cxx(), &link).unwrap();
+    let exe = work.path("exc");
+    work.wrap(&link, &["-O2", c_dir().join("exception.cpp").to_str().unwrap(), "-o", exe.to_str().unwrap()]);
+    let report = work.run_report(&exe, &[], 0);
+    assert_eq!(stats(func(&report, "thrower")).instances, 4);
+}
+
+/// The directory of Lua 5.4's sources inside the `lua-src` crate (a dev-dependency, so
+/// cargo has fetched it).
+fn lua_sources() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cargo metadata: {}", text(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let manifest = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "lua-src")
+        .expect("lua-src is a dev-dependency")["manifest_path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let root = Path::new(&manifest).parent().unwrap();
+    std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("lua-5.4"))
+        .expect("lua-5.4 sources in lua-src")
+}
+
+fn make_lua(work: &Work, subdir: &str, cc: &str, sources: &Path) -> PathBuf {
+    let dir = work.path(subdir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new("make")
+        .args(["-s", "-j2", "-f"])
+        .arg(c_dir().join("lua/Makefile"))
+        .arg(format!("LUA_SRC={}", sources.display()))
+        .arg(format!("CC={cc}"))
+        .current_dir(&dir)
+        .output()
+        .expect("make is installed by scripts/setup.sh");
+    assert!(out.status.success(), "make CC={cc} failed:\n{}", text(&out.stderr));
+    dir.join("lua")
+}
+
+#[test]
+fn lua_built_with_make_and_kage_cc_behaves_as_the_native_build() {
+    let work = Work::new();
+    let sources = lua_sources();
+    let native = make_lua(&work, "native", "clang-22", &sources);
+    let instrumented = make_lua(&work, "kage", kage_cc().to_str().unwrap(), &sources);
+    let script = c_dir().join("lua/workload.lua");
+    let script = script.to_str().unwrap();
+
+    let expected = Command::new(&native).arg(script).output().unwrap();
+    assert!(expected.status.success());
+    let report_path = work.path("lua.json");
+    let got = work.run_with_options(&instrumented, &[script], &format!("output={}", report_path.display()));
+    assert!(got.status.success(), "{}", text(&got.stderr));
+    assert_eq!(text(&got.stdout), text(&expected.stdout), "same output as the native build");
+    assert!(text(&expected.stdout).contains("errors caught\t33"));
+
+    let report = kage_report::read_report(&report_path).unwrap();
+    assert!(report.complete);
+    assert_totals_consistent(&report);
+    // The interpreter's main loop ran, and every pcall error (a longjmp) left main intact.
+    let execute = stats(func(&report, "luaV_execute"));
+    assert!(execute.instances > 1000 && execute.inclusive.loads > 100_000, "{execute:?}");
+    let main = stats(func(&report, "main"));
+    assert_eq!(main.instances, 1);
+    assert_eq!(Some(main.inclusive), report.count_totals(), "every access happened inside main");
+    let protected = stats(func(&report, "luaD_rawrunprotected"));
+    assert!(protected.instances >= 100, "{protected:?}");
+}

@@ -1,0 +1,137 @@
+//! The `count` tool on `tests/c/counts.c`, checked exactly at -O2 and -O0.
+//!
+//! The numbers are derived by hand from the source (see the comments); a change in the
+//! pass, the runtime or the tool that miscounts by one access fails here.
+
+mod e2e_support;
+use e2e_support::*;
+
+#[test]
+fn counts_are_exact_at_o2() {
+    let work = Work::new();
+    let exe = work.build("counts.c", &["-O2"]);
+    let report = work.run_report(&exe, &[], 0);
+    assert_eq!(report.tool, "count");
+    assert!(report.complete);
+    assert_totals_consistent(&report);
+
+    // fill(100): one 4-byte volatile store per iteration; the loop is rotated at -O2, so its
+    // header runs once per iteration: 100 body instances.
+    let fill = func(&report, "fill");
+    assert!(fill.file.ends_with("tests/c/counts.c"), "{}", fill.file);
+    let fill_loop = only_loop(&report, fill);
+    assert_counts(fill, 1, c(0, 100, 0, 400), c(0, 0, 0, 0));
+    assert_counts(fill_loop, 1, c(0, 100, 0, 400), c(0, 0, 0, 0));
+    assert_counts(body_of(&report, fill_loop), 100, c(0, 100, 0, 400), c(0, 100, 0, 400));
+    assert!(fill_loop.line > fill.line && fill_loop.line <= fill.end_line);
+
+    // sum(100): one 4-byte volatile load per iteration; s stays in a register.
+    let sum = func(&report, "sum");
+    let sum_loop = only_loop(&report, sum);
+    assert_counts(sum, 1, c(100, 0, 400, 0), c(0, 0, 0, 0));
+    assert_counts(body_of(&report, sum_loop), 100, c(100, 0, 400, 0), c(100, 0, 400, 0));
+
+    // nested(3, 4): g[..] += 1 is one load and one store, 12 times.
+    let nested = func(&report, "nested");
+    let outer = only_loop(&report, nested);
+    let outer_body = body_of(&report, outer);
+    let inner = only_loop(&report, outer_body);
+    let inner_body = body_of(&report, inner);
+    assert_counts(nested, 1, c(12, 12, 48, 48), c(0, 0, 0, 0));
+    assert_counts(outer, 1, c(12, 12, 48, 48), c(0, 0, 0, 0));
+    assert_counts(outer_body, 3, c(12, 12, 48, 48), c(0, 0, 0, 0));
+    assert_counts(inner, 3, c(12, 12, 48, 48), c(0, 0, 0, 0));
+    assert_counts(inner_body, 12, c(12, 12, 48, 48), c(12, 12, 48, 48));
+
+    // copy(100): memcpy reads 100 and writes 100 bytes, memset writes 100.
+    let copy = func(&report, "copy");
+    assert_counts(copy, 1, c(1, 2, 100, 200), c(1, 2, 100, 200));
+
+    // atomics(): fetch_add reads and writes 8 bytes; the first compare-exchange succeeds
+    // (reads and writes 4), the second fails (reads 4, writes nothing).
+    let atomics = func(&report, "atomics");
+    assert_counts(atomics, 1, c(3, 2, 16, 12), c(3, 2, 16, 12));
+
+    // vector_sum(): vectorised and unrolled as the optimiser likes, but it reads the 1024
+    // ints exactly once.
+    let vector_sum = stats(func(&report, "vector_sum"));
+    assert_eq!(vector_sum.inclusive.bytes_read, 4096);
+    assert_eq!(vector_sum.inclusive.stores, 0);
+    assert!(vector_sum.inclusive.loads >= 1 && vector_sum.inclusive.loads < 1024, "{vector_sum:?}");
+    let v = vector_sum.inclusive.loads;
+
+    // main: two 8-byte stores to `sink` of its own, everything else in its callees.
+    let main = func(&report, "main");
+    assert_counts(main, 1, c(116 + v, 118, 4660, 676), c(0, 2, 0, 16));
+    assert_eq!(report.count_totals(), Some(stats(main).inclusive));
+}
+
+#[test]
+fn counts_are_exact_at_o0() {
+    let work = Work::new();
+    let exe = work.build("counts.c", &["-O0"]);
+    let report = work.run_report(&exe, &[], 0);
+    assert_totals_consistent(&report);
+
+    // At -O0 every parameter is spilled and every read of a local is a load. The loop's
+    // header is the condition block, which runs n + 1 times per loop entry.
+    //
+    // fill(n): entry stores n and i = 0. Per iteration: condition loads i and n, body loads i
+    // twice (value and index) and stores g[i], increment loads and stores i. The last
+    // condition check loads i and n once more.
+    let n = 100;
+    let fill = func(&report, "fill");
+    let fill_loop = only_loop(&report, fill);
+    let loop_loads = 5 * n + 2;
+    let loop_stores = 2 * n;
+    assert_counts(fill, 1, c(loop_loads, loop_stores + 2, 4 * loop_loads, 4 * (loop_stores + 2)), c(0, 2, 0, 8));
+    assert_counts(fill_loop, 1, c(loop_loads, loop_stores, 4 * loop_loads, 4 * loop_stores), c(0, 0, 0, 0));
+    assert_counts(
+        body_of(&report, fill_loop),
+        n + 1,
+        c(loop_loads, loop_stores, 4 * loop_loads, 4 * loop_stores),
+        c(loop_loads, loop_stores, 4 * loop_loads, 4 * loop_stores),
+    );
+
+    // sum(n): entry stores n (4 bytes), s (8) and i (4). Per iteration: condition loads i
+    // and n (4 + 4), body loads i (4), g[i] (4) and s (8) and stores s (8), increment loads
+    // and stores i (4). Last condition: 8 bytes. Return loads s (8).
+    let sum = func(&report, "sum");
+    let sum_loop = only_loop(&report, sum);
+    let body_loads = 2 * (n + 1) + 3 * n + n;
+    let body_read = 8 * (n + 1) + 16 * n + 4 * n;
+    let body_stores = 2 * n;
+    let body_written = 12 * n;
+    assert_counts(
+        sum,
+        1,
+        c(body_loads + 1, body_stores + 3, body_read + 8, body_written + 16),
+        c(1, 3, 8, 16),
+    );
+    assert_counts(
+        body_of(&report, sum_loop),
+        n + 1,
+        c(body_loads, body_stores, body_read, body_written),
+        c(body_loads, body_stores, body_read, body_written),
+    );
+
+    // nested(3, 4), every access 4 bytes. Inner loop, per entry: condition 2 loads x 5,
+    // body loads r, cols, c and g and stores g (x 4), increment loads and stores c (x 4):
+    // 30 loads, 8 stores; 3 entries. Outer loop adds: condition 2 loads x 4, body stores
+    // c = 0 (x 3), increment loads and stores r (x 3). Entry stores rows, cols, r = 0.
+    let nested = func(&report, "nested");
+    let outer = only_loop(&report, nested);
+    let outer_body = body_of(&report, outer);
+    let inner = only_loop(&report, outer_body);
+    let inner_body = body_of(&report, inner);
+    assert_counts(inner_body, 15, c(90, 24, 360, 96), c(90, 24, 360, 96));
+    assert_counts(inner, 3, c(90, 24, 360, 96), c(0, 0, 0, 0));
+    assert_counts(outer_body, 4, c(101, 30, 404, 120), c(11, 6, 44, 24));
+    assert_counts(outer, 1, c(101, 30, 404, 120), c(0, 0, 0, 0));
+    assert_counts(nested, 1, c(101, 33, 404, 132), c(0, 3, 0, 12));
+
+    // copy(n): entry stores n; memcpy loads n and reads 100 bytes, writes 100; memset loads
+    // n and writes 100.
+    let copy = func(&report, "copy");
+    assert_counts(copy, 1, c(3, 3, 108, 204), c(3, 3, 108, 204));
+}

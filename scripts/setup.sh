@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what Kage needs on a Debian 12 machine that has only Rust, gcc and Python:
+# clang 22 (the real compiler the wrappers run; it matches rustc's LLVM 22), LLVM 22's
+# development files (the pass plugin links libLLVM), lld 22 and make.
+set -euo pipefail
+
+need=()
+command -v clang-22 >/dev/null 2>&1 || need+=(clang-22)
+command -v opt-22 >/dev/null 2>&1 && [ -x /usr/lib/llvm-22/bin/llvm-config ] || need+=(llvm-22-dev)
+command -v ld.lld-22 >/dev/null 2>&1 || need+=(lld-22)
+command -v make >/dev/null 2>&1 || need+=(make)
+
+if [ ${#need[@]} -eq 0 ]; then
+  echo "setup: clang-22, llvm-22-dev, lld-22 and make are installed"
+else
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "setup: need root to install ${need[*]}: run as root or install sudo" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "setup: installing ${need[*]} (apt-get update, then apt-get install)"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+  echo "setup: installed ${need[*]}"
+fi
+
+command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found: install Rust (rustup) first" >&2; exit 1; }
