@@ -6,6 +6,7 @@
 
 pub mod model;
 pub mod read;
+pub mod render;
 
 pub use model::*;
 pub use read::{parse_report, read_report, ReadError};

@@ -1,0 +1,266 @@
+//! The text views: the whole region tree (`kage report`) and the short summary (`kage run`).
+
+use super::table::{Align, Table};
+use super::{describe_end, flat_label, short_name, FileNames};
+use crate::model::{CountStats, Counters, ProgramEnd, Region, RegionKind, Report};
+use serde_json::Value;
+use std::fmt::Write;
+
+/// The tool whose per-region counters get their own columns.
+const COUNT_TOOL: &str = "count";
+
+/// The whole report for a person: a header, then every region as a tree by static parent.
+///
+/// For the `count` tool each region gets its counters in columns (inclusive ones first, then
+/// the `self_` ones) and the totals follow; for any other tool each region lists its metrics
+/// as `name=value` and the tool's top-level fields follow.
+pub fn text(report: &Report) -> String {
+    let mut out = String::new();
+    header(report, &mut out);
+    out.push('\n');
+    if report.regions.is_empty() {
+        out.push_str(
+            "no instrumented regions: build the program with kage-cc / kage-c++ \
+             (or `kage cc`) so that its code is instrumented\n",
+        );
+    }
+    if report.tool == COUNT_TOOL {
+        count_tree(report, &mut out);
+    } else {
+        generic_tree(report, &mut out);
+    }
+    out
+}
+
+fn header(report: &Report, out: &mut String) {
+    let mut fields = Table::new(&[("", Align::Left), ("", Align::Left)]);
+    fields.row(vec!["program".into(), report.program.clone()]);
+    if !report.args.is_empty() {
+        fields.row(vec!["args".into(), report.args.join(" ")]);
+    }
+    let pid = match report.forked_from {
+        Some(parent) => format!("{} (forked from {parent})", report.pid),
+        None => report.pid.to_string(),
+    };
+    fields.row(vec!["pid".into(), pid]);
+    fields.row(vec!["tool".into(), report.tool.clone()]);
+    fields.row(vec!["end".into(), describe_end(&report.end)]);
+    fields.row(vec!["threads".into(), report.threads.to_string()]);
+    // The table's header row is empty; skip it.
+    let mut rendered = String::new();
+    fields.render("", &mut rendered);
+    out.extend(rendered.lines().skip(1).map(|l| format!("{l}\n")));
+    if !report.complete {
+        out.push_str(
+            "warning: the report is incomplete: it was written from a fatal signal handler, \
+             so accesses of regions that other threads had open at that moment may be missing\n",
+        );
+    }
+}
+
+/// Regions in tree order (pre-order by static parent, siblings by id) with their depth.
+fn tree_order(report: &Report) -> Vec<(&Region, usize)> {
+    let mut children: Vec<Vec<u32>> = vec![Vec::new(); report.regions.len()];
+    let mut roots = Vec::new();
+    for region in &report.regions {
+        match region.parent {
+            Some(parent) if (parent as usize) < report.regions.len() => {
+                children[parent as usize].push(region.id)
+            }
+            _ => roots.push(region.id),
+        }
+    }
+    let mut order = Vec::with_capacity(report.regions.len());
+    let mut stack: Vec<(u32, usize)> = roots.iter().rev().map(|&id| (id, 0)).collect();
+    while let Some((id, depth)) = stack.pop() {
+        order.push((&report.regions[id as usize], depth));
+        stack.extend(
+            children[id as usize]
+                .iter()
+                .rev()
+                .map(|&child| (child, depth + 1)),
+        );
+    }
+    order
+}
+
+fn tree_label(region: &Region, depth: usize) -> String {
+    let indent = "  ".repeat(depth);
+    match region.kind {
+        RegionKind::Function => format!("{indent}function {}", short_name(&region.name)),
+        kind => format!("{indent}{}", kind.as_str()),
+    }
+}
+
+fn counter_cells(c: &Counters) -> [String; 4] {
+    [
+        c.loads.to_string(),
+        c.stores.to_string(),
+        c.bytes_read.to_string(),
+        c.bytes_written.to_string(),
+    ]
+}
+
+fn count_tree(report: &Report, out: &mut String) {
+    let files = FileNames::for_report(report);
+    let mut table = Table::new(&[
+        ("region", Align::Left),
+        ("location", Align::Left),
+        ("instances", Align::Right),
+        ("loads", Align::Right),
+        ("stores", Align::Right),
+        ("bytes_read", Align::Right),
+        ("bytes_written", Align::Right),
+        ("self_loads", Align::Right),
+        ("self_stores", Align::Right),
+        ("self_bytes_read", Align::Right),
+        ("self_bytes_written", Align::Right),
+    ]);
+    for (region, depth) in tree_order(report) {
+        let mut cells = vec![tree_label(region, depth), files.location(region)];
+        match CountStats::of(region) {
+            Some(stats) => {
+                cells.push(stats.instances.to_string());
+                cells.extend(counter_cells(&stats.inclusive));
+                cells.extend(counter_cells(&stats.exclusive));
+            }
+            None => cells.extend(std::iter::repeat_n("-".to_string(), 9)),
+        }
+        table.row(cells);
+    }
+    for (label, field) in [("(totals)", "totals"), ("(unattributed)", "unattributed")] {
+        let counters = report
+            .tool_data
+            .get(field)
+            .and_then(|v| serde_json::from_value::<Counters>(v.clone()).ok());
+        if let Some(counters) = counters {
+            let mut cells = vec![label.to_string(), String::new(), String::new()];
+            cells.extend(counter_cells(&counters));
+            table.row(cells);
+        }
+    }
+    if !table.is_empty() {
+        table.render("", out);
+    }
+}
+
+/// Metric values as people write them: strings without quotes, everything else as compact JSON.
+fn show_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn generic_tree(report: &Report, out: &mut String) {
+    let files = FileNames::for_report(report);
+    let mut table = Table::new(&[
+        ("region", Align::Left),
+        ("location", Align::Left),
+        ("metrics", Align::Left),
+    ]);
+    for (region, depth) in tree_order(report) {
+        let metrics: Vec<String> = region
+            .metrics
+            .iter()
+            .map(|(k, v)| format!("{k}={}", show_value(v)))
+            .collect();
+        table.row(vec![
+            tree_label(region, depth),
+            files.location(region),
+            metrics.join(" "),
+        ]);
+    }
+    if !table.is_empty() {
+        table.render("", out);
+    }
+    if !report.tool_data.is_empty() {
+        out.push('\n');
+        for (key, value) in &report.tool_data {
+            let _ = writeln!(out, "{key}: {}", show_value(value));
+        }
+    }
+}
+
+/// A few lines for the end of `kage run`: where the report is, how the program ended, and for
+/// the `count` tool the `top` functions and loops with the most accesses (callees included).
+pub fn summary(report: &Report, report_path: &str, top: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "kage: {} report written to {report_path}", report.tool);
+    let was = if matches!(report.end, ProgramEnd::Signal { .. }) {
+        "was "
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "kage: the program (pid {}) {was}{}",
+        report.pid,
+        describe_end(&report.end)
+    );
+    if !report.complete {
+        out.push_str(
+            "kage: warning: the report is incomplete (written from a fatal signal handler)\n",
+        );
+    }
+    if report.tool == COUNT_TOOL {
+        count_summary(report, top, &mut out);
+    }
+    let _ = writeln!(
+        out,
+        "kage: the whole region tree: kage report {report_path}"
+    );
+    out
+}
+
+fn count_summary(report: &Report, top: usize, out: &mut String) {
+    if let Some(t) = report.count_totals() {
+        let _ = writeln!(
+            out,
+            "kage: {} loads ({} bytes), {} stores ({} bytes) in total",
+            t.loads, t.bytes_read, t.stores, t.bytes_written
+        );
+    }
+    // Loop bodies are left out: a body's inclusive counts are its loop's, split by iteration.
+    let mut ranked: Vec<(&Region, CountStats)> = report
+        .regions
+        .iter()
+        .filter(|r| r.kind != RegionKind::LoopBody)
+        .filter_map(|r| CountStats::of(r).map(|s| (r, s)))
+        .filter(|(_, s)| s.inclusive.loads + s.inclusive.stores > 0)
+        .collect();
+    ranked.sort_by_key(|(r, s)| {
+        (
+            std::cmp::Reverse(s.inclusive.loads + s.inclusive.stores),
+            r.id,
+        )
+    });
+    ranked.truncate(top);
+    if ranked.is_empty() {
+        out.push_str("kage: no region made any memory access\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "kage: top regions by accesses (loads + stores, callees included):"
+    );
+    let files = FileNames::for_report(report);
+    let mut table = Table::new(&[
+        ("accesses", Align::Right),
+        ("loads", Align::Right),
+        ("stores", Align::Right),
+        ("region", Align::Left),
+        ("location", Align::Left),
+    ]);
+    for (region, stats) in ranked {
+        let c = stats.inclusive;
+        table.row(vec![
+            (c.loads + c.stores).to_string(),
+            c.loads.to_string(),
+            c.stores.to_string(),
+            flat_label(region),
+            files.location(region),
+        ]);
+    }
+    table.render("kage:   ", out);
+}

@@ -1,0 +1,99 @@
+//! The compiler wrapper behind `kage-cc`, `kage-c++` (`kage-cxx`), `kage cc` and `kage c++`.
+//!
+//! A library in the style of LibAFL's `libafl_cc`: [`args`] classifies a command line,
+//! [`plan`] decides what to add, [`compiler`] and [`artifacts`] find the files involved, and
+//! [`exec_compiler`] puts them together and replaces the process with the real compiler, so
+//! its exit status and signals reach the build system untouched.
+
+pub mod args;
+pub mod artifacts;
+pub mod compiler;
+pub mod plan;
+
+pub use compiler::Language;
+
+use crate::exit_code;
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+
+/// Set to print the real compiler's command line on stderr before running it.
+pub const VERBOSE_ENV_VAR: &str = "KAGE_CC_VERBOSE";
+
+/// Runs the real compiler for `user_args` (the arguments after the program name) with Kage's
+/// additions. Returns only when that is impossible, with the exit code to use; `wrapper` is
+/// the name messages start with.
+pub fn exec_compiler(wrapper: &str, language: Language, user_args: &[OsString]) -> i32 {
+    let env = |name: &str| std::env::var_os(name);
+    let invocation = args::classify(user_args);
+    let plan = plan::Plan::new(&invocation);
+    let compiler = compiler::choose(language, &env);
+    let current_exe = std::env::current_exe().ok();
+
+    // A missing compiler is reported before anything else: nothing works without it.
+    let path = env("PATH").unwrap_or_default();
+    let resolved =
+        compiler::find_on_path(compiler.program.as_os_str(), &path).filter(|p| p.is_file());
+    let Some(resolved) = resolved else {
+        let error = io::Error::from(io::ErrorKind::NotFound);
+        eprintln!(
+            "{}",
+            compiler::cannot_run_message(wrapper, language, &compiler, &error)
+        );
+        return exit_code::CANNOT_RUN;
+    };
+    if current_exe
+        .as_deref()
+        .is_some_and(|exe| same_file(&resolved, exe))
+    {
+        eprintln!(
+            "{wrapper}: {} points at this wrapper ('{}'), which would call itself forever: \
+             point {} at the real clang 22, e.g. /usr/lib/llvm-22/bin/{}",
+            language.env_var(),
+            compiler.program.display(),
+            language.env_var(),
+            if language == Language::Cxx {
+                "clang++"
+            } else {
+                "clang"
+            },
+        );
+        return exit_code::SETUP_ERROR;
+    }
+
+    let argv = match plan.argv(user_args, |artifact| {
+        artifacts::locate(artifact, &env, current_exe.as_deref())
+    }) {
+        Ok(argv) => argv,
+        Err(missing) => {
+            eprintln!("{wrapper}: {missing}");
+            return exit_code::SETUP_ERROR;
+        }
+    };
+    if env(VERBOSE_ENV_VAR).is_some_and(|v| !v.is_empty() && v != "0") {
+        let shown: Vec<String> = argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        eprintln!(
+            "{wrapper}: {} {}",
+            compiler.program.display(),
+            shown.join(" ")
+        );
+    }
+    let error = Command::new(&compiler.program).args(&argv).exec();
+    eprintln!(
+        "{}",
+        compiler::cannot_run_message(wrapper, language, &compiler, &error)
+    );
+    exit_code::CANNOT_RUN
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}

@@ -1,0 +1,352 @@
+//! Turning a classified call into the real compiler's argument list.
+//!
+//! The user's arguments come first, unchanged and in order; Kage's are added after them
+//! (before a `--`, after which everything is an input):
+//!
+//! - a call that runs the optimizer on sources (`-S`, `-c`, or a link that compiles sources)
+//!   gets `-fpass-plugin=<libkage_pass.so>`, and `-gline-tables-only` unless a `-g` level of
+//!   at least 1 is already in force, so that regions have a file and lines;
+//! - a call that links an executable gets the runtime ([`RUNTIME_LINK_ARGS`]).
+//!
+//! Shared libraries (`-shared`) and partial links (`-r`) do not get the runtime: their
+//! `__kage_*` references stay undefined and resolve at load time against the runtime the
+//! instrumented executable exports (`--export-dynamic-symbol=__kage_*`). An executable built
+//! without kage-cc cannot load an instrumented library.
+//!
+//! Queries (`--version`, `-print-*`...) and calls without inputs (`-v`, autoconf's probes) go
+//! to the compiler exactly as they came.
+
+use super::args::{DebugInfo, Invocation, Mode};
+use super::artifacts::Artifact;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Stands for the runtime archive's path in [`RUNTIME_LINK_ARGS`].
+pub const RUNTIME_ARCHIVE: &str = "<libkage_rt.a>";
+
+/// What a link adds: the whole runtime archive (its constructors and hooks must all be kept,
+/// even the ones nothing in the program references yet), the hooks exported so that
+/// instrumented shared libraries resolve against them, and the system libraries the Rust
+/// runtime needs.
+pub const RUNTIME_LINK_ARGS: &[&str] = &[
+    "-Wl,--whole-archive",
+    RUNTIME_ARCHIVE,
+    "-Wl,--no-whole-archive",
+    "-Wl,--export-dynamic-symbol=__kage_*",
+    "-lpthread",
+    "-ldl",
+    "-lm",
+    "-lrt",
+    "-lgcc_s",
+];
+
+/// The debug level added when the user asked for none: line tables only, so that regions get
+/// a file and lines without changing the generated code.
+pub const LINE_TABLES_FLAG: &str = "-gline-tables-only";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Load the Kage pass.
+    pub instrument: bool,
+    /// Add [`LINE_TABLES_FLAG`].
+    pub add_line_tables: bool,
+    /// Add [`RUNTIME_LINK_ARGS`].
+    pub link_runtime: bool,
+    /// Where the additions go: before this original argument, or at the end.
+    insert_before: Option<usize>,
+    /// Reset `-x` before the runtime archive so that it is not read as source code.
+    reset_language: bool,
+}
+
+impl Plan {
+    pub fn new(invocation: &Invocation) -> Plan {
+        let builds = !invocation.query && invocation.has_inputs();
+        let optimizes = matches!(invocation.mode, Mode::Assembly | Mode::Object | Mode::Link);
+        let instrument = builds && optimizes && invocation.has_sources();
+        let link_runtime = builds
+            && invocation.mode == Mode::Link
+            && !invocation.shared
+            && !invocation.relocatable;
+        Plan {
+            instrument,
+            add_line_tables: instrument && invocation.debug_info != DebugInfo::On,
+            link_runtime,
+            insert_before: invocation.end_of_options,
+            reset_language: link_runtime && invocation.language_in_effect,
+        }
+    }
+
+    /// True when the call goes to the compiler unchanged.
+    pub fn is_pass_through(&self) -> bool {
+        !self.instrument && !self.link_runtime
+    }
+
+    /// The real compiler's arguments. `artifact` is asked only for the files this plan needs,
+    /// so a pass-through call works even when Kage is not built.
+    pub fn argv<E>(
+        &self,
+        user_args: &[OsString],
+        mut artifact: impl FnMut(Artifact) -> Result<PathBuf, E>,
+    ) -> Result<Vec<OsString>, E> {
+        let mut added: Vec<OsString> = Vec::new();
+        if self.instrument {
+            let mut flag = OsString::from("-fpass-plugin=");
+            flag.push(artifact(Artifact::PassPlugin)?);
+            added.push(flag);
+        }
+        if self.add_line_tables {
+            added.push(LINE_TABLES_FLAG.into());
+        }
+        if self.link_runtime {
+            let runtime = artifact(Artifact::Runtime)?;
+            if self.reset_language {
+                added.extend(["-x".into(), "none".into()]);
+            }
+            added.extend(RUNTIME_LINK_ARGS.iter().map(|&arg| {
+                if arg == RUNTIME_ARCHIVE {
+                    runtime.clone().into_os_string()
+                } else {
+                    arg.into()
+                }
+            }));
+        }
+        let at = self
+            .insert_before
+            .unwrap_or(user_args.len())
+            .min(user_args.len());
+        let mut argv = Vec::with_capacity(user_args.len() + added.len());
+        argv.extend_from_slice(&user_args[..at]);
+        argv.extend(added);
+        argv.extend_from_slice(&user_args[at..]);
+        Ok(argv)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::args::classify_with;
+    use std::io;
+    use std::path::Path;
+
+    const PLUGIN: &str = "-fpass-plugin=/k/libkage_pass.so";
+
+    fn fixed_artifacts(artifact: Artifact) -> Result<PathBuf, std::convert::Infallible> {
+        Ok(match artifact {
+            Artifact::PassPlugin => "/k/libkage_pass.so".into(),
+            Artifact::Runtime => "/k/libkage_rt.a".into(),
+        })
+    }
+
+    fn runtime() -> Vec<String> {
+        RUNTIME_LINK_ARGS
+            .iter()
+            .map(|a| {
+                if *a == RUNTIME_ARCHIVE {
+                    "/k/libkage_rt.a".to_string()
+                } else {
+                    a.to_string()
+                }
+            })
+            .collect()
+    }
+
+    fn final_args(args: &[&str]) -> Vec<String> {
+        final_args_with_files(args, &[])
+    }
+
+    fn final_args_with_files(args: &[&str], files: &[(&str, &str)]) -> Vec<String> {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let invocation = classify_with(&args, &mut |path: &Path| {
+            files
+                .iter()
+                .find(|(name, _)| Path::new(name) == path)
+                .map(|(_, contents)| contents.as_bytes().to_vec())
+                .ok_or_else(|| io::ErrorKind::NotFound.into())
+        });
+        let Ok(argv) = Plan::new(&invocation).argv(&args, fixed_artifacts);
+        argv.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    /// `user` followed by `added`.
+    fn then(user: &[&str], added: &[&str]) -> Vec<String> {
+        user.iter().chain(added).map(|s| s.to_string()).collect()
+    }
+
+    fn then_link(user: &[&str], added: &[&str]) -> Vec<String> {
+        let mut all = then(user, added);
+        all.extend(runtime());
+        all
+    }
+
+    #[test]
+    fn table_of_calls_and_their_plans() {
+        let cases: &[(&[&str], Vec<String>)] = &[
+            // Compile only: plugin and line tables, no runtime.
+            (
+                &["-O2", "-c", "x.c", "-o", "x.o"],
+                then(
+                    &["-O2", "-c", "x.c", "-o", "x.o"],
+                    &[PLUGIN, LINE_TABLES_FLAG],
+                ),
+            ),
+            // Dependencies written while compiling do not change anything.
+            (
+                &["-MD", "-MF", "x.d", "-c", "x.c"],
+                then(
+                    &["-MD", "-MF", "x.d", "-c", "x.c"],
+                    &[PLUGIN, LINE_TABLES_FLAG],
+                ),
+            ),
+            // A -g level is kept as it is.
+            (&["-g", "-c", "x.c"], then(&["-g", "-c", "x.c"], &[PLUGIN])),
+            (
+                &["-g3", "-S", "x.c"],
+                then(&["-g3", "-S", "x.c"], &[PLUGIN]),
+            ),
+            // -g0 last: line tables are added after it, so they win.
+            (
+                &["-g", "-g0", "-c", "x.c"],
+                then(&["-g", "-g0", "-c", "x.c"], &[PLUGIN, LINE_TABLES_FLAG]),
+            ),
+            // Preprocessing, dependency listing and syntax checks run no optimizer.
+            (&["-E", "x.c"], then(&["-E", "x.c"], &[])),
+            (&["-M", "x.c"], then(&["-M", "x.c"], &[])),
+            (
+                &["-MM", "-MT", "x.o", "x.c"],
+                then(&["-MM", "-MT", "x.o", "x.c"], &[]),
+            ),
+            (
+                &["-fsyntax-only", "x.cpp"],
+                then(&["-fsyntax-only", "x.cpp"], &[]),
+            ),
+            // Assembly is not compiled by the optimizer.
+            (&["-c", "start.S"], then(&["-c", "start.S"], &[])),
+            // Compile and link in one call; several sources.
+            (
+                &["-O2", "a.c", "b.c", "-o", "prog"],
+                then_link(
+                    &["-O2", "a.c", "b.c", "-o", "prog"],
+                    &[PLUGIN, LINE_TABLES_FLAG],
+                ),
+            ),
+            // Link only: no plugin, no line tables, the runtime.
+            (
+                &["a.o", "b.o", "-o", "prog", "-lm"],
+                then_link(&["a.o", "b.o", "-o", "prog", "-lm"], &[]),
+            ),
+            // Shared libraries are instrumented but get no runtime.
+            (
+                &["-shared", "-fPIC", "lib.c", "-o", "lib.so"],
+                then(
+                    &["-shared", "-fPIC", "lib.c", "-o", "lib.so"],
+                    &[PLUGIN, LINE_TABLES_FLAG],
+                ),
+            ),
+            (
+                &["-shared", "lib.o", "-o", "lib.so"],
+                then(&["-shared", "lib.o", "-o", "lib.so"], &[]),
+            ),
+            (
+                &["-r", "a.o", "b.o", "-o", "ab.o"],
+                then(&["-r", "a.o", "b.o", "-o", "ab.o"], &[]),
+            ),
+            // C++ by -x: instrumented.
+            (
+                &["-x", "c++", "-c", "main.inc"],
+                then(
+                    &["-x", "c++", "-c", "main.inc"],
+                    &[PLUGIN, LINE_TABLES_FLAG],
+                ),
+            ),
+            // Queries and calls without inputs pass straight through.
+            (&["--version"], then(&["--version"], &[])),
+            (&["-v"], then(&["-v"], &[])),
+            (&["-dumpversion"], then(&["-dumpversion"], &[])),
+            (
+                &["-print-file-name=libgcc.a"],
+                then(&["-print-file-name=libgcc.a"], &[]),
+            ),
+            (
+                &["-print-search-dirs", "x.c"],
+                then(&["-print-search-dirs", "x.c"], &[]),
+            ),
+            (&["-O2", "-o", "prog"], then(&["-O2", "-o", "prog"], &[])),
+            (&[], vec![]),
+            // A verbose compile is still a compile.
+            (
+                &["-v", "-c", "x.c"],
+                then(&["-v", "-c", "x.c"], &[PLUGIN, LINE_TABLES_FLAG]),
+            ),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(&final_args(args), expected, "for {args:?}");
+        }
+    }
+
+    #[test]
+    fn an_active_language_is_reset_before_the_runtime_archive() {
+        let args = ["-x", "c", "main.txt", "-o", "prog"];
+        let mut expected = then(&args, &[PLUGIN, LINE_TABLES_FLAG, "-x", "none"]);
+        expected.extend(runtime());
+        assert_eq!(final_args(&args), expected);
+    }
+
+    #[test]
+    fn additions_go_before_a_double_dash() {
+        assert_eq!(
+            final_args(&["-c", "--", "x.c"]),
+            then(&["-c", PLUGIN, LINE_TABLES_FLAG, "--", "x.c"], &[])
+        );
+        // A `--` inside a response file: the additions go before that file.
+        assert_eq!(
+            final_args_with_files(&["-O2", "-g", "@r", "y.c"], &[("r", "-c -- x.c")]),
+            then(&["-O2", "-g", PLUGIN, "@r", "y.c"], &[])
+        );
+    }
+
+    #[test]
+    fn response_files_are_passed_through_but_classified() {
+        assert_eq!(
+            final_args_with_files(
+                &["@objs.rsp", "-o", "prog"],
+                &[("objs.rsp", "'a file.o' b.o")]
+            ),
+            then_link(&["@objs.rsp", "-o", "prog"], &[])
+        );
+        assert_eq!(
+            final_args_with_files(&["@flags", "x.c"], &[("flags", "-c\n-g2\n")]),
+            then(&["@flags", "x.c", PLUGIN], &[])
+        );
+    }
+
+    #[test]
+    fn artifacts_are_asked_for_only_when_needed() {
+        let args: Vec<OsString> = ["-c", "x.c"].iter().map(OsString::from).collect();
+        let plan = Plan::new(&classify_with(&args, &mut |_| {
+            Err(io::ErrorKind::NotFound.into())
+        }));
+        let mut asked = Vec::new();
+        let _ = plan.argv(&args, |a| {
+            asked.push(a);
+            Ok::<_, ()>(PathBuf::from("/p"))
+        });
+        assert_eq!(asked, [Artifact::PassPlugin]);
+
+        let args: Vec<OsString> = ["--version"].iter().map(OsString::from).collect();
+        let plan = Plan::new(&classify_with(&args, &mut |_| {
+            Err(io::ErrorKind::NotFound.into())
+        }));
+        assert!(plan.is_pass_through());
+        assert_eq!(plan.argv(&args, |_| Err("not built")).unwrap(), args);
+
+        let args: Vec<OsString> = ["a.o"].iter().map(OsString::from).collect();
+        let plan = Plan::new(&classify_with(&args, &mut |_| {
+            Err(io::ErrorKind::NotFound.into())
+        }));
+        assert_eq!(
+            plan.argv(&args, |_| Err::<PathBuf, _>("runtime not built")),
+            Err("runtime not built")
+        );
+    }
+}

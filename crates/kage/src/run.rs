@@ -1,0 +1,460 @@
+//! `kage run`: run an instrumented program with runtime options, then summarise its report.
+
+use crate::exit_code;
+use kage_report::{read_report, render};
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::SystemTime;
+
+/// The environment variable the runtime reads its options from.
+pub const OPTIONS_ENV_VAR: &str = "KAGE_OPTIONS";
+/// Separates the options we add to [`OPTIONS_ENV_VAR`], sanitizer style (`tool=count:verbosity=1`).
+const OPTION_SEPARATOR: char = ':';
+/// Every character the runtime splits options at, so none may appear inside a value.
+const OPTION_SEPARATORS: [char; 2] = [':', ','];
+/// The runtime's default for `output=`: `%e` is the executable's name, `%p` the pid.
+const DEFAULT_OUTPUT: &str = "kage.%e.%p.json";
+/// How many regions the summary lists.
+const SUMMARY_REGIONS: usize = 5;
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunOptions {
+    /// `tool=`: the analysis to run.
+    pub tool: Option<String>,
+    /// Further runtime options, each `name=value`.
+    pub options: Vec<String>,
+    /// `output=`: where the report goes.
+    pub output: Option<PathBuf>,
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+}
+
+/// The value for [`OPTIONS_ENV_VAR`]: the one already in the environment (`existing`) first,
+/// then ours, so ours win where both set an option. `None` when there is nothing to add.
+/// `output` should be absolute, so that a program that changes directory still writes there.
+pub fn runtime_options(
+    existing: Option<&OsStr>,
+    tool: Option<&str>,
+    options: &[String],
+    output: Option<&Path>,
+) -> Result<Option<OsString>, String> {
+    let mut ours: Vec<String> = Vec::new();
+    if let Some(tool) = tool {
+        if tool.is_empty() || tool.contains(OPTION_SEPARATORS) || tool.contains('=') {
+            return Err(format!(
+                "'{tool}' is not a tool name: write it like --tool count"
+            ));
+        }
+        ours.push(format!("tool={tool}"));
+    }
+    for option in options {
+        let well_formed = option.split_once('=').is_some_and(|(name, _)| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        });
+        if !well_formed {
+            return Err(format!(
+                "--option '{option}' is not name=value: write it like --option verbosity=1 \
+                 (KAGE_OPTIONS=help=1 ./prog lists every option)"
+            ));
+        }
+        if option.contains(OPTION_SEPARATORS) {
+            return Err(format!(
+                "--option '{option}' contains ':' or ',', which separate options in \
+                 {OPTIONS_ENV_VAR}: give each option its own --option"
+            ));
+        }
+        ours.push(option.clone());
+    }
+    if let Some(output) = output {
+        let Some(text) = output.to_str().filter(|t| !t.contains(OPTION_SEPARATORS)) else {
+            return Err(format!(
+                "the report path '{}' must be UTF-8 without ':' or ',' (they separate options \
+                 in {OPTIONS_ENV_VAR}): choose another path for -o",
+                output.display()
+            ));
+        };
+        ours.push(format!("output={text}"));
+    }
+    if ours.is_empty() {
+        return Ok(None);
+    }
+    let mut value = OsString::new();
+    if let Some(existing) = existing.filter(|e| !e.is_empty()) {
+        value.push(existing);
+        value.push(OPTION_SEPARATOR.to_string());
+    }
+    value.push(ours.join(&OPTION_SEPARATOR.to_string()));
+    Ok(Some(value))
+}
+
+/// Where the runtime will write the report of process `pid` running the executable named
+/// `exe_name`: the last `output=` in the options, else [`DEFAULT_OUTPUT`], with `%e`, `%p`
+/// and `%%` expanded as the runtime does.
+pub fn expected_report_path(options: Option<&OsStr>, exe_name: &str, pid: u32) -> PathBuf {
+    let template = output_option(options).unwrap_or_else(|| DEFAULT_OUTPUT.to_string());
+    let mut path = String::new();
+    let mut chars = template.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '%' => match chars.next() {
+                Some('e') => path.push_str(exe_name),
+                Some('p') => path.push_str(&pid.to_string()),
+                Some('%') => path.push('%'),
+                Some(other) => {
+                    path.push('%');
+                    path.push(other);
+                }
+                None => path.push('%'),
+            },
+            _ => path.push(c),
+        }
+    }
+    PathBuf::from(path)
+}
+
+/// The last non-empty `output=` in a [`OPTIONS_ENV_VAR`] value.
+fn output_option(options: Option<&OsStr>) -> Option<String> {
+    options.and_then(|o| {
+        o.to_string_lossy()
+            .split(OPTION_SEPARATORS)
+            .filter_map(|option| option.trim().strip_prefix("output="))
+            .rfind(|path| !path.is_empty())
+            .map(str::to_string)
+    })
+}
+
+/// The name the runtime gives `%e`: the base name of the executable with symlinks resolved
+/// (it reads `/proc/self/exe`).
+fn exe_name(program: &OsStr) -> String {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    crate::cc::compiler::find_on_path(program, &path)
+        .and_then(|found| found.canonicalize().ok())
+        .as_deref()
+        .and_then(Path::file_name)
+        .or_else(|| Path::new(program).file_name())
+        .unwrap_or(program)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The shell's convention for a child's status: its exit code, or 128 + the signal that killed it.
+pub fn exit_code_of(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        // Neither exited nor signalled: only possible for stopped children, which wait() does not report.
+        (None, None) => 1,
+    }
+}
+
+/// Modification times of report files before the run, to tell a fresh report from one an
+/// earlier run left behind.
+struct ReportFiles {
+    before: HashMap<PathBuf, SystemTime>,
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+fn looks_like_report(name: &OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name.starts_with("kage.") && name.ends_with(".json")
+}
+
+impl ReportFiles {
+    /// Records every `kage.*.json` in `dir`, and `extra` (the report path the user chose).
+    fn scan(dir: &Path, extra: Option<&Path>) -> ReportFiles {
+        let mut before = HashMap::new();
+        for path in reports_in(dir)
+            .into_iter()
+            .chain(extra.map(Path::to_path_buf))
+        {
+            if let Some(time) = modified(&path) {
+                before.insert(path, time);
+            }
+        }
+        ReportFiles { before }
+    }
+
+    fn is_fresh(&self, path: &Path) -> bool {
+        match (modified(path), self.before.get(path)) {
+            (Some(now), Some(then)) => now != *then,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+}
+
+fn reports_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut reports: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| looks_like_report(&e.file_name()))
+        .map(|e| dir.join(e.file_name()))
+        .collect();
+    reports.sort();
+    reports
+}
+
+/// The child's pid, for the signal handler.
+static CHILD_PID: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward_to_child(signal: libc::c_int) {
+    let pid = CHILD_PID.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+/// While the program runs, `kage run` stays alive to report on it: SIGINT and SIGQUIT from the
+/// terminal already reach the program (same process group), so kage ignores them, as
+/// `system(3)` does; SIGTERM and SIGHUP, which are sent to kage alone (`timeout`, a closed
+/// session), are passed on to the program.
+fn shield_from_signals(child: u32) {
+    CHILD_PID.store(child as i32, Ordering::Relaxed);
+    let forward = forward_to_child as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: installing dispositions; the handler only calls kill with an atomic's value.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, forward);
+        libc::signal(libc::SIGHUP, forward);
+    }
+}
+
+/// Runs the program and returns its exit status (128 + signal when a signal killed it), or
+/// 127 when it cannot be started, or 2 for bad options. The summary goes to stderr.
+pub fn run(options: &RunOptions) -> i32 {
+    let Some(program) = options.command.first() else {
+        eprintln!("kage run: no program given: write `kage run -- ./prog args...`");
+        return exit_code::BAD_INPUT;
+    };
+    let output = options
+        .output
+        .as_ref()
+        .map(|o| std::path::absolute(o).unwrap_or_else(|_| o.clone()));
+    let existing = std::env::var_os(OPTIONS_ENV_VAR);
+    let runtime_options = match runtime_options(
+        existing.as_deref(),
+        options.tool.as_deref(),
+        &options.options,
+        output.as_deref(),
+    ) {
+        Ok(value) => value,
+        Err(message) => {
+            eprintln!("kage run: {message}");
+            return exit_code::BAD_INPUT;
+        }
+    };
+    let options_in_force = runtime_options.clone().or(existing);
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let exe = exe_name(program);
+    // An output= without %p names the report before the pid is known.
+    let chosen_output = output_option(options_in_force.as_deref())
+        .filter(|o| !o.contains("%p"))
+        .map(|_| cwd.join(expected_report_path(options_in_force.as_deref(), &exe, 0)));
+    let reports_before = ReportFiles::scan(&cwd, chosen_output.as_deref());
+
+    let mut command = Command::new(program);
+    command.args(&options.command[1..]);
+    if let Some(value) = &runtime_options {
+        command.env(OPTIONS_ENV_VAR, value);
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            eprintln!(
+                "kage run: cannot start '{}': {error}: check the path (a program in the current \
+                 directory needs ./) and that it is executable",
+                Path::new(program).display()
+            );
+            return exit_code::CANNOT_RUN;
+        }
+    };
+    let pid = child.id();
+    shield_from_signals(pid);
+    let status = match child.wait() {
+        Ok(status) => status,
+        Err(error) => {
+            eprintln!(
+                "kage run: lost track of '{}' (pid {pid}): {error}",
+                Path::new(program).display()
+            );
+            return exit_code::CANNOT_RUN;
+        }
+    };
+    let code = exit_code_of(status);
+
+    let report_path = expected_report_path(options_in_force.as_deref(), &exe, pid);
+    let absolute_report = cwd.join(&report_path);
+    // Show the path as the user would type it: as given with -o, else relative to here.
+    let shown = match &options.output {
+        Some(given) if !given.to_string_lossy().contains('%') => given.display().to_string(),
+        _ => report_path.display().to_string(),
+    };
+    if reports_before.is_fresh(&absolute_report) {
+        match read_report(&absolute_report) {
+            Ok(report) => eprint!("{}", render::summary(&report, &shown, SUMMARY_REGIONS)),
+            Err(error) => eprintln!("kage run: the report cannot be read: {error}"),
+        }
+        return code;
+    }
+    explain_missing_report(
+        program,
+        &shown,
+        &absolute_report,
+        status,
+        &cwd,
+        &reports_before,
+    );
+    code
+}
+
+fn explain_missing_report(
+    program: &OsStr,
+    shown: &str,
+    path: &Path,
+    status: ExitStatus,
+    cwd: &Path,
+    reports_before: &ReportFiles,
+) {
+    let program = Path::new(program).display();
+    if path.exists() {
+        eprintln!("kage run: no report was written: '{shown}' is left from an earlier run");
+    } else {
+        eprintln!("kage run: no report was written: was {program} built with kage-cc? (looked for {shown})");
+    }
+    if status.signal() == Some(libc::SIGKILL) {
+        eprintln!(
+            "kage run: the program was killed by SIGKILL, which leaves no chance to write a report"
+        );
+    }
+    let others: Vec<String> = reports_in(cwd)
+        .into_iter()
+        .filter(|p| reports_before.is_fresh(p))
+        .map(|p| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    if !others.is_empty() {
+        eprintln!(
+            "kage run: other processes wrote reports during the run (see them with `kage report FILE`): {}",
+            others.join(" ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn options_from_the_environment_come_first_so_ours_win() {
+        let value = runtime_options(
+            Some(OsStr::new("verbosity=2:tool=x")),
+            Some("count"),
+            &opts(&["verbosity=1"]),
+            Some(Path::new("/tmp/r.json")),
+        );
+        assert_eq!(
+            value,
+            Ok(Some(
+                "verbosity=2:tool=x:tool=count:verbosity=1:output=/tmp/r.json".into()
+            ))
+        );
+        assert_eq!(
+            runtime_options(None, None, &opts(&["a=1", "b="]), None),
+            Ok(Some("a=1:b=".into()))
+        );
+        // Nothing to add: the environment is left alone.
+        assert_eq!(
+            runtime_options(Some(OsStr::new("a=1")), None, &[], None),
+            Ok(None)
+        );
+        assert_eq!(
+            runtime_options(Some(OsStr::new("")), Some("count"), &[], None),
+            Ok(Some("tool=count".into()))
+        );
+    }
+
+    #[test]
+    fn malformed_options_are_refused_with_advice() {
+        for bad in ["verbosity", "=1", "a b=1", "a=1:b=2", "a=1,b=2"] {
+            let error = runtime_options(None, None, &opts(&[bad]), None).unwrap_err();
+            assert!(error.contains("--option"), "{bad}: {error}");
+        }
+        assert!(runtime_options(None, Some(""), &[], None)
+            .unwrap_err()
+            .contains("--tool count"));
+        assert!(
+            runtime_options(None, None, &[], Some(Path::new("/a:b.json")))
+                .unwrap_err()
+                .contains("-o")
+        );
+    }
+
+    #[test]
+    fn the_report_is_where_output_says_else_named_by_exe_and_pid() {
+        assert_eq!(
+            expected_report_path(None, "prog", 42),
+            PathBuf::from("kage.prog.42.json")
+        );
+        assert_eq!(
+            expected_report_path(
+                Some(OsStr::new("output=/a.json:tool=count,output=/b.json")),
+                "prog",
+                1
+            ),
+            PathBuf::from("/b.json")
+        );
+        assert_eq!(
+            expected_report_path(Some(OsStr::new("verbosity=1:output=")), "prog", 7),
+            PathBuf::from("kage.prog.7.json")
+        );
+        assert_eq!(
+            expected_report_path(Some(OsStr::new("output=out/%e-%p-100%%.json")), "prog", 7),
+            PathBuf::from("out/prog-7-100%.json")
+        );
+    }
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        assert_eq!(exit_code_of(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(exit_code_of(ExitStatus::from_raw(0)), 0);
+        assert_eq!(exit_code_of(ExitStatus::from_raw(libc::SIGTERM)), 143);
+        assert_eq!(exit_code_of(ExitStatus::from_raw(libc::SIGSEGV)), 139);
+    }
+
+    #[test]
+    fn fresh_reports_are_told_from_old_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("kage.prog.1.json");
+        std::fs::write(&old, "{}").unwrap();
+        std::fs::write(dir.path().join("unrelated.json"), "{}").unwrap();
+        let before = ReportFiles::scan(dir.path(), None);
+        assert!(!before.is_fresh(&old));
+        let new = dir.path().join("kage.prog.2.json");
+        std::fs::write(&new, "{}").unwrap();
+        assert!(before.is_fresh(&new));
+        assert!(!before.is_fresh(&dir.path().join("kage.prog.3.json")));
+        assert_eq!(reports_in(dir.path()), [old, new]);
+    }
+}
