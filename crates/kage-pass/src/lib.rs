@@ -1,1 +1,90 @@
-//! Kage pass.
+//! Kage's LLVM pass plugin (`libkage_pass.so`).
+//!
+//! `src/shim.cpp` registers a module pass with LLVM's PassBuilder (clang's OptimizerLast
+//! extension point, and `-passes=kage` for `opt`); the pass calls [`kage_run_on_module`],
+//! which finds regions (functions, natural loops, loop bodies), emits the region table and
+//! inserts the runtime hooks exactly as `docs/abi.md` specifies.
+//!
+//! Modules: [`loops`] (dominators and natural loops on a plain graph, no LLVM),
+//! [`regions`] (table layout, emission, constructor), [`instrument`] (the pass),
+//! [`debuginfo`] (lines, files, hook locations), [`ir`] (C API helpers).
+//!
+//! Where it runs: clang's OptimizerLast extension point, which LLVM 22 also invokes from the
+//! -O0 pipeline and from the ThinLTO/full-LTO pre-link pipelines (checked by the
+//! `clang_plugin` tests and by hand with `-flto`). A module that already has
+//! `__kage_module` is left alone, so running the pass twice (or again after LTO merged
+//! instrumented modules) does not instrument twice.
+//!
+//! Known limits (beyond those in docs/abi.md):
+//! - Irreducible cycles are not loops: their blocks belong to the enclosing loop/function.
+//! - Unreachable blocks get no region hooks (no func_exit before their `ret`) and are in no
+//!   loop; their memory accesses are still instrumented (harmless: they never run).
+//! - Blocks starting with a Windows EH pad (catchswitch/catchpad/cleanuppad) get no
+//!   block-entry hooks, and calls inside funclets get no `funclet` bundle: Windows EH is
+//!   not supported (Linux targets never produce these).
+//! - Accesses through pointers outside address space 0, scalable vectors and zero-sized
+//!   types are skipped; `naked` and `available_externally` functions are not instrumented.
+//! - Before a `ret` that returns a `musttail` call, `__kage_func_exit` goes before the call.
+//! - The pass drops `memory`, `speculatable`, `nosync` and `nofree` from instrumented
+//!   functions (they now call the runtime); call-site copies of such attributes and
+//!   parameter attributes such as `captures(none)` are left as they are.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use llvm_sys::prelude::LLVMModuleRef;
+
+pub mod debuginfo;
+pub mod instrument;
+pub mod ir;
+pub mod loops;
+pub mod regions;
+
+/// Mirror of `llvm::PassPluginLibraryInfo` (llvm/Plugins/PassPlugin.h, LLVM 22); the shim
+/// static-asserts the C++ size so a layout change fails the build.
+#[repr(C)]
+pub struct PassPluginLibraryInfo {
+    pub api_version: u32,
+    pub plugin_name: *const c_char,
+    pub plugin_version: *const c_char,
+    /// `void (*)(llvm::PassBuilder &)`.
+    pub register_pass_builder_callbacks: Option<unsafe extern "C" fn(pass_builder: *mut c_void)>,
+    /// `bool (*)(Module &, TargetMachine &, CodeGenFileType, raw_pwrite_stream &)`; unused.
+    pub pre_code_gen_callback:
+        Option<unsafe extern "C" fn(*mut c_void, *mut c_void, c_int, *mut c_void) -> bool>,
+}
+
+extern "C" {
+    /// Registers the pass's PassBuilder callbacks (src/shim.cpp).
+    fn kage_register_pass_builder_callbacks(pass_builder: *mut c_void);
+    /// `LLVM_PLUGIN_API_VERSION` of the headers the shim was compiled against.
+    fn kage_plugin_api_version() -> u32;
+}
+
+/// The entry point LLVM's plugin loader looks up. It lives in Rust because a cdylib only
+/// exports Rust `#[no_mangle]` items, not symbols of the C++ static archive.
+///
+/// # Safety
+/// Called by LLVM's `PassPlugin::Load` in a process where LLVM 22 is loaded; it only
+/// returns static data and function pointers.
+#[no_mangle]
+pub unsafe extern "C" fn llvmGetPassPluginInfo() -> PassPluginLibraryInfo {
+    PassPluginLibraryInfo {
+        api_version: kage_plugin_api_version(),
+        plugin_name: c"kage".as_ptr(),
+        plugin_version: concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char,
+        register_pass_builder_callbacks: Some(kage_register_pass_builder_callbacks),
+        pre_code_gen_callback: None,
+    }
+}
+
+/// Runs the Kage pass on one module (called by the C++ pass in src/shim.cpp).
+///
+/// # Safety
+/// `module` must be a valid `LLVMModuleRef` that no one else mutates during the call.
+#[no_mangle]
+pub unsafe extern "C" fn kage_run_on_module(module: LLVMModuleRef) {
+    if module.is_null() {
+        return;
+    }
+    instrument::instrument_module(module);
+}

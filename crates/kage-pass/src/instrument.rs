@@ -1,0 +1,514 @@
+//! The module pass: picks functions, builds the region table, inserts the hooks of
+//! docs/abi.md. All instructions to instrument are collected before any is inserted.
+
+use llvm_sys::core::*;
+use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMStoreSizeOfType, LLVMTargetDataRef};
+use llvm_sys::{
+    LLVMAttributeFunctionIndex, LLVMLinkage, LLVMOpcode, LLVMTailCallKind, LLVMTypeKind,
+};
+
+use crate::debuginfo::{self, HookLocations};
+use crate::ir::{self, c_string, FunctionCfg};
+use crate::loops::{find_loops, LoopForest};
+use crate::regions::{self, FunctionIdentity, FunctionSlots, LineRange, RegionEntry};
+
+/// Instruments `module` in place. Modules without instrumentable functions are untouched.
+///
+/// # Safety
+/// `module` must be a valid module that nothing else mutates meanwhile.
+pub unsafe fn instrument_module(module: LLVMModuleRef) {
+    if !LLVMGetNamedGlobal(module, c_string(regions::MODULE_GLOBAL).as_ptr()).is_null() {
+        return; // already instrumented (e.g. the pass was scheduled twice)
+    }
+    let functions: Vec<LLVMValueRef> = module_functions(module)
+        .into_iter()
+        .filter(|&f| should_instrument(f))
+        .collect();
+    if functions.is_empty() {
+        return;
+    }
+
+    // Analyse every function before changing anything.
+    let mut plans = Vec::with_capacity(functions.len());
+    let mut entries: Vec<RegionEntry> = Vec::new();
+    for &func in &functions {
+        let plan = FunctionPlan::new(
+            func,
+            FunctionSlots {
+                base: entries.len() as u32,
+            },
+        );
+        entries.extend(plan.regions());
+        plans.push(plan);
+    }
+
+    let mut name_len = 0usize;
+    let module_name = ir::lossy_string(LLVMGetSourceFileName(module, &mut name_len), name_len);
+    let table = regions::emit_table(module, &entries, &module_name);
+    let hooks = Hooks::declare(module);
+    let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
+    for plan in &plans {
+        drop_attributes_hooks_break(plan.func);
+        let mut inserter = Inserter {
+            builder,
+            hooks: &hooks,
+            table: &table,
+            locations: HookLocations::new(module, plan.func),
+        };
+        plan.insert_hooks(&mut inserter);
+    }
+    LLVMDisposeBuilder(builder);
+    regions::add_registration_ctor(module, &table, hooks.register_module, hooks.region_fn_type);
+}
+
+/// Instrumented functions now call the runtime, which reads and writes its own memory and
+/// may synchronise: attributes promising otherwise would let later passes (or LTO callers)
+/// move or delete calls and lose events. MemorySanitizer drops the same ones.
+unsafe fn drop_attributes_hooks_break(func: LLVMValueRef) {
+    for name in ["memory", "speculatable", "nosync", "nofree"] {
+        let kind = LLVMGetEnumAttributeKindForName(name.as_ptr() as *const _, name.len());
+        if kind != 0 {
+            LLVMRemoveEnumAttributeAtIndex(func, LLVMAttributeFunctionIndex, kind);
+        }
+    }
+}
+
+unsafe fn module_functions(module: LLVMModuleRef) -> Vec<LLVMValueRef> {
+    let mut out = Vec::new();
+    let mut func = LLVMGetFirstFunction(module);
+    while !func.is_null() {
+        out.push(func);
+        func = LLVMGetNextFunction(func);
+    }
+    out
+}
+
+/// Functions with a body, except the runtime's own (`__kage_*`, which includes the pass's
+/// constructor), those opting out with `disable_sanitizer_instrumentation`, `naked` ones
+/// (no prologue to call from) and `available_externally` copies (never emitted themselves).
+unsafe fn should_instrument(func: LLVMValueRef) -> bool {
+    if LLVMIsDeclaration(func) != 0 || LLVMGetFirstBasicBlock(func).is_null() {
+        return false;
+    }
+    if ir::value_name(func).starts_with("__kage_") {
+        return false;
+    }
+    if LLVMGetLinkage(func) == LLVMLinkage::LLVMAvailableExternallyLinkage {
+        return false;
+    }
+    !["disable_sanitizer_instrumentation", "naked"]
+        .iter()
+        .any(|attr| has_function_attribute(func, attr))
+}
+
+unsafe fn has_function_attribute(func: LLVMValueRef, name: &str) -> bool {
+    let kind = LLVMGetEnumAttributeKindForName(name.as_ptr() as *const _, name.len());
+    kind != 0 && !LLVMGetEnumAttributeAtIndex(func, LLVMAttributeFunctionIndex, kind).is_null()
+}
+
+/// The demangled name for C++ (`_Z...`) symbols, else the symbol itself.
+pub fn display_name(symbol: &str) -> String {
+    if symbol.starts_with("_Z") {
+        if let Ok(parsed) = cpp_demangle::Symbol::new(symbol) {
+            if let Ok(demangled) = parsed.demangle(&cpp_demangle::DemangleOptions::default()) {
+                return demangled;
+            }
+        }
+    }
+    symbol.to_string()
+}
+
+/// One memory access to report, found before any insertion.
+enum Access {
+    /// `__kage_load` then/or `__kage_store` before `at`, each of `size` bytes (an
+    /// `atomicrmw` has both).
+    Plain {
+        at: LLVMValueRef,
+        ptr: LLVMValueRef,
+        size: u64,
+        load: bool,
+        store: bool,
+    },
+    /// `__kage_cmpxchg` right after the instruction.
+    CmpXchg {
+        inst: LLVMValueRef,
+        ptr: LLVMValueRef,
+        size: u64,
+    },
+    /// `llvm.mem*`: `len` bytes read from `src` (when there is one) and written to `dst`.
+    Intrinsic {
+        at: LLVMValueRef,
+        dst: LLVMValueRef,
+        src: Option<LLVMValueRef>,
+        len: LLVMValueRef,
+    },
+}
+
+/// Everything the pass will do to one function, decided before mutating it.
+struct FunctionPlan {
+    func: LLVMValueRef,
+    slots: FunctionSlots,
+    forest: LoopForest,
+    cfg: FunctionCfg,
+    block_lines: Vec<LineRange>,
+    identity: FunctionIdentity,
+    accesses: Vec<Access>,
+    /// Instructions before which `__kage_func_exit` goes (reachable `ret`/`resume`).
+    exits: Vec<LLVMValueRef>,
+}
+
+impl FunctionPlan {
+    unsafe fn new(func: LLVMValueRef, slots: FunctionSlots) -> Self {
+        let cfg = FunctionCfg::new(func);
+        let forest = find_loops(&cfg.successors, 0);
+        let data_layout = LLVMGetModuleDataLayout(LLVMGetGlobalParent(func));
+        let mut block_lines = Vec::with_capacity(cfg.blocks.len());
+        let mut accesses = Vec::new();
+        let mut exits = Vec::new();
+        for (b, &block) in cfg.blocks.iter().enumerate() {
+            let mut lines = LineRange::default();
+            for inst in ir::instructions(block) {
+                lines.add(debuginfo::outermost_line(inst));
+                if let Some(access) = classify_access(inst, data_layout) {
+                    accesses.push(access);
+                }
+                let op = ir::opcode(inst);
+                // Unreachable blocks never run: no region hooks there (see loops.rs).
+                if forest.reachable[b]
+                    && (op == LLVMOpcode::LLVMRet || op == LLVMOpcode::LLVMResume)
+                {
+                    exits.push(exit_insertion_point(inst));
+                }
+            }
+            block_lines.push(lines);
+        }
+        let symbol = ir::value_name(func);
+        // A leading \x01 only tells the backend not to add a prefix; it is not part of the name.
+        let symbol = symbol.strip_prefix('\u{1}').unwrap_or(&symbol).to_string();
+        let identity = FunctionIdentity {
+            name: display_name(&symbol),
+            symbol,
+            file: debuginfo::function_file(func),
+            declared_line: debuginfo::subprogram_line(func),
+        };
+        FunctionPlan {
+            func,
+            slots,
+            forest,
+            cfg,
+            block_lines,
+            identity,
+            accesses,
+            exits,
+        }
+    }
+
+    fn regions(&self) -> Vec<RegionEntry> {
+        regions::plan_function(self.slots, &self.forest, &self.block_lines, &self.identity)
+    }
+
+    /// Inserts in an order that keeps hooks sharing a position right: block-entry hooks
+    /// first (later insertions before the same instruction land after them), then accesses
+    /// in program order, then function exits (so they come after a cmpxchg's hook).
+    unsafe fn insert_hooks(&self, ins: &mut Inserter) {
+        let entry_block = self.cfg.blocks[0];
+        let function_region = self.slots.function();
+        if let Some(at) = ir::first_insertion_point(entry_block) {
+            ins.region_hook(ins.hooks.func_enter, function_region, at);
+        }
+        for (k, lp) in self.forest.loops.iter().enumerate() {
+            if let Some(at) = ir::first_insertion_point(self.cfg.blocks[lp.header]) {
+                ins.region_hook(ins.hooks.loop_iter, self.slots.loop_entry(k), at);
+            }
+        }
+        for (block, innermost) in self.forest.settle_blocks(&self.cfg.successors) {
+            if let Some(at) = ir::first_insertion_point(self.cfg.blocks[block]) {
+                ins.region_hook(ins.hooks.settle, self.slots.innermost_region(innermost), at);
+            }
+        }
+        for access in &self.accesses {
+            ins.access_hook(access);
+        }
+        for &at in &self.exits {
+            ins.region_hook(ins.hooks.func_exit, function_region, at);
+        }
+    }
+}
+
+/// Where `__kage_func_exit` goes for a `ret`/`resume`: right before it, unless the `ret`
+/// returns a `musttail` call's result, since nothing may sit between that call and the
+/// `ret`; then before the call (the callee's events then nest inside nothing of ours).
+unsafe fn exit_insertion_point(terminator: LLVMValueRef) -> LLVMValueRef {
+    let mut prev = LLVMGetPreviousInstruction(terminator);
+    if !prev.is_null() && ir::opcode(prev) == LLVMOpcode::LLVMBitCast {
+        prev = LLVMGetPreviousInstruction(prev);
+    }
+    if !prev.is_null()
+        && !LLVMIsACallInst(prev).is_null()
+        && LLVMGetTailCallKind(prev) == LLVMTailCallKind::LLVMTailCallKindMustTail
+    {
+        return prev;
+    }
+    terminator
+}
+
+/// The access `inst` makes, if it is one the ABI reports.
+unsafe fn classify_access(inst: LLVMValueRef, data_layout: LLVMTargetDataRef) -> Option<Access> {
+    let operand = |i| LLVMGetOperand(inst, i);
+    match ir::opcode(inst) {
+        LLVMOpcode::LLVMLoad => {
+            let size = access_size(data_layout, LLVMTypeOf(inst))?;
+            Some(Access::Plain {
+                at: inst,
+                ptr: pointer(operand(0))?,
+                size,
+                load: true,
+                store: false,
+            })
+        }
+        LLVMOpcode::LLVMStore => {
+            let size = access_size(data_layout, LLVMTypeOf(operand(0)))?;
+            Some(Access::Plain {
+                at: inst,
+                ptr: pointer(operand(1))?,
+                size,
+                load: false,
+                store: true,
+            })
+        }
+        LLVMOpcode::LLVMAtomicRMW => {
+            let size = access_size(data_layout, LLVMTypeOf(operand(1)))?;
+            Some(Access::Plain {
+                at: inst,
+                ptr: pointer(operand(0))?,
+                size,
+                load: true,
+                store: true,
+            })
+        }
+        LLVMOpcode::LLVMAtomicCmpXchg => {
+            let size = access_size(data_layout, LLVMTypeOf(operand(1)))?;
+            Some(Access::CmpXchg {
+                inst,
+                ptr: pointer(operand(0))?,
+                size,
+            })
+        }
+        LLVMOpcode::LLVMCall => {
+            let callee = LLVMGetCalledValue(inst);
+            if callee.is_null() || LLVMIsAFunction(callee).is_null() {
+                return None;
+            }
+            let name = ir::value_name(callee);
+            // memcpy/memmove (dst, src, len, ...) and memset (dst, val, len, ...), including
+            // `.inline` and `.element.unordered.atomic`, which keep those argument positions.
+            let transfer = name.starts_with("llvm.memcpy") || name.starts_with("llvm.memmove");
+            if !transfer && !name.starts_with("llvm.memset") {
+                return None;
+            }
+            if LLVMGetNumArgOperands(inst) < 3 {
+                return None;
+            }
+            let len = operand(2);
+            if LLVMGetTypeKind(LLVMTypeOf(len)) != LLVMTypeKind::LLVMIntegerTypeKind {
+                return None;
+            }
+            let dst = pointer(operand(0))?;
+            let src = if transfer {
+                Some(pointer(operand(1))?)
+            } else {
+                None
+            };
+            Some(Access::Intrinsic {
+                at: inst,
+                dst,
+                src,
+                len,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The store size of `ty`; `None` for scalable vectors (size unknown at compile time) and
+/// zero-sized types (nothing is touched).
+unsafe fn access_size(data_layout: LLVMTargetDataRef, ty: LLVMTypeRef) -> Option<u64> {
+    if LLVMGetTypeKind(ty) == LLVMTypeKind::LLVMScalableVectorTypeKind || LLVMTypeIsSized(ty) == 0 {
+        return None;
+    }
+    Some(LLVMStoreSizeOfType(data_layout, ty)).filter(|&size| size > 0)
+}
+
+/// `value` if it is a pointer in address space 0. Other address spaces (x86 `fs`/`gs`
+/// segments, GPU memories) are not plain addresses the runtime could shadow.
+unsafe fn pointer(value: LLVMValueRef) -> Option<LLVMValueRef> {
+    let ty = LLVMTypeOf(value);
+    (LLVMGetTypeKind(ty) == LLVMTypeKind::LLVMPointerTypeKind
+        && LLVMGetPointerAddressSpace(ty) == 0)
+        .then_some(value)
+}
+
+/// The runtime's entry points, declared with the exact C signatures of docs/abi.md.
+struct Hooks {
+    region_fn_type: LLVMTypeRef,
+    access_fn_type: LLVMTypeRef,
+    cmpxchg_fn_type: LLVMTypeRef,
+    register_module: LLVMValueRef,
+    func_enter: LLVMValueRef,
+    func_exit: LLVMValueRef,
+    loop_iter: LLVMValueRef,
+    settle: LLVMValueRef,
+    load: LLVMValueRef,
+    store: LLVMValueRef,
+    cmpxchg: LLVMValueRef,
+    i32_type: LLVMTypeRef,
+    i64_type: LLVMTypeRef,
+}
+
+impl Hooks {
+    unsafe fn declare(module: LLVMModuleRef) -> Self {
+        let context = LLVMGetModuleContext(module);
+        let void_type = LLVMVoidTypeInContext(context);
+        let ptr_type = LLVMPointerTypeInContext(context, 0);
+        let i32_type = LLVMInt32TypeInContext(context);
+        let i64_type = LLVMInt64TypeInContext(context);
+        let fn_type = |params: &mut [LLVMTypeRef]| {
+            LLVMFunctionType(void_type, params.as_mut_ptr(), params.len() as u32, 0)
+        };
+        let region_fn_type = fn_type(&mut [ptr_type]);
+        let access_fn_type = fn_type(&mut [ptr_type, i64_type]);
+        let cmpxchg_fn_type = fn_type(&mut [ptr_type, i64_type, i32_type]);
+        let declare = |name: &str, ty: LLVMTypeRef| {
+            let cname = c_string(name);
+            let existing = LLVMGetNamedFunction(module, cname.as_ptr());
+            if !existing.is_null() {
+                return existing;
+            }
+            let func = LLVMAddFunction(module, cname.as_ptr(), ty);
+            // The runtime is built with panic=abort and never unwinds into the program.
+            let nounwind = LLVMGetEnumAttributeKindForName(c"nounwind".as_ptr(), 8);
+            LLVMAddAttributeAtIndex(
+                func,
+                LLVMAttributeFunctionIndex,
+                LLVMCreateEnumAttribute(context, nounwind, 0),
+            );
+            func
+        };
+        Hooks {
+            register_module: declare("__kage_register_module", region_fn_type),
+            func_enter: declare("__kage_func_enter", region_fn_type),
+            func_exit: declare("__kage_func_exit", region_fn_type),
+            loop_iter: declare("__kage_loop_iter", region_fn_type),
+            settle: declare("__kage_settle", region_fn_type),
+            load: declare("__kage_load", access_fn_type),
+            store: declare("__kage_store", access_fn_type),
+            cmpxchg: declare("__kage_cmpxchg", cmpxchg_fn_type),
+            region_fn_type,
+            access_fn_type,
+            cmpxchg_fn_type,
+            i32_type,
+            i64_type,
+        }
+    }
+}
+
+/// Builds hook calls inside one function.
+struct Inserter<'a> {
+    builder: LLVMBuilderRef,
+    hooks: &'a Hooks,
+    table: &'a regions::RegionTable,
+    locations: HookLocations,
+}
+
+impl Inserter<'_> {
+    /// Positions the builder before `at`, with `at`'s hook debug location.
+    unsafe fn position_before(&mut self, at: LLVMValueRef) {
+        LLVMPositionBuilderBefore(self.builder, at);
+        LLVMSetCurrentDebugLocation2(self.builder, self.locations.for_instruction(at));
+    }
+
+    unsafe fn call(
+        &mut self,
+        fn_type: LLVMTypeRef,
+        callee: LLVMValueRef,
+        args: &mut [LLVMValueRef],
+    ) {
+        LLVMBuildCall2(
+            self.builder,
+            fn_type,
+            callee,
+            args.as_mut_ptr(),
+            args.len() as u32,
+            c"".as_ptr(),
+        );
+    }
+
+    unsafe fn region_hook(&mut self, hook: LLVMValueRef, region: u32, at: LLVMValueRef) {
+        self.position_before(at);
+        let region_ptr = self.table.region_ptr(region);
+        self.call(self.hooks.region_fn_type, hook, &mut [region_ptr]);
+    }
+
+    unsafe fn access_hook(&mut self, access: &Access) {
+        let i64_type = self.hooks.i64_type;
+        let (load_hook, store_hook, access_type) =
+            (self.hooks.load, self.hooks.store, self.hooks.access_fn_type);
+        match *access {
+            Access::Plain {
+                at,
+                ptr,
+                size,
+                load,
+                store,
+            } => {
+                self.position_before(at);
+                let size = LLVMConstInt(i64_type, size, 0);
+                if load {
+                    self.call(access_type, load_hook, &mut [ptr, size]);
+                }
+                if store {
+                    self.call(access_type, store_hook, &mut [ptr, size]);
+                }
+            }
+            Access::CmpXchg { inst, ptr, size } => {
+                // After the cmpxchg (never a terminator), with its own location.
+                let next = LLVMGetNextInstruction(inst);
+                if next.is_null() {
+                    return;
+                }
+                LLVMPositionBuilderBefore(self.builder, next);
+                LLVMSetCurrentDebugLocation2(self.builder, self.locations.for_instruction(inst));
+                let success = LLVMBuildExtractValue(self.builder, inst, 1, c"".as_ptr());
+                let stored =
+                    LLVMBuildZExt(self.builder, success, self.hooks.i32_type, c"".as_ptr());
+                let size = LLVMConstInt(i64_type, size, 0);
+                self.call(
+                    self.hooks.cmpxchg_fn_type,
+                    self.hooks.cmpxchg,
+                    &mut [ptr, size, stored],
+                );
+            }
+            Access::Intrinsic { at, dst, src, len } => {
+                self.position_before(at);
+                let len = LLVMBuildIntCast2(self.builder, len, i64_type, 0, c"".as_ptr());
+                if let Some(src) = src {
+                    self.call(access_type, load_hook, &mut [src, len]);
+                }
+                self.call(access_type, store_hook, &mut [dst, len]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::display_name;
+
+    #[test]
+    fn demangles_cpp_and_keeps_c_names() {
+        assert_eq!(display_name("_ZN3foo3barEi"), "foo::bar(int)");
+        assert_eq!(display_name("main"), "main");
+        assert_eq!(display_name("_Znot_valid!"), "_Znot_valid!");
+    }
+}

@@ -1,0 +1,133 @@
+//! Thin helpers over the LLVM C API used by the rest of the pass.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, CString};
+
+use llvm_sys::core::*;
+use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
+use llvm_sys::LLVMOpcode;
+
+/// Copies `len` bytes at `ptr` into a `String` (invalid UTF-8 replaced); "" for null.
+///
+/// # Safety
+/// `ptr` must be null or point to `len` readable bytes.
+pub unsafe fn lossy_string(ptr: *const c_char, len: usize) -> String {
+    if ptr.is_null() {
+        return String::new();
+    }
+    String::from_utf8_lossy(std::slice::from_raw_parts(ptr as *const u8, len)).into_owned()
+}
+
+/// A NUL-terminated copy of `s` for C APIs; interior NULs (never in LLVM names) are dropped.
+pub fn c_string(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).unwrap_or_default()
+}
+
+/// The value's name ("" when unnamed).
+///
+/// # Safety
+/// `value` must be a valid value.
+pub unsafe fn value_name(value: LLVMValueRef) -> String {
+    let mut len = 0usize;
+    let ptr = LLVMGetValueName2(value, &mut len);
+    lossy_string(ptr, len)
+}
+
+/// # Safety
+/// `block` must be a valid basic block.
+pub unsafe fn first_instruction(block: LLVMBasicBlockRef) -> LLVMValueRef {
+    LLVMGetFirstInstruction(block)
+}
+
+/// # Safety
+/// `inst` must be a valid instruction.
+pub unsafe fn next_instruction(inst: LLVMValueRef) -> LLVMValueRef {
+    LLVMGetNextInstruction(inst)
+}
+
+/// # Safety
+/// `inst` must be a valid instruction.
+pub unsafe fn parent_block(inst: LLVMValueRef) -> LLVMBasicBlockRef {
+    LLVMGetInstructionParent(inst)
+}
+
+/// The instructions of `block`, in order.
+///
+/// # Safety
+/// `block` must be a valid basic block, not mutated while the result is used.
+pub unsafe fn instructions(block: LLVMBasicBlockRef) -> Vec<LLVMValueRef> {
+    let mut out = Vec::new();
+    let mut cursor = LLVMGetFirstInstruction(block);
+    while !cursor.is_null() {
+        out.push(cursor);
+        cursor = LLVMGetNextInstruction(cursor);
+    }
+    out
+}
+
+/// # Safety
+/// `inst` must be a valid instruction.
+pub unsafe fn opcode(inst: LLVMValueRef) -> LLVMOpcode {
+    LLVMGetInstructionOpcode(inst)
+}
+
+/// A function's blocks in layout order (the entry first) and its CFG as successor lists
+/// of block indices, read from each block's terminator.
+pub struct FunctionCfg {
+    pub blocks: Vec<LLVMBasicBlockRef>,
+    pub successors: Vec<Vec<usize>>,
+}
+
+impl FunctionCfg {
+    /// # Safety
+    /// `func` must be a valid function with a body.
+    pub unsafe fn new(func: LLVMValueRef) -> Self {
+        let mut blocks = Vec::new();
+        let mut block = LLVMGetFirstBasicBlock(func);
+        while !block.is_null() {
+            blocks.push(block);
+            block = LLVMGetNextBasicBlock(block);
+        }
+        let index: HashMap<LLVMBasicBlockRef, usize> =
+            blocks.iter().enumerate().map(|(i, &b)| (b, i)).collect();
+        let successors = blocks
+            .iter()
+            .map(|&b| {
+                let terminator = LLVMGetBasicBlockTerminator(b);
+                if terminator.is_null() {
+                    return Vec::new();
+                }
+                (0..LLVMGetNumSuccessors(terminator))
+                    .filter_map(|i| index.get(&LLVMGetSuccessor(terminator, i)).copied())
+                    .collect()
+            })
+            .collect();
+        FunctionCfg { blocks, successors }
+    }
+}
+
+/// Where hooks that run "on entry to a block" go: after its PHIs and its `landingpad`.
+/// `None` for blocks that begin with a Windows EH pad (`catchswitch`, `catchpad`,
+/// `cleanuppad`): nothing but PHIs may precede a `catchswitch`, and calls inside funclets
+/// would need `funclet` operand bundles the pass does not build. Linux targets never
+/// produce these pads.
+///
+/// # Safety
+/// `block` must be a valid basic block.
+pub unsafe fn first_insertion_point(block: LLVMBasicBlockRef) -> Option<LLVMValueRef> {
+    let mut cursor = LLVMGetFirstInstruction(block);
+    while !cursor.is_null() && opcode(cursor) == LLVMOpcode::LLVMPHI {
+        cursor = LLVMGetNextInstruction(cursor);
+    }
+    if cursor.is_null() {
+        return None;
+    }
+    match opcode(cursor) {
+        LLVMOpcode::LLVMLandingPad => {
+            let next = LLVMGetNextInstruction(cursor);
+            (!next.is_null()).then_some(next)
+        }
+        LLVMOpcode::LLVMCatchSwitch | LLVMOpcode::LLVMCatchPad | LLVMOpcode::LLVMCleanupPad => None,
+        _ => Some(cursor),
+    }
+}
