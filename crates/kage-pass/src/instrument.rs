@@ -156,6 +156,9 @@ struct FunctionPlan {
     accesses: Vec<Access>,
     /// Instructions before which `__kage_func_exit` goes (reachable `ret`/`resume`).
     exits: Vec<LLVMValueRef>,
+    /// Where control may arrive from a `longjmp` or an unwinding exception, with the block
+    /// it is in: before which `__kage_resume_at` goes.
+    resume_points: Vec<(LLVMValueRef, usize)>,
 }
 
 impl FunctionPlan {
@@ -166,8 +169,14 @@ impl FunctionPlan {
         let mut block_lines = Vec::with_capacity(cfg.blocks.len());
         let mut accesses = Vec::new();
         let mut exits = Vec::new();
+        let mut resume_points = Vec::new();
         for (b, &block) in cfg.blocks.iter().enumerate() {
             let mut lines = LineRange::default();
+            if forest.reachable[b] && ir::is_landing_pad(block) {
+                if let Some(at) = ir::first_insertion_point(block) {
+                    resume_points.push((at, b));
+                }
+            }
             for inst in ir::instructions(block) {
                 lines.add(debuginfo::outermost_line(inst));
                 if let Some(access) = classify_access(inst, data_layout) {
@@ -179,6 +188,13 @@ impl FunctionPlan {
                     && (op == LLVMOpcode::LLVMRet || op == LLVMOpcode::LLVMResume)
                 {
                     exits.push(exit_insertion_point(inst));
+                }
+                // A second return from setjmp comes from a longjmp that skipped exit hooks.
+                if forest.reachable[b] && ir::calls_returns_twice(inst) {
+                    let next = LLVMGetNextInstruction(inst);
+                    if !next.is_null() {
+                        resume_points.push((next, b));
+                    }
                 }
             }
             block_lines.push(lines);
@@ -201,6 +217,7 @@ impl FunctionPlan {
             identity,
             accesses,
             exits,
+            resume_points,
         }
     }
 
@@ -215,7 +232,11 @@ impl FunctionPlan {
         let entry_block = self.cfg.blocks[0];
         let function_region = self.slots.function();
         if let Some(at) = ir::first_insertion_point(entry_block) {
-            ins.region_hook(ins.hooks.func_enter, function_region, at);
+            ins.frame_hook(ins.hooks.func_enter, function_region, at);
+        }
+        for &(at, block) in &self.resume_points {
+            let region = self.slots.innermost_region(self.forest.innermost[block]);
+            ins.frame_hook(ins.hooks.resume_at, region, at);
         }
         for (k, lp) in self.forest.loops.iter().enumerate() {
             if let Some(at) = ir::first_insertion_point(self.cfg.blocks[lp.header]) {
@@ -352,6 +373,13 @@ unsafe fn pointer(value: LLVMValueRef) -> Option<LLVMValueRef> {
 /// The runtime's entry points, declared with the exact C signatures of docs/abi.md.
 struct Hooks {
     region_fn_type: LLVMTypeRef,
+    /// `(region, frame)`: hooks that also get the function's frame address.
+    frame_fn_type: LLVMTypeRef,
+    /// `llvm.addressofreturnaddress`: where the return address of the current activation
+    /// lives, i.e. the stack pointer at the function's entry. The runtime orders function
+    /// activations by it, whatever size their frames have.
+    frame_address_type: LLVMTypeRef,
+    frame_address: LLVMValueRef,
     access_fn_type: LLVMTypeRef,
     cmpxchg_fn_type: LLVMTypeRef,
     register_module: LLVMValueRef,
@@ -359,6 +387,7 @@ struct Hooks {
     func_exit: LLVMValueRef,
     loop_iter: LLVMValueRef,
     settle: LLVMValueRef,
+    resume_at: LLVMValueRef,
     load: LLVMValueRef,
     store: LLVMValueRef,
     cmpxchg: LLVMValueRef,
@@ -377,6 +406,8 @@ impl Hooks {
             LLVMFunctionType(void_type, params.as_mut_ptr(), params.len() as u32, 0)
         };
         let region_fn_type = fn_type(&mut [ptr_type]);
+        let frame_fn_type = fn_type(&mut [ptr_type, ptr_type]);
+        let frame_address_type = LLVMFunctionType(ptr_type, std::ptr::null_mut(), 0, 0);
         let access_fn_type = fn_type(&mut [ptr_type, i64_type]);
         let cmpxchg_fn_type = fn_type(&mut [ptr_type, i64_type, i32_type]);
         let declare = |name: &str, ty: LLVMTypeRef| {
@@ -397,10 +428,22 @@ impl Hooks {
         };
         Hooks {
             register_module: declare("__kage_register_module", region_fn_type),
-            func_enter: declare("__kage_func_enter", region_fn_type),
+            func_enter: declare("__kage_func_enter", frame_fn_type),
             func_exit: declare("__kage_func_exit", region_fn_type),
             loop_iter: declare("__kage_loop_iter", region_fn_type),
             settle: declare("__kage_settle", region_fn_type),
+            resume_at: declare("__kage_resume_at", frame_fn_type),
+            frame_address: {
+                let name = c"llvm.addressofreturnaddress.p0";
+                let existing = LLVMGetNamedFunction(module, name.as_ptr());
+                if existing.is_null() {
+                    LLVMAddFunction(module, name.as_ptr(), frame_address_type)
+                } else {
+                    existing
+                }
+            },
+            frame_fn_type,
+            frame_address_type,
             load: declare("__kage_load", access_fn_type),
             store: declare("__kage_store", access_fn_type),
             cmpxchg: declare("__kage_cmpxchg", cmpxchg_fn_type),
@@ -448,6 +491,21 @@ impl Inserter<'_> {
         self.position_before(at);
         let region_ptr = self.table.region_ptr(region);
         self.call(self.hooks.region_fn_type, hook, &mut [region_ptr]);
+    }
+
+    /// A region hook that also passes the current activation's frame address.
+    unsafe fn frame_hook(&mut self, hook: LLVMValueRef, region: u32, at: LLVMValueRef) {
+        self.position_before(at);
+        let region_ptr = self.table.region_ptr(region);
+        let frame = LLVMBuildCall2(
+            self.builder,
+            self.hooks.frame_address_type,
+            self.hooks.frame_address,
+            std::ptr::null_mut(),
+            0,
+            c"".as_ptr(),
+        );
+        self.call(self.hooks.frame_fn_type, hook, &mut [region_ptr, frame]);
     }
 
     unsafe fn access_hook(&mut self, access: &Access) {

@@ -5,7 +5,7 @@ use std::ffi::{c_char, CString};
 
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
-use llvm_sys::LLVMOpcode;
+use llvm_sys::{LLVMAttributeFunctionIndex, LLVMOpcode};
 
 /// Copies `len` bytes at `ptr` into a `String` (invalid UTF-8 replaced); "" for null.
 ///
@@ -130,4 +130,35 @@ pub unsafe fn first_insertion_point(block: LLVMBasicBlockRef) -> Option<LLVMValu
         LLVMOpcode::LLVMCatchSwitch | LLVMOpcode::LLVMCatchPad | LLVMOpcode::LLVMCleanupPad => None,
         _ => Some(cursor),
     }
+}
+
+/// Whether `block` is a landing pad: control reaches it by unwinding.
+///
+/// # Safety
+/// `block` must be a valid basic block.
+pub unsafe fn is_landing_pad(block: LLVMBasicBlockRef) -> bool {
+    let mut cursor = LLVMGetFirstInstruction(block);
+    while !cursor.is_null() && opcode(cursor) == LLVMOpcode::LLVMPHI {
+        cursor = LLVMGetNextInstruction(cursor);
+    }
+    !cursor.is_null() && opcode(cursor) == LLVMOpcode::LLVMLandingPad
+}
+
+/// Whether `inst` is a call to a `returns_twice` function (`setjmp`, `sigsetjmp`, `vfork`...),
+/// marked on the callee or on the call.
+///
+/// # Safety
+/// `inst` must be a valid instruction.
+pub unsafe fn calls_returns_twice(inst: LLVMValueRef) -> bool {
+    if LLVMIsACallInst(inst).is_null() {
+        return false;
+    }
+    let kind = LLVMGetEnumAttributeKindForName(c"returns_twice".as_ptr(), 13);
+    if !LLVMGetCallSiteEnumAttribute(inst, LLVMAttributeFunctionIndex, kind).is_null() {
+        return true;
+    }
+    let callee = LLVMGetCalledValue(inst);
+    !callee.is_null()
+        && !LLVMIsAFunction(callee).is_null()
+        && !LLVMGetEnumAttributeAtIndex(callee, LLVMAttributeFunctionIndex, kind).is_null()
 }

@@ -325,6 +325,7 @@ fn exceptions_settle_after_landingpad_and_exit_before_resume() {
         lpad.instructions,
         vec![
             "%lp = landingpad { ptr, i32 }",
+            region_call(&ir, "__kage_resume_at", 0).as_str(),
             region_call(&ir, "__kage_settle", 0).as_str(),
             "call void @__kage_store(ptr %p, i64 4)",
             "store i32 -1, ptr %p, align 4",
@@ -424,4 +425,18 @@ fn running_twice_instruments_once() {
     let once = instrument("nested_loops.ll");
     let twice = run_opt("nested_loops.ll", Some("kage,kage"));
     assert_eq!(twice, once);
+}
+
+#[test]
+fn a_second_return_from_setjmp_resumes_in_its_region() {
+    let ir = instrument("setjmp.ll");
+    insta::assert_snapshot!("setjmp", ir);
+    check_registration(&ir);
+    let body = function_body(&ir, "main");
+    // setjmp is called inside the loop: control may come back there from a longjmp.
+    let (instructions, at) = lines_around(body, "%r = call i32 @_setjmp");
+    assert_eq!(instructions[at + 1], region_call(&ir, "__kage_resume_at", 2));
+    // Plain calls get nothing.
+    let (instructions, at) = lines_around(body, "call void @work()");
+    assert!(!instructions[at + 1].contains("__kage_resume_at"));
 }

@@ -1,0 +1,212 @@
+//! The C ABI: exactly the symbols of `docs/abi.md`, plus the program-facing control API of
+//! `include/kage.h`. Each is a thin shim over the Rust modules.
+
+use crate::registry::{self, KageModule, KageRegion, KIND_FUNCTION, KIND_LOOP, KIND_LOOP_BODY};
+use crate::runtime::{self, GATE};
+use crate::thread;
+use std::ffi::c_void;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Runs a region event on the calling thread with the region's global id and metadata.
+#[inline(always)]
+unsafe fn region_event(
+    r: *mut KageRegion,
+    f: impl FnOnce(
+        &mut crate::stack::RegionStack,
+        &mut dyn crate::tools::ThreadTool,
+        u32,
+        registry::Meta,
+    ),
+) {
+    let Some(rt) = runtime::ensure_init() else {
+        return;
+    };
+    if runtime::finished() {
+        return;
+    }
+    let ts = thread::current_or_create(rt);
+    if ts.is_null() {
+        return;
+    }
+    (*ts).with(|stack, tool| {
+        let Some(gid) = registry::global_id(r, rt.opts.verbosity) else {
+            return;
+        };
+        let Some(meta) = registry::meta(gid) else {
+            return;
+        };
+        f(stack, tool, gid, meta)
+    });
+}
+
+/// Registers a module's static region table (idempotent; a bad table is reported on stderr
+/// and ignored). Initialises the runtime on first use.
+///
+/// # Safety
+/// `m` is null or points to a `struct kage_module` laid out as in `docs/abi.md`, whose
+/// region array and strings stay readable and whose `global_id` fields are writable.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_register_module(m: *mut KageModule) {
+    let Some(rt) = runtime::ensure_init() else {
+        return;
+    };
+    let ts = thread::current();
+    if !ts.is_null() && (*ts).busy.get() != 0 {
+        return;
+    }
+    registry::register(m, rt.opts.verbosity);
+}
+
+/// A function starts. `frame` is where its return address lives (the stack pointer at its
+/// entry): function frames at or below it are dead and exited first (see `docs/abi.md`).
+///
+/// # Safety
+/// `f` is null or points to a function entry of a module table (see `__kage_register_module`).
+/// Must be called from the entry block of the function itself, with its
+/// `llvm.addressofreturnaddress`; `frame` is only compared, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_func_enter(f: *mut KageRegion, frame: *const c_void) {
+    let sp = frame as usize;
+    region_event(f, |stack, tool, gid, meta| {
+        if meta.kind == KIND_FUNCTION {
+            stack.func_enter(gid, sp, tool);
+        }
+    });
+}
+
+/// Control may have arrived from a `longjmp` or an unwinding exception (after a call to a
+/// `returns_twice` function, or in a landing pad): function frames strictly below `frame`
+/// (the current activation's return-address slot) are dead and exited, then `r` becomes the
+/// innermost region as with [`__kage_settle`].
+///
+/// # Safety
+/// `r` is null or points to a function or loop-body entry of a module table; `frame` is the
+/// calling function's `llvm.addressofreturnaddress`, only compared, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_resume_at(r: *mut KageRegion, frame: *const c_void) {
+    let sp = frame as usize;
+    region_event(r, |stack, tool, gid, meta| {
+        if meta.kind == KIND_FUNCTION || meta.kind == KIND_LOOP_BODY {
+            stack.resume_at(gid, meta.func, sp, tool);
+        }
+    });
+}
+
+/// A function returns (or an exception leaves it through `resume`).
+///
+/// # Safety
+/// As for [`__kage_func_enter`].
+#[no_mangle]
+pub unsafe extern "C" fn __kage_func_exit(f: *mut KageRegion) {
+    region_event(f, |stack, tool, gid, meta| {
+        if meta.kind == KIND_FUNCTION {
+            stack.func_exit(gid, tool);
+        }
+    });
+}
+
+/// A loop header runs: a new iteration, or the loop is entered.
+///
+/// # Safety
+/// `l` is null or points to a loop entry of a module table.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_loop_iter(l: *mut KageRegion) {
+    region_event(l, |stack, tool, gid, meta| {
+        if meta.kind == KIND_LOOP {
+            // Validation guarantees the body is the next entry.
+            stack.loop_iter(gid, gid + 1, meta.parent, meta.func, tool);
+        }
+    });
+}
+
+/// A loop exit block runs: `r` (a loop body or the function) becomes the innermost region.
+///
+/// # Safety
+/// `r` is null or points to a function or loop-body entry of a module table.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_settle(r: *mut KageRegion) {
+    region_event(r, |stack, tool, gid, meta| {
+        if meta.kind == KIND_FUNCTION || meta.kind == KIND_LOOP_BODY {
+            stack.settle(gid, meta.func, tool);
+        }
+    });
+}
+
+/// The hot path: no allocation, no lock, no system call once the thread is set up.
+#[inline(always)]
+unsafe fn access(addr: *const c_void, size: u64, write: bool) {
+    if size == 0 {
+        return;
+    }
+    let ts = thread::current();
+    if ts.is_null() {
+        return access_first(addr, size, write);
+    }
+    if GATE.load(Relaxed) != 0 || (*ts).busy.get() != 0 {
+        return;
+    }
+    (*(*ts).tool.get()).access(addr as usize, size, write);
+}
+
+/// The thread's first event is an access: set up the runtime and the thread first.
+#[cold]
+#[inline(never)]
+unsafe fn access_first(addr: *const c_void, size: u64, write: bool) {
+    let Some(rt) = runtime::ensure_init() else {
+        return;
+    };
+    if runtime::finished() || thread::current_or_create(rt).is_null() {
+        return;
+    }
+    access(addr, size, write);
+}
+
+/// `size` bytes are about to be read at `addr`.
+///
+/// # Safety
+/// Always safe to call; `addr` is only recorded, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_load(addr: *const c_void, size: u64) {
+    access(addr, size, false);
+}
+
+/// `size` bytes are about to be written at `addr`.
+///
+/// # Safety
+/// Always safe to call; `addr` is only recorded, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_store(addr: *const c_void, size: u64) {
+    access(addr, size, true);
+}
+
+/// A compare-exchange ran: it read `size` bytes, and wrote them when `stored` is non-zero.
+///
+/// # Safety
+/// Always safe to call; `addr` is only recorded, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_cmpxchg(addr: *const c_void, size: u64, stored: u32) {
+    access(addr, size, false);
+    if stored != 0 {
+        access(addr, size, true);
+    }
+}
+
+/// Program control (`kage.h`): deliver memory accesses to the tool (`on` != 0) or not.
+/// Region tracking continues either way.
+///
+/// # Safety
+/// Always safe to call.
+#[no_mangle]
+pub unsafe extern "C" fn kage_set_enabled(on: libc::c_int) {
+    runtime::set_enabled(on != 0);
+}
+
+/// Program control (`kage.h`): discard every statistic gathered so far, on all threads.
+/// Other threads apply it at their next region event.
+///
+/// # Safety
+/// Always safe to call.
+#[no_mangle]
+pub unsafe extern "C" fn kage_reset() {
+    runtime::reset();
+}

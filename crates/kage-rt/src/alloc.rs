@@ -1,0 +1,291 @@
+//! The runtime's global allocator: power-of-two size classes (16 B .. 4 KiB) carved from
+//! mmap'd chunks and kept on free lists under one spin lock; larger blocks come straight
+//! from mmap. It never calls `malloc`, so the runtime cannot re-enter an instrumented or
+//! interposed allocator of the program. Small-class memory is never returned to the OS
+//! (the runtime's allocations are few and long-lived).
+
+use crate::sync::SpinLock;
+use std::alloc::{GlobalAlloc, Layout};
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const MIN_SHIFT: usize = 4; // 16 bytes
+const MAX_SHIFT: usize = 12; // 4096 bytes
+const CLASSES: usize = MAX_SHIFT - MIN_SHIFT + 1;
+const CHUNK: usize = 64 * 1024;
+
+struct FreeLists {
+    heads: [usize; CLASSES],
+}
+
+static LISTS: SpinLock<FreeLists> = SpinLock::new(FreeLists {
+    heads: [0; CLASSES],
+});
+static PAGE: AtomicUsize = AtomicUsize::new(0);
+
+pub struct KageAlloc;
+
+/// The size class for a layout, or `None` when it goes straight to mmap.
+fn class_of(layout: &Layout) -> Option<usize> {
+    let need = layout.size().max(layout.align()).max(1 << MIN_SHIFT);
+    if need > 1 << MAX_SHIFT {
+        return None;
+    }
+    let shift = usize::BITS as usize - (need - 1).leading_zeros() as usize;
+    Some(shift.max(MIN_SHIFT) - MIN_SHIFT)
+}
+
+fn page_size() -> usize {
+    let p = PAGE.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let p = if p > 0 { p as usize } else { 4096 };
+    PAGE.store(p, Ordering::Relaxed);
+    p
+}
+
+fn round_up(n: usize, to: usize) -> usize {
+    (n + to - 1) & !(to - 1)
+}
+
+unsafe fn map(len: usize) -> *mut u8 {
+    let p = libc::mmap(
+        null_mut(),
+        len,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+        0,
+    );
+    if p == libc::MAP_FAILED {
+        null_mut()
+    } else {
+        p as *mut u8
+    }
+}
+
+/// Length of the mapping that backs a large block of this layout.
+fn large_len(layout: &Layout) -> usize {
+    round_up(layout.size().max(1), page_size())
+}
+
+unsafe fn alloc_large(layout: &Layout) -> *mut u8 {
+    let len = large_len(layout);
+    let page = page_size();
+    if layout.align() <= page {
+        return map(len);
+    }
+    // Over-map and trim to get an alignment above the page size.
+    let total = len + layout.align();
+    let raw = map(total);
+    if raw.is_null() {
+        return raw;
+    }
+    let start = round_up(raw as usize, layout.align());
+    let head = start - raw as usize;
+    if head > 0 {
+        libc::munmap(raw as *mut _, head);
+    }
+    let tail = total - head - len;
+    if tail > 0 {
+        libc::munmap((start + len) as *mut _, tail);
+    }
+    start as *mut u8
+}
+
+/// Fills an empty free list with a new chunk. Called with the lock held.
+unsafe fn refill(lists: &mut FreeLists, class: usize) -> bool {
+    let size = 1usize << (class + MIN_SHIFT);
+    let chunk = map(CHUNK);
+    if chunk.is_null() {
+        return false;
+    }
+    // Chunks are page-aligned, so every block is aligned to its (power-of-two) size.
+    let mut head = lists.heads[class];
+    let mut off = CHUNK;
+    while off >= size {
+        off -= size;
+        let b = chunk.add(off);
+        *(b as *mut usize) = head;
+        head = b as usize;
+    }
+    lists.heads[class] = head;
+    true
+}
+
+unsafe impl GlobalAlloc for KageAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        match class_of(&layout) {
+            None => alloc_large(&layout),
+            Some(c) => {
+                let mut l = LISTS.lock();
+                if l.heads[c] == 0 && !refill(&mut l, c) {
+                    return null_mut();
+                }
+                let b = l.heads[c] as *mut u8;
+                l.heads[c] = *(b as *const usize);
+                b
+            }
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if ptr.is_null() {
+            return;
+        }
+        match class_of(&layout) {
+            None => {
+                libc::munmap(ptr as *mut _, large_len(&layout));
+            }
+            Some(c) => {
+                let mut l = LISTS.lock();
+                *(ptr as *mut usize) = l.heads[c];
+                l.heads[c] = ptr as usize;
+            }
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = self.alloc(layout);
+        // Fresh mappings are already zero; recycled small blocks are not.
+        if !p.is_null() && class_of(&layout).is_some() {
+            std::ptr::write_bytes(p, 0, layout.size());
+        }
+        p
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let new_layout = match Layout::from_size_align(new_size, layout.align()) {
+            Ok(l) => l,
+            Err(_) => return null_mut(),
+        };
+        let old_class = class_of(&layout);
+        if old_class.is_some() && old_class == class_of(&new_layout) {
+            return ptr; // the block already has room
+        }
+        if old_class.is_none()
+            && class_of(&new_layout).is_none()
+            && large_len(&layout) == large_len(&new_layout)
+        {
+            return ptr;
+        }
+        let n = self.alloc(new_layout);
+        if !n.is_null() {
+            std::ptr::copy_nonoverlapping(ptr, n, layout.size().min(new_size));
+            self.dealloc(ptr, layout);
+        }
+        n
+    }
+}
+
+/// Fork support: the prepare handler holds the allocator lock so the child never inherits
+/// it held by a thread that does not exist there.
+pub fn fork_prepare() {
+    LISTS.raw_lock();
+}
+
+/// # Safety
+/// Only after [`fork_prepare`] on this thread (parent or child side of the fork).
+pub unsafe fn fork_release() {
+    LISTS.raw_unlock();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes() {
+        let l = |s, a| Layout::from_size_align(s, a).unwrap();
+        assert_eq!(class_of(&l(1, 1)), Some(0));
+        assert_eq!(class_of(&l(16, 8)), Some(0));
+        assert_eq!(class_of(&l(17, 8)), Some(1));
+        assert_eq!(class_of(&l(8, 64)), Some(2));
+        assert_eq!(class_of(&l(4096, 8)), Some(8));
+        assert_eq!(class_of(&l(4097, 8)), None);
+        assert_eq!(class_of(&l(8, 8192)), None);
+    }
+
+    #[test]
+    fn alignment_and_sizes() {
+        let a = KageAlloc;
+        for &align in &[1usize, 8, 16, 64, 256, 4096, 16384, 65536] {
+            for &size in &[1usize, 7, 16, 100, 1000, 4096, 5000, 70000] {
+                let l = Layout::from_size_align(size, align).unwrap();
+                unsafe {
+                    let p = a.alloc(l);
+                    assert!(!p.is_null());
+                    assert_eq!(p as usize % align, 0, "size {size} align {align}");
+                    std::ptr::write_bytes(p, 0xAB, size);
+                    a.dealloc(p, l);
+                    let z = a.alloc_zeroed(l);
+                    assert!((0..size).all(|i| *z.add(i) == 0));
+                    a.dealloc(z, l);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn realloc_keeps_contents() {
+        let a = KageAlloc;
+        unsafe {
+            let mut l = Layout::from_size_align(10, 8).unwrap();
+            let mut p = a.alloc(l);
+            for i in 0..10 {
+                *p.add(i) = i as u8;
+            }
+            for &n in &[12usize, 40, 3000, 9000, 200_000, 50, 5] {
+                p = a.realloc(p, l, n);
+                assert!(!p.is_null());
+                let keep = l.size().min(n).min(10);
+                for i in 0..keep {
+                    assert_eq!(*p.add(i), i as u8, "after realloc to {n}");
+                }
+                l = Layout::from_size_align(n, 8).unwrap();
+            }
+            a.dealloc(p, l);
+        }
+    }
+
+    #[test]
+    fn multithread_stress() {
+        // Runs through the #[global_allocator] too (Vec, Box), with a pattern check per block.
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let mut seed = t * 7919 + 1;
+                    let mut live: Vec<Vec<u64>> = Vec::new();
+                    for i in 0..20_000u64 {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let n = ((seed >> 33) % 700) as usize + 1;
+                        live.push(vec![t ^ i; n]);
+                        if live.len() > 64 {
+                            let v = live.swap_remove((seed >> 20) as usize % live.len());
+                            let x = v[0];
+                            assert!(v.iter().all(|&y| y == x));
+                        }
+                        if i % 97 == 0 {
+                            if let Some(v) = live.last_mut() {
+                                let x = v[0];
+                                v.resize(v.len() * 3 + 1, x);
+                                assert!(v.iter().all(|&y| y == x));
+                            }
+                        }
+                    }
+                    for v in live {
+                        let x = v[0];
+                        assert!(v.iter().all(|&y| y == x));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! Static region tables: the C layout of `docs/abi.md`, their validation, and the global
+//! region registry (global ids, runtime-owned copies of names and files).
+
+use crate::chunked::Chunked;
+use crate::sync::SpinLock;
+use kage_report::RegionKind;
+use std::ffi::{c_char, CStr};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub const ABI_VERSION: u32 = 1;
+/// `global_id` before registration (and `parent` for none).
+pub const NONE: u32 = 0xFFFF_FFFF;
+/// `global_id` the runtime writes into a region whose module was rejected, so later hooks
+/// skip it without retrying the registration.
+pub const REJECTED: u32 = 0xFFFF_FFFE;
+
+pub const KIND_FUNCTION: u32 = 0;
+pub const KIND_LOOP: u32 = 1;
+pub const KIND_LOOP_BODY: u32 = 2;
+
+#[repr(C)]
+pub struct KageRegion {
+    pub global_id: u32,
+    pub kind: u32,
+    pub parent: u32,
+    pub first_line: u32,
+    pub last_line: u32,
+    pub local_index: u32,
+    pub name: *const c_char,
+    pub symbol: *const c_char,
+    pub file: *const c_char,
+    pub module: *mut KageModule,
+}
+
+#[repr(C)]
+pub struct KageModule {
+    pub abi_version: u32,
+    pub region_count: u32,
+    pub regions: *mut KageRegion,
+    pub module_name: *const c_char,
+}
+
+const _: () = assert!(std::mem::size_of::<KageRegion>() == 56);
+const _: () = assert!(std::mem::size_of::<KageModule>() == 24);
+
+/// A registered region, with runtime-owned strings (a `dlclose`d module must not leave
+/// dangling pointers behind for the report).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegionInfo {
+    pub kind: RegionKind,
+    pub name: String,
+    pub symbol: String,
+    pub file: String,
+    pub line: u32,
+    pub end_line: u32,
+    pub parent: Option<u32>,
+    /// Global id of the function the region belongs to (itself for a function).
+    pub func: u32,
+}
+
+/// What the hooks need about a region without taking a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: u32,
+    pub func: u32,
+    pub parent: u32,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    pub regions: Vec<RegionInfo>,
+    /// Addresses of modules whose table was rejected (each reported once).
+    rejected: Vec<usize>,
+}
+
+pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
+    regions: Vec::new(),
+    rejected: Vec::new(),
+});
+
+/// Per global id: `[kind | func << 32, parent]`, written before the id is published.
+static META: std::sync::OnceLock<Chunked<2>> = std::sync::OnceLock::new();
+
+fn meta_table() -> &'static Chunked<2> {
+    META.get_or_init(Chunked::new)
+}
+
+pub fn meta(gid: u32) -> Option<Meta> {
+    let r = meta_table().get(gid as usize)?;
+    let w = r[0].load(Ordering::Relaxed);
+    Some(Meta {
+        kind: w as u32,
+        func: (w >> 32) as u32,
+        parent: r[1].load(Ordering::Relaxed) as u32,
+    })
+}
+
+fn gid_cell(r: *mut KageRegion) -> &'static AtomicU32 {
+    // SAFETY: `global_id` is the first field, 4-byte aligned, in writable memory (abi.md).
+    unsafe { &*(std::ptr::addr_of_mut!((*r).global_id) as *const AtomicU32) }
+}
+
+unsafe fn cstr(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
+/// Checks a table against the rules of `docs/abi.md`.
+///
+/// # Safety
+/// `m` points to a module whose `regions` array has `region_count` readable entries.
+pub unsafe fn validate(m: *const KageModule) -> Result<(), String> {
+    let m = &*m;
+    if m.abi_version != ABI_VERSION {
+        return Err(format!(
+            "ABI version {} (this runtime implements version {ABI_VERSION}; rebuild with a matching kage)",
+            m.abi_version
+        ));
+    }
+    let n = m.region_count as usize;
+    if n == 0 {
+        return Ok(());
+    }
+    if m.regions.is_null() {
+        return Err(format!("{n} regions but a null region array"));
+    }
+    let t = std::slice::from_raw_parts(m.regions as *const KageRegion, n);
+    // Indices of the open path in the pre-order walk: parents must be on it.
+    let mut path: Vec<usize> = Vec::new();
+    for (i, r) in t.iter().enumerate() {
+        let bad = |what: String| Err(format!("region {i}: {what}"));
+        if r.local_index as usize != i {
+            return bad(format!("local_index is {}", r.local_index));
+        }
+        if !std::ptr::eq(r.module as *const KageModule, m) {
+            return bad("module pointer does not point to its module".into());
+        }
+        match r.kind {
+            KIND_FUNCTION => {
+                if r.parent != NONE {
+                    return bad("a function has a parent".into());
+                }
+                path.clear();
+            }
+            KIND_LOOP | KIND_LOOP_BODY => {
+                let p = r.parent as usize;
+                if r.parent == NONE || p >= i {
+                    return bad(format!("parent {} is not before it", r.parent as i64));
+                }
+                let pk = t[p].kind;
+                if r.kind == KIND_LOOP && pk == KIND_LOOP {
+                    return bad("a loop's parent is a loop, not a loop body or function".into());
+                }
+                if r.kind == KIND_LOOP_BODY && (p != i - 1 || pk != KIND_LOOP) {
+                    return bad("a loop body does not directly follow its loop".into());
+                }
+                while path.last().is_some_and(|&top| top != p) {
+                    path.pop();
+                }
+                if path.is_empty() {
+                    return bad(format!(
+                        "parent {p} is not an enclosing region (not pre-order)"
+                    ));
+                }
+            }
+            k => return bad(format!("unknown kind {k}")),
+        }
+        if r.kind == KIND_LOOP && t.get(i + 1).is_none_or(|b| b.kind != KIND_LOOP_BODY) {
+            return bad("a loop is not followed by its loop body".into());
+        }
+        path.push(i);
+    }
+    Ok(())
+}
+
+/// Registers a module: validates it, assigns global ids, copies its strings.
+/// Registering the same module again is a no-op; a bad table is reported once and ignored.
+///
+/// # Safety
+/// `m` is null or points to a module table as described in `docs/abi.md`.
+pub unsafe fn register(m: *mut KageModule, verbosity: u32) {
+    if m.is_null() {
+        return;
+    }
+    let mut reg = REGISTRY.lock();
+    let count = (*m).region_count as usize;
+    if count > 0
+        && !(*m).regions.is_null()
+        && gid_cell((*m).regions).load(Ordering::Acquire) != NONE
+    {
+        return; // already registered (or rejected)
+    }
+    if reg.rejected.contains(&(m as usize)) {
+        return;
+    }
+    let name = cstr((*m).module_name);
+    if let Err(e) = validate(m) {
+        eprintln!("kage: ignoring the region table of module '{name}': {e}");
+        reg.rejected.push(m as usize);
+        return;
+    }
+    let base = reg.regions.len();
+    if base + count >= REJECTED as usize || base + count > Chunked::<2>::CAPACITY {
+        eprintln!("kage: ignoring module '{name}': too many regions");
+        reg.rejected.push(m as usize);
+        return;
+    }
+    let t = std::slice::from_raw_parts((*m).regions, count);
+    for (i, r) in t.iter().enumerate() {
+        let gid = (base + i) as u32;
+        let parent = (r.parent != NONE).then(|| base as u32 + r.parent);
+        let func = match parent {
+            None => gid,
+            Some(p) => reg.regions[p as usize].func,
+        };
+        let kind = match r.kind {
+            KIND_FUNCTION => RegionKind::Function,
+            KIND_LOOP => RegionKind::Loop,
+            _ => RegionKind::LoopBody,
+        };
+        reg.regions.push(RegionInfo {
+            kind,
+            name: cstr(r.name),
+            symbol: cstr(r.symbol),
+            file: cstr(r.file),
+            line: r.first_line,
+            end_line: r.last_line,
+            parent,
+            func,
+        });
+        // The registry lock makes us the only writer of META.
+        if let Some(w) = meta_table().get_or_alloc(gid as usize) {
+            w[0].store(r.kind as u64 | (func as u64) << 32, Ordering::Relaxed);
+            w[1].store(parent.unwrap_or(NONE) as u64, Ordering::Relaxed);
+        }
+    }
+    // Publish the ids last: a hook that sees an id also sees its META entry.
+    for (i, r) in t.iter().enumerate() {
+        gid_cell(r as *const _ as *mut KageRegion).store((base + i) as u32, Ordering::Release);
+    }
+    if verbosity >= 2 {
+        eprintln!(
+            "kage: registered module '{name}': {count} regions, ids {base}..{}",
+            base + count
+        );
+    }
+}
+
+/// The global id of a region for a hook, registering its module lazily (another module's
+/// constructor may call into this module before this module's constructor ran).
+/// `None` for a region of a rejected module.
+///
+/// # Safety
+/// `r` is null or points to a region of a module table.
+#[inline]
+pub unsafe fn global_id(r: *mut KageRegion, verbosity: u32) -> Option<u32> {
+    if r.is_null() {
+        return None;
+    }
+    let cell = gid_cell(r);
+    let g = cell.load(Ordering::Acquire);
+    if g < REJECTED {
+        return Some(g);
+    }
+    if g == REJECTED {
+        return None;
+    }
+    register((*r).module, verbosity);
+    let g = cell.load(Ordering::Acquire);
+    if g < REJECTED {
+        Some(g)
+    } else {
+        cell.store(REJECTED, Ordering::Release);
+        None
+    }
+}
+
+/// Number of registered regions.
+pub fn region_count() -> usize {
+    REGISTRY.lock().regions.len()
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    /// A heap-allocated C table for tests (leaked: registration keeps pointers into it).
+    pub fn table(entries: &[(u32, u32)], name: &str) -> *mut KageModule {
+        let s = |x: &str| std::ffi::CString::new(x).unwrap().into_raw() as *const c_char;
+        let m = Box::into_raw(Box::new(KageModule {
+            abi_version: 1,
+            region_count: entries.len() as u32,
+            regions: std::ptr::null_mut(),
+            module_name: s(name),
+        }));
+        let regions: Vec<KageRegion> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, &(kind, parent))| KageRegion {
+                global_id: NONE,
+                kind,
+                parent,
+                first_line: 10 + i as u32,
+                last_line: 20 + i as u32,
+                local_index: i as u32,
+                name: s(&format!("f{i}")),
+                symbol: s(&format!("_Z2f{i}")),
+                file: s("/src/a.c"),
+                module: m,
+            })
+            .collect();
+        unsafe { (*m).regions = Box::leak(regions.into_boxed_slice()).as_mut_ptr() };
+        m
+    }
+
+    const F: u32 = KIND_FUNCTION;
+    const L: u32 = KIND_LOOP;
+    const B: u32 = KIND_LOOP_BODY;
+
+    #[test]
+    fn valid_tables() {
+        let ok = [
+            vec![],
+            vec![(F, NONE)],
+            vec![
+                (F, NONE),
+                (L, 0),
+                (B, 1),
+                (L, 2),
+                (B, 3),
+                (L, 0),
+                (B, 5),
+                (F, NONE),
+                (L, 7),
+                (B, 8),
+            ],
+        ];
+        for t in ok {
+            assert_eq!(unsafe { validate(table(&t, "ok")) }, Ok(()), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_tables() {
+        let bad: &[(&[(u32, u32)], &str)] = &[
+            (&[(F, 0)], "function has a parent"),
+            (&[(F, NONE), (L, 0)], "not followed by its loop body"),
+            (
+                &[(F, NONE), (L, 0), (F, NONE)],
+                "not followed by its loop body",
+            ),
+            (&[(F, NONE), (B, 0)], "does not directly follow"),
+            (
+                &[(F, NONE), (L, 0), (B, 1), (L, 1), (B, 3)],
+                "parent is a loop",
+            ),
+            (&[(F, NONE), (L, 5), (B, 1)], "not before it"),
+            (&[(F, NONE), (7, NONE)], "unknown kind"),
+            (&[(L, NONE), (B, 0)], "not before it"),
+            // Loop 5 claims body 2 as parent, but body 2's loop was closed by loop 3 at body 2's
+            // level... path is [0,1,2,3,4]; here 3's parent is 0 so 1,2 are off the path.
+            (
+                &[(F, NONE), (L, 0), (B, 1), (L, 0), (B, 3), (L, 2), (B, 5)],
+                "not pre-order",
+            ),
+        ];
+        for (t, why) in bad {
+            let e = unsafe { validate(table(t, "bad")) }.unwrap_err();
+            assert!(e.contains(why), "{t:?}: {e}");
+        }
+        let m = table(&[(F, NONE)], "v2");
+        unsafe { (*m).abi_version = 2 };
+        assert!(unsafe { validate(m) }
+            .unwrap_err()
+            .contains("ABI version 2"));
+        let m = table(&[(F, NONE), (F, NONE)], "idx");
+        unsafe { (*(*m).regions.add(1)).local_index = 0 };
+        assert!(unsafe { validate(m) }.unwrap_err().contains("local_index"));
+    }
+
+    #[test]
+    fn register_assigns_ids_once_and_lazily() {
+        // The registry is global; other tests may register too, so work relative to a base.
+        let m1 = table(&[(F, NONE), (L, 0), (B, 1)], "m1");
+        let m2 = table(&[(F, NONE)], "m2");
+        let bad = table(&[(F, 3)], "bad");
+        unsafe {
+            register(m1, 0);
+            let base = (*(*m1).regions).global_id;
+            register(m1, 0); // idempotent
+            let r = |m: *mut KageModule, i| (*m).regions.add(i);
+            assert_eq!((*r(m1, 2)).global_id, base + 2);
+            // Lazy: a hook sees m2's region first.
+            let g = global_id(r(m2, 0), 0).unwrap();
+            assert!(g >= base + 3);
+            assert_eq!(global_id(r(m2, 0), 0), Some(g));
+            assert_eq!(global_id(r(bad, 0), 0), None);
+            assert_eq!((*r(bad, 0)).global_id, REJECTED);
+            let reg = REGISTRY.lock();
+            let body = &reg.regions[(base + 2) as usize];
+            assert_eq!(body.kind, RegionKind::LoopBody);
+            assert_eq!(body.parent, Some(base + 1));
+            assert_eq!(body.func, base);
+            assert_eq!(body.name, "f2");
+            assert_eq!(body.file, "/src/a.c");
+            assert_eq!((body.line, body.end_line), (12, 22));
+            drop(reg);
+            assert_eq!(
+                meta(base + 2),
+                Some(Meta {
+                    kind: B,
+                    func: base,
+                    parent: base + 1
+                })
+            );
+            assert_eq!(
+                meta(base),
+                Some(Meta {
+                    kind: F,
+                    func: base,
+                    parent: NONE
+                })
+            );
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Building the report from the registry and the tool's results, and writing it atomically.
+
+use crate::registry::RegionInfo;
+use crate::tools::ToolResults;
+use kage_report::{ProgramEnd, Region, Report, FORMAT_NAME, FORMAT_VERSION};
+use std::collections::BTreeMap;
+use std::io;
+
+/// Everything a report is made of.
+pub struct ReportInput<'a> {
+    pub tool: &'a str,
+    pub program: String,
+    pub args: Vec<String>,
+    pub pid: u32,
+    pub forked_from: Option<u32>,
+    pub end: ProgramEnd,
+    pub complete: bool,
+    pub threads: u32,
+    pub options: BTreeMap<String, String>,
+    pub regions: &'a [RegionInfo],
+    pub results: ToolResults,
+}
+
+pub fn build(i: ReportInput<'_>) -> Report {
+    let mut metrics = i.results.regions.into_iter();
+    let regions = i
+        .regions
+        .iter()
+        .enumerate()
+        .map(|(id, r)| Region {
+            id: id as u32,
+            kind: r.kind,
+            name: r.name.clone(),
+            symbol: r.symbol.clone(),
+            file: r.file.clone(),
+            line: r.line,
+            end_line: r.end_line,
+            parent: r.parent,
+            metrics: metrics.next().unwrap_or_default(),
+        })
+        .collect();
+    Report {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        tool: i.tool.into(),
+        program: i.program,
+        args: i.args,
+        pid: i.pid,
+        forked_from: i.forked_from,
+        end: i.end,
+        complete: i.complete,
+        threads: i.threads,
+        options: i.options,
+        regions,
+        tool_data: i.results.top,
+    }
+}
+
+/// Expands the `output=` template: `%e` executable name, `%p` pid, `%%` a percent sign.
+/// A forked child whose template has no `%p` gets `.<pid>` before `.json` (or at the end),
+/// so it does not overwrite its parent's report.
+pub fn output_path(template: &str, exe: &str, pid: u32, forked: bool) -> String {
+    let mut out = String::new();
+    let mut has_pid = false;
+    let mut chars = template.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('e') => out += exe,
+            Some('p') => {
+                has_pid = true;
+                out += &pid.to_string();
+            }
+            Some('%') => out.push('%'),
+            Some(o) => {
+                out.push('%');
+                out.push(o);
+            }
+            None => out.push('%'),
+        }
+    }
+    if forked && !has_pid {
+        match out.strip_suffix(".json") {
+            Some(stem) => out = format!("{stem}.{pid}.json"),
+            None => out = format!("{out}.{pid}"),
+        }
+    }
+    out
+}
+
+/// Writes the report to a temporary file beside `path`, then renames it into place, so a
+/// reader never sees a half-written report.
+pub fn write(path: &str, report: &Report, pid: u32) -> io::Result<()> {
+    let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
+    let tmp = format!("{path}.tmp.{pid}");
+    std::fs::write(&tmp, json)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// Absolute path of the executable.
+pub fn program_path() -> String {
+    std::fs::read_link("/proc/self/exe")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The command line, `argv[0]` first.
+pub fn command_line() -> Vec<String> {
+    let Ok(mut raw) = std::fs::read("/proc/self/cmdline") else {
+        return Vec::new();
+    };
+    if raw.last() == Some(&0) {
+        raw.pop(); // every argument ends with a NUL
+    }
+    if raw.is_empty() {
+        return Vec::new();
+    }
+    raw.split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kage_report::RegionKind;
+
+    #[test]
+    fn output_templates() {
+        assert_eq!(
+            output_path("kage.%e.%p.json", "prog", 42, false),
+            "kage.prog.42.json"
+        );
+        assert_eq!(
+            output_path("kage.%e.%p.json", "prog", 43, true),
+            "kage.prog.43.json"
+        );
+        assert_eq!(output_path("/t/r.json", "p", 7, false), "/t/r.json");
+        assert_eq!(output_path("/t/r.json", "p", 7, true), "/t/r.7.json");
+        assert_eq!(output_path("/t/out", "p", 7, true), "/t/out.7");
+        assert_eq!(output_path("a%%b%x%", "p", 7, false), "a%b%x%");
+    }
+
+    #[test]
+    fn build_and_write_round_trip() {
+        let regions = vec![
+            RegionInfo {
+                kind: RegionKind::Function,
+                name: "main".into(),
+                symbol: "main".into(),
+                file: "/a.c".into(),
+                line: 3,
+                end_line: 9,
+                parent: None,
+                func: 0,
+            },
+            RegionInfo {
+                kind: RegionKind::Loop,
+                name: "main".into(),
+                symbol: "main".into(),
+                file: "/a.c".into(),
+                line: 4,
+                end_line: 6,
+                parent: Some(0),
+                func: 0,
+            },
+        ];
+        let tool: &'static crate::tools::count::CountTool =
+            Box::leak(Box::new(crate::tools::count::CountTool::new()));
+        use crate::tools::Tool;
+        let mut t = tool.new_thread();
+        t.enter(0);
+        t.access(0, 4, false);
+        t.exit(0);
+        let r = build(ReportInput {
+            tool: "count",
+            program: "/bin/x".into(),
+            args: vec!["x".into()],
+            pid: 5,
+            forked_from: Some(4),
+            end: ProgramEnd::Exit { code: 3 },
+            complete: true,
+            threads: 1,
+            options: crate::options::Options::default().to_map(),
+            regions: &regions,
+            results: tool.finish(2),
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        write(p.to_str().unwrap(), &r, 5).unwrap();
+        let back = kage_report::read_report(&p).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.regions[1].parent, Some(0));
+        let s = kage_report::CountStats::of(&back.regions[0]).unwrap();
+        assert_eq!(
+            (s.instances, s.inclusive.loads, s.exclusive.bytes_read),
+            (1, 1, 4)
+        );
+        assert_eq!(back.count_totals().unwrap().loads, 1);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! Process-wide runtime state: one-time initialisation, the global gate, the end of the
+//! program (report), fork handling, and the program-facing control API.
+
+use crate::options::Options;
+use crate::registry::REGISTRY;
+use crate::sync::locks_held;
+use crate::thread::{self, ThreadState, THREADS};
+use crate::tools::{self, Tool};
+use crate::{report, signals};
+use kage_report::ProgramEnd;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::*};
+use std::sync::OnceLock;
+
+pub struct Runtime {
+    pub opts: Options,
+    pub tool: &'static dyn Tool,
+    /// Executable basename, for `%e`.
+    pub exe: String,
+    key: libc::pthread_key_t,
+}
+
+/// Gate bits: any set bit stops memory-access delivery; FINISHED stops every event.
+pub static GATE: AtomicU8 = AtomicU8::new(0);
+pub const DISABLED: u8 = 1;
+pub const FINISHED: u8 = 2;
+
+static RT: OnceLock<Runtime> = OnceLock::new();
+static INIT: AtomicU8 = AtomicU8::new(0);
+static PID: AtomicU32 = AtomicU32::new(0);
+static FORKED_FROM: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    static INITIALIZING: Cell<bool> = const { Cell::new(false) };
+}
+
+extern "C" {
+    // glibc: like atexit, but the handler receives the exit status.
+    fn on_exit(
+        f: unsafe extern "C" fn(libc::c_int, *mut libc::c_void),
+        arg: *mut libc::c_void,
+    ) -> libc::c_int;
+}
+
+/// The runtime, initialising it on first use (thread-safe). `None` while this very thread
+/// is initialising it (events raised meanwhile are ignored).
+#[inline]
+pub fn ensure_init() -> Option<&'static Runtime> {
+    if let Some(rt) = RT.get() {
+        return Some(rt);
+    }
+    init_slow()
+}
+
+#[cold]
+fn init_slow() -> Option<&'static Runtime> {
+    if INITIALIZING.with(|i| i.get()) {
+        return None;
+    }
+    if INIT.compare_exchange(0, 1, AcqRel, Acquire).is_ok() {
+        INITIALIZING.with(|i| i.set(true));
+        init();
+        INITIALIZING.with(|i| i.set(false));
+        INIT.store(2, Release);
+    } else {
+        while RT.get().is_none() {
+            unsafe { libc::sched_yield() };
+        }
+    }
+    RT.get()
+}
+
+fn init() {
+    let env = std::env::var("KAGE_OPTIONS").unwrap_or_default();
+    let (mut opts, warnings) = Options::parse(&env);
+    for w in warnings {
+        eprintln!("kage: warning: {w}");
+    }
+    if opts.help {
+        eprint!("{}", Options::help_text());
+    }
+    let tool = match tools::select(&opts.tool) {
+        Ok(t) => (t.make)(),
+        Err(e) => {
+            // The program still runs and still gets a report, from the default tool.
+            eprintln!("kage: error: {e}; using the 'count' tool instead");
+            opts.tool = "count".into();
+            tools::count::make()
+        }
+    };
+    tool.init(&opts);
+    if !opts.enabled {
+        GATE.fetch_or(DISABLED, Relaxed);
+    }
+    PID.store(std::process::id(), Relaxed);
+    let exe = report::program_path();
+    let exe = exe.rsplit('/').next().unwrap_or("").to_string();
+    let mut key: libc::pthread_key_t = 0;
+    unsafe { libc::pthread_key_create(&mut key, Some(thread::thread_end)) };
+    let handle_signals = opts.handle_signals;
+    let _ = RT.set(Runtime {
+        opts,
+        tool,
+        exe,
+        key,
+    });
+    unsafe {
+        on_exit(exit_handler, std::ptr::null_mut());
+        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+    }
+    if handle_signals {
+        signals::install();
+    }
+}
+
+pub fn set_thread_key(ts: *mut ThreadState) {
+    if let Some(rt) = RT.get() {
+        unsafe { libc::pthread_setspecific(rt.key, ts as *const libc::c_void) };
+    }
+}
+
+pub fn finished() -> bool {
+    GATE.load(Relaxed) & FINISHED != 0
+}
+
+unsafe extern "C" fn exit_handler(status: libc::c_int, _: *mut libc::c_void) {
+    finish(ProgramEnd::Exit { code: status }, false);
+}
+
+/// A fatal signal: write a best-effort report unless the signal interrupted the runtime
+/// while it held a lock (building a report would deadlock).
+pub fn finish_on_signal(sig: i32) {
+    if locks_held() > 0 {
+        let msg = b"kage: fatal signal inside the runtime; no report written\n";
+        unsafe { libc::write(2, msg.as_ptr() as *const _, msg.len()) };
+        return;
+    }
+    finish(ProgramEnd::Signal { signal: sig }, true);
+}
+
+/// Ends the analysis and writes the report (once). Later events are ignored.
+pub fn finish(end: ProgramEnd, from_signal: bool) {
+    let Some(rt) = RT.get() else { return };
+    if GATE.fetch_or(FINISHED, AcqRel) & FINISHED != 0 {
+        return;
+    }
+    let ts = thread::current();
+    if !ts.is_null() {
+        // Exit the calling thread's open frames so `exit()` from deep inside still closes
+        // main. When a signal interrupted this thread inside the runtime, its stack may be
+        // mid-update: leave it alone (the report is incomplete anyway).
+        unsafe { (*ts).exit_all() };
+        unsafe { (*ts).busy.set((*ts).busy.get() | thread::IN_RUNTIME) };
+    }
+    // Bounded waits in a signal handler: another thread may hold a lock and be stopped.
+    let spins = if from_signal { 1 << 20 } else { u32::MAX };
+    let Some(reg) = REGISTRY.try_lock_for(spins) else {
+        return;
+    };
+    let regions = reg.regions.clone();
+    drop(reg);
+    let Some(threads) = THREADS.try_lock_for(spins) else {
+        return;
+    };
+    let nthreads = threads.len() as u32;
+    let results = rt.tool.finish(regions.len());
+    drop(threads);
+    let pid = PID.load(Relaxed);
+    let forked_from = match FORKED_FROM.load(Relaxed) {
+        0 => None,
+        p => Some(p),
+    };
+    let r = report::build(report::ReportInput {
+        tool: rt.tool.name(),
+        program: report::program_path(),
+        args: report::command_line(),
+        pid,
+        forked_from,
+        end,
+        complete: !from_signal,
+        threads: nthreads,
+        options: rt.opts.to_map(),
+        regions: &regions,
+        results,
+    });
+    let path = report::output_path(&rt.opts.output, &rt.exe, pid, forked_from.is_some());
+    match report::write(&path, &r, pid) {
+        Ok(()) if rt.opts.verbosity >= 1 => eprintln!("kage: report written to {path}"),
+        Ok(()) => {}
+        Err(e) => eprintln!("kage: cannot write the report to {path}: {e}"),
+    }
+}
+
+fn set_busy(on: bool) {
+    let ts = thread::current();
+    if !ts.is_null() {
+        let ts = unsafe { &*ts };
+        let b = ts.busy.get();
+        ts.busy.set(if on {
+            b | thread::IN_RUNTIME
+        } else {
+            b & !thread::IN_RUNTIME
+        });
+    }
+}
+
+// Fork: hold every runtime lock across fork() so the child never inherits one held by a
+// thread that does not exist there. Order: registry, threads (tools lock only under it),
+// allocator.
+unsafe extern "C" fn fork_prepare() {
+    set_busy(true);
+    REGISTRY.raw_lock();
+    THREADS.raw_lock();
+    crate::alloc::fork_prepare();
+}
+
+unsafe extern "C" fn fork_parent() {
+    crate::alloc::fork_release();
+    THREADS.raw_unlock();
+    REGISTRY.raw_unlock();
+    set_busy(false);
+}
+
+unsafe extern "C" fn fork_child() {
+    crate::alloc::fork_release();
+    THREADS.raw_unlock();
+    REGISTRY.raw_unlock();
+    let parent = PID.load(Relaxed);
+    FORKED_FROM.store(parent, Relaxed);
+    PID.store(std::process::id(), Relaxed);
+    // Only the forking thread exists in the child; the report covers what it does from now.
+    let me = thread::current();
+    THREADS.lock().retain(|&t| t == me as usize);
+    if let Some(rt) = RT.get() {
+        rt.tool.fork_child();
+        if !me.is_null() {
+            (*(*me).tool.get()).fork_survivor();
+        }
+    }
+    set_busy(false);
+}
+
+/// `kage_set_enabled`: memory-access delivery on or off.
+pub fn set_enabled(on: bool) {
+    let Some(rt) = ensure_init() else { return };
+    if on {
+        GATE.fetch_and(!DISABLED, Relaxed);
+    } else {
+        GATE.fetch_or(DISABLED, Relaxed);
+    }
+    rt.tool.set_enabled(on);
+}
+
+/// `kage_reset`: discard the statistics gathered so far (all threads).
+pub fn reset() {
+    let Some(rt) = ensure_init() else { return };
+    rt.tool.reset();
+    let ts = thread::current();
+    if !ts.is_null() {
+        unsafe { (*ts).with(|_, t| t.reset()) };
+    }
+}

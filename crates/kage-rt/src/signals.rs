@@ -1,0 +1,72 @@
+//! Fatal signals: write a best-effort report (complete=false), then die by the same signal.
+//! Handlers are installed only where the disposition is still the default one.
+
+use crate::runtime;
+
+const FATAL: [libc::c_int; 8] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGABRT,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+];
+
+/// Alternate signal stack for the initialising thread, so a stack overflow in the main
+/// thread still gets a report.
+const ALT_STACK: usize = 256 * 1024;
+
+pub fn install() {
+    unsafe {
+        for &sig in &FATAL {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                || old.sa_sigaction != libc::SIG_DFL
+            {
+                continue;
+            }
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+        let mut cur: libc::stack_t = std::mem::zeroed();
+        if libc::sigaltstack(std::ptr::null(), &mut cur) == 0
+            && cur.ss_flags & libc::SS_DISABLE != 0
+        {
+            let mem = libc::mmap(
+                std::ptr::null_mut(),
+                ALT_STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if mem != libc::MAP_FAILED {
+                let ss = libc::stack_t {
+                    ss_sp: mem,
+                    ss_flags: 0,
+                    ss_size: ALT_STACK,
+                };
+                libc::sigaltstack(&ss, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn handler(
+    sig: libc::c_int,
+    _info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
+    let saved = *libc::__errno_location();
+    runtime::finish_on_signal(sig);
+    // Die by the same signal: it stays blocked until we return, then the default action runs
+    // (a synchronous fault re-executes the faulting instruction and faults again).
+    libc::signal(sig, libc::SIG_DFL);
+    libc::raise(sig);
+    *libc::__errno_location() = saved;
+}

@@ -1,0 +1,384 @@
+//! Per-thread stack of open regions and the repair rules of `docs/abi.md`: the hooks may
+//! arrive unbalanced (longjmp, exceptions through functions without cleanups, exit), and
+//! this turns them into a strictly balanced enter/exit sequence for the tools.
+//!
+//! One addition to the letter of abi.md, for `func_exit`, `loop_iter` and `settle`: the code
+//! that calls these hooks belongs to a known function F, so F is the innermost live
+//! function. When the innermost open function frame is not F but F is open deeper, the frames
+//! above F's innermost frame are dead (left by a longjmp or an exception) and are exited
+//! first. Without it, a `catch` in F followed by F's `func_exit` would leave F open.
+//! When F is not open at all, the event is ignored.
+
+/// Receives the balanced events.
+pub trait Sink {
+    fn enter(&mut self, region: u32);
+    fn exit(&mut self, region: u32);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    Function,
+    Loop,
+    Body,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    pub region: u32,
+    pub kind: FrameKind,
+    /// Stack pointer seen by `func_enter` (function frames only).
+    pub sp: usize,
+}
+
+#[derive(Debug, Default)]
+pub struct RegionStack {
+    frames: Vec<Frame>,
+}
+
+impl RegionStack {
+    pub fn new() -> Self {
+        RegionStack {
+            frames: Vec::with_capacity(64),
+        }
+    }
+
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    fn push<S: Sink + ?Sized>(&mut self, f: Frame, sink: &mut S) {
+        self.frames.push(f);
+        sink.enter(f.region);
+    }
+
+    /// Exits frames, innermost first, until `len` remain.
+    fn pop_to<S: Sink + ?Sized>(&mut self, len: usize, sink: &mut S) {
+        while self.frames.len() > len {
+            if let Some(f) = self.frames.pop() {
+                sink.exit(f.region);
+            }
+        }
+    }
+
+    /// Index of the innermost function frame: the current function activation is it and
+    /// the frames above it.
+    fn activation(&self) -> Option<usize> {
+        self.frames
+            .iter()
+            .rposition(|f| f.kind == FrameKind::Function)
+    }
+
+    /// Innermost frame of `region` within the current activation.
+    fn find_in_activation(&self, region: u32) -> Option<usize> {
+        let start = self.activation().unwrap_or(0);
+        (start..self.frames.len())
+            .rev()
+            .find(|&i| self.frames[i].region == region)
+    }
+
+    /// Makes function `func` the current activation (see the module doc). False when it is
+    /// not open at all.
+    fn sync_to<S: Sink + ?Sized>(&mut self, func: u32, sink: &mut S) -> bool {
+        match self.activation() {
+            Some(a) if self.frames[a].region == func => true,
+            _ => match self
+                .frames
+                .iter()
+                .rposition(|f| f.kind == FrameKind::Function && f.region == func)
+            {
+                Some(j) => {
+                    self.pop_to(j + 1, sink);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    /// `__kage_func_enter(F)` with the stack pointer `sp` seen in the hook.
+    pub fn func_enter<S: Sink + ?Sized>(&mut self, func: u32, sp: usize, sink: &mut S) {
+        // A live caller is always higher on the stack (stacks grow down): function frames at
+        // or below `sp` are dead, and so is everything above them.
+        if let Some(dead) = self
+            .frames
+            .iter()
+            .position(|f| f.kind == FrameKind::Function && f.sp <= sp)
+        {
+            self.pop_to(dead, sink);
+        }
+        self.push(
+            Frame {
+                region: func,
+                kind: FrameKind::Function,
+                sp,
+            },
+            sink,
+        );
+    }
+
+    /// `__kage_func_exit(F)`.
+    pub fn func_exit<S: Sink + ?Sized>(&mut self, func: u32, sink: &mut S) {
+        if !self.sync_to(func, sink) {
+            return;
+        }
+        if let Some(a) = self.activation() {
+            self.pop_to(a, sink);
+        }
+    }
+
+    /// `__kage_loop_iter(L)`: `body` is L's body, `parent` L's static parent, `func` L's function.
+    pub fn loop_iter<S: Sink + ?Sized>(
+        &mut self,
+        lp: u32,
+        body: u32,
+        parent: u32,
+        func: u32,
+        sink: &mut S,
+    ) {
+        if !self.sync_to(func, sink) {
+            return;
+        }
+        if let Some(b) = self.find_in_activation(body) {
+            // A new iteration.
+            self.pop_to(b, sink);
+            self.push(
+                Frame {
+                    region: body,
+                    kind: FrameKind::Body,
+                    sp: 0,
+                },
+                sink,
+            );
+            return;
+        }
+        // Entering the loop. If its parent is not open (not expected from a well-formed
+        // CFG), the loop is entered directly in the function.
+        let p = self
+            .find_in_activation(parent)
+            .or_else(|| self.activation())
+            .unwrap_or(0);
+        self.pop_to(p + 1, sink);
+        self.push(
+            Frame {
+                region: lp,
+                kind: FrameKind::Loop,
+                sp: 0,
+            },
+            sink,
+        );
+        self.push(
+            Frame {
+                region: body,
+                kind: FrameKind::Body,
+                sp: 0,
+            },
+            sink,
+        );
+    }
+
+    /// `__kage_settle(R)`: `func` is R's function (R itself when R is a function).
+    pub fn settle<S: Sink + ?Sized>(&mut self, region: u32, func: u32, sink: &mut S) {
+        if !self.sync_to(func, sink) {
+            return;
+        }
+        if let Some(r) = self.find_in_activation(region) {
+            self.pop_to(r + 1, sink);
+        }
+    }
+
+    /// `__kage_resume_at(R)` with the current activation's frame address `sp`: callee frames
+    /// (strictly below `sp`) were unwound or jumped out of; then as `settle`.
+    pub fn resume_at<S: Sink + ?Sized>(&mut self, region: u32, func: u32, sp: usize, sink: &mut S) {
+        if let Some(dead) = self
+            .frames
+            .iter()
+            .position(|f| f.kind == FrameKind::Function && f.sp < sp)
+        {
+            self.pop_to(dead, sink);
+        }
+        self.settle(region, func, sink);
+    }
+
+    /// Exits every open frame, innermost first (thread exit, process exit, fatal signal).
+    pub fn exit_all<S: Sink + ?Sized>(&mut self, sink: &mut S) {
+        self.pop_to(0, sink);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records events as `+r` / `-r` and checks balance.
+    #[derive(Default)]
+    struct Rec {
+        ev: Vec<i64>,
+        open: Vec<u32>,
+    }
+
+    impl Sink for Rec {
+        fn enter(&mut self, r: u32) {
+            self.ev.push(r as i64);
+            self.open.push(r);
+        }
+        fn exit(&mut self, r: u32) {
+            self.ev.push(-(r as i64));
+            assert_eq!(self.open.pop(), Some(r), "unbalanced exit");
+        }
+    }
+
+    impl Rec {
+        fn take(&mut self) -> Vec<i64> {
+            std::mem::take(&mut self.ev)
+        }
+    }
+
+    fn regions(s: &RegionStack) -> Vec<u32> {
+        s.frames().iter().map(|f| f.region).collect()
+    }
+
+    // Ids: main=1 (loop 2, body 3), f=10 (loop 11 body 12, nested loop 13 body 14), g=20, h=30.
+
+    #[test]
+    fn nested_loops_and_iterations() {
+        let (mut s, mut r) = (RegionStack::new(), Rec::default());
+        s.func_enter(10, 1000, &mut r);
+        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.loop_iter(13, 14, 12, 10, &mut r);
+        s.loop_iter(13, 14, 12, 10, &mut r); // inner iteration
+        s.loop_iter(11, 12, 10, 10, &mut r); // outer iteration: inner loop exited
+        assert_eq!(
+            r.take(),
+            vec![10, 11, 12, 13, 14, -14, 14, -14, -13, -12, 12]
+        );
+        s.loop_iter(13, 14, 12, 10, &mut r); // inner loop re-entered: a new instance
+        s.settle(12, 10, &mut r); // exit of inner loop into outer body
+        s.settle(10, 10, &mut r); // exit of outer loop
+        assert_eq!(r.take(), vec![13, 14, -14, -13, -12, -11]);
+        s.loop_iter(11, 12, 10, 10, &mut r); // re-entry of the same loop
+        s.func_exit(10, &mut r); // return from inside the loop
+        assert_eq!(r.take(), vec![11, 12, -12, -11, -10]);
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn longjmp_out_of_a_loop_then_func_exit() {
+        let (mut s, mut r) = (RegionStack::new(), Rec::default());
+        s.func_enter(1, 2000, &mut r);
+        s.func_enter(10, 1900, &mut r);
+        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.loop_iter(13, 14, 12, 10, &mut r);
+        r.take();
+        // longjmp to a setjmp in f before the loops: loop frames stay open, f returns.
+        s.func_exit(10, &mut r);
+        assert_eq!(r.take(), vec![-14, -13, -12, -11, -10]);
+        assert_eq!(regions(&s), vec![1]);
+    }
+
+    #[test]
+    fn longjmp_out_of_callees_detected_at_next_call() {
+        let (mut s, mut r) = (RegionStack::new(), Rec::default());
+        s.func_enter(1, 2000, &mut r);
+        s.loop_iter(2, 3, 1, 1, &mut r);
+        s.func_enter(10, 1900, &mut r);
+        s.func_enter(20, 1800, &mut r);
+        r.take();
+        // longjmp from g back into main's loop; main calls h at the depth f had.
+        s.func_enter(30, 1900, &mut r);
+        assert_eq!(r.take(), vec![-20, -10, 30]);
+        assert_eq!(regions(&s), vec![1, 2, 3, 30]);
+        // A deeper frame is a live callee: nothing is exited.
+        s.func_enter(20, 1850, &mut r);
+        assert_eq!(r.take(), vec![20]);
+    }
+
+    #[test]
+    fn resume_at_after_setjmp_or_in_a_landing_pad() {
+        let (mut s, mut r) = (RegionStack::new(), Rec::default());
+        s.func_enter(1, 2000, &mut r);
+        s.func_enter(10, 1900, &mut r);
+        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.func_enter(20, 1800, &mut r);
+        r.take();
+        // longjmp (or an exception) from g lands in main, whose frame address is 2000:
+        // f, its loop and g are dead; main itself is not.
+        s.resume_at(1, 1, 2000, &mut r);
+        assert_eq!(r.take(), vec![-20, -12, -11, -10]);
+        assert_eq!(regions(&s), vec![1]);
+        // A first return from setjmp changes nothing.
+        s.loop_iter(2, 3, 1, 1, &mut r);
+        r.take();
+        s.resume_at(3, 1, 2000, &mut r);
+        assert_eq!(r.take(), Vec::<i64>::new());
+        assert_eq!(regions(&s), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn exception_skipping_function_frames() {
+        let (mut s, mut r) = (RegionStack::new(), Rec::default());
+        s.func_enter(1, 2000, &mut r);
+        s.func_enter(10, 1900, &mut r);
+        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.func_enter(20, 1800, &mut r);
+        s.func_enter(30, 1700, &mut r);
+        r.take();
+        // h throws; g has no cleanup; f catches inside its loop body and the landing pad
+        // leads to a loop exit block.
+        s.settle(10, 10, &mut r);
+        assert_eq!(r.take(), vec![-30, -20, -12, -11]);
+        assert_eq!(regions(&s), vec![1, 10]);
+        // Same throw, but f's cleanup pad runs func_exit(f) then resumes to main.
+        s.func_enter(20, 1800, &mut r);
+        s.func_enter(30, 1700, &mut r);
+        r.take();
+        s.func_exit(10, &mut r);
+        assert_eq!(r.take(), vec![-30, -20, -10]);
+        assert_eq!(regions(&s), vec![1]);
+        // An exit of a function that is not open changes nothing.
+        s.func_exit(30, &mut r);
+        s.settle(12, 10, &mut r);
+        s.loop_iter(11, 12, 10, 10, &mut r);
+        assert_eq!(r.take(), Vec::<i64>::new());
+        assert_eq!(regions(&s), vec![1]);
+    }
+
+    #[test]
+    fn recursion() {
+        let (mut s, mut r) = (RegionStack::new(), Rec::default());
+        s.func_enter(10, 1000, &mut r);
+        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.func_enter(10, 900, &mut r);
+        s.loop_iter(11, 12, 10, 10, &mut r); // the inner activation's own loop instance
+        assert_eq!(regions(&s), vec![10, 11, 12, 10, 11, 12]);
+        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.func_exit(10, &mut r);
+        assert_eq!(regions(&s), vec![10, 11, 12]);
+        s.loop_iter(11, 12, 10, 10, &mut r); // outer activation's next iteration
+        assert_eq!(regions(&s), vec![10, 11, 12]);
+        s.func_exit(10, &mut r);
+        assert!(s.is_empty());
+        assert_eq!(
+            r.take(),
+            vec![10, 11, 12, 10, 11, 12, -12, 12, -12, -11, -10, -12, 12, -12, -11, -10]
+        );
+    }
+
+    #[test]
+    fn settle_only_within_current_activation() {
+        let (mut s, mut r) = (RegionStack::new(), Rec::default());
+        s.func_enter(10, 1000, &mut r);
+        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.func_enter(10, 900, &mut r); // recursive call from inside the loop
+        r.take();
+        // settle on the loop body in the inner activation: the body is open only in the
+        // outer activation, so nothing happens.
+        s.settle(12, 10, &mut r);
+        assert_eq!(r.take(), Vec::<i64>::new());
+        s.exit_all(&mut r);
+        assert_eq!(r.take(), vec![-10, -12, -11, -10]);
+    }
+}

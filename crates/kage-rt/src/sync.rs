@@ -1,0 +1,110 @@
+//! A minimal spin lock. The runtime's locks must be takeable in `pthread_atfork`'s prepare
+//! handler and released in the parent/child handlers (a guard cannot cross those calls), and
+//! must not depend on anything the program may interpose.
+
+use std::cell::Cell;
+use std::cell::UnsafeCell;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+thread_local! {
+    /// Runtime locks held by this thread: a fatal-signal handler must not build a report
+    /// (which allocates and locks) when it interrupted the runtime holding one.
+    static HELD: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Number of [`SpinLock`]s the calling thread holds.
+pub fn locks_held() -> u32 {
+    HELD.with(|h| h.get())
+}
+
+pub struct SpinLock<T> {
+    locked: AtomicBool,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: access to `data` is serialised by `locked`.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+unsafe impl<T: Send> Send for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    pub const fn new(v: T) -> Self {
+        SpinLock {
+            locked: AtomicBool::new(false),
+            data: UnsafeCell::new(v),
+        }
+    }
+
+    /// Takes the lock without a guard (fork handlers); pair with [`SpinLock::raw_unlock`].
+    pub fn raw_lock(&self) {
+        HELD.with(|h| h.set(h.get() + 1));
+        let mut spins = 0u32;
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                // Let the holder run (2 cores shared by many threads in practice).
+                unsafe { libc::sched_yield() };
+            }
+        }
+    }
+
+    /// # Safety
+    /// The caller holds the lock (via `raw_lock`), or is the only thread left (fork child).
+    pub unsafe fn raw_unlock(&self) {
+        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+        self.locked.store(false, Ordering::Release);
+    }
+
+    pub fn lock(&self) -> SpinGuard<'_, T> {
+        self.raw_lock();
+        SpinGuard { lock: self }
+    }
+
+    /// Takes the lock if it is free within `spins` attempts (signal handlers must not wait
+    /// forever for a lock the interrupted code may hold).
+    pub fn try_lock_for(&self, spins: u32) -> Option<SpinGuard<'_, T>> {
+        for i in 0..spins {
+            if self
+                .locked
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                HELD.with(|h| h.set(h.get() + 1));
+                return Some(SpinGuard { lock: self });
+            }
+            if i % 64 == 63 {
+                unsafe { libc::sched_yield() };
+            }
+        }
+        None
+    }
+}
+
+pub struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> Deref for SpinGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T> DerefMut for SpinGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    fn drop(&mut self) {
+        unsafe { self.lock.raw_unlock() }
+    }
+}

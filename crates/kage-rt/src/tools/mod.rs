@@ -1,0 +1,101 @@
+//! The tool interface: one process-wide [`Tool`] and one [`ThreadTool`] per thread.
+//!
+//! Lifecycle (VMAD-style modules): the runtime selects a tool from [`TOOLS`] with
+//! `tool=`, calls [`Tool::init`] once, creates a [`ThreadTool`] for every thread on its first
+//! event, delivers a strictly balanced enter/exit sequence (repaired by `stack.rs`) and the
+//! memory accesses to it, and at the end calls [`Tool::finish`] for the report's tool fields.
+//! Adding a tool means adding a module and one [`TOOLS`] row; nothing else changes.
+//!
+//! Threading contract: a `ThreadTool` is only called by its own thread (or, in a forked child,
+//! by the one surviving thread for threads that no longer exist). Whatever `finish` reads
+//! across threads must be made of atomics written by their owner.
+
+use crate::options::Options;
+use serde_json::{Map, Value};
+
+pub mod count;
+
+/// What a tool adds to the report.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ToolResults {
+    /// Fields flattened into each region, indexed by global region id.
+    pub regions: Vec<Map<String, Value>>,
+    /// Top-level fields.
+    pub top: Map<String, Value>,
+}
+
+pub trait Tool: Sync + Send {
+    fn name(&self) -> &'static str;
+    /// Called once, before any thread is created.
+    fn init(&self, _opts: &Options) {}
+    /// The per-thread part, for a thread's first event.
+    fn new_thread(&'static self) -> Box<dyn ThreadTool>;
+    /// Memory-access delivery was switched on or off (the runtime gates delivery itself).
+    fn set_enabled(&self, _on: bool) {}
+    /// Discard all statistics gathered so far, on every thread. Each thread applies it
+    /// itself at its next region event (or now, via [`ThreadTool::reset`], for the caller).
+    fn reset(&self);
+    /// In a forked child: every other thread is gone. Followed by
+    /// [`ThreadTool::fork_survivor`] on the calling thread.
+    fn fork_child(&self);
+    /// Results for the report, over `region_count` regions; all threads are summed.
+    fn finish(&self, region_count: usize) -> ToolResults;
+}
+
+pub trait ThreadTool {
+    /// A region instance starts (balanced with `exit`).
+    fn enter(&mut self, region: u32);
+    /// The innermost open region ends.
+    fn exit(&mut self, region: u32);
+    /// A memory access of `size` > 0 bytes (hot path: no allocation, no locks, no syscalls).
+    fn access(&mut self, addr: usize, size: u64, write: bool);
+    /// Apply a pending [`Tool::reset`] now.
+    fn reset(&mut self);
+    /// This thread is the only one left in a forked child: start from zero.
+    fn fork_survivor(&mut self);
+    /// The thread ends; every region has been exited.
+    fn thread_exit(&mut self) {}
+}
+
+/// Region events go straight to the thread's tool.
+impl crate::stack::Sink for dyn ThreadTool + '_ {
+    fn enter(&mut self, region: u32) {
+        ThreadTool::enter(self, region)
+    }
+    fn exit(&mut self, region: u32) {
+        ThreadTool::exit(self, region)
+    }
+}
+
+/// A registered tool: `tool=<name>` selects it.
+pub struct ToolInfo {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub make: fn() -> &'static dyn Tool,
+}
+
+pub static TOOLS: &[ToolInfo] = &[ToolInfo {
+    name: "count",
+    help: "per-region instances, loads, stores and bytes (inclusive and self)",
+    make: count::make,
+}];
+
+/// The tool called `name`; an unknown name is an error that lists the tools.
+pub fn select(name: &str) -> Result<&'static ToolInfo, String> {
+    TOOLS.iter().find(|t| t.name == name).ok_or_else(|| {
+        format!(
+            "unknown tool '{name}'; available tools: {}",
+            TOOLS.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn select_tools() {
+        assert_eq!(super::select("count").unwrap().name, "count");
+        let e = super::select("nope").err().unwrap();
+        assert!(e.contains("'nope'") && e.contains("count"), "{e}");
+    }
+}
