@@ -229,24 +229,31 @@ impl FunctionPlan {
     /// first (later insertions before the same instruction land after them), then accesses
     /// in program order, then function exits (so they come after a cmpxchg's hook).
     unsafe fn insert_hooks(&self, ins: &mut Inserter) {
+        // Every block-entry position is taken before anything is inserted: inserting before
+        // the same instruction then keeps the hooks in the order written here.
         let entry_block = self.cfg.blocks[0];
         let function_region = self.slots.function();
-        if let Some(at) = ir::first_insertion_point(entry_block) {
+        let func_enter_at = ir::first_insertion_point(entry_block);
+        let loop_iters: Vec<_> = (self.forest.loops.iter().enumerate())
+            .filter_map(|(k, lp)| Some((ir::first_insertion_point(self.cfg.blocks[lp.header])?, k)))
+            .collect();
+        let settles: Vec<_> = (self.forest.settle_blocks(&self.cfg.successors).into_iter())
+            .filter_map(|(block, innermost)| {
+                Some((ir::first_insertion_point(self.cfg.blocks[block])?, innermost))
+            })
+            .collect();
+        if let Some(at) = func_enter_at {
             ins.frame_hook(ins.hooks.func_enter, function_region, at);
         }
         for &(at, block) in &self.resume_points {
             let region = self.slots.innermost_region(self.forest.innermost[block]);
             ins.frame_hook(ins.hooks.resume_at, region, at);
         }
-        for (k, lp) in self.forest.loops.iter().enumerate() {
-            if let Some(at) = ir::first_insertion_point(self.cfg.blocks[lp.header]) {
-                ins.region_hook(ins.hooks.loop_iter, self.slots.loop_entry(k), at);
-            }
+        for (at, k) in loop_iters {
+            ins.region_hook(ins.hooks.loop_iter, self.slots.loop_entry(k), at);
         }
-        for (block, innermost) in self.forest.settle_blocks(&self.cfg.successors) {
-            if let Some(at) = ir::first_insertion_point(self.cfg.blocks[block]) {
-                ins.region_hook(ins.hooks.settle, self.slots.innermost_region(innermost), at);
-            }
+        for (at, innermost) in settles {
+            ins.region_hook(ins.hooks.settle, self.slots.innermost_region(innermost), at);
         }
         for access in &self.accesses {
             ins.access_hook(access);

@@ -73,7 +73,7 @@ fn nested_loops_table_and_hooks() {
     let sum2d = function_body(&ir, "sum2d");
     let count =
         |body: &str, call: &str| body.lines().filter(|l| l.trim().starts_with(call)).count();
-    assert_eq!(count(sum2d, &region_call(&ir, "__kage_func_enter", 0)), 1);
+    assert_eq!(count(sum2d, &frame_call_prefix(&ir, "__kage_func_enter", 0)), 1);
     assert_eq!(count(sum2d, &region_call(&ir, "__kage_loop_iter", 1)), 1);
     assert_eq!(count(sum2d, &region_call(&ir, "__kage_loop_iter", 3)), 1);
     // The inner loop exits into the outer loop's latch (settle to the outer body, 2); the
@@ -220,9 +220,9 @@ fn memory_accesses() {
         "mem_intrinsics",
         "call void @llvm.memmove.p0.p0.i32",
         &[
-            "%1 = zext i32 %n to i64",
-            "call void @__kage_load(ptr %s, i64 %1)",
-            "call void @__kage_store(ptr %d, i64 %1)",
+            "%2 = zext i32 %n to i64",
+            "call void @__kage_load(ptr %s, i64 %2)",
+            "call void @__kage_store(ptr %d, i64 %2)",
         ],
     );
     expect_before(
@@ -246,11 +246,12 @@ fn memory_accesses() {
 
     // cmpxchg: after it, extract the success bit, widen it to i32, pass it with size 8.
     let (lines, i) = lines_around(function_body(&ir, "atomics"), "%pair = cmpxchg");
-    assert_eq!(lines[i + 1], "%1 = extractvalue { i64, i1 } %pair, 1");
-    assert_eq!(lines[i + 2], "%2 = zext i1 %1 to i32");
+    // (%1 is the frame address passed to __kage_func_enter.)
+    assert_eq!(lines[i + 1], "%2 = extractvalue { i64, i1 } %pair, 1");
+    assert_eq!(lines[i + 2], "%3 = zext i1 %2 to i32");
     assert_eq!(
         lines[i + 3],
-        "call void @__kage_cmpxchg(ptr %p, i64 8, i32 %2)"
+        "call void @__kage_cmpxchg(ptr %p, i64 8, i32 %3)"
     );
     assert!(!lines[..i].iter().any(|l| l.contains("__kage_cmpxchg")));
 
@@ -273,7 +274,8 @@ fn memory_accesses() {
     // The hooks are declared with the exact C signatures.
     for decl in [
         "declare void @__kage_register_module(ptr)",
-        "declare void @__kage_func_enter(ptr)",
+        "declare void @__kage_func_enter(ptr, ptr)",
+        "declare void @__kage_resume_at(ptr, ptr)",
         "declare void @__kage_func_exit(ptr)",
         "declare void @__kage_loop_iter(ptr)",
         "declare void @__kage_settle(ptr)",
@@ -321,11 +323,12 @@ fn exceptions_settle_after_landingpad_and_exit_before_resume() {
         .into_iter()
         .find(|b| b.label == "lpad")
         .unwrap();
+    assert_eq!(lpad.instructions[0], "%lp = landingpad { ptr, i32 }");
+    assert_eq!(lpad.instructions[1], "%1 = call ptr @llvm.addressofreturnaddress.p0()");
+    assert_eq!(lpad.instructions[2], format!("{}1)", frame_call_prefix(&ir, "__kage_resume_at", 0)));
     assert_eq!(
-        lpad.instructions,
+        lpad.instructions[3..],
         vec![
-            "%lp = landingpad { ptr, i32 }",
-            region_call(&ir, "__kage_resume_at", 0).as_str(),
             region_call(&ir, "__kage_settle", 0).as_str(),
             "call void @__kage_store(ptr %p, i64 4)",
             "store i32 -1, ptr %p, align 4",
@@ -396,7 +399,7 @@ fn odd_control_flow_and_skipped_functions() {
         .remove(0)
         .instructions;
     assert_eq!(
-        tailer[1..],
+        tailer[2..],
         [
             region_call(&ir, "__kage_func_exit", 4).as_str(),
             "%r = musttail call i32 @callee(i32 %x)",
@@ -435,7 +438,8 @@ fn a_second_return_from_setjmp_resumes_in_its_region() {
     let body = function_body(&ir, "main");
     // setjmp is called inside the loop: control may come back there from a longjmp.
     let (instructions, at) = lines_around(body, "%r = call i32 @_setjmp");
-    assert_eq!(instructions[at + 1], region_call(&ir, "__kage_resume_at", 2));
+    assert!(instructions[at + 1].ends_with(" = call ptr @llvm.addressofreturnaddress.p0()"));
+    assert!(instructions[at + 2].starts_with(&frame_call_prefix(&ir, "__kage_resume_at", 2)));
     // Plain calls get nothing.
     let (instructions, at) = lines_around(body, "call void @work()");
     assert!(!instructions[at + 1].contains("__kage_resume_at"));

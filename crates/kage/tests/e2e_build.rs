@@ -163,7 +163,8 @@ fn lua_built_with_make_and_kage_cc_behaves_as_the_native_build() {
     assert_totals_consistent(&report);
     // The interpreter's main loop ran, and every pcall error (a longjmp) left main intact.
     let execute = stats(func(&report, "luaV_execute"));
-    assert!(execute.instances > 1000 && execute.inclusive.loads > 100_000, "{execute:?}");
+    // One activation per call from C into Lua (the 100 pcalls, the chunk, sort comparators...).
+    assert!(execute.instances >= 100 && execute.inclusive.loads > 1_000_000, "{execute:?}");
     let main = stats(func(&report, "main"));
     assert_eq!(main.instances, 1);
     assert_eq!(Some(main.inclusive), report.count_totals(), "every access happened inside main");

@@ -247,6 +247,12 @@ pub fn region_call(ir: &str, hook: &str, index: u32) -> String {
     format!("call void @{hook}({})", region_operand(ir, index))
 }
 
+/// The start of a call of a hook that also takes the frame address (`__kage_func_enter`,
+/// `__kage_resume_at`): everything up to the frame operand's name.
+pub fn frame_call_prefix(ir: &str, hook: &str, index: u32) -> String {
+    format!("call void @{hook}({}, ptr %", region_operand(ir, index))
+}
+
 /// An instruction line without its `, !dbg !N` and other metadata attachments.
 pub fn strip_metadata(line: &str) -> &str {
     match line.find(", !") {
@@ -281,7 +287,11 @@ pub fn check_hook_placement(ir: &str, dead_blocks: &[&str]) {
         for block in blocks(body) {
             let mut in_prefix = true;
             for (i, inst) in block.instructions.iter().enumerate() {
-                let is_phi_or_pad = inst.contains(" = phi ") || inst.contains(" = landingpad ");
+                // The frame address a block-entry hook passes is computed right before it.
+                let is_phi_or_pad = inst.contains(" = phi ")
+                    || inst.contains(" = landingpad ")
+                    || inst.contains(" = call ptr @llvm.addressofreturnaddress.p0()")
+                    || inst.contains("@__kage_resume_at(");
                 if is_block_entry_hook(inst) {
                     assert!(
                         in_prefix,

@@ -214,7 +214,8 @@ impl CountThread {
         }
     }
 
-    /// Zeroes every counter; open regions continue from zero.
+    /// Zeroes every counter. Statistics start anew: each region open at this moment counts
+    /// as one instance (so a forked child's `main`, entered before the fork, has one).
     fn zero(&mut self) {
         self.c.slots.for_each(|_, rec| {
             for a in rec.iter() {
@@ -228,6 +229,10 @@ impl CountThread {
         for o in &mut self.open {
             if o.snapshot.is_some() {
                 o.snapshot = Some([0; 4]);
+            }
+            // SAFETY: only the owner thread allocates this thread's chunks.
+            if let Some(rec) = unsafe { self.c.slots.get_or_alloc(o.region as usize + 1) } {
+                bump(&rec[INSTANCES], 1);
             }
         }
     }
@@ -434,7 +439,7 @@ mod tests {
         a.exit(0);
         // b has not seen the reset yet: it contributes nothing.
         let (r, tot, _) = tl.collect(2);
-        assert_eq!(r[0].instances, 0, "entered before the reset");
+        assert_eq!(r[0].instances, 1, "open at the reset: one instance");
         assert_eq!(r[0].inclusive, c(1, 0, 4, 0));
         assert_eq!(tot, c(1, 0, 4, 0));
         b.exit(1); // applies the reset, then closes with zero
@@ -453,7 +458,7 @@ mod tests {
         let (r, tot, un) = tl.collect(2);
         assert_eq!(tot, c(3, 0, 3, 0));
         assert_eq!(r[0].inclusive, c(3, 0, 3, 0));
-        assert_eq!(r[0].instances, 0);
+        assert_eq!(r[0].instances, 1);
         assert_eq!(un, Counters::default());
     }
 
