@@ -171,3 +171,64 @@ fn lua_built_with_make_and_kage_cc_behaves_as_the_native_build() {
     let protected = stats(func(&report, "luaD_rawrunprotected"));
     assert!(protected.instances >= 100, "{protected:?}");
 }
+
+/// Runs a build tool in `dir` and requires success.
+fn run_tool(dir: &Path, program: &str, args: &[&str], env: &[(&str, &Path)]) -> std::process::Output {
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("{program}: {e} (scripts/setup.sh installs it)"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed:\n{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn a_cmake_project_builds_with_cc_kage_cc_and_cxx_kage_cxx() {
+    let work = Work::new();
+    let cxx = work.path("kage-c++");
+    std::os::unix::fs::symlink(kage_cxx(), &cxx).unwrap();
+    let source = c_dir().join("cmake");
+    let build = work.path("build");
+    let (cc, src, bld) = (kage_cc(), source.to_str().unwrap().to_owned(), build.to_str().unwrap().to_owned());
+    let release = "-DCMAKE_BUILD_TYPE=Release";
+    run_tool(work.dir.path(), "cmake", &["-S", &src, "-B", &bld, release], &[("CC", &cc), ("CXX", &cxx)]);
+    let cache = std::fs::read_to_string(build.join("CMakeCache.txt")).unwrap();
+    assert!(cache.contains("CMAKE_C_COMPILER:FILEPATH=") && cache.contains("kage-cc"), "CMake uses kage-cc");
+    run_tool(work.dir.path(), "cmake", &["--build", &bld], &[]);
+    let report = work.run_report(&build.join("probe"), &[], 0);
+    let scale = func(&report, "scale");
+    assert!(scale.file.ends_with("cmake/scale.c"));
+    assert_counts(scale, 1, c(0, 16, 0, 64), c(0, 0, 0, 0));
+    assert_eq!(stats(func(&report, "main")).inclusive.stores, 16);
+}
+
+#[test]
+fn an_autoconf_project_configures_and_builds_with_cc_kage_cc() {
+    let work = Work::new();
+    let src = work.path("src");
+    std::fs::create_dir_all(src.join("autoconf")).unwrap();
+    std::fs::copy(c_dir().join("common.h"), src.join("common.h")).unwrap();
+    for file in ["configure.ac", "Makefile.in", "probe.c"] {
+        std::fs::copy(c_dir().join("autoconf").join(file), src.join("autoconf").join(file)).unwrap();
+    }
+    let project = src.join("autoconf");
+    run_tool(&project, "autoconf", &[], &[]);
+    let cc = format!("CC={}", kage_cc().display());
+    let out = run_tool(&project, "./configure", &[&cc, "CFLAGS=-O2"], &[]);
+    let log = text(&out.stdout);
+    assert!(log.contains("checking whether the C compiler works... yes"), "{log}");
+    assert!(log.contains("checking for memset... yes"), "{log}");
+    run_tool(&project, "make", &[], &[]);
+    let exe = project.join("probe");
+    let out = Command::new(&exe).env("KAGE_OPTIONS", format!("output={}", work.path("r.json").display())).output().unwrap();
+    assert_eq!(text(&out.stdout), "have memset\n");
+    let report = kage_report::read_report(&work.path("r.json")).unwrap();
+    assert_counts(func(&report, "count_up"), 1, c(0, 8, 0, 32), c(0, 0, 0, 0));
+}
