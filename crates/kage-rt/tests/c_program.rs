@@ -44,17 +44,13 @@ fn program() -> &'static Path {
             .arg("-o")
             .arg(&bin)
             // The link line the compiler wrapper uses.
-            .arg("-Wl,--whole-archive")
-            .arg(staticlib())
-            .args([
-                "-Wl,--no-whole-archive",
-                "-Wl,--export-dynamic-symbol=__kage_*",
-                "-lpthread",
-                "-ldl",
-                "-lm",
-                "-lrt",
-                "-lgcc_s",
-            ])
+            .args(kage::cc::plan::RUNTIME_LINK_ARGS.iter().map(|&arg| {
+                if arg == kage::cc::plan::RUNTIME_ARCHIVE {
+                    staticlib().into_os_string()
+                } else {
+                    arg.into()
+                }
+            }))
             .output()
             .expect("run the C compiler");
         assert!(
