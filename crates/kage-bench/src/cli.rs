@@ -1,0 +1,92 @@
+//! The command line. Clap stays here; the rest of the harness sees a plain `Options`.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Builds each benchmark natively (clang-22 -O2) and with Kage (kage-cc -O2), runs both
+/// alternately, checks their outputs match and prints median time and peak-RSS ratios.
+#[derive(Parser, Debug)]
+#[command(name = "kage-bench")]
+pub struct Cli {
+    /// Runs per program and variant; medians are reported.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Also run the native binary under `valgrind --tool=cachegrind` and `--tool=dhat`.
+    #[arg(long)]
+    peers: bool,
+    /// Runs per peer (Valgrind is slow: one run each by default).
+    #[arg(long, default_value_t = 1)]
+    peer_runs: usize,
+    /// The Kage tool to run the instrumented programs under (KAGE_OPTIONS tool=).
+    #[arg(long, default_value = "count")]
+    tool: String,
+    /// Only programs whose name contains one of these (repeatable, or comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    filter: Vec<String>,
+    /// Tiny problem sizes and one run: a smoke test of the whole pipeline, not a measurement.
+    #[arg(long)]
+    quick: bool,
+    /// Write the markdown report to this file as well as printing it.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Where builds, outputs and reports go.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/kage-bench"))]
+    work_dir: PathBuf,
+    /// The kage-cc wrapper (default: next to this executable, as scripts/build.sh puts it).
+    #[arg(long)]
+    kage_cc: Option<PathBuf>,
+    /// The native C compiler.
+    #[arg(long, default_value = "clang-22")]
+    native_cc: String,
+    /// Rebuild every program even when its binaries are newer than their inputs.
+    #[arg(long)]
+    rebuild: bool,
+    /// List the programs of the suite and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+/// What the harness was asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub runs: usize,
+    pub peers: bool,
+    pub peer_runs: usize,
+    pub tool: String,
+    pub filters: Vec<String>,
+    pub quick: bool,
+    pub output: Option<PathBuf>,
+    pub work_dir: PathBuf,
+    pub kage_cc: Option<PathBuf>,
+    pub native_cc: String,
+    pub rebuild: bool,
+    pub list: bool,
+    /// The command line as typed, for the report's "reproduce with" line.
+    pub command_line: Vec<String>,
+}
+
+impl Cli {
+    pub fn into_options(self) -> Options {
+        Options {
+            // --quick is a smoke test: one run unless the caller asked for more explicitly.
+            runs: if self.quick && !std::env::args().any(|a| a.starts_with("--runs")) {
+                1
+            } else {
+                self.runs.max(1)
+            },
+            peers: self.peers,
+            peer_runs: self.peer_runs.max(1),
+            tool: self.tool,
+            filters: self.filter.into_iter().filter(|f| !f.is_empty()).collect(),
+            quick: self.quick,
+            output: self.output,
+            work_dir: self.work_dir,
+            kage_cc: self.kage_cc,
+            native_cc: self.native_cc,
+            rebuild: self.rebuild,
+            list: self.list,
+            command_line: std::env::args().collect(),
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The harness proper: select, build, run alternately, compare outputs, report.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::cli::Options;
+use crate::compile::{self, Compiler};
+use crate::machine::Machine;
+use crate::measure::{self, Measurement, Variant};
+use crate::sources::CrateSources;
+use crate::suite::{self, Program};
+use crate::table::{self, ProgramResult, Report, Samples};
+
+/// Runs the whole benchmark; `Ok(false)` when some instrumented or peer output differed
+/// from the native one.
+pub fn run(options: &Options) -> Result<bool> {
+    let programs = suite::select(&options.filters);
+    if programs.is_empty() {
+        bail!(
+            "no program matches {:?}; --list shows them",
+            options.filters
+        );
+    }
+    if options.list {
+        for program in &programs {
+            println!(
+                "{}\t{}",
+                program.name,
+                program.args(options.quick).join(" ")
+            );
+        }
+        return Ok(true);
+    }
+    let kage_cc = find_kage_cc(options)?;
+    let crates = if programs.iter().any(Program::needs_crate_sources) {
+        Some(CrateSources::locate()?)
+    } else {
+        None
+    };
+    let native = Compiler::native(&options.native_cc);
+    let kage = Compiler::kage(&kage_cc);
+
+    let mut results = Vec::new();
+    for program in &programs {
+        let recipe = program.recipe(crates.as_ref())?;
+        eprintln!(
+            "kage-bench: building {} ({} sources)",
+            program.name,
+            recipe.sources.len()
+        );
+        let dir = |variant: &str| options.work_dir.join(variant);
+        let native_exe = compile::build(
+            &native,
+            &recipe,
+            &dir("native"),
+            program.name,
+            options.rebuild,
+        )
+        .with_context(|| format!("building {} natively", program.name))?;
+        let kage_exe = compile::build(&kage, &recipe, &dir("kage"), program.name, options.rebuild)
+            .with_context(|| format!("building {} with kage-cc", program.name))?;
+        results.push(measure_program(options, program, &native_exe, &kage_exe)?);
+    }
+
+    let report = Report {
+        results,
+        machine: Machine::describe(&options.native_cc),
+        options: options.clone(),
+    };
+    let markdown = table::render(&report);
+    print!("{markdown}");
+    if let Some(path) = &options.output {
+        std::fs::write(path, &markdown).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("kage-bench: wrote {}", path.display());
+    }
+    Ok(report.results.iter().all(|r| r.mismatch.is_none()))
+}
+
+/// kage-cc from the options, else next to this executable (where scripts/build.sh puts both).
+fn find_kage_cc(options: &Options) -> Result<PathBuf> {
+    let path = match &options.kage_cc {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("kage-cc"),
+    };
+    if !path.exists() {
+        bail!(
+            "{} not found: build Kage first (scripts/build.sh) or pass --kage-cc",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+fn measure_program(
+    options: &Options,
+    program: &Program,
+    native_exe: &Path,
+    kage_exe: &Path,
+) -> Result<ProgramResult> {
+    let args = program.args(options.quick);
+    let scratch = options.work_dir.join("runs").join(program.name);
+    std::fs::create_dir_all(&scratch)?;
+    let kage_variant = Variant::Kage {
+        tool: options.tool.clone(),
+        report: scratch.join(format!("kage.{}.json", program.name)),
+    };
+
+    let mut result = ProgramResult::new(program.name);
+    let mut reference: Option<String> = None;
+    let mut record = |variant: &Variant, measurement: Measurement, samples: &mut Samples| {
+        match &reference {
+            None => reference = Some(measurement.stdout.clone()),
+            Some(expected) if *expected != measurement.stdout && result.mismatch.is_none() => {
+                result.mismatch = Some(format!(
+                    "{} printed {:?}, native printed {:?}",
+                    variant.label(),
+                    measurement.stdout.trim(),
+                    expected.trim()
+                ));
+            }
+            Some(_) => {}
+        }
+        samples.push(&measurement);
+    };
+
+    // Alternating native and instrumented runs spreads the machine's noise over both.
+    for run in 0..options.runs {
+        eprintln!(
+            "kage-bench: {} run {}/{}",
+            program.name,
+            run + 1,
+            options.runs
+        );
+        let m = measure::run_once(&Variant::Native, native_exe, &args, &scratch)?;
+        record(&Variant::Native, m, &mut result.native);
+        let m = measure::run_once(&kage_variant, kage_exe, &args, &scratch)?;
+        record(&kage_variant, m, &mut result.kage);
+    }
+    if options.peers {
+        for variant in [Variant::Cachegrind, Variant::Dhat] {
+            let mut samples = Samples::default();
+            for _ in 0..options.peer_runs {
+                eprintln!("kage-bench: {} under {}", program.name, variant.label());
+                let m = measure::run_once(&variant, native_exe, &args, &scratch)?;
+                record(&variant, m, &mut samples);
+            }
+            match variant {
+                Variant::Cachegrind => result.cachegrind = Some(samples),
+                _ => result.dhat = Some(samples),
+            }
+        }
+    }
+    if let Some(mismatch) = &result.mismatch {
+        eprintln!("kage-bench: {}: OUTPUTS DIFFER: {mismatch}", program.name);
+    }
+    Ok(result)
+}

@@ -1,0 +1,227 @@
+//! The programs of the suite and how to build and run each: the kernels of `bench/kernels/`
+//! (one self-contained C file each) and real programs built from C sources bundled in crates.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::sources::CrateSources;
+
+/// The repository's `bench/` directory, fixed at compile time: the harness is a development
+/// tool run from the repository, like `scripts/`.
+pub fn bench_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench")
+}
+
+/// Where a program's C sources come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// `bench/kernels/<name>.c`.
+    Kernel,
+    /// Lua 5.4 from `lua-src`, running `bench/programs/lua/bench.lua`.
+    Lua,
+    /// The SQLite amalgamation from `libsqlite3-sys`, with `bench/programs/sqlite/driver.c`.
+    Sqlite,
+    /// zstd from `zstd-sys`, with `bench/programs/zstd/driver.c`.
+    Zstd,
+    /// bzip2 from `bzip2-sys`, with `bench/programs/bzip2/driver.c`.
+    Bzip2,
+}
+
+/// One benchmark program: its name and the arguments for a full and a `--quick` run. Full runs
+/// of the kernels pass no size: each kernel's default is the size calibrated to run about
+/// 0.5–2 s natively (written in its source).
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub name: &'static str,
+    pub origin: Origin,
+    full_args: &'static [&'static str],
+    quick_args: &'static [&'static str],
+}
+
+const fn kernel(name: &'static str, quick_size: &'static [&'static str]) -> Program {
+    Program {
+        name,
+        origin: Origin::Kernel,
+        full_args: &[],
+        quick_args: quick_size,
+    }
+}
+
+/// Every program, in the order of the table.
+pub const SUITE: &[Program] = &[
+    kernel("gemm", &["60"]),
+    kernel("2mm", &["50"]),
+    kernel("lu", &["80"]),
+    kernel("covariance", &["60"]),
+    kernel("atax", &["100"]),
+    kernel("jacobi-2d", &["40"]),
+    kernel("seidel-2d", &["40"]),
+    kernel("nbody", &["100"]),
+    kernel("stream-triad", &["10000"]),
+    kernel("list-chase", &["10000"]),
+    kernel("hash-table", &["10000"]),
+    kernel("sort", &["10000"]),
+    Program {
+        name: "lua",
+        origin: Origin::Lua,
+        full_args: &["150"],
+        quick_args: &["1"],
+    },
+    Program {
+        name: "sqlite",
+        origin: Origin::Sqlite,
+        full_args: &[],
+        quick_args: &["500"],
+    },
+    Program {
+        name: "zstd",
+        origin: Origin::Zstd,
+        full_args: &[],
+        quick_args: &["0.05"],
+    },
+    Program {
+        name: "bzip2",
+        origin: Origin::Bzip2,
+        full_args: &[],
+        quick_args: &["0.05"],
+    },
+];
+
+/// The programs whose name contains one of `filters` (all of them when there is none).
+pub fn select(filters: &[String]) -> Vec<Program> {
+    SUITE
+        .iter()
+        .filter(|p| filters.is_empty() || filters.iter().any(|f| p.name.contains(f.as_str())))
+        .cloned()
+        .collect()
+}
+
+/// Everything a compiler needs to build one program.
+#[derive(Debug, Clone)]
+pub struct Recipe {
+    pub sources: Vec<PathBuf>,
+    /// Preprocessor and language flags (`-I`, `-D`, `-std=`), on top of `-O2`.
+    pub cflags: Vec<String>,
+    /// Link flags after the objects (`-lm`).
+    pub libs: Vec<String>,
+}
+
+impl Program {
+    /// The arguments to run the program with.
+    pub fn args(&self, quick: bool) -> Vec<String> {
+        let size = if quick {
+            self.quick_args
+        } else {
+            self.full_args
+        };
+        let script = match self.origin {
+            Origin::Lua => vec![bench_dir()
+                .join("programs/lua/bench.lua")
+                .display()
+                .to_string()],
+            _ => vec![],
+        };
+        script
+            .into_iter()
+            .chain(size.iter().map(|s| s.to_string()))
+            .collect()
+    }
+
+    /// Whether building this program needs crate sources (and so `cargo metadata`).
+    pub fn needs_crate_sources(&self) -> bool {
+        self.origin != Origin::Kernel
+    }
+
+    pub fn recipe(&self, crates: Option<&CrateSources>) -> Result<Recipe> {
+        let bench = bench_dir();
+        let driver = |dir: &str| bench.join("programs").join(dir).join("driver.c");
+        let crates = || crates.context("crate sources were not located");
+        Ok(match self.origin {
+            Origin::Kernel => Recipe {
+                sources: vec![bench.join("kernels").join(format!("{}.c", self.name))],
+                cflags: vec![],
+                libs: vec!["-lm".into()],
+            },
+            Origin::Lua => {
+                let dir = crates()?.lua_dir()?;
+                // lua-src ships the library only (no lua.c/luac.c); skip them should they appear.
+                let mut sources = c_files_in(&dir)?;
+                sources.retain(|p| !matches!(file_name(p), "lua.c" | "luac.c" | "onelua.c"));
+                sources.push(driver("lua"));
+                Recipe {
+                    sources,
+                    cflags: vec!["-std=gnu99".into(), "-DLUA_USE_LINUX".into(), include(&dir)],
+                    libs: vec!["-lm".into(), "-ldl".into()],
+                }
+            }
+            Origin::Sqlite => {
+                let dir = crates()?.sqlite_dir()?;
+                Recipe {
+                    sources: vec![dir.join("sqlite3.c"), driver("sqlite")],
+                    // Single-threaded and without dlopen: nothing to link beyond libm.
+                    cflags: vec![
+                        "-DSQLITE_THREADSAFE=0".into(),
+                        "-DSQLITE_OMIT_LOAD_EXTENSION".into(),
+                        include(&dir),
+                    ],
+                    libs: vec!["-lm".into()],
+                }
+            }
+            Origin::Zstd => {
+                let lib = crates()?.zstd_lib_dir()?;
+                let mut sources = Vec::new();
+                for part in ["common", "compress", "decompress"] {
+                    sources.extend(c_files_in(&lib.join(part))?);
+                }
+                sources.push(driver("zstd"));
+                Recipe {
+                    sources,
+                    // The portable C Huffman decoder instead of the x86-64 assembly one: the
+                    // pass only sees code that goes through LLVM IR.
+                    cflags: vec!["-DZSTD_DISABLE_ASM".into(), include(&lib)],
+                    libs: vec![],
+                }
+            }
+            Origin::Bzip2 => {
+                let dir = crates()?.bzip2_dir()?;
+                let library = [
+                    "blocksort",
+                    "huffman",
+                    "crctable",
+                    "randtable",
+                    "compress",
+                    "decompress",
+                    "bzlib",
+                ];
+                let mut sources: Vec<PathBuf> =
+                    library.iter().map(|f| dir.join(format!("{f}.c"))).collect();
+                sources.push(driver("bzip2"));
+                Recipe {
+                    sources,
+                    cflags: vec![include(&dir)],
+                    libs: vec![],
+                }
+            }
+        })
+    }
+}
+
+fn include(dir: &Path) -> String {
+    format!("-I{}", dir.display())
+}
+
+fn file_name(path: &Path) -> &str {
+    path.file_name().and_then(|n| n.to_str()).unwrap_or("")
+}
+
+/// The `.c` files directly in `dir`, sorted so builds are reproducible.
+fn c_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .collect();
+    files.sort();
+    Ok(files)
+}

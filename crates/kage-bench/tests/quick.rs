@@ -1,0 +1,86 @@
+//! Runs the harness end to end in `--quick` mode (tiny sizes, one run) on a few programs:
+//! it must build them natively and with kage-cc, find matching outputs and print the table.
+//! No timing is asserted: ratios belong in the benchmark, not in tests.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// kage-cc as scripts/build.sh leaves it: next to kage-bench in a release build, else in the
+/// workspace's target/release.
+fn kage_cc() -> PathBuf {
+    let sibling = PathBuf::from(env!("CARGO_BIN_EXE_kage-bench")).with_file_name("kage-cc");
+    let release = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/kage-cc");
+    [sibling, release]
+        .into_iter()
+        .find(|p| p.exists())
+        .expect("kage-cc not built: run scripts/build.sh first")
+}
+
+#[test]
+fn quick_run_builds_runs_and_tabulates_kernels_and_a_real_program() {
+    let work = tempfile::tempdir().unwrap();
+    let results = work.path().join("RESULTS.md");
+    let output = Command::new(env!("CARGO_BIN_EXE_kage-bench"))
+        .args(["--quick", "--filter", "gemm,hash-table,bzip2", "--work-dir"])
+        .arg(work.path())
+        .arg("--kage-cc")
+        .arg(kage_cc())
+        .arg("--output")
+        .arg(&results)
+        .env_remove("KAGE_OPTIONS")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "kage-bench failed:\n{stdout}\n{stderr}"
+    );
+
+    let written = std::fs::read_to_string(&results).unwrap();
+    assert_eq!(written, stdout, "--output writes exactly the printed table");
+    for program in ["gemm", "hash-table", "bzip2"] {
+        let row = written
+            .lines()
+            .find(|l| l.starts_with(&format!("| {program} |")))
+            .unwrap_or_else(|| panic!("no row for {program} in:\n{written}"));
+        assert!(
+            row.ends_with("| match |"),
+            "outputs of {program} differ: {row}"
+        );
+        assert_eq!(row.matches('|').count(), 11, "ten columns: {row}");
+    }
+    assert!(written.contains("| **geometric mean** |"), "{written}");
+    assert!(written.contains("Machine: "), "{written}");
+    assert!(
+        written.contains("kage-bench --quick --filter gemm,hash-table,bzip2"),
+        "the command is recorded: {written}"
+    );
+    // Each instrumented run really ran the count tool.
+    assert!(work.path().join("runs/gemm/kage.gemm.json").exists());
+}
+
+#[test]
+fn list_names_at_least_ten_kernels_and_three_real_programs() {
+    let output = Command::new(env!("CARGO_BIN_EXE_kage-bench"))
+        .args(["--list", "--quick"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let listing = String::from_utf8_lossy(&output.stdout);
+    let names: Vec<&str> = listing
+        .lines()
+        .filter_map(|l| l.split('\t').next())
+        .collect();
+    let real = ["lua", "sqlite", "zstd", "bzip2"];
+    assert!(
+        names.iter().filter(|n| !real.contains(n)).count() >= 10,
+        "{listing}"
+    );
+    for program in real {
+        assert!(
+            names.contains(&program),
+            "{program} missing from:\n{listing}"
+        );
+    }
+}
