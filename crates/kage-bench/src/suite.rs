@@ -148,7 +148,8 @@ impl Program {
                 // lua-src ships the library only (no lua.c/luac.c); skip them should they appear.
                 let mut sources = c_files_in(&dir)?;
                 sources.retain(|p| !matches!(file_name(p), "lua.c" | "luac.c" | "onelua.c"));
-                sources.push(driver("lua"));
+                // The same Lua host the end-to-end tests build (tests/c/lua).
+                sources.push(bench.join("../tests/c/lua/driver.c"));
                 Recipe {
                     sources,
                     cflags: vec!["-std=gnu99".into(), "-DLUA_USE_LINUX".into(), include(&dir)],
