@@ -14,7 +14,8 @@ use std::path::PathBuf;
     after_help = "Build with the wrappers, run, read the report:\n  \
                   CC=kage-cc CXX=kage-c++ make        (or: kage cc -O2 prog.c -o prog)\n  \
                   kage run -- ./prog args\n  \
-                  kage report kage.prog.1234.json"
+                  kage report kage.prog.1234.json\n  \
+                  kage report kage.prog.1234.json --format html -o prog.html   (working-set reports)"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -31,7 +32,8 @@ pub enum Command {
     Cxx(CompilerArgs),
     /// Run an instrumented program, then summarise its report on stderr
     Run(RunArgs),
-    /// Show a report as a region tree (text) or as JSON
+    /// Show a report: a region tree or working-set chart (text), JSON, or for working-set
+    /// reports an HTML page with a plot or a Perfetto trace
     Report(ReportArgs),
 }
 
@@ -66,8 +68,14 @@ pub struct RunArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum FormatArg {
+    /// For people: the region tree, or for working-set reports a chart of the snapshots
     Text,
+    /// The report itself, pretty-printed
     Json,
+    /// Working-set reports: a self-contained HTML page with a plot (use with -o)
+    Html,
+    /// Working-set reports: a trace for ui.perfetto.dev or chrome://tracing (use with -o)
+    Perfetto,
 }
 
 #[derive(Debug, Args)]
@@ -77,6 +85,9 @@ pub struct ReportArgs {
     /// How to show it
     #[arg(long, value_enum, default_value = "text")]
     pub format: FormatArg,
+    /// Write to FILE instead of standard output
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 impl From<RunArgs> for RunOptions {
@@ -95,10 +106,13 @@ impl From<ReportArgs> for ReportOptions {
         let format = match args.format {
             FormatArg::Text => ReportFormat::Text,
             FormatArg::Json => ReportFormat::Json,
+            FormatArg::Html => ReportFormat::Html,
+            FormatArg::Perfetto => ReportFormat::Perfetto,
         };
         ReportOptions {
             file: args.file,
             format,
+            output: args.output,
         }
     }
 }

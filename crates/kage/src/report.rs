@@ -1,23 +1,61 @@
-//! `kage report FILE`: show a report as a region tree or as JSON.
+//! `kage report FILE`: show a report as text (a region tree, or for the working-set tool a
+//! chart of its snapshots), as JSON, and working-set reports as an HTML page with a plot or as
+//! a trace for Perfetto.
 
 use crate::exit_code;
-use kage_report::{read_report, render, ReadError};
+use kage_report::render::{self, ViewError};
+use kage_report::{read_report, ReadError, Report};
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReportFormat {
-    /// The region tree for people.
+    /// For people: the region tree, or the working-set chart.
     #[default]
     Text,
     /// The report re-serialised, pretty-printed.
     Json,
+    /// Working-set reports: a self-contained HTML page with a plot.
+    Html,
+    /// Working-set reports: a Chrome JSON trace for ui.perfetto.dev or chrome://tracing.
+    Perfetto,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReportOptions {
     pub file: PathBuf,
     pub format: ReportFormat,
+    /// Write to this file instead of the output stream.
+    pub output: Option<PathBuf>,
+}
+
+fn render(report: &Report, format: ReportFormat) -> Result<String, ViewError> {
+    match format {
+        ReportFormat::Text => Ok(render::text(report)),
+        ReportFormat::Json => Ok(render::json(report)),
+        ReportFormat::Html => render::html(report),
+        ReportFormat::Perfetto => render::perfetto(report),
+    }
+}
+
+/// What to do about a view that cannot be made, beyond what the error already says.
+fn view_hint(error: &ViewError) -> Option<&'static str> {
+    match error {
+        ViewError::NotWorkingSet { .. } => Some("--format text or --format json show any report"),
+        ViewError::Malformed(_) => {
+            Some("the report was written by a different kage; --format json shows it as it is")
+        }
+        ViewError::Plot(_) => None,
+    }
+}
+
+/// Where to open a written file.
+fn open_hint(format: ReportFormat) -> Option<&'static str> {
+    match format {
+        ReportFormat::Html => Some("open it in a web browser"),
+        ReportFormat::Perfetto => Some("open it at https://ui.perfetto.dev or in chrome://tracing"),
+        ReportFormat::Text | ReportFormat::Json => None,
+    }
 }
 
 /// What to do about a report that cannot be read, beyond what the error already says.
@@ -40,9 +78,10 @@ fn hint(error: &ReadError) -> Option<&'static str> {
     }
 }
 
-/// Reads the report and writes it to `out`; messages go to `err`. Returns the exit code:
-/// 0, also when `out` is a pipe its reader closed early (`kage report f | head`), 2 when the
-/// report cannot be read, 1 when the output cannot be written.
+/// Reads the report and writes it to `out`, or to the `output` file; messages go to `err`.
+/// Returns the exit code: 0, also when `out` is a pipe its reader closed early
+/// (`kage report f | head`), 2 when the report cannot be read or has no such view (html and
+/// perfetto are for working-set reports), 1 when the output cannot be written.
 pub fn report(options: &ReportOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let report = match read_report(&options.file) {
         Ok(report) => report,
@@ -54,10 +93,30 @@ pub fn report(options: &ReportOptions, out: &mut dyn Write, err: &mut dyn Write)
             return exit_code::BAD_INPUT;
         }
     };
-    let rendered = match options.format {
-        ReportFormat::Text => render::text(&report),
-        ReportFormat::Json => render::json(&report),
+    let rendered = match render(&report, options.format) {
+        Ok(rendered) => rendered,
+        Err(error) => {
+            let _ = writeln!(err, "kage report: {}: {error}", options.file.display());
+            if let Some(hint) = view_hint(&error) {
+                let _ = writeln!(err, "kage report: {hint}");
+            }
+            return exit_code::BAD_INPUT;
+        }
     };
+    if let Some(path) = &options.output {
+        return match std::fs::write(path, rendered) {
+            Ok(()) => {
+                if let Some(hint) = open_hint(options.format) {
+                    let _ = writeln!(err, "kage report: wrote {}: {hint}", path.display());
+                }
+                0
+            }
+            Err(error) => {
+                let _ = writeln!(err, "kage report: cannot write {}: {error}", path.display());
+                exit_code::OUTPUT_ERROR
+            }
+        };
+    }
     match out
         .write_all(rendered.as_bytes())
         .and_then(|()| out.flush())
@@ -100,6 +159,7 @@ mod tests {
             ReportOptions {
                 file,
                 format: ReportFormat::Text,
+                output: None,
             },
         )
     }
@@ -123,6 +183,56 @@ mod tests {
         assert_eq!(report(&options, &mut out, &mut err), 0);
         let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(json["totals"]["bytes_written"], 4);
+    }
+
+    const WORKING_SET: &str = include_str!("../../kage-report/tests/fixtures/working_set.json");
+
+    #[test]
+    fn working_set_formats() {
+        let (dir, mut options) = options_for(WORKING_SET);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(report(&options, &mut out, &mut err), 0);
+        assert!(String::from_utf8(out).unwrap().contains("fits in cache"));
+        options.format = ReportFormat::Perfetto;
+        let mut out = Vec::new();
+        assert_eq!(report(&options, &mut out, &mut err), 0);
+        let trace: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(trace["traceEvents"].is_array());
+        assert!(err.is_empty());
+
+        options.format = ReportFormat::Html;
+        options.output = Some(dir.path().join("ws.html"));
+        let mut out = Vec::new();
+        assert_eq!(report(&options, &mut out, &mut err), 0);
+        assert!(out.is_empty());
+        let html = std::fs::read_to_string(dir.path().join("ws.html")).unwrap();
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert!(String::from_utf8(err)
+            .unwrap()
+            .contains("open it in a web browser"));
+
+        options.output = Some(dir.path().join("no/such/dir/ws.html"));
+        let mut err = Vec::new();
+        assert_eq!(report(&options, &mut Vec::new(), &mut err), 1);
+        assert!(String::from_utf8(err).unwrap().contains("cannot write"));
+    }
+
+    #[test]
+    fn html_and_perfetto_are_for_working_set_reports() {
+        let (dir, mut options) = options_for(MINIMAL);
+        for format in [ReportFormat::Html, ReportFormat::Perfetto] {
+            options.format = format;
+            options.output = Some(dir.path().join("out"));
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            assert_eq!(report(&options, &mut out, &mut err), 2);
+            let err = String::from_utf8(err).unwrap();
+            assert!(err.contains("this report is from `count`"), "{err}");
+            assert!(out.is_empty());
+            assert!(
+                !dir.path().join("out").exists(),
+                "no file for a view that failed"
+            );
+        }
     }
 
     #[test]

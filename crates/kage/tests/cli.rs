@@ -320,6 +320,86 @@ fn kage_report_prints_the_region_tree() {
     assert_eq!(json["regions"][1]["kind"], "loop");
 }
 
+/// The hand-written working-set report the renderers are tested on.
+fn working_set_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../kage-report/tests/fixtures/working_set.json")
+}
+
+#[test]
+fn kage_report_writes_a_working_set_plot_to_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("ws.html");
+    let mut command = kage();
+    command
+        .arg("report")
+        .arg(working_set_fixture())
+        .args(["--format", "html", "-o"])
+        .arg(&html);
+    let out = run(command);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("open it in a web browser"),
+        "{}",
+        stderr(&out)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert_eq!(page.matches("<svg").count(), 1);
+    assert!(page.contains("L1d 32 KiB"));
+
+    let mut command = kage();
+    command
+        .arg("report")
+        .arg(working_set_fixture())
+        .args(["--format", "perfetto"]);
+    let out = run(command);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let trace: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        trace["traceEvents"][0]["args"]["name"],
+        "stencil (working set)"
+    );
+
+    let mut command = kage();
+    command.arg("report").arg(working_set_fixture());
+    let out = run(command);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("fits in cache:"), "{}", stdout(&out));
+}
+
+#[test]
+fn html_of_a_count_report_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "kage.work.31.json",
+        &report_json(&[region(0, "function", None, 1, 7)]),
+    );
+    for format in ["html", "perfetto"] {
+        let output = dir.path().join(format!("out.{format}"));
+        let mut command = kage();
+        command
+            .arg("report")
+            .arg(&file)
+            .args(["--format", format, "--output"])
+            .arg(&output);
+        let out = run(command);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(
+                "html and perfetto views exist for the working-set tool; \
+                 this report is from `count`"
+            ),
+            "{}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).is_empty());
+        assert!(!output.exists());
+        assert_no_panic(&out);
+    }
+}
+
 #[test]
 fn unreadable_reports_exit_2_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,13 +1,23 @@
-//! Views of a report for people ([`text`], [`summary`]) and for programs ([`json`]).
+//! Views of a report for people ([`text`], [`summary`], and for working-set reports [`html`])
+//! and for programs ([`json`], and for working-set reports [`perfetto`]).
 //!
 //! Renderers return a `String` instead of writing to a stream, so the caller decides what a
 //! write error means (for `kage report`, a closed pipe is not an error) and tests can compare
-//! the output with snapshots.
+//! the output with snapshots. The views that exist only for the working-set tool return a
+//! [`ViewError`] for other reports.
 
+#[cfg(feature = "html")]
+mod html;
+mod perfetto;
 mod table;
 mod text;
+mod working_set;
 
-pub use text::{summary, text};
+#[cfg(feature = "html")]
+pub use html::html;
+pub use perfetto::perfetto;
+pub use text::{summary, text, MAX_CHART_ROWS};
+pub use working_set::{display_rows, DisplayRow, ViewError};
 
 use crate::model::{ProgramEnd, Region, RegionKind, Report};
 
@@ -17,6 +27,23 @@ pub fn json(report: &Report) -> String {
     let mut out = serde_json::to_string_pretty(report).expect("a Report always serialises to JSON");
     out.push('\n');
     out
+}
+
+/// The facts every header starts with: program, args, pid, tool, end, threads.
+pub(crate) fn common_facts(report: &Report) -> Vec<(String, String)> {
+    let mut facts = vec![("program".to_string(), report.program.clone())];
+    if !report.args.is_empty() {
+        facts.push(("args".into(), report.args.join(" ")));
+    }
+    let pid = match report.forked_from {
+        Some(parent) => format!("{} (forked from {parent})", report.pid),
+        None => report.pid.to_string(),
+    };
+    facts.push(("pid".into(), pid));
+    facts.push(("tool".into(), report.tool.clone()));
+    facts.push(("end".into(), describe_end(&report.end)));
+    facts.push(("threads".into(), report.threads.to_string()));
+    facts
 }
 
 /// How the program ended, in words: "exited with status 0", "killed by signal 11 (SIGSEGV)".

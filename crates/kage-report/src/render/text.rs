@@ -1,8 +1,14 @@
 //! The text views: the whole region tree (`kage report`) and the short summary (`kage run`).
 
 use super::table::{Align, Table};
-use super::{describe_end, flat_label, short_name, FileNames};
-use crate::model::{CountStats, Counters, ProgramEnd, Region, RegionKind, Report};
+use super::working_set::{
+    bytes_label, display_rows, facts, innermost_label, interval_label, peak_label, percent_label,
+    seconds_decimals,
+};
+use super::{common_facts, describe_end, flat_label, short_name, FileNames};
+use crate::model::{
+    CountStats, Counters, ProgramEnd, Region, RegionKind, Report, WorkingSet, WORKING_SET_TOOL,
+};
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -11,12 +17,30 @@ const COUNT_TOOL: &str = "count";
 
 /// The whole report for a person: a header, then every region as a tree by static parent.
 ///
-/// For the `count` tool each region gets its counters in columns (inclusive ones first, then
+/// For the `working-set` tool the header is followed by a bar chart of the snapshots and how
+/// many of them fit in each cache instead of the tree (see [`working_set_text`]). For the `count` tool each region gets its counters in columns (inclusive ones first, then
 /// the `self_` ones) and the totals follow; for any other tool each region lists its metrics
 /// as `name=value` and the tool's top-level fields follow.
 pub fn text(report: &Report) -> String {
     let mut out = String::new();
-    header(report, &mut out);
+    if report.tool == WORKING_SET_TOOL {
+        match report.working_set() {
+            Ok(ws) => {
+                working_set_text(report, &ws, &mut out);
+                return out;
+            }
+            Err(error) => {
+                header(report, &[], &mut out);
+                let _ = writeln!(
+                    out,
+                    "warning: the {WORKING_SET_TOOL} fields do not match docs/report-schema.md \
+                     ({error}); here they are as written"
+                );
+            }
+        }
+    } else {
+        header(report, &[], &mut out);
+    }
     out.push('\n');
     if report.regions.is_empty() {
         out.push_str(
@@ -32,20 +56,14 @@ pub fn text(report: &Report) -> String {
     out
 }
 
-fn header(report: &Report, out: &mut String) {
+fn header(report: &Report, extra: &[(String, String)], out: &mut String) {
     let mut fields = Table::new(&[("", Align::Left), ("", Align::Left)]);
-    fields.row(vec!["program".into(), report.program.clone()]);
-    if !report.args.is_empty() {
-        fields.row(vec!["args".into(), report.args.join(" ")]);
+    for (label, value) in common_facts(report)
+        .into_iter()
+        .chain(extra.iter().cloned())
+    {
+        fields.row(vec![label, value]);
     }
-    let pid = match report.forked_from {
-        Some(parent) => format!("{} (forked from {parent})", report.pid),
-        None => report.pid.to_string(),
-    };
-    fields.row(vec!["pid".into(), pid]);
-    fields.row(vec!["tool".into(), report.tool.clone()]);
-    fields.row(vec!["end".into(), describe_end(&report.end)]);
-    fields.row(vec!["threads".into(), report.threads.to_string()]);
     // The table's header row is empty; skip it.
     let mut rendered = String::new();
     fields.render("", &mut rendered);
@@ -183,7 +201,8 @@ fn generic_tree(report: &Report, out: &mut String) {
 }
 
 /// A few lines for the end of `kage run`: where the report is, how the program ended, and for
-/// the `count` tool the `top` functions and loops with the most accesses (callees included).
+/// the `count` tool the `top` functions and loops with the most accesses (callees included);
+/// for the `working-set` tool the total and peak working sets and how often they fit in cache.
 pub fn summary(report: &Report, report_path: &str, top: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "kage: {} report written to {report_path}", report.tool);
@@ -202,6 +221,10 @@ pub fn summary(report: &Report, report_path: &str, top: usize) -> String {
         out.push_str(
             "kage: warning: the report is incomplete (written from a fatal signal handler)\n",
         );
+    }
+    if report.tool == WORKING_SET_TOOL {
+        working_set_summary(report, report_path, &mut out);
+        return out;
     }
     if report.tool == COUNT_TOOL {
         count_summary(report, top, &mut out);
@@ -263,4 +286,158 @@ fn count_summary(report: &Report, top: usize, out: &mut String) {
         ]);
     }
     table.render("kage:   ", out);
+}
+
+/// Rows of the working-set bar chart at most; more snapshots are combined by taking maxima.
+pub const MAX_CHART_ROWS: usize = 60;
+/// Characters of the longest bar.
+const BAR_WIDTH: usize = 40;
+
+/// The working-set view: the header with the tool's facts, a bar chart with a row per
+/// snapshot (at most [`MAX_CHART_ROWS`]: more snapshots are combined, showing the maximum of
+/// each run), and the share of snapshots that fit in each cache.
+fn working_set_text(report: &Report, ws: &WorkingSet, out: &mut String) {
+    header(report, &facts(report, ws), out);
+    out.push('\n');
+    if report.regions.is_empty() {
+        out.push_str(
+            "no instrumented regions: build the program with kage-cc / kage-c++ \
+             (or `kage cc`) so that its code is instrumented\n\n",
+        );
+    }
+    working_set_chart(report, ws, out);
+    out.push('\n');
+    cache_table(ws, out);
+}
+
+fn working_set_chart(report: &Report, ws: &WorkingSet, out: &mut String) {
+    if ws.snapshots.is_empty() {
+        out.push_str("no snapshots: the program ended before any interval was recorded\n");
+        return;
+    }
+    let rows = display_rows(&ws.snapshots, MAX_CHART_ROWS);
+    let scale = rows.iter().map(|r| r.lines).max().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "distinct cache lines touched per snapshot (bars scaled to the peak, {scale} lines):"
+    );
+    let combined = ws.snapshots.len() > rows.len();
+    if combined {
+        let per_row = rows[0].last - rows[0].first + 1;
+        let _ = writeln!(
+            out,
+            "({} snapshots, up to {per_row} per row: a row shows the largest lines and new lines\n \
+             of the snapshots it combines, never their sum, and the region of the largest)",
+            ws.snapshots.len()
+        );
+    }
+    let span = ws.snapshots[ws.snapshots.len() - 1].end_seconds - ws.snapshots[0].start_seconds;
+    let decimals = seconds_decimals(span / rows.len() as f64);
+    let files = FileNames::for_report(report);
+    let mut table = Table::new(&[
+        ("time (s)", Align::Right),
+        ("lines", Align::Right),
+        ("", Align::Left),
+        ("new", Align::Right),
+        ("region at the end", Align::Left),
+    ]);
+    for row in &rows {
+        table.row(vec![
+            format!("{:.decimals$}", row.start_seconds),
+            row.lines.to_string(),
+            bar(row.lines, scale),
+            row.new_lines.to_string(),
+            innermost_label(report, &files, &ws.snapshots[row.peak]),
+        ]);
+    }
+    table.render("", out);
+}
+
+/// A bar of [`BAR_WIDTH`] characters at most, in eighths of a character, padded to that width.
+/// A non-zero value always gets at least a sliver.
+fn bar(value: u64, scale: u64) -> String {
+    const PARTS: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
+    let mut eighths = if scale == 0 {
+        0
+    } else {
+        ((value as f64 / scale as f64) * (BAR_WIDTH * 8) as f64).round() as usize
+    };
+    eighths = eighths.min(BAR_WIDTH * 8);
+    if value > 0 && eighths == 0 {
+        eighths = 1;
+    }
+    let mut bar: String = std::iter::repeat_n('█', eighths / 8).collect();
+    if eighths % 8 != 0 {
+        bar.push(PARTS[eighths % 8]);
+    }
+    let pad = BAR_WIDTH - bar.chars().count();
+    bar.extend(std::iter::repeat_n(' ', pad));
+    bar
+}
+
+fn cache_table(ws: &WorkingSet, out: &mut String) {
+    if ws.caches.is_empty() {
+        out.push_str("cache sizes unknown: the runtime found no data caches on this machine\n");
+        return;
+    }
+    out.push_str("fits in cache:\n");
+    let mut table = Table::new(&[
+        ("cache", Align::Left),
+        ("size", Align::Right),
+        ("lines", Align::Right),
+        ("snapshots that fit", Align::Right),
+    ]);
+    for cache in &ws.caches {
+        table.row(vec![
+            cache.name(),
+            bytes_label(cache.size_bytes),
+            cache.lines.to_string(),
+            percent_label(cache.fit_share),
+        ]);
+    }
+    table.render("", out);
+}
+
+fn working_set_summary(report: &Report, report_path: &str, out: &mut String) {
+    let ws = match report.working_set() {
+        Ok(ws) => ws,
+        Err(error) => {
+            let _ = writeln!(
+                out,
+                "kage: warning: the {WORKING_SET_TOOL} fields do not match \
+                 docs/report-schema.md ({error})"
+            );
+            let _ = writeln!(out, "kage: the whole report: kage report {report_path}");
+            return;
+        }
+    };
+    let _ = writeln!(
+        out,
+        "kage: {} distinct cache lines ({}) touched in total; {} snapshots (interval {})",
+        ws.total_lines,
+        bytes_label(ws.bytes(ws.total_lines)),
+        ws.snapshots.len(),
+        interval_label(ws.interval, ws.interval_unit)
+    );
+    let _ = writeln!(out, "kage: peak: {}", peak_label(report, &ws));
+    if !ws.caches.is_empty() {
+        let fits: Vec<String> = ws
+            .caches
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}: {}",
+                    c.name(),
+                    bytes_label(c.size_bytes),
+                    percent_label(c.fit_share)
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "kage: snapshots that fit in {}", fits.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "kage: a chart of the snapshots: kage report {report_path}\n\
+         kage: a plot: kage report {report_path} --format html -o working-set.html"
+    );
 }

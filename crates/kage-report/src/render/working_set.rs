@@ -1,0 +1,288 @@
+//! What every view of a working-set report shares: checking that a report is one, the facts
+//! of its header, labels for regions, sizes and times, and the rows of a chart that has room
+//! for fewer rows than there are snapshots.
+
+use super::{flat_label, FileNames};
+use crate::model::{IntervalUnit, Report, Snapshot, WorkingSet, WORKING_SET_TOOL};
+use std::fmt;
+
+/// Why a view cannot be made of a report.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ViewError {
+    /// The view exists only for the working-set tool; the report is from `tool`.
+    NotWorkingSet { tool: String },
+    /// A working-set report whose working-set fields do not match the schema.
+    Malformed(String),
+    /// The plot could not be drawn.
+    Plot(String),
+}
+
+impl fmt::Display for ViewError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ViewError::NotWorkingSet { tool } => write!(
+                f,
+                "html and perfetto views exist for the {WORKING_SET_TOOL} tool; \
+                 this report is from `{tool}`"
+            ),
+            ViewError::Malformed(e) => write!(
+                f,
+                "the {WORKING_SET_TOOL} fields of this report do not match \
+                 docs/report-schema.md: {e}"
+            ),
+            ViewError::Plot(e) => write!(f, "cannot draw the plot: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ViewError {}
+
+/// The working-set fields of a report the html and perfetto views are asked for.
+pub(crate) fn working_set_of(report: &Report) -> Result<WorkingSet, ViewError> {
+    if report.tool != WORKING_SET_TOOL {
+        return Err(ViewError::NotWorkingSet {
+            tool: report.tool.clone(),
+        });
+    }
+    report
+        .working_set()
+        .map_err(|e| ViewError::Malformed(e.to_string()))
+}
+
+/// One row of a chart: one snapshot, or several adjacent ones combined for display.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisplayRow {
+    /// Index of the first snapshot it stands for.
+    pub first: usize,
+    /// Index of the last snapshot it stands for (equal to `first` unless combined).
+    pub last: usize,
+    /// The first snapshot's start.
+    pub start_seconds: f64,
+    /// The last snapshot's end.
+    pub end_seconds: f64,
+    /// The largest `lines` of its snapshots (never a sum: lines of different snapshots overlap).
+    pub lines: u64,
+    /// The largest `new_lines` of its snapshots.
+    pub new_lines: u64,
+    /// The snapshot with the largest `lines` (the first of equals): its region stack is shown.
+    pub peak: usize,
+}
+
+/// The rows of a chart with room for at most `max_rows` rows: one per snapshot when they fit,
+/// else runs of `ceil(n / max_rows)` adjacent snapshots combined by taking the maximum.
+pub fn display_rows(snapshots: &[Snapshot], max_rows: usize) -> Vec<DisplayRow> {
+    let per_row = snapshots.len().div_ceil(max_rows.max(1)).max(1);
+    snapshots
+        .chunks(per_row)
+        .enumerate()
+        .map(|(chunk, group)| {
+            let first = chunk * per_row;
+            let mut peak = 0;
+            for (i, s) in group.iter().enumerate() {
+                if s.lines > group[peak].lines {
+                    peak = i;
+                }
+            }
+            DisplayRow {
+                first,
+                last: first + group.len() - 1,
+                start_seconds: group[0].start_seconds,
+                end_seconds: group[group.len() - 1].end_seconds,
+                lines: group[peak].lines,
+                new_lines: group.iter().map(|s| s.new_lines).max().unwrap_or(0),
+                peak: first + peak,
+            }
+        })
+        .collect()
+}
+
+/// A byte count for people: "640 B", "32 KiB", "1.5 MiB", "312 KiB".
+pub(crate) fn bytes_label(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{} {}", three_digits(value), UNITS[unit])
+}
+
+/// About three significant digits, without trailing zeros: 1.5, 31.25 -> 31.2, 312.5 -> 312.
+fn three_digits(value: f64) -> String {
+    let decimals = if value < 10.0 {
+        2
+    } else if value < 100.0 {
+        1
+    } else {
+        0
+    };
+    let s = format!("{value:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A duration in nanoseconds for people: "10 ms", "1.5 s", "250 µs", "80 ns".
+pub(crate) fn nanoseconds_label(ns: u64) -> String {
+    let ns_f = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{} s", three_digits(ns_f / 1e9))
+    } else if ns >= 1_000_000 {
+        format!("{} ms", three_digits(ns_f / 1e6))
+    } else if ns >= 1_000 {
+        format!("{} µs", three_digits(ns_f / 1e3))
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+/// An interval length in its unit: "10 ms", "1000000 accesses".
+pub(crate) fn interval_length_label(length: u64, unit: IntervalUnit) -> String {
+    match unit {
+        IntervalUnit::WallNs | IntervalUnit::CpuNs => nanoseconds_label(length),
+        IntervalUnit::Accesses => format!("{length} accesses"),
+        IntervalUnit::Instructions => format!("{length} instructions"),
+    }
+}
+
+/// An interval length and what it measures: "10 ms of wall-clock time", "1000000 accesses".
+pub(crate) fn interval_label(length: u64, unit: IntervalUnit) -> String {
+    let length = interval_length_label(length, unit);
+    match unit {
+        IntervalUnit::WallNs => format!("{length} of wall-clock time"),
+        IntervalUnit::CpuNs => format!("{length} of CPU time"),
+        IntervalUnit::Accesses | IntervalUnit::Instructions => length,
+    }
+}
+
+/// A share as a percentage: "12.5%", "100%". Never rounds a share below 1 up to 100%.
+pub(crate) fn percent_label(share: f64) -> String {
+    let percent = share * 100.0;
+    let mut s = format!("{percent:.1}");
+    if s == "100.0" && share < 1.0 {
+        s = "99.9".to_string();
+    }
+    format!("{}%", s.trim_end_matches(".0"))
+}
+
+/// How many decimals show times whose rows are `step` seconds apart: at least milliseconds,
+/// finer when rows are closer than that (at most nanoseconds).
+pub(crate) fn seconds_decimals(step: f64) -> usize {
+    (3..9)
+        .find(|&d| 10f64.powi(-(d as i32)) <= step)
+        .unwrap_or(9)
+}
+
+/// A region as one label: "main (main.c:10)", "loop in main (main.c:14)", "helper".
+pub(crate) fn region_label(report: &Report, files: &FileNames, id: u32) -> String {
+    let Some(region) = report.region(id) else {
+        return format!("region {id} (not in the report)");
+    };
+    let name = flat_label(region);
+    if region.file.is_empty() {
+        return name;
+    }
+    let file = files.show(&region.file);
+    if region.line == 0 {
+        format!("{name} ({file})")
+    } else {
+        format!("{name} ({file}:{})", region.line)
+    }
+}
+
+/// The label of a snapshot's innermost region, "-" when its stack was empty.
+pub(crate) fn innermost_label(report: &Report, files: &FileNames, snapshot: &Snapshot) -> String {
+    match snapshot.innermost_region() {
+        Some(id) => region_label(report, files, id),
+        None => "-".to_string(),
+    }
+}
+
+/// The facts of a working-set report's header, after the common ones: (label, value).
+pub(crate) fn facts(report: &Report, ws: &WorkingSet) -> Vec<(String, String)> {
+    let mut facts = vec![("line size".to_string(), format!("{} bytes", ws.line_size))];
+    let mut interval = interval_label(ws.interval, ws.interval_unit);
+    if ws.initial_interval != ws.interval {
+        interval.push_str(&format!(
+            " ({} at the start)",
+            interval_length_label(ws.initial_interval, ws.interval_unit)
+        ));
+    }
+    facts.push(("interval".to_string(), interval));
+    facts.push(("merges".to_string(), ws.merges.to_string()));
+    facts.push((
+        "instrumentation".to_string(),
+        ws.instrumentation.as_str().to_string(),
+    ));
+    facts.push(("accesses".to_string(), ws.accesses.to_string()));
+    facts.push((
+        "duration".to_string(),
+        format!("{:.3} s", ws.duration_seconds),
+    ));
+    facts.push((
+        "total".to_string(),
+        format!(
+            "{} distinct lines ({})",
+            ws.total_lines,
+            bytes_label(ws.bytes(ws.total_lines))
+        ),
+    ));
+    facts.push(("peak".to_string(), peak_label(report, ws)));
+    facts.push(("snapshots".to_string(), ws.snapshots.len().to_string()));
+    facts
+}
+
+/// "5000 lines (312 KiB) in snapshot 3, 0.250-0.300 s, in main (main.c:10)".
+pub(crate) fn peak_label(report: &Report, ws: &WorkingSet) -> String {
+    let mut label = format!(
+        "{} lines ({})",
+        ws.peak_lines,
+        bytes_label(ws.bytes(ws.peak_lines))
+    );
+    if let Some(snapshot) = ws
+        .peak_snapshot
+        .and_then(|i| ws.snapshots.get(i).map(|s| (i, s)))
+    {
+        let (index, s) = snapshot;
+        let decimals = seconds_decimals(s.end_seconds - s.start_seconds);
+        let files = FileNames::for_report(report);
+        label.push_str(&format!(
+            " in snapshot {index}, {:.decimals$}-{:.decimals$} s, in {}",
+            s.start_seconds,
+            s.end_seconds,
+            innermost_label(report, &files, s)
+        ));
+    }
+    label
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_times_read_well() {
+        assert_eq!(bytes_label(640), "640 B");
+        assert_eq!(bytes_label(32 * 1024), "32 KiB");
+        assert_eq!(bytes_label(1536 * 1024), "1.5 MiB");
+        assert_eq!(bytes_label(320_000), "312 KiB");
+        assert_eq!(bytes_label(32 << 20), "32 MiB");
+        assert_eq!(nanoseconds_label(10_000_000), "10 ms");
+        assert_eq!(nanoseconds_label(1_500_000_000), "1.5 s");
+        assert_eq!(nanoseconds_label(250_000), "250 µs");
+        assert_eq!(nanoseconds_label(80), "80 ns");
+        assert_eq!(percent_label(0.125), "12.5%");
+        assert_eq!(percent_label(1.0), "100%");
+        assert_eq!(percent_label(0.0), "0%");
+        assert_eq!(percent_label(0.99999), "99.9%");
+        assert_eq!(seconds_decimals(0.01), 3);
+        assert_eq!(seconds_decimals(0.0002), 4);
+        assert_eq!(seconds_decimals(0.0), 9);
+    }
+}
