@@ -18,6 +18,8 @@ pub struct Compiler {
     pub command: PathBuf,
     /// Files whose change invalidates earlier builds (kage-cc, the pass, the runtime).
     pub depends_on: Vec<PathBuf>,
+    /// Environment for the compiler (`KAGE_TOOL` for tools with their own instrumentation).
+    pub env: Vec<(String, String)>,
 }
 
 impl Compiler {
@@ -25,11 +27,13 @@ impl Compiler {
         Self {
             command: command.into(),
             depends_on: vec![],
+            env: vec![],
         }
     }
 
     /// kage-cc, rebuilding when the wrapper, the pass plugin or the runtime next to it change.
-    pub fn kage(kage_cc: &Path) -> Self {
+    /// Tools with instrumentation of their own (`working-set`) are built for it (`KAGE_TOOL`).
+    pub fn kage(kage_cc: &Path, tool: &str) -> Self {
         let dir = kage_cc.parent().unwrap_or(Path::new("."));
         let depends_on = [
             kage_cc.to_path_buf(),
@@ -39,9 +43,15 @@ impl Compiler {
         .into_iter()
         .filter(|p| p.exists())
         .collect();
+        let env = if tool == "working-set" {
+            vec![("KAGE_TOOL".to_string(), tool.to_string())]
+        } else {
+            vec![]
+        };
         Self {
             command: kage_cc.to_path_buf(),
             depends_on,
+            env,
         }
     }
 }
@@ -76,6 +86,7 @@ pub fn build(
     run_parallel(&stale, |(source, object)| {
         let mut command = Command::new(&compiler.command);
         command
+            .envs(compiler.env.iter().map(|(k, v)| (k, v)))
             .arg("-O2")
             .args(&recipe.cflags)
             .arg("-c")
@@ -99,6 +110,7 @@ pub fn build(
     {
         let mut command = Command::new(&compiler.command);
         command
+            .envs(compiler.env.iter().map(|(k, v)| (k, v)))
             .arg("-O2")
             .args(&objects)
             .arg("-o")

@@ -39,7 +39,7 @@ pub fn run(options: &Options) -> Result<bool> {
         None
     };
     let native = Compiler::native(&options.native_cc);
-    let kage = Compiler::kage(&kage_cc);
+    let kage = Compiler::kage(&kage_cc, &options.tool);
 
     let mut results = Vec::new();
     for program in &programs {
@@ -58,7 +58,8 @@ pub fn run(options: &Options) -> Result<bool> {
             options.rebuild,
         )
         .with_context(|| format!("building {} natively", program.name))?;
-        let kage_exe = compile::build(&kage, &recipe, &dir("kage"), program.name, options.rebuild)
+        let kage_dir = dir(&format!("kage-{}", options.tool));
+        let kage_exe = compile::build(&kage, &recipe, &kage_dir, program.name, options.rebuild)
             .with_context(|| format!("building {} with kage-cc", program.name))?;
         results.push(measure_program(options, program, &native_exe, &kage_exe)?);
     }
@@ -90,6 +91,13 @@ fn find_kage_cc(options: &Options) -> Result<PathBuf> {
         );
     }
     Ok(path)
+}
+
+/// The shadow of the memory a working-set report says was touched: one byte per line, MB.
+fn touched_shadow_mb(report: &Path) -> Option<f64> {
+    let report = kage_report::read_report(report).ok()?;
+    let working_set = report.working_set().ok()?;
+    Some(working_set.total_lines as f64 / 1e6)
 }
 
 fn measure_program(
@@ -150,6 +158,9 @@ fn measure_program(
                 _ => result.dhat = Some(samples),
             }
         }
+    }
+    if let Variant::Kage { report, .. } = &kage_variant {
+        result.touched_shadow_mb = touched_shadow_mb(report);
     }
     if let Some(mismatch) = &result.mismatch {
         eprintln!("kage-bench: {}: OUTPUTS DIFFER: {mismatch}", program.name);

@@ -38,6 +38,8 @@ pub struct ProgramResult {
     pub dhat: Option<Samples>,
     /// Why the outputs differed, when they did.
     pub mismatch: Option<String>,
+    /// working-set: the shadow of the memory the program touched (one byte per line), MB.
+    pub touched_shadow_mb: Option<f64>,
 }
 
 impl ProgramResult {
@@ -49,6 +51,7 @@ impl ProgramResult {
             cachegrind: None,
             dhat: None,
             mismatch: None,
+            touched_shadow_mb: None,
         }
     }
 
@@ -135,10 +138,39 @@ pub fn render(report: &Report) -> String {
         column(&|r| r.cachegrind.as_ref().and_then(|s| r.time_ratio(s))),
         column(&|r| r.dhat.as_ref().and_then(|s| r.time_ratio(s))),
     ));
+    if report.results.iter().any(|r| r.touched_shadow_mb.is_some()) {
+        out.push_str(&memory_table(&report.results));
+    }
     for r in &report.results {
         if let Some(mismatch) = &r.mismatch {
             out.push_str(&format!("\n{}: outputs differ: {}\n", r.name, mismatch));
         }
+    }
+    out
+}
+
+/// Where the instrumented RSS goes: native, plus the shadow of the touched memory (1/64 of
+/// it for 64-byte lines), plus what is left: the runtime's constant part.
+fn memory_table(results: &[ProgramResult]) -> String {
+    let mut out = String::from(
+        "\nMemory: the shadow holds one byte per touched line (1/64 of the touched memory); \
+         `rest` is what the instrumented run used beyond native + that shadow (runtime, \
+         snapshot bitmaps, report).\n\n\
+         | program | native RSS MB | kage RSS MB | kage − native MB | shadow of touched MB | rest MB |\n\
+         |---|--:|--:|--:|--:|--:|\n",
+    );
+    for r in results {
+        let extra = r.kage.median_rss_mb().zip(r.native.median_rss_mb()).map(|(k, n)| k - n);
+        let rest = extra.zip(r.touched_shadow_mb).map(|(e, s)| e - s);
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            r.name,
+            number(r.native.median_rss_mb(), 1),
+            number(r.kage.median_rss_mb(), 1),
+            number(extra, 1),
+            number(r.touched_shadow_mb, 1),
+            number(rest, 1),
+        ));
     }
     out
 }

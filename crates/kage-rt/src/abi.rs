@@ -47,6 +47,10 @@ unsafe fn region_event(
 /// region array and strings stay readable and whose `global_id` fields are writable.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_register_module(m: *mut KageModule) {
+    // Before initialisation: the instrumentation decides the default tool.
+    if !m.is_null() && (*m).abi_version == registry::ABI_VERSION {
+        registry::note_instrumentation((*m).instrumentation);
+    }
     let Some(rt) = runtime::ensure_init() else {
         return;
     };
@@ -209,4 +213,67 @@ pub unsafe extern "C" fn kage_set_enabled(on: libc::c_int) {
 #[no_mangle]
 pub unsafe extern "C" fn kage_reset() {
     runtime::reset();
+}
+
+/// Working-set instrumentation: the calling thread's access budget ran out (or the thread
+/// is new). `innermost` is the innermost region of the code that was about to run.
+///
+/// # Safety
+/// `innermost` is null or points to a function or loop-body entry of a module table.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_ws_tick(innermost: *mut KageRegion) {
+    use crate::tools::working_set::{self, StackAt};
+    // Only working-set code calls this: it decides the default tool if nothing registered yet.
+    registry::note_instrumentation(registry::INSTRUMENTATION_WORKING_SET);
+    let Some(rt) = runtime::ensure_init() else {
+        return working_set::grant_while_unavailable();
+    };
+    if runtime::finished() {
+        return working_set::grant_while_unavailable();
+    }
+    let ts = thread::current_or_create(rt);
+    let (Some(ws), false) = (working_set::tool(), ts.is_null()) else {
+        return working_set::grant_while_unavailable();
+    };
+    if (*ts).busy.get() != 0 {
+        // A signal handler interrupted the runtime on this thread: retry at the next segment.
+        return working_set::grant_while_unavailable();
+    }
+    let innermost = registry::global_id(innermost, rt.opts.verbosity);
+    (*ts).busy.set(thread::IN_RUNTIME);
+    ws.tick(StackAt::Innermost(innermost));
+    (*ts).busy.set((*ts).busy.get() & !thread::IN_RUNTIME);
+}
+
+/// Working-set instrumentation: marks every line from `first_line` to `last_line`
+/// (inclusive) as touched; the out-of-line part of the inline fast path.
+///
+/// # Safety
+/// Always safe to call: line indices beyond the shadow are clamped.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_ws_mark_lines(first_line: u64, last_line: u64) {
+    if let Some(shadow) = crate::tools::working_set::shadow() {
+        if first_line <= last_line {
+            shadow.mark_lines(first_line, last_line);
+        }
+    }
+}
+
+/// Test-only working-set trace mode: `size` bytes at `addr` are about to be accessed.
+///
+/// # Safety
+/// Always safe to call; `addr` is only recorded, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_ws_trace(addr: *const c_void, size: u64) {
+    registry::note_instrumentation(registry::INSTRUMENTATION_WORKING_SET_TRACE);
+    if size == 0 || runtime::finished() {
+        return;
+    }
+    let ts = thread::current();
+    if !ts.is_null() && (*ts).busy.get() != 0 {
+        return;
+    }
+    if let Some(ws) = crate::tools::working_set::tool() {
+        ws.trace(addr as u64, size);
+    }
 }

@@ -12,6 +12,88 @@ pub struct Options {
     pub handle_signals: bool,
     pub verbosity: u32,
     pub help: bool,
+    /// working-set: bytes per cache line (a power of two, 16..=4096).
+    pub line_size: u64,
+    /// working-set: what the interval is measured in.
+    pub interval_unit: IntervalUnit,
+    /// working-set: the interval as written (`10ms`, `1000000`); checked against the unit
+    /// by [`Options::interval_length`].
+    pub interval: String,
+    /// working-set: the most snapshots kept before adjacent ones are merged.
+    pub snapshots: u32,
+    /// working-set: the most memory (MiB) the kept snapshots' bitmaps may take before
+    /// adjacent ones are merged.
+    pub snapshot_mib: u32,
+    /// working-set, test-only: file that receives every traced access.
+    pub trace: String,
+}
+
+/// The unit of working-set intervals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntervalUnit {
+    Accesses,
+    WallTime,
+    CpuTime,
+    Instructions,
+}
+
+impl IntervalUnit {
+    pub const ALL: [(&'static str, IntervalUnit); 4] = [
+        ("wall", IntervalUnit::WallTime),
+        ("cpu", IntervalUnit::CpuTime),
+        ("accesses", IntervalUnit::Accesses),
+        ("instructions", IntervalUnit::Instructions),
+    ];
+
+    pub fn option_name(self) -> &'static str {
+        Self::ALL.iter().find(|(_, u)| *u == self).map(|(n, _)| *n).unwrap_or("wall")
+    }
+
+    /// The unit of `start`/`end` in the report.
+    pub fn to_report(self) -> kage_report::IntervalUnit {
+        match self {
+            IntervalUnit::Accesses => kage_report::IntervalUnit::Accesses,
+            IntervalUnit::WallTime => kage_report::IntervalUnit::WallNs,
+            IntervalUnit::CpuTime => kage_report::IntervalUnit::CpuNs,
+            IntervalUnit::Instructions => kage_report::IntervalUnit::Instructions,
+        }
+    }
+
+    pub fn is_time(self) -> bool {
+        matches!(self, IntervalUnit::WallTime | IntervalUnit::CpuTime)
+    }
+}
+
+/// Parses an interval length for `unit`: a duration (`500us`, `10ms`, `2s`, `100ns`) for time
+/// units, a count with an optional `k`, `M` or `G` suffix for the others. Never zero.
+pub fn parse_interval(v: &str, unit: IntervalUnit) -> Result<u64, String> {
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (digits, suffix) = v.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{v}' does not start with a number"))?;
+    let scale: u64 = if unit.is_time() {
+        match suffix {
+            "ns" => 1,
+            "us" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            _ => return Err(format!("'{v}': a time interval needs a unit: ns, us, ms or s")),
+        }
+    } else {
+        match suffix {
+            "" => 1,
+            "k" => 1_000,
+            "M" => 1_000_000,
+            "G" => 1_000_000_000,
+            _ => return Err(format!("'{v}': a count takes no unit but k, M or G")),
+        }
+    };
+    match n.checked_mul(scale) {
+        Some(0) => Err("the interval must not be zero".into()),
+        Some(x) => Ok(x),
+        None => Err(format!("'{v}' is too large")),
+    }
 }
 
 /// One declared option: its name, default, help text, and how it is parsed and shown.
@@ -41,7 +123,8 @@ pub static OPTIONS: &[OptionDef] = &[
     OptionDef {
         name: "tool",
         default: "count",
-        help: "analysis tool to run (see the tool list printed with help=1)",
+        help: "analysis tool to run (see the tool list printed with help=1); programs built \
+               with KAGE_TOOL=working-set default to working-set",
         set: |o, v| {
             if v.is_empty() {
                 return Err("expected a tool name".into());
@@ -88,6 +171,87 @@ pub static OPTIONS: &[OptionDef] = &[
         get: |o| o.verbosity.to_string(),
     },
     OptionDef {
+        name: "line_size",
+        default: "64",
+        help: "working-set: cache line size in bytes (a power of two from 16 to 4096)",
+        set: |o, v| match v.parse::<u64>() {
+            Ok(n) if n.is_power_of_two() && (16..=4096).contains(&n) => {
+                o.line_size = n;
+                Ok(())
+            }
+            _ => Err("expected a power of two from 16 to 4096".into()),
+        },
+        get: |o| o.line_size.to_string(),
+    },
+    OptionDef {
+        name: "interval_unit",
+        default: "wall",
+        help: "working-set: what intervals measure: wall (time), cpu (process CPU time), \
+               accesses (memory accesses), instructions (hardware counter; falls back to cpu)",
+        set: |o, v| match IntervalUnit::ALL.iter().find(|(n, _)| *n == v) {
+            Some((_, u)) => {
+                o.interval_unit = *u;
+                Ok(())
+            }
+            None => Err("expected wall, cpu, accesses or instructions".into()),
+        },
+        get: |o| o.interval_unit.option_name().to_string(),
+    },
+    OptionDef {
+        name: "interval",
+        default: "10ms",
+        help: "working-set: the snapshot interval: a duration (10ms, 500us, 1s) for wall and \
+               cpu, a count (100000, 50k, 2M) for accesses and instructions (default for \
+               those: 10M)",
+        set: |o, v| {
+            if v.is_empty() {
+                return Err("expected an interval".into());
+            }
+            o.interval = v.to_string();
+            Ok(())
+        },
+        get: |o| o.interval.clone(),
+    },
+    OptionDef {
+        name: "snapshots",
+        default: "128",
+        help: "working-set: snapshots kept; when full, adjacent pairs are merged (their \
+               union) and the interval doubles",
+        set: |o, v| match v.parse::<u32>() {
+            Ok(n) if n >= 2 => {
+                o.snapshots = n;
+                Ok(())
+            }
+            _ => Err("expected an integer of at least 2".into()),
+        },
+        get: |o| o.snapshots.to_string(),
+    },
+    OptionDef {
+        name: "snapshot_mib",
+        default: "8",
+        help: "working-set: memory (MiB) the kept snapshots' compressed bitmaps may take; \
+               beyond it adjacent snapshots are merged as when there are too many",
+        set: |o, v| match v.parse::<u32>() {
+            Ok(n) if n >= 1 => {
+                o.snapshot_mib = n;
+                Ok(())
+            }
+            _ => Err("expected a positive integer".into()),
+        },
+        get: |o| o.snapshot_mib.to_string(),
+    },
+    OptionDef {
+        name: "trace",
+        default: "",
+        help: "working-set, test-only (programs built with KAGE_WS_TRACE=1): write every \
+               access with its interval to this file",
+        set: |o, v| {
+            o.trace = v.to_string();
+            Ok(())
+        },
+        get: |o| o.trace.clone(),
+    },
+    OptionDef {
         name: "help",
         default: "0",
         help: "1: print every option with its default and help to stderr, then run",
@@ -105,6 +269,12 @@ impl Default for Options {
             handle_signals: true,
             verbosity: 0,
             help: false,
+            line_size: 64,
+            interval_unit: IntervalUnit::WallTime,
+            interval: String::new(),
+            snapshots: 128,
+            snapshot_mib: 8,
+            trace: String::new(),
         };
         for d in OPTIONS {
             // The declared defaults are valid by construction (tested below).
@@ -150,6 +320,23 @@ impl Options {
             }
         }
         (o, warnings)
+    }
+
+    /// The working-set interval length in its unit. A count unit with the (time) default
+    /// gets 10M; anything else that does not parse is an error for the caller to report.
+    pub fn interval_length(&self) -> Result<u64, String> {
+        let default_is_time = self.interval == "10ms";
+        match parse_interval(&self.interval, self.interval_unit) {
+            Err(_) if default_is_time && !self.interval_unit.is_time() => Ok(10_000_000),
+            r => r,
+        }
+    }
+
+    /// Whether the `KAGE_OPTIONS` string `s` sets option `name` (to anything).
+    pub fn is_set(s: &str, name: &str) -> bool {
+        s.split([':', ','])
+            .filter_map(|item| item.split_once('='))
+            .any(|(k, _)| k.trim() == name)
     }
 
     /// Every option with the value in force, for the report.
@@ -216,6 +403,31 @@ mod tests {
         assert!(o.enabled);
         assert_eq!(o.verbosity, 0);
         assert!(o.help);
+    }
+
+    #[test]
+    fn intervals_follow_their_unit() {
+        use IntervalUnit::*;
+        assert_eq!(parse_interval("10ms", WallTime), Ok(10_000_000));
+        assert_eq!(parse_interval("500us", CpuTime), Ok(500_000));
+        assert_eq!(parse_interval("2s", WallTime), Ok(2_000_000_000));
+        assert_eq!(parse_interval("50k", Accesses), Ok(50_000));
+        assert_eq!(parse_interval("3M", Instructions), Ok(3_000_000));
+        assert_eq!(parse_interval("1234", Accesses), Ok(1234));
+        assert!(parse_interval("10", WallTime).unwrap_err().contains("needs a unit"));
+        assert!(parse_interval("10ms", Accesses).is_err());
+        assert!(parse_interval("0", Accesses).is_err());
+        assert!(parse_interval("ms", WallTime).is_err());
+        let (o, w) = Options::parse("interval_unit=accesses");
+        assert!(w.is_empty());
+        assert_eq!(o.interval_length(), Ok(10_000_000));
+        let (o, _) = Options::parse("interval_unit=accesses:interval=10ms");
+        assert_eq!(o.interval_length(), Ok(10_000_000)); // the default spelled out
+        let (o, _) = Options::parse("interval_unit=cpu:interval=7");
+        assert!(o.interval_length().is_err());
+        let (o, w) = Options::parse("line_size=48:snapshots=1:interval_unit=cycles");
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert_eq!((o.line_size, o.snapshots), (64, 128));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use kage_report::RegionKind;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 /// `global_id` before registration (and `parent` for none).
 pub const NONE: u32 = 0xFFFF_FFFF;
 /// `global_id` the runtime writes into a region whose module was rejected, so later hooks
@@ -30,6 +30,8 @@ pub struct KageRegion {
     pub symbol: *const c_char,
     pub file: *const c_char,
     pub module: *mut KageModule,
+    /// A function entry's code address; null for loops and bodies.
+    pub code: *const std::ffi::c_void,
 }
 
 #[repr(C)]
@@ -38,10 +40,34 @@ pub struct KageModule {
     pub region_count: u32,
     pub regions: *mut KageRegion,
     pub module_name: *const c_char,
+    /// `enum kage_instrumentation`: one of the `INSTRUMENTATION_*` values.
+    pub instrumentation: u32,
+    pub reserved: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<KageRegion>() == 56);
-const _: () = assert!(std::mem::size_of::<KageModule>() == 24);
+const _: () = assert!(std::mem::size_of::<KageRegion>() == 64);
+const _: () = assert!(std::mem::size_of::<KageModule>() == 32);
+
+/// Region hooks and a call per access: every tool.
+pub const INSTRUMENTATION_CALLS: u32 = 0;
+/// Inline working-set marking, no region hooks.
+pub const INSTRUMENTATION_WORKING_SET: u32 = 1;
+/// As working-set, plus a `__kage_ws_trace` call per access (test-only).
+pub const INSTRUMENTATION_WORKING_SET_TRACE: u32 = 2;
+
+/// Bit `1 << instrumentation` for every instrumentation seen in a registered module (or
+/// announced by a hook that only such code calls).
+pub static INSTRUMENTATIONS_SEEN: AtomicU32 = AtomicU32::new(0);
+
+pub fn note_instrumentation(kind: u32) {
+    if kind < 32 {
+        INSTRUMENTATIONS_SEEN.fetch_or(1 << kind, Ordering::Relaxed);
+    }
+}
+
+pub fn instrumentation_seen(kind: u32) -> bool {
+    INSTRUMENTATIONS_SEEN.load(Ordering::Relaxed) & (1 << kind) != 0
+}
 
 /// A registered region, with runtime-owned strings (a `dlclose`d module must not leave
 /// dangling pointers behind for the report).
@@ -56,6 +82,8 @@ pub struct RegionInfo {
     pub parent: Option<u32>,
     /// Global id of the function the region belongs to (itself for a function).
     pub func: u32,
+    /// A function's code address (0 for loops and bodies).
+    pub code: usize,
 }
 
 /// What the hooks need about a region without taking a lock.
@@ -114,6 +142,9 @@ unsafe fn cstr(p: *const c_char) -> String {
 /// `m` points to a module whose `regions` array has `region_count` readable entries.
 pub unsafe fn validate(m: *const KageModule) -> Result<(), String> {
     let m = &*m;
+    if m.instrumentation > INSTRUMENTATION_WORKING_SET_TRACE && m.abi_version == ABI_VERSION {
+        return Err(format!("unknown instrumentation {}", m.instrumentation));
+    }
     if m.abi_version != ABI_VERSION {
         return Err(format!(
             "ABI version {} (this runtime implements version {ABI_VERSION}; rebuild with a matching kage)",
@@ -230,6 +261,7 @@ pub unsafe fn register(m: *mut KageModule, verbosity: u32) {
             end_line: r.last_line,
             parent,
             func,
+            code: r.code as usize,
         });
         // The registry lock makes us the only writer of META.
         if let Some(w) = meta_table().get_or_alloc(gid as usize) {
@@ -291,10 +323,12 @@ pub mod tests {
     pub fn table(entries: &[(u32, u32)], name: &str) -> *mut KageModule {
         let s = |x: &str| std::ffi::CString::new(x).unwrap().into_raw() as *const c_char;
         let m = Box::into_raw(Box::new(KageModule {
-            abi_version: 1,
+            abi_version: ABI_VERSION,
             region_count: entries.len() as u32,
             regions: std::ptr::null_mut(),
             module_name: s(name),
+            instrumentation: INSTRUMENTATION_CALLS,
+            reserved: 0,
         }));
         let regions: Vec<KageRegion> = entries
             .iter()
@@ -310,6 +344,7 @@ pub mod tests {
                 symbol: s(&format!("_Z2f{i}")),
                 file: s("/src/a.c"),
                 module: m,
+                code: std::ptr::null(),
             })
             .collect();
         unsafe { (*m).regions = Box::leak(regions.into_boxed_slice()).as_mut_ptr() };
@@ -372,10 +407,15 @@ pub mod tests {
             assert!(e.contains(why), "{t:?}: {e}");
         }
         let m = table(&[(F, NONE)], "v2");
-        unsafe { (*m).abi_version = 2 };
+        unsafe { (*m).abi_version = 1 };
         assert!(unsafe { validate(m) }
             .unwrap_err()
-            .contains("ABI version 2"));
+            .contains("ABI version 1"));
+        let m = table(&[(F, NONE)], "mode");
+        unsafe { (*m).instrumentation = 7 };
+        assert!(unsafe { validate(m) }
+            .unwrap_err()
+            .contains("unknown instrumentation 7"));
         let m = table(&[(F, NONE), (F, NONE)], "idx");
         unsafe { (*(*m).regions.add(1)).local_index = 0 };
         assert!(unsafe { validate(m) }.unwrap_err().contains("local_index"));

@@ -158,6 +158,7 @@ mod tests {
                 end_line: 9,
                 parent: None,
                 func: 0,
+                code: 0,
             },
             RegionInfo {
                 kind: RegionKind::Loop,
@@ -168,6 +169,7 @@ mod tests {
                 end_line: 6,
                 parent: Some(0),
                 func: 0,
+                code: 0,
             },
         ];
         let tool: &'static crate::tools::count::CountTool =

@@ -79,6 +79,7 @@ fn init() {
     if opts.help {
         eprint!("{}", Options::help_text());
     }
+    choose_tool_for_instrumentation(&mut opts, Options::is_set(&env, "tool"));
     let tool = match tools::select(&opts.tool) {
         Ok(t) => (t.make)(),
         Err(e) => {
@@ -111,6 +112,23 @@ fn init() {
     if handle_signals {
         signals::install();
     }
+}
+
+/// Code built with `KAGE_TOOL=working-set` only works with the working-set tool: it becomes
+/// the default, and asking for another tool is an error that keeps the program running.
+fn choose_tool_for_instrumentation(opts: &mut Options, explicit: bool) {
+    use crate::registry::{instrumentation_seen, INSTRUMENTATION_WORKING_SET as WS, INSTRUMENTATION_WORKING_SET_TRACE as TRACE};
+    if !(instrumentation_seen(WS) || instrumentation_seen(TRACE)) || opts.tool == "working-set" {
+        return;
+    }
+    if explicit {
+        eprintln!(
+            "kage: error: tool={} needs a program built for every tool, but this one was built \
+             with KAGE_TOOL=working-set; using the 'working-set' tool",
+            opts.tool
+        );
+    }
+    opts.tool = "working-set".into();
 }
 
 pub fn set_thread_key(ts: *mut ThreadState) {

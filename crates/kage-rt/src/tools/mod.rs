@@ -14,6 +14,7 @@ use crate::options::Options;
 use serde_json::{Map, Value};
 
 pub mod count;
+pub mod working_set;
 
 /// What a tool adds to the report.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -78,6 +79,12 @@ pub static TOOLS: &[ToolInfo] = &[ToolInfo {
     name: "count",
     help: "per-region instances, loads, stores and bytes (inclusive and self)",
     make: count::make,
+},
+ToolInfo {
+    name: "working-set",
+    help: "distinct cache lines touched per interval over time (build with KAGE_TOOL=working-set \
+           for the inline fast path)",
+    make: working_set::make,
 }];
 
 /// The tool called `name`; an unknown name is an error that lists the tools.

@@ -22,11 +22,38 @@ use std::process::Command;
 /// Set to print the real compiler's command line on stderr before running it.
 pub const VERBOSE_ENV_VAR: &str = "KAGE_CC_VERBOSE";
 
+/// Chooses the instrumentation at build time (read by the pass, see docs/abi.md): unset or
+/// `count` builds for every tool, `working-set` for the working-set tool's inline fast path.
+pub const TOOL_ENV_VAR: &str = "KAGE_TOOL";
+
+/// The values [`TOOL_ENV_VAR`] may take.
+pub const BUILD_TOOLS: &[&str] = &["count", "working-set"];
+
+/// Checks a `KAGE_TOOL` value; the error names the valid ones.
+pub fn check_build_tool(value: Option<&std::ffi::OsStr>) -> Result<(), String> {
+    let Some(value) = value.filter(|v| !v.is_empty()) else {
+        return Ok(());
+    };
+    match value.to_str() {
+        Some(v) if BUILD_TOOLS.contains(&v) => Ok(()),
+        _ => Err(format!(
+            "{TOOL_ENV_VAR}='{}' is not a tool; use one of: {} (or leave it unset to build for \
+             every tool that works with call hooks)",
+            value.to_string_lossy(),
+            BUILD_TOOLS.join(", ")
+        )),
+    }
+}
+
 /// Runs the real compiler for `user_args` (the arguments after the program name) with Kage's
 /// additions. Returns only when that is impossible, with the exit code to use; `wrapper` is
 /// the name messages start with.
 pub fn exec_compiler(wrapper: &str, language: Language, user_args: &[OsString]) -> i32 {
     let env = |name: &str| std::env::var_os(name);
+    if let Err(message) = check_build_tool(env(TOOL_ENV_VAR).as_deref()) {
+        eprintln!("{wrapper}: {message}");
+        return exit_code::SETUP_ERROR;
+    }
     let invocation = args::classify(user_args);
     let plan = plan::Plan::new(&invocation);
     let compiler = compiler::choose(language, &env);
@@ -89,6 +116,22 @@ pub fn exec_compiler(wrapper: &str, language: Language, user_args: &[OsString]) 
         compiler::cannot_run_message(wrapper, language, &compiler, &error)
     );
     exit_code::CANNOT_RUN
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn build_tools_are_checked() {
+        assert_eq!(check_build_tool(None), Ok(()));
+        assert_eq!(check_build_tool(Some(OsStr::new(""))), Ok(()));
+        assert_eq!(check_build_tool(Some(OsStr::new("working-set"))), Ok(()));
+        assert_eq!(check_build_tool(Some(OsStr::new("count"))), Ok(()));
+        let e = check_build_tool(Some(OsStr::new("workingset"))).unwrap_err();
+        assert!(e.contains("'workingset'") && e.contains("count, working-set"), "{e}");
+    }
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

@@ -39,7 +39,16 @@ impl Work {
 
     /// Runs a wrapper with `args` in the scratch directory and requires success.
     pub fn wrap(&self, wrapper: &Path, args: &[&str]) -> Output {
-        let out = Command::new(wrapper).args(args).current_dir(self.dir.path()).output().unwrap();
+        self.wrap_with_env(wrapper, args, &[])
+    }
+
+    pub fn wrap_with_env(&self, wrapper: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let out = Command::new(wrapper)
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap();
         assert!(
             out.status.success(),
             "{} {:?} failed: {}\n{}",
@@ -53,13 +62,24 @@ impl Work {
 
     /// Builds `tests/c/<source>` into an executable with the wrapper its extension calls for.
     pub fn build(&self, source: &str, flags: &[&str]) -> PathBuf {
+        self.build_with_env(source, flags, &[])
+    }
+
+    /// As [`Work::build`], with extra environment variables for the wrapper (`KAGE_TOOL`...).
+    pub fn build_with_env(&self, source: &str, flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
         let src = c_dir().join(source);
-        let exe = self.path(&format!("{}{}", source.replace(['/', '.'], "_"), flags.join("").replace('-', "_")));
+        let env_tag: String = env.iter().map(|(k, v)| format!("_{k}{v}")).collect();
+        let exe = self.path(&format!(
+            "{}{}{}",
+            source.replace(['/', '.'], "_"),
+            flags.join("").replace('-', "_"),
+            env_tag.replace(['-', '='], "_")
+        ));
         let wrapper = if source.ends_with(".cpp") { kage_cxx() } else { kage_cc() };
         let mut args: Vec<&str> = flags.to_vec();
         let (src_s, exe_s) = (src.to_str().unwrap().to_owned(), exe.to_str().unwrap().to_owned());
         args.extend([src_s.as_str(), "-o", exe_s.as_str(), "-lpthread"]);
-        self.wrap(&wrapper, &args);
+        self.wrap_with_env(&wrapper, &args, env);
         exe
     }
 

@@ -1,0 +1,287 @@
+//! The working-set shadow: one byte per cache line of the 47-bit user address space,
+//! reserved once at start-up wherever the kernel puts it (`MAP_NORESERVE`: only the pages
+//! the program's accesses reach ever take memory). Bit 0 = "touched in the current
+//! interval"; at each boundary every byte is shifted left, so bits 1..7 hold the previous
+//! seven intervals (the RFC's in-shadow history).
+//!
+//! Instrumented code finds the shadow through `__kage_ws_shadow_offset` and
+//! `__kage_ws_line_shift` (docs/abi.md), which are set from `.preinit_array`, before any
+//! constructor or instrumented code runs, and never change afterwards.
+
+use std::sync::atomic::{AtomicU64, Ordering::*};
+
+/// Addresses are masked to the 47-bit user address space before they are shifted (higher
+/// addresses, which Linux only hands out on request, alias into it).
+pub const ADDRESS_MASK: u64 = 0x7FFF_FFFF_FFFF;
+const PAGE: u64 = 4096;
+const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+
+/// Shadow byte of line `L` is at `__kage_ws_shadow_offset + L`.
+///
+/// Written once from `.preinit_array` (before any reader exists), read by instrumented code.
+#[no_mangle]
+pub static mut __kage_ws_shadow_offset: u64 = 0;
+/// log2 of the line size.
+#[no_mangle]
+pub static mut __kage_ws_line_shift: u64 = 6;
+
+/// The reserved shadow, as set at start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shadow {
+    pub base: u64,
+    pub len: u64,
+    pub shift: u32,
+}
+
+/// What a scan does to the bytes it visits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    /// Interval boundary: collect the lines with bit 0 set and shift every byte left.
+    Shift,
+    /// Collect the lines with bit 0 set and clear bit 0 (history kept).
+    Collect,
+    /// Clear bit 0 without collecting (accesses made while disabled are dropped).
+    Drop,
+}
+
+impl Shadow {
+    /// Reserves the shadow for lines of `1 << shift` bytes.
+    pub fn reserve(shift: u32) -> Result<Shadow, String> {
+        let len = (ADDRESS_MASK + 1) >> shift;
+        // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(format!(
+                "cannot reserve {} GiB of address space for the working-set shadow: {}",
+                len >> 30,
+                std::io::Error::last_os_error()
+            ));
+        }
+        // Transparent huge pages would turn one touched shadow byte into 2 MiB of memory.
+        unsafe { libc::madvise(p, len as usize, libc::MADV_NOHUGEPAGE) };
+        Ok(Shadow {
+            base: p as u64,
+            len,
+            shift,
+        })
+    }
+
+    pub fn line_size(&self) -> u64 {
+        1 << self.shift
+    }
+
+    pub fn line_of(&self, addr: u64) -> u64 {
+        (addr & ADDRESS_MASK) >> self.shift
+    }
+
+    /// The app address range this shadow occupies itself (never scanned as app memory).
+    pub fn own_range(&self) -> (u64, u64) {
+        (self.base, self.base + self.len)
+    }
+
+    fn cell(&self, line: u64) -> *mut u8 {
+        (self.base + line) as *mut u8
+    }
+
+    /// Marks every line in `first..=last` (check before set, as the inline path does).
+    pub fn mark_lines(&self, first: u64, last: u64) {
+        let last = last.min(self.len - 1);
+        for line in first..=last {
+            let p = self.cell(line);
+            // SAFETY: `line < len`, inside the reservation (readable and writable).
+            unsafe {
+                let b = p.read_volatile();
+                if b & 1 == 0 {
+                    p.write_volatile(b | 1);
+                }
+            }
+        }
+    }
+
+    /// Marks the lines of `size` bytes at `addr` (`size` > 0).
+    pub fn mark_range(&self, addr: u64, size: u64) {
+        let first = self.line_of(addr);
+        let last = self.line_of(addr.wrapping_add(size - 1));
+        if last >= first {
+            self.mark_lines(first, last);
+        } else {
+            // The range wraps around the masked address space: two pieces.
+            self.mark_lines(first, self.len - 1);
+            self.mark_lines(0, last);
+        }
+    }
+
+    /// Applies `mode` to the shadow of the app address ranges `ranges` (sorted or not,
+    /// overlapping or not), pushing the collected lines to `out` in increasing order within
+    /// each range. Only shadow pages the kernel reports resident are read: a page never
+    /// touched holds no set bit, and reading it would map memory for nothing.
+    pub fn scan(&self, ranges: &[(u64, u64)], mode: Scan, out: &mut Vec<u64>, buf: &mut Vec<u8>) {
+        for &(lo, hi) in &self.shadow_pages(ranges) {
+            self.scan_pages(lo, hi, mode, out, buf);
+        }
+    }
+
+    /// The shadow byte ranges (page-aligned, sorted, disjoint) of app ranges.
+    fn shadow_pages(&self, ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        let (own_lo, own_hi) = self.own_range();
+        let mut pages: Vec<(u64, u64)> = ranges
+            .iter()
+            .filter(|&&(lo, hi)| hi > lo && lo <= ADDRESS_MASK && !(lo >= own_lo && hi <= own_hi))
+            .map(|&(lo, hi)| {
+                let first = self.line_of(lo);
+                let last = self.line_of(hi.min(ADDRESS_MASK + 1) - 1);
+                let s_lo = (self.base + first) & !(PAGE - 1);
+                let s_hi = (self.base + last + PAGE) & !(PAGE - 1);
+                (s_lo, s_hi.min(self.base + self.len))
+            })
+            .collect();
+        pages.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(pages.len());
+        for (lo, hi) in pages {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        merged
+    }
+
+    fn scan_pages(&self, lo: u64, hi: u64, mode: Scan, out: &mut Vec<u64>, buf: &mut Vec<u8>) {
+        const BATCH: u64 = 1 << 16; // pages per mincore call
+        let mut start = lo;
+        while start < hi {
+            let end = (start + BATCH * PAGE).min(hi);
+            let pages = ((end - start) / PAGE) as usize;
+            buf.clear();
+            buf.resize(pages, 0);
+            // SAFETY: [start, end) lies inside the reservation; `buf` has one byte per page.
+            let r = unsafe {
+                libc::mincore(start as *mut _, (end - start) as usize, buf.as_mut_ptr())
+            };
+            for (i, &resident) in buf.iter().enumerate() {
+                if r != 0 || resident & 1 != 0 {
+                    self.scan_page(start + i as u64 * PAGE, mode, out);
+                }
+            }
+            start = end;
+        }
+    }
+
+    fn scan_page(&self, page: u64, mode: Scan, out: &mut Vec<u64>) {
+        let words = page as *const AtomicU64;
+        for w in 0..(PAGE / 8) {
+            // SAFETY: the page is inside the reservation, 8-byte aligned. Other threads may
+            // set bits concurrently with plain byte stores: the compare-exchange below never
+            // loses one (it retries), and a line set during the scan lands in one of the two
+            // neighbouring intervals.
+            let cell = unsafe { &*words.add(w as usize) };
+            let mut old = cell.load(Relaxed);
+            if old == 0 {
+                continue;
+            }
+            loop {
+                let new = match mode {
+                    Scan::Shift => (old << 1) & !LOW_BITS,
+                    Scan::Collect | Scan::Drop => old & !LOW_BITS,
+                };
+                if new == old {
+                    break;
+                }
+                match cell.compare_exchange_weak(old, new, Relaxed, Relaxed) {
+                    Ok(_) => {
+                        if mode != Scan::Drop {
+                            let first_line = page - self.base + w * 8;
+                            let mut bits = old & LOW_BITS;
+                            while bits != 0 {
+                                out.push(first_line + bits.trailing_zeros() as u64 / 8);
+                                bits &= bits - 1;
+                            }
+                        }
+                        break;
+                    }
+                    Err(now) => old = now,
+                }
+            }
+        }
+    }
+}
+
+/// The program's mapped address ranges, from `/proc/self/maps`.
+pub fn mapped_ranges() -> Vec<(u64, u64)> {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return Vec::new();
+    };
+    maps.lines()
+        .filter_map(|line| {
+            let range = line.split_whitespace().next()?;
+            let (lo, hi) = range.split_once('-')?;
+            Some((u64::from_str_radix(lo, 16).ok()?, u64::from_str_radix(hi, 16).ok()?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mark_scan_shift_collect_drop() {
+        let s = Shadow::reserve(6).unwrap();
+        let data = vec![0u8; 64 * 1024];
+        let base = data.as_ptr() as u64;
+        let range = [(base, base + data.len() as u64)];
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        s.scan(&range, Scan::Shift, &mut out, &mut buf);
+        assert!(out.is_empty());
+        // 8 bytes straddling a line boundary touch two lines; a 1-byte access one.
+        let straddle = (base + 64) & !63;
+        s.mark_range(straddle + 60, 8);
+        s.mark_range(straddle + 1000, 1);
+        s.mark_range(straddle + 1001, 1);
+        s.scan(&range, Scan::Shift, &mut out, &mut buf);
+        let l = s.line_of(straddle);
+        out.sort();
+        assert_eq!(out, vec![l, l + 1, s.line_of(straddle + 1000)]);
+        // After the shift, bit 1 holds the previous interval and bit 0 is clear.
+        let cell = unsafe { *s.cell(l) };
+        assert_eq!(cell, 0b10);
+        out.clear();
+        s.scan(&range, Scan::Shift, &mut out, &mut buf);
+        assert!(out.is_empty());
+        assert_eq!(unsafe { *s.cell(l) }, 0b100);
+        s.mark_lines(l, l + 3);
+        s.scan(&range, Scan::Collect, &mut out, &mut buf);
+        assert_eq!(out, vec![l, l + 1, l + 2, l + 3]);
+        assert_eq!(unsafe { *s.cell(l) }, 0b100, "collect keeps the history");
+        out.clear();
+        s.mark_lines(l, l);
+        s.scan(&range, Scan::Drop, &mut out, &mut buf);
+        assert!(out.is_empty());
+        s.scan(&range, Scan::Collect, &mut out, &mut buf);
+        assert!(out.is_empty(), "dropped lines are gone");
+    }
+
+    #[test]
+    fn other_line_sizes_and_maps() {
+        let s = Shadow::reserve(4).unwrap();
+        assert_eq!(s.line_size(), 16);
+        let data = vec![0u8; 4096];
+        let base = (data.as_ptr() as u64 + 15) & !15;
+        s.mark_range(base, 64); // four 16-byte lines
+        let mut out = Vec::new();
+        s.scan(&[(base, base + 1024)], Scan::Shift, &mut out, &mut Vec::new());
+        assert_eq!(out.len(), 4);
+        let maps = mapped_ranges();
+        assert!(maps.iter().any(|&(lo, hi)| lo <= base && base < hi));
+    }
+}
