@@ -163,7 +163,6 @@ struct State {
     /// The app address ranges the scan covers: every range seen mapped at a boundary and
     /// the space around it ([`cover`]), so lines touched just before an `munmap` count.
     known: Vec<(u64, u64)>,
-    lines_buf: Vec<u64>,
     mincore_buf: Vec<u8>,
     functions: FunctionMap,
     trace: Option<std::io::BufWriter<std::fs::File>>,
@@ -183,7 +182,6 @@ impl State {
             merges: 0,
             raw_lines: Vec::new(),
             known: Vec::new(),
-            lines_buf: Vec::new(),
             mincore_buf: Vec::new(),
             functions: FunctionMap::default(),
             trace: None,
@@ -290,13 +288,19 @@ impl WorkingSet {
                 .filter(|&(lo, hi)| !(lo >= own_lo && hi <= own_hi)),
         );
         st.known = cover(ranges);
-        st.lines_buf.clear();
-        cfg.shadow
-            .scan(&st.known, mode, &mut st.lines_buf, &mut st.mincore_buf);
-        st.lines_buf.sort_unstable();
-        st.lines_buf.dedup();
-        let mut lines = RoaringTreemap::from_sorted_iter(st.lines_buf.iter().copied())
-            .expect("sorted and deduplicated");
+        // Lines arrive in increasing order (disjoint sorted ranges): appended, never buffered.
+        let mut lines = RoaringTreemap::new();
+        cfg.shadow.scan(
+            &st.known,
+            mode,
+            &mut |line| {
+                // `push` appends in O(1) when `line` is the largest so far, as it is here.
+                if !lines.push(line) {
+                    lines.insert(line);
+                }
+            },
+            &mut st.mincore_buf,
+        );
         lines |= std::mem::take(&mut st.pending);
         lines
     }

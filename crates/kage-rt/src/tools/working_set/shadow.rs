@@ -121,10 +121,16 @@ impl Shadow {
     }
 
     /// Applies `mode` to the shadow of the app address ranges `ranges` (sorted or not,
-    /// overlapping or not), pushing the collected lines to `out` in increasing order within
-    /// each range. Only shadow pages the kernel reports resident are read: a page never
-    /// touched holds no set bit, and reading it would map memory for nothing.
-    pub fn scan(&self, ranges: &[(u64, u64)], mode: Scan, out: &mut Vec<u64>, buf: &mut Vec<u8>) {
+    /// overlapping or not), giving the collected lines to `out` in increasing order. Only
+    /// shadow pages the kernel reports resident are read: a page never touched holds no set
+    /// bit, and reading it would map memory for nothing. `buf` is scratch space.
+    pub fn scan(
+        &self,
+        ranges: &[(u64, u64)],
+        mode: Scan,
+        out: &mut impl FnMut(u64),
+        buf: &mut Vec<u8>,
+    ) {
         for &(lo, hi) in &self.shadow_pages(ranges) {
             self.scan_pages(lo, hi, mode, out, buf);
         }
@@ -155,7 +161,14 @@ impl Shadow {
         merged
     }
 
-    fn scan_pages(&self, lo: u64, hi: u64, mode: Scan, out: &mut Vec<u64>, buf: &mut Vec<u8>) {
+    fn scan_pages(
+        &self,
+        lo: u64,
+        hi: u64,
+        mode: Scan,
+        out: &mut impl FnMut(u64),
+        buf: &mut Vec<u8>,
+    ) {
         const BATCH: u64 = 1 << 16; // pages per mincore call
         let mut start = lo;
         while start < hi {
@@ -176,7 +189,7 @@ impl Shadow {
         }
     }
 
-    fn scan_page(&self, page: u64, mode: Scan, out: &mut Vec<u64>) {
+    fn scan_page(&self, page: u64, mode: Scan, out: &mut impl FnMut(u64)) {
         let words = page as *const AtomicU64;
         for w in 0..(PAGE / 8) {
             // SAFETY: the page is inside the reservation, 8-byte aligned. Other threads may
@@ -202,7 +215,7 @@ impl Shadow {
                             let first_line = page - self.base + w * 8;
                             let mut bits = old & LOW_BITS;
                             while bits != 0 {
-                                out.push(first_line + bits.trailing_zeros() as u64 / 8);
+                                out(first_line + bits.trailing_zeros() as u64 / 8);
                                 bits &= bits - 1;
                             }
                         }
@@ -241,14 +254,17 @@ mod tests {
         let range = [(base, base + data.len() as u64)];
         let mut out = Vec::new();
         let mut buf = Vec::new();
-        s.scan(&range, Scan::Shift, &mut out, &mut buf);
+        let scan = |mode, out: &mut Vec<u64>, buf: &mut Vec<u8>| {
+            s.scan(&range, mode, &mut |l| out.push(l), buf)
+        };
+        scan(Scan::Shift, &mut out, &mut buf);
         assert!(out.is_empty());
         // 8 bytes straddling a line boundary touch two lines; a 1-byte access one.
         let straddle = (base + 64) & !63;
         s.mark_range(straddle + 60, 8);
         s.mark_range(straddle + 1000, 1);
         s.mark_range(straddle + 1001, 1);
-        s.scan(&range, Scan::Shift, &mut out, &mut buf);
+        scan(Scan::Shift, &mut out, &mut buf);
         let l = s.line_of(straddle);
         out.sort();
         assert_eq!(out, vec![l, l + 1, s.line_of(straddle + 1000)]);
@@ -256,18 +272,18 @@ mod tests {
         let cell = unsafe { *s.cell(l) };
         assert_eq!(cell, 0b10);
         out.clear();
-        s.scan(&range, Scan::Shift, &mut out, &mut buf);
+        scan(Scan::Shift, &mut out, &mut buf);
         assert!(out.is_empty());
         assert_eq!(unsafe { *s.cell(l) }, 0b100);
         s.mark_lines(l, l + 3);
-        s.scan(&range, Scan::Collect, &mut out, &mut buf);
+        scan(Scan::Collect, &mut out, &mut buf);
         assert_eq!(out, vec![l, l + 1, l + 2, l + 3]);
         assert_eq!(unsafe { *s.cell(l) }, 0b100, "collect keeps the history");
         out.clear();
         s.mark_lines(l, l);
-        s.scan(&range, Scan::Drop, &mut out, &mut buf);
+        scan(Scan::Drop, &mut out, &mut buf);
         assert!(out.is_empty());
-        s.scan(&range, Scan::Collect, &mut out, &mut buf);
+        scan(Scan::Collect, &mut out, &mut buf);
         assert!(out.is_empty(), "dropped lines are gone");
     }
 
@@ -279,7 +295,7 @@ mod tests {
         let base = (data.as_ptr() as u64 + 15) & !15;
         s.mark_range(base, 64); // four 16-byte lines
         let mut out = Vec::new();
-        s.scan(&[(base, base + 1024)], Scan::Shift, &mut out, &mut Vec::new());
+        s.scan(&[(base, base + 1024)], Scan::Shift, &mut |l| out.push(l), &mut Vec::new());
         assert_eq!(out.len(), 4);
         let maps = mapped_ranges();
         assert!(maps.iter().any(|&(lo, hi)| lo <= base && base < hi));
