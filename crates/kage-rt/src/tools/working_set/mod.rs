@@ -42,6 +42,8 @@ extern "C" {
 /// Budget granted per tick for time and instruction units: the clock is read about once
 /// per this many accesses.
 const TIME_CHUNK: i64 = 1 << 14;
+/// Lines collected per append to a snapshot's bitmap.
+const SCAN_BATCH: usize = 1 << 14;
 /// The most an access-count grant can be (keeps other threads' counts flowing in).
 const COUNT_CHUNK: i64 = 1 << 20;
 
@@ -288,19 +290,28 @@ impl WorkingSet {
                 .filter(|&(lo, hi)| !(lo >= own_lo && hi <= own_hi)),
         );
         st.known = cover(ranges);
-        // Lines arrive in increasing order (disjoint sorted ranges): appended, never buffered.
+        // Lines arrive in increasing order (disjoint sorted ranges): appended in batches, so
+        // an interval of millions of lines never sits in a plain array.
         let mut lines = RoaringTreemap::new();
+        let mut batch: Vec<u64> = Vec::with_capacity(SCAN_BATCH);
+        let flush = |lines: &mut RoaringTreemap, batch: &mut Vec<u64>| {
+            if lines.append(batch.iter().copied()).is_err() {
+                lines.extend(batch.iter().copied()); // not sorted after all: still correct
+            }
+            batch.clear();
+        };
         cfg.shadow.scan(
             &st.known,
             mode,
             &mut |line| {
-                // `push` appends in O(1) when `line` is the largest so far, as it is here.
-                if !lines.push(line) {
-                    lines.insert(line);
+                batch.push(line);
+                if batch.len() == SCAN_BATCH {
+                    flush(&mut lines, &mut batch);
                 }
             },
             &mut st.mincore_buf,
         );
+        flush(&mut lines, &mut batch);
         lines |= std::mem::take(&mut st.pending);
         lines
     }
