@@ -1,37 +1,56 @@
-//! The module pass: picks functions, builds the region table, inserts the hooks of
-//! docs/abi.md. All instructions to instrument are collected before any is inserted.
+//! The module pass: picks functions, builds the region table, and instruments them in the
+//! mode `KAGE_TOOL` selects: the hooks of docs/abi.md (here) or working-set marking
+//! ([`crate::working_set`]). All instructions to instrument are collected before any is
+//! inserted.
 
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
-use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMStoreSizeOfType, LLVMTargetDataRef};
-use llvm_sys::{
-    LLVMAttributeFunctionIndex, LLVMLinkage, LLVMOpcode, LLVMTailCallKind, LLVMTypeKind,
-};
+use llvm_sys::target::LLVMGetModuleDataLayout;
+use llvm_sys::{LLVMAttributeFunctionIndex, LLVMLinkage, LLVMOpcode, LLVMTailCallKind};
 
+use crate::access::{classify_access, Access};
 use crate::debuginfo::{self, HookLocations};
 use crate::ir::{self, c_string, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
-use crate::regions::{self, FunctionIdentity, FunctionSlots, LineRange, RegionEntry};
+use crate::mode::Instrumentation;
+use crate::regions::{self, FunctionIdentity, FunctionSlots, LineRange, ModuleInfo, RegionEntry};
+use crate::working_set;
 
-/// Instruments `module` in place. Modules without instrumentable functions are untouched.
+/// Instruments `module` in place for the mode the environment selects (`KAGE_TOOL`).
+/// Modules without instrumentable functions are untouched. Returns the mode when the
+/// module was instrumented now, `None` when it was left alone.
 ///
 /// # Safety
 /// `module` must be a valid module that nothing else mutates meanwhile.
-pub unsafe fn instrument_module(module: LLVMModuleRef) {
+pub unsafe fn instrument_module(module: LLVMModuleRef) -> Option<Instrumentation> {
+    instrument_module_for(module, Instrumentation::from_environment())
+}
+
+/// Instruments `module` in place for `mode`; returns `Some(mode)` when it did, `None` when
+/// the module was already instrumented or has nothing to instrument.
+///
+/// # Safety
+/// `module` must be a valid module that nothing else mutates meanwhile.
+pub unsafe fn instrument_module_for(
+    module: LLVMModuleRef,
+    mode: Instrumentation,
+) -> Option<Instrumentation> {
     if !LLVMGetNamedGlobal(module, c_string(regions::MODULE_GLOBAL).as_ptr()).is_null() {
-        return; // already instrumented (e.g. the pass was scheduled twice)
+        return None; // already instrumented (e.g. the pass was scheduled twice)
     }
     let functions: Vec<LLVMValueRef> = module_functions(module)
         .into_iter()
         .filter(|&f| should_instrument(f))
         .collect();
     if functions.is_empty() {
-        return;
+        return None;
     }
 
     // Analyse every function before changing anything.
     let mut plans = Vec::with_capacity(functions.len());
     let mut entries: Vec<RegionEntry> = Vec::new();
+    // The table's `code` column: each function entry points at its function.
+    let mut code: Vec<LLVMValueRef> = Vec::new();
     for &func in &functions {
         let plan = FunctionPlan::new(
             func,
@@ -39,27 +58,59 @@ pub unsafe fn instrument_module(module: LLVMModuleRef) {
                 base: entries.len() as u32,
             },
         );
-        entries.extend(plan.regions());
+        let regions = plan.regions();
+        code.push(func);
+        code.resize(code.len() + regions.len() - 1, std::ptr::null_mut());
+        entries.extend(regions);
         plans.push(plan);
     }
 
     let mut name_len = 0usize;
     let module_name = ir::lossy_string(LLVMGetSourceFileName(module, &mut name_len), name_len);
-    let table = regions::emit_table(module, &entries, &module_name);
-    let hooks = Hooks::declare(module);
-    let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
+    let info = ModuleInfo {
+        name: &module_name,
+        instrumentation: mode.abi_value(),
+    };
+    let table = regions::emit_table(module, &entries, &code, &info);
+    let register_type = region_hook_type(module);
+    let register = ir::declare_runtime_function(module, "__kage_register_module", register_type);
     for plan in &plans {
         drop_attributes_hooks_break(plan.func);
+    }
+    if mode.is_working_set() {
+        working_set::instrument_functions(module, &plans, &table, mode);
+    } else {
+        insert_hooks(module, &plans, &table);
+    }
+    regions::add_registration_ctor(module, &table, register, register_type);
+    Some(mode)
+}
+
+/// `void (ptr)`: the type of `__kage_register_module` and of the region hooks.
+unsafe fn region_hook_type(module: LLVMModuleRef) -> LLVMTypeRef {
+    let context = LLVMGetModuleContext(module);
+    let mut params = [LLVMPointerTypeInContext(context, 0)];
+    LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 1, 0)
+}
+
+/// Mode 0: region hooks and a call per access.
+unsafe fn insert_hooks(
+    module: LLVMModuleRef,
+    plans: &[FunctionPlan],
+    table: &regions::RegionTable,
+) {
+    let hooks = Hooks::declare(module);
+    let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
+    for plan in plans {
         let mut inserter = Inserter {
             builder,
             hooks: &hooks,
-            table: &table,
+            table,
             locations: HookLocations::new(module, plan.func),
         };
         plan.insert_hooks(&mut inserter);
     }
     LLVMDisposeBuilder(builder);
-    regions::add_registration_ctor(module, &table, hooks.register_module, hooks.region_fn_type);
 }
 
 /// Instrumented functions now call the runtime, which reads and writes its own memory and
@@ -119,38 +170,12 @@ pub fn display_name(symbol: &str) -> String {
     symbol.to_string()
 }
 
-/// One memory access to report, found before any insertion.
-enum Access {
-    /// `__kage_load` then/or `__kage_store` before `at`, each of `size` bytes (an
-    /// `atomicrmw` has both).
-    Plain {
-        at: LLVMValueRef,
-        ptr: LLVMValueRef,
-        size: u64,
-        load: bool,
-        store: bool,
-    },
-    /// `__kage_cmpxchg` right after the instruction.
-    CmpXchg {
-        inst: LLVMValueRef,
-        ptr: LLVMValueRef,
-        size: u64,
-    },
-    /// `llvm.mem*`: `len` bytes read from `src` (when there is one) and written to `dst`.
-    Intrinsic {
-        at: LLVMValueRef,
-        dst: LLVMValueRef,
-        src: Option<LLVMValueRef>,
-        len: LLVMValueRef,
-    },
-}
-
 /// Everything the pass will do to one function, decided before mutating it.
-struct FunctionPlan {
-    func: LLVMValueRef,
-    slots: FunctionSlots,
-    forest: LoopForest,
-    cfg: FunctionCfg,
+pub struct FunctionPlan {
+    pub func: LLVMValueRef,
+    pub slots: FunctionSlots,
+    pub forest: LoopForest,
+    pub cfg: FunctionCfg,
     block_lines: Vec<LineRange>,
     identity: FunctionIdentity,
     accesses: Vec<Access>,
@@ -281,102 +306,6 @@ unsafe fn exit_insertion_point(terminator: LLVMValueRef) -> LLVMValueRef {
     terminator
 }
 
-/// The access `inst` makes, if it is one the ABI reports.
-unsafe fn classify_access(inst: LLVMValueRef, data_layout: LLVMTargetDataRef) -> Option<Access> {
-    let operand = |i| LLVMGetOperand(inst, i);
-    match ir::opcode(inst) {
-        LLVMOpcode::LLVMLoad => {
-            let size = access_size(data_layout, LLVMTypeOf(inst))?;
-            Some(Access::Plain {
-                at: inst,
-                ptr: pointer(operand(0))?,
-                size,
-                load: true,
-                store: false,
-            })
-        }
-        LLVMOpcode::LLVMStore => {
-            let size = access_size(data_layout, LLVMTypeOf(operand(0)))?;
-            Some(Access::Plain {
-                at: inst,
-                ptr: pointer(operand(1))?,
-                size,
-                load: false,
-                store: true,
-            })
-        }
-        LLVMOpcode::LLVMAtomicRMW => {
-            let size = access_size(data_layout, LLVMTypeOf(operand(1)))?;
-            Some(Access::Plain {
-                at: inst,
-                ptr: pointer(operand(0))?,
-                size,
-                load: true,
-                store: true,
-            })
-        }
-        LLVMOpcode::LLVMAtomicCmpXchg => {
-            let size = access_size(data_layout, LLVMTypeOf(operand(1)))?;
-            Some(Access::CmpXchg {
-                inst,
-                ptr: pointer(operand(0))?,
-                size,
-            })
-        }
-        LLVMOpcode::LLVMCall => {
-            let callee = LLVMGetCalledValue(inst);
-            if callee.is_null() || LLVMIsAFunction(callee).is_null() {
-                return None;
-            }
-            let name = ir::value_name(callee);
-            // memcpy/memmove (dst, src, len, ...) and memset (dst, val, len, ...), including
-            // `.inline` and `.element.unordered.atomic`, which keep those argument positions.
-            let transfer = name.starts_with("llvm.memcpy") || name.starts_with("llvm.memmove");
-            if !transfer && !name.starts_with("llvm.memset") {
-                return None;
-            }
-            if LLVMGetNumArgOperands(inst) < 3 {
-                return None;
-            }
-            let len = operand(2);
-            if LLVMGetTypeKind(LLVMTypeOf(len)) != LLVMTypeKind::LLVMIntegerTypeKind {
-                return None;
-            }
-            let dst = pointer(operand(0))?;
-            let src = if transfer {
-                Some(pointer(operand(1))?)
-            } else {
-                None
-            };
-            Some(Access::Intrinsic {
-                at: inst,
-                dst,
-                src,
-                len,
-            })
-        }
-        _ => None,
-    }
-}
-
-/// The store size of `ty`; `None` for scalable vectors (size unknown at compile time) and
-/// zero-sized types (nothing is touched).
-unsafe fn access_size(data_layout: LLVMTargetDataRef, ty: LLVMTypeRef) -> Option<u64> {
-    if LLVMGetTypeKind(ty) == LLVMTypeKind::LLVMScalableVectorTypeKind || LLVMTypeIsSized(ty) == 0 {
-        return None;
-    }
-    Some(LLVMStoreSizeOfType(data_layout, ty)).filter(|&size| size > 0)
-}
-
-/// `value` if it is a pointer in address space 0. Other address spaces (x86 `fs`/`gs`
-/// segments, GPU memories) are not plain addresses the runtime could shadow.
-unsafe fn pointer(value: LLVMValueRef) -> Option<LLVMValueRef> {
-    let ty = LLVMTypeOf(value);
-    (LLVMGetTypeKind(ty) == LLVMTypeKind::LLVMPointerTypeKind
-        && LLVMGetPointerAddressSpace(ty) == 0)
-        .then_some(value)
-}
-
 /// The runtime's entry points, declared with the exact C signatures of docs/abi.md.
 struct Hooks {
     region_fn_type: LLVMTypeRef,
@@ -389,7 +318,6 @@ struct Hooks {
     frame_address: LLVMValueRef,
     access_fn_type: LLVMTypeRef,
     cmpxchg_fn_type: LLVMTypeRef,
-    register_module: LLVMValueRef,
     func_enter: LLVMValueRef,
     func_exit: LLVMValueRef,
     loop_iter: LLVMValueRef,
@@ -417,24 +345,8 @@ impl Hooks {
         let frame_address_type = LLVMFunctionType(ptr_type, std::ptr::null_mut(), 0, 0);
         let access_fn_type = fn_type(&mut [ptr_type, i64_type]);
         let cmpxchg_fn_type = fn_type(&mut [ptr_type, i64_type, i32_type]);
-        let declare = |name: &str, ty: LLVMTypeRef| {
-            let cname = c_string(name);
-            let existing = LLVMGetNamedFunction(module, cname.as_ptr());
-            if !existing.is_null() {
-                return existing;
-            }
-            let func = LLVMAddFunction(module, cname.as_ptr(), ty);
-            // The runtime is built with panic=abort and never unwinds into the program.
-            let nounwind = LLVMGetEnumAttributeKindForName(c"nounwind".as_ptr(), 8);
-            LLVMAddAttributeAtIndex(
-                func,
-                LLVMAttributeFunctionIndex,
-                LLVMCreateEnumAttribute(context, nounwind, 0),
-            );
-            func
-        };
+        let declare = |name: &str, ty: LLVMTypeRef| ir::declare_runtime_function(module, name, ty);
         Hooks {
-            register_module: declare("__kage_register_module", region_fn_type),
             func_enter: declare("__kage_func_enter", frame_fn_type),
             func_exit: declare("__kage_func_exit", region_fn_type),
             loop_iter: declare("__kage_loop_iter", region_fn_type),

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 
 use llvm_sys::core::*;
-use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
+use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
 use llvm_sys::{LLVMAttributeFunctionIndex, LLVMOpcode};
 
 /// Copies `len` bytes at `ptr` into a `String` (invalid UTF-8 replaced); "" for null.
@@ -161,4 +161,86 @@ pub unsafe fn calls_returns_twice(inst: LLVMValueRef) -> bool {
     !callee.is_null()
         && !LLVMIsAFunction(callee).is_null()
         && !LLVMGetEnumAttributeAtIndex(callee, LLVMAttributeFunctionIndex, kind).is_null()
+}
+
+/// The value of an integer constant of at most 64 bits, zero-extended.
+///
+/// # Safety
+/// `value` must be a valid value.
+pub unsafe fn constant_u64(value: LLVMValueRef) -> Option<u64> {
+    let bits = integer_constant_bits(value)?;
+    Some(LLVMConstIntGetZExtValue(value)).filter(|_| bits <= 64)
+}
+
+/// The value of an integer constant of at most 64 bits, sign-extended.
+///
+/// # Safety
+/// `value` must be a valid value.
+pub unsafe fn constant_i64(value: LLVMValueRef) -> Option<i64> {
+    let bits = integer_constant_bits(value)?;
+    Some(LLVMConstIntGetSExtValue(value)).filter(|_| bits <= 64)
+}
+
+unsafe fn integer_constant_bits(value: LLVMValueRef) -> Option<u32> {
+    if LLVMIsAConstantInt(value).is_null() {
+        return None;
+    }
+    Some(LLVMGetIntTypeWidth(LLVMTypeOf(value)))
+}
+
+/// Whether `inst` calls, invokes or `callbr`s something.
+///
+/// # Safety
+/// `inst` must be a valid instruction.
+pub unsafe fn is_call_site(inst: LLVMValueRef) -> bool {
+    matches!(
+        opcode(inst),
+        LLVMOpcode::LLVMCall | LLVMOpcode::LLVMInvoke | LLVMOpcode::LLVMCallBr
+    )
+}
+
+/// The function a call site calls directly, if it does.
+///
+/// # Safety
+/// `inst` must be a valid call site.
+pub unsafe fn direct_callee(inst: LLVMValueRef) -> Option<LLVMValueRef> {
+    let callee = LLVMGetCalledValue(inst);
+    (!callee.is_null() && !LLVMIsAFunction(callee).is_null()).then_some(callee)
+}
+
+/// The function `name` of `module`, declared with type `ty` and `nounwind` when missing:
+/// the runtime is built with panic=abort and never unwinds into the program.
+///
+/// # Safety
+/// `module` must be valid; `ty` a function type of its context.
+pub unsafe fn declare_runtime_function(
+    module: LLVMModuleRef,
+    name: &str,
+    ty: LLVMTypeRef,
+) -> LLVMValueRef {
+    let cname = c_string(name);
+    let existing = LLVMGetNamedFunction(module, cname.as_ptr());
+    if !existing.is_null() {
+        return existing;
+    }
+    let func = LLVMAddFunction(module, cname.as_ptr(), ty);
+    add_function_attribute(func, "nounwind");
+    func
+}
+
+/// Adds the enum attribute `name` (one without a value) to `func`.
+///
+/// # Safety
+/// `func` must be a valid function.
+pub unsafe fn add_function_attribute(func: LLVMValueRef, name: &str) {
+    let kind = LLVMGetEnumAttributeKindForName(name.as_ptr() as *const c_char, name.len());
+    if kind == 0 {
+        return;
+    }
+    let context = LLVMGetTypeContext(LLVMTypeOf(func));
+    LLVMAddAttributeAtIndex(
+        func,
+        LLVMAttributeFunctionIndex,
+        LLVMCreateEnumAttribute(context, kind, 0),
+    );
 }

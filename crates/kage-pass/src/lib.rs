@@ -1,43 +1,77 @@
 //! Kage's LLVM pass plugin (`libkage_pass.so`).
 //!
 //! `src/shim.cpp` registers a module pass with LLVM's PassBuilder (clang's OptimizerLast
-//! extension point, and `-passes=kage` for `opt`); the pass calls [`kage_run_on_module`],
-//! which finds regions (functions, natural loops, loop bodies), emits the region table and
-//! inserts the runtime hooks exactly as `docs/abi.md` specifies.
+//! extension point followed by `AlwaysInlinerPass`, and `-passes=kage` for `opt`); the pass
+//! calls [`kage_run_on_module`], which finds regions (functions, natural loops, loop
+//! bodies), emits the region table and instruments the module exactly as `docs/abi.md`
+//! (version 2) specifies, in the mode `KAGE_TOOL` selects when the pass runs ([`mode`]):
+//! - unset, empty or `count`: instrumentation 0, region hooks and a call per access;
+//! - `working-set`: instrumentation 1, no region hooks; per segment a budget check and
+//!   coalesced inline marks, through internal `alwaysinline` helpers
+//!   (`__kage_ws_budget_check(ptr, i64)`, `__kage_ws_mark_range(ptr, i64 len)`); simple
+//!   counted innermost loops are checked and marked per chunk of iterations, from a
+//!   per-loop helper (`__kage_ws_chunk`) called at the start of each iteration;
+//! - `working-set` with `KAGE_WS_TRACE=1`: instrumentation 2, as 1 plus a
+//!   `__kage_ws_trace` call before every access (tests only).
 //!
 //! Modules: [`loops`] (dominators and natural loops on a plain graph, no LLVM),
-//! [`regions`] (table layout, emission, constructor), [`instrument`] (the pass),
-//! [`debuginfo`] (lines, files, hook locations), [`ir`] (C API helpers).
+//! [`regions`] (table layout, emission, constructor), [`instrument`] (the pass and mode 0),
+//! [`access`] (which instructions are accesses), [`working_set`] (modes 1 and 2: segments,
+//! checks, marks), [`address`] (base + constant offset, range merging), [`hoist`] (counted
+//! loops marked per chunk of iterations), [`ws_runtime`] (the working-set runtime's symbols and
+//! the helpers' bodies), [`mode`] (`KAGE_TOOL`), [`debuginfo`] (lines, files, hook
+//! locations), [`ir`] (C API helpers).
 //!
 //! Where it runs: clang's OptimizerLast extension point, which LLVM 22 also invokes from the
 //! -O0 pipeline and from the ThinLTO/full-LTO pre-link pipelines (checked by the
 //! `clang_plugin` tests and by hand with `-flto`). A module that already has
 //! `__kage_module` is left alone, so running the pass twice (or again after LTO merged
-//! instrumented modules) does not instrument twice.
+//! instrumented modules) does not instrument twice. `opt -passes=kage` does not inline the
+//! working-set helpers; clang's pipeline (the shim's `AlwaysInlinerPass`) does, at every
+//! `-O` level.
 //!
 //! Known limits (beyond those in docs/abi.md):
 //! - Irreducible cycles are not loops: their blocks belong to the enclosing loop/function.
 //! - Unreachable blocks get no region hooks (no func_exit before their `ret`) and are in no
 //!   loop; their memory accesses are still instrumented (harmless: they never run).
 //! - Blocks starting with a Windows EH pad (catchswitch/catchpad/cleanuppad) get no
-//!   block-entry hooks, and calls inside funclets get no `funclet` bundle: Windows EH is
-//!   not supported (Linux targets never produce these).
+//!   block-entry hooks (and in working-set modes no instrumentation at all), and calls
+//!   inside funclets get no `funclet` bundle: Windows EH is not supported (Linux targets
+//!   never produce these).
 //! - Accesses through pointers outside address space 0, scalable vectors and zero-sized
 //!   types are skipped; `naked` and `available_externally` functions are not instrumented.
 //! - Before a `ret` that returns a `musttail` call, `__kage_func_exit` goes before the call.
 //! - The pass drops `memory`, `speculatable`, `nosync` and `nofree` from instrumented
 //!   functions (they now call the runtime); call-site copies of such attributes and
-//!   parameter attributes such as `captures(none)` are left as they are.
+//!   parameter attributes such as `captures(none)` are left as they are (the working-set
+//!   marks take the address of such pointers, which no later pass can observe).
+//! - The table's `code` field refers to every instrumented function, so the table keeps
+//!   them alive (e.g. against `--gc-sections`).
+//! - Working-set modes: inline assembly and `llvm.experimental.gc.statepoint`/`patchpoint`,
+//!   `llvm.coro.*` and `llvm.icall.branch.funnel` cut segments like calls; other intrinsics
+//!   do not. In the entry block the first segment starts after the leading static
+//!   `alloca`s (so they stay static once the helpers are inlined).
+//! - Hoisting needs the shape described in [`hoist`]: a dedicated preheader ending in an
+//!   unconditional `br` (clang -O2 often folds an empty preheader into the guard block, and
+//!   such loops stay instrumented per segment), a single exit at the latch on `icmp eq|ne`
+//!   of a counter stepping by ±2^k, and addresses linear in one induction variable plus
+//!   loop-invariant terms. Pointer induction variables are not recognised.
 
 use std::ffi::{c_char, c_int, c_void};
 
 use llvm_sys::prelude::LLVMModuleRef;
 
+pub mod access;
+pub mod address;
 pub mod debuginfo;
+pub mod hoist;
 pub mod instrument;
 pub mod ir;
 pub mod loops;
+pub mod mode;
 pub mod regions;
+pub mod working_set;
+pub mod ws_runtime;
 
 /// Mirror of `llvm::PassPluginLibraryInfo` (llvm/Plugins/PassPlugin.h, LLVM 22); the shim
 /// static-asserts the C++ size so a layout change fails the build.
@@ -77,14 +111,16 @@ pub unsafe extern "C" fn llvmGetPassPluginInfo() -> PassPluginLibraryInfo {
     }
 }
 
-/// Runs the Kage pass on one module (called by the C++ pass in src/shim.cpp).
+/// Runs the Kage pass on one module (called by the C++ pass in src/shim.cpp). Returns
+/// whether it instrumented the module now in a working-set mode: the shim then cleans up
+/// after inlining the helpers (see src/shim.cpp).
 ///
 /// # Safety
 /// `module` must be a valid `LLVMModuleRef` that no one else mutates during the call.
 #[no_mangle]
-pub unsafe extern "C" fn kage_run_on_module(module: LLVMModuleRef) {
+pub unsafe extern "C" fn kage_run_on_module(module: LLVMModuleRef) -> bool {
     if module.is_null() {
-        return;
+        return false;
     }
-    instrument::instrument_module(module);
+    instrument::instrument_module(module).is_some_and(|mode| mode.is_working_set())
 }

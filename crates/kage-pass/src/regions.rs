@@ -12,7 +12,7 @@ use crate::ir::c_string;
 use crate::loops::LoopForest;
 
 /// ABI version written into `kage_module.abi_version`.
-pub const ABI_VERSION: u64 = 1;
+pub const ABI_VERSION: u64 = 2;
 /// `global_id` before registration, and `parent` of a function entry.
 pub const NONE: u32 = 0xFFFF_FFFF;
 /// Name of the module's `struct kage_module` global; its presence marks a module that
@@ -205,24 +205,34 @@ impl StringPool {
     }
 }
 
+/// What the module-level part of the table says besides its regions.
+pub struct ModuleInfo<'a> {
+    /// The module's source file name.
+    pub name: &'a str,
+    /// `enum kage_instrumentation`: how the module's functions were instrumented.
+    pub instrumentation: u32,
+}
+
 /// Emits `struct kage_region __kage_regions[]` and `struct kage_module __kage_module` with the
 /// exact layout of docs/abi.md, as internal writable globals (the runtime writes `global_id`).
+/// `code[i]` is entry `i`'s `code` field: its function for function entries, null otherwise.
 ///
 /// # Safety
-/// `module` must be a valid module.
+/// `module` must be a valid module; `code` as long as `entries`, each null or a function of it.
 pub unsafe fn emit_table(
     module: LLVMModuleRef,
     entries: &[RegionEntry],
-    module_name: &str,
+    code: &[LLVMValueRef],
+    info: &ModuleInfo,
 ) -> RegionTable {
     let context = LLVMGetModuleContext(module);
     let i32_type = LLVMInt32TypeInContext(context);
     let i64_type = LLVMInt64TypeInContext(context);
     let ptr_type = LLVMPointerTypeInContext(context, 0);
-    // struct kage_region: six u32 then four pointers = 56 bytes on 64-bit targets.
+    // struct kage_region: six u32 then five pointers = 64 bytes on 64-bit targets.
     let mut region_fields = [
         i32_type, i32_type, i32_type, i32_type, i32_type, i32_type, ptr_type, ptr_type, ptr_type,
-        ptr_type,
+        ptr_type, ptr_type,
     ];
     let region_type = LLVMStructTypeInContext(
         context,
@@ -230,8 +240,9 @@ pub unsafe fn emit_table(
         region_fields.len() as u32,
         0,
     );
-    // struct kage_module: abi_version, region_count, regions, module_name = 24 bytes.
-    let mut module_fields = [i32_type, i32_type, ptr_type, ptr_type];
+    // struct kage_module: abi_version, region_count, regions, module_name, instrumentation,
+    // reserved = 32 bytes.
+    let mut module_fields = [i32_type, i32_type, ptr_type, ptr_type, i32_type, i32_type];
     let module_type = LLVMStructTypeInContext(
         context,
         module_fields.as_mut_ptr(),
@@ -257,7 +268,12 @@ pub unsafe fn emit_table(
     let u32_const = |v: u32| LLVMConstInt(i32_type, u64::from(v), 0);
     let mut region_values: Vec<LLVMValueRef> = entries
         .iter()
-        .map(|e| {
+        .enumerate()
+        .map(|(i, e)| {
+            let code = match code.get(i) {
+                Some(&function) if !function.is_null() => function,
+                _ => LLVMConstPointerNull(ptr_type),
+            };
             let mut fields = [
                 u32_const(NONE),
                 u32_const(e.kind as u32),
@@ -269,6 +285,7 @@ pub unsafe fn emit_table(
                 strings.get(&e.symbol),
                 strings.get(&e.file),
                 module_global,
+                code,
             ];
             LLVMConstNamedStruct(region_type, fields.as_mut_ptr(), fields.len() as u32)
         })
@@ -286,11 +303,17 @@ pub unsafe fn emit_table(
         LLVMConstInt(i32_type, ABI_VERSION, 0),
         u32_const(entries.len() as u32),
         regions_global,
-        strings.get(module_name),
+        strings.get(info.name),
+        u32_const(info.instrumentation),
+        u32_const(0),
     ];
     LLVMSetInitializer(
         module_global,
-        LLVMConstNamedStruct(module_type, module_values.as_mut_ptr(), 4),
+        LLVMConstNamedStruct(
+            module_type,
+            module_values.as_mut_ptr(),
+            module_values.len() as u32,
+        ),
     );
     RegionTable {
         module_global,

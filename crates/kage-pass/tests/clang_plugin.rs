@@ -20,7 +20,9 @@ fn compile_and_list_symbols(opt_level: &str) -> String {
     let source = dir.path().join("tiny.c");
     let object = dir.path().join("tiny.o");
     std::fs::write(&source, TINY_C).unwrap();
-    let status = Command::new("clang-22")
+    let mut clang = Command::new("clang-22");
+    support::Mode::Calls.apply(&mut clang);
+    let status = clang
         .arg(opt_level)
         .arg("-g")
         .arg(format!(
@@ -81,4 +83,105 @@ fn clang_o2_runs_the_pass() {
 #[test]
 fn clang_o0_runs_the_pass() {
     assert_instrumented(&compile_and_list_symbols("-O0"));
+}
+
+const WORKING_SET_C: &str = r#"
+struct point { int x, y, z, w; };
+
+void increment(int *restrict a, const int *restrict b, int n) {
+  for (int i = 0; i < n; i++)
+    a[i] = b[i] + 1;
+}
+
+void clear(struct point *p) {
+  p->x = 0; p->y = 0; p->z = 0; p->w = 0;
+}
+
+int search(const int *a, int n, int x) {
+  for (int i = 0; i < n; i++)
+    if (a[i] == x)
+      return i;
+  return -1;
+}
+"#;
+
+/// `clang-22 -S -emit-llvm -g` of [`WORKING_SET_C`] with `KAGE_TOOL=working-set` (on the
+/// child only), checked by `opt-22 -passes=verify`.
+fn working_set_ir(opt_level: &str) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = dir.path().join("ws.c");
+    let output = dir.path().join("ws.ll");
+    std::fs::write(&source, WORKING_SET_C).unwrap();
+    let mut clang = Command::new("clang-22");
+    support::Mode::WorkingSet.apply(&mut clang);
+    let status = clang
+        .arg(opt_level)
+        .arg("-g")
+        .arg(format!(
+            "-fpass-plugin={}",
+            support::plugin_path().display()
+        ))
+        .args(["-S", "-emit-llvm"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .expect("run clang-22");
+    assert!(
+        status.success(),
+        "clang-22 {opt_level} with KAGE_TOOL=working-set failed"
+    );
+    let verify = Command::new("opt-22")
+        .args(["-passes=verify", "-disable-output"])
+        .arg(&output)
+        .output()
+        .expect("run opt-22");
+    assert!(
+        verify.status.success(),
+        "invalid module at {opt_level}:\n{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    std::fs::read_to_string(&output).unwrap()
+}
+
+/// The helpers were inlined (and then deleted); the runtime's fast-path symbols are used.
+fn assert_inlined_working_set(ir: &str) {
+    for helper in ["__kage_ws_budget_check", "__kage_ws_mark_range"] {
+        assert!(
+            !ir.contains(&format!("@{helper}(")),
+            "{helper} left in:\n{ir}"
+        );
+    }
+    for symbol in [
+        "@__kage_ws_budget = external thread_local(initialexec) global i64",
+        "@__kage_ws_shadow_offset = external global i64",
+        "@__kage_ws_line_shift = external global i64",
+    ] {
+        assert!(
+            ir.lines().any(|l| l.starts_with(symbol)),
+            "{symbol} missing"
+        );
+    }
+    assert!(ir.contains("call void @__kage_ws_tick("));
+    assert!(ir.contains("call void @__kage_ws_mark_lines("));
+    assert!(ir.contains("call void @__kage_register_module(ptr @__kage_module)"));
+    assert!(!ir.contains("@__kage_load") && !ir.contains("@__kage_func_enter"));
+    let module = ir
+        .lines()
+        .find(|l| l.starts_with("@__kage_module = "))
+        .unwrap();
+    assert!(
+        module.contains(", i32 1, i32 0 }"),
+        "instrumentation 1: {module}"
+    );
+}
+
+#[test]
+fn clang_o2_inlines_the_working_set_helpers() {
+    assert_inlined_working_set(&working_set_ir("-O2"));
+}
+
+#[test]
+fn clang_o0_inlines_the_working_set_helpers() {
+    assert_inlined_working_set(&working_set_ir("-O0"));
 }

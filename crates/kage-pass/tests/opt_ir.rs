@@ -61,7 +61,7 @@ fn nested_loops_table_and_hooks() {
     );
     let type_line = global_line(&ir, "__kage_regions").unwrap();
     assert!(type_line.starts_with(
-        "@__kage_regions = internal global [8 x { i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr }]"
+        "@__kage_regions = internal global [8 x { i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr }]"
     ));
     check_registration(&ir);
     check_hook_placement(&ir, &[]);
@@ -73,7 +73,10 @@ fn nested_loops_table_and_hooks() {
     let sum2d = function_body(&ir, "sum2d");
     let count =
         |body: &str, call: &str| body.lines().filter(|l| l.trim().starts_with(call)).count();
-    assert_eq!(count(sum2d, &frame_call_prefix(&ir, "__kage_func_enter", 0)), 1);
+    assert_eq!(
+        count(sum2d, &frame_call_prefix(&ir, "__kage_func_enter", 0)),
+        1
+    );
     assert_eq!(count(sum2d, &region_call(&ir, "__kage_loop_iter", 1)), 1);
     assert_eq!(count(sum2d, &region_call(&ir, "__kage_loop_iter", 3)), 1);
     // The inner loop exits into the outer loop's latch (settle to the outer body, 2); the
@@ -324,8 +327,14 @@ fn exceptions_settle_after_landingpad_and_exit_before_resume() {
         .find(|b| b.label == "lpad")
         .unwrap();
     assert_eq!(lpad.instructions[0], "%lp = landingpad { ptr, i32 }");
-    assert_eq!(lpad.instructions[1], "%1 = call ptr @llvm.addressofreturnaddress.p0()");
-    assert_eq!(lpad.instructions[2], format!("{}1)", frame_call_prefix(&ir, "__kage_resume_at", 0)));
+    assert_eq!(
+        lpad.instructions[1],
+        "%1 = call ptr @llvm.addressofreturnaddress.p0()"
+    );
+    assert_eq!(
+        lpad.instructions[2],
+        format!("{}1)", frame_call_prefix(&ir, "__kage_resume_at", 0))
+    );
     assert_eq!(
         lpad.instructions[3..],
         vec![
@@ -443,4 +452,575 @@ fn a_second_return_from_setjmp_resumes_in_its_region() {
     // Plain calls get nothing.
     let (instructions, at) = lines_around(body, "call void @work()");
     assert!(!instructions[at + 1].contains("__kage_resume_at"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Working-set instrumentation (KAGE_TOOL=working-set, docs/abi.md "Working-set
+// instrumentation").
+
+/// Mode-0 hooks, none of which may appear in modes 1 and 2.
+const CALL_MODE_HOOKS: &[&str] = &[
+    "@__kage_func_enter",
+    "@__kage_func_exit",
+    "@__kage_loop_iter",
+    "@__kage_settle",
+    "@__kage_resume_at",
+    "@__kage_load",
+    "@__kage_store",
+    "@__kage_cmpxchg",
+];
+
+fn assert_no_call_mode_hooks(ir: &str) {
+    for hook in CALL_MODE_HOOKS {
+        assert!(!ir.contains(hook), "{hook} in working-set output");
+    }
+}
+
+/// The lines of a block that call the working-set helpers or the runtime, or other
+/// functions (the cuts), in order.
+fn ws_calls<'a>(instructions: &[&'a str]) -> Vec<&'a str> {
+    instructions
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("call ") || l.starts_with("invoke "))
+        .collect()
+}
+
+/// The table operand of function `name`'s entry (`+ offset`: its loops and bodies).
+fn region_of(ir: &str, name: &str, offset: u32) -> String {
+    let index = regions(ir)
+        .iter()
+        .find(|r| r.kind == FUNCTION && r.symbol == name)
+        .unwrap_or_else(|| panic!("no table entry for {name}"))
+        .local_index;
+    region_operand(ir, index + offset)
+}
+
+fn budget_check(region: &str, k: &str) -> String {
+    format!("call void @__kage_ws_budget_check({region}, i64 {k})")
+}
+
+fn mark(range: &str) -> String {
+    format!("call void @__kage_ws_mark_range({range})")
+}
+
+fn block<'a>(body: &'a str, label: &str) -> Vec<&'a str> {
+    blocks(body)
+        .into_iter()
+        .find(|b| b.label == label)
+        .unwrap_or_else(|| panic!("no block {label:?} in:\n{body}"))
+        .instructions
+}
+
+/// The instruction defining `%value` in `body` (right-hand side of `%value = ...`).
+fn definition<'a>(body: &'a str, value: &str) -> &'a str {
+    let prefix = format!("{value} = ");
+    body.lines()
+        .map(|l| strip_metadata(l.trim()))
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no definition of {value}"))
+}
+
+/// Every budget-check and mark call of every function, in order: what decides the
+/// interval boundaries, which must not depend on the mode.
+fn checks_and_marks(ir: &str) -> Vec<String> {
+    ir.lines()
+        .map(|l| strip_metadata(l.trim()))
+        .filter(|l| {
+            l.contains("@__kage_ws_budget_check(")
+                || l.contains("@__kage_ws_mark_range(")
+                || l.contains("@__kage_ws_chunk")
+        })
+        .filter(|l| l.starts_with("call "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn working_set_segments_checks_and_coalesced_marks() {
+    let ir = instrument_in(Mode::WorkingSet, "ws_segments.ll");
+    insta::assert_snapshot!("ws_segments", ir);
+    check_registration_in(Mode::WorkingSet, &ir);
+    assert_no_call_mode_hooks(&ir);
+    let calls = |name: &str| ws_calls(&blocks(function_body(&ir, name)).remove(0).instructions);
+
+    // p[0..3] as i32: 4 accesses, one 16-byte mark.
+    let region = region_of(&ir, "four_ints", 0);
+    assert_eq!(
+        calls("four_ints"),
+        [budget_check(&region, "4"), mark("ptr %p, i64 16")]
+    );
+    // p[0] and p[10] as i64: 72 bytes apart, two marks.
+    let region = region_of(&ir, "far_apart", 0);
+    assert_eq!(
+        calls("far_apart"),
+        [
+            budget_check(&region, "2"),
+            mark("ptr %p, i64 8"),
+            mark("ptr %p10, i64 8")
+        ]
+    );
+    // The call splits the block: marks before it, a new check right after it.
+    let region = region_of(&ir, "split_by_call", 0);
+    let split = blocks(function_body(&ir, "split_by_call"))
+        .remove(0)
+        .instructions;
+    let at_call = split
+        .iter()
+        .position(|l| *l == "call void @opaque()")
+        .unwrap();
+    assert_eq!(split[at_call + 1], budget_check(&region, "1"));
+    assert_eq!(
+        ws_calls(&split),
+        [
+            budget_check(&region, "2"),
+            mark("ptr %p, i64 4"),
+            mark("ptr %q, i64 4"),
+            "call void @opaque()".to_string(),
+            budget_check(&region, "1"),
+            mark("ptr %p, i64 4"),
+        ]
+    );
+    // Fields and globals through constant offsets; llvm.assume cuts nothing; a variable
+    // index starts a base of its own.
+    let region = region_of(&ir, "fields_and_globals", 0);
+    assert_eq!(
+        calls("fields_and_globals"),
+        [
+            budget_check(&region, "6"),
+            "call void @llvm.assume(i1 true)".to_string(),
+            mark("ptr %s, i64 16"),
+            mark("ptr @table, i64 12"),
+            mark("ptr %vi, i64 8"),
+        ]
+    );
+    // memcpy merges with the store before it; unknown and large lengths are marked alone
+    // (the helper marks nothing for a zero length); a zero-length memset marks nothing.
+    let region = region_of(&ir, "mem", 0);
+    let mem_calls: Vec<&str> = calls("mem")
+        .into_iter()
+        .filter(|l| !l.contains("@llvm.mem"))
+        .collect();
+    assert_eq!(
+        mem_calls,
+        [
+            budget_check(&region, "5"),
+            mark("ptr %d, i64 16"),
+            mark("ptr %s, i64 12"),
+            mark("ptr %d, i64 %n"),
+            mark("ptr %s, i64 8192"),
+        ]
+    );
+    let region = region_of(&ir, "atomics", 0);
+    assert_eq!(
+        calls("atomics"),
+        [budget_check(&region, "2"), mark("ptr %p, i64 4")]
+    );
+
+    // An invoke ends a segment; the landing pad's check comes after its landingpad.
+    let invokes = function_body(&ir, "invokes");
+    let region = region_of(&ir, "invokes", 0);
+    let entry = blocks(invokes).remove(0).instructions;
+    assert_eq!(
+        entry[entry.len() - 2..],
+        [mark("ptr %p, i64 4").as_str(), "invoke void @opaque()"]
+    );
+    let lpad = block(invokes, "lpad");
+    assert_eq!(lpad[0], "%lp = landingpad { ptr, i32 }");
+    assert_eq!(lpad[1], budget_check(&region, "1"));
+    assert_eq!(block(invokes, "cont")[0], budget_check(&region, "1"));
+    // Static allocas stay first.
+    let with_alloca = blocks(function_body(&ir, "with_alloca"))
+        .remove(0)
+        .instructions;
+    assert_eq!(with_alloca[0], "%slot = alloca i32, align 4");
+    assert!(with_alloca[1].starts_with("call void @__kage_ws_budget_check("));
+    assert!(!function_body(&ir, "no_accesses").contains("@__kage_ws_"));
+
+    check_working_set_declarations(&ir);
+}
+
+/// The runtime's symbols and the helpers, exactly as docs/abi.md declares them.
+fn check_working_set_declarations(ir: &str) {
+    for line in [
+        "@__kage_ws_budget = external thread_local(initialexec) global i64",
+        "@__kage_ws_shadow_offset = external global i64",
+        "@__kage_ws_line_shift = external global i64",
+        "declare void @__kage_ws_mark_lines(i64, i64)",
+        "declare void @__kage_ws_tick(ptr)",
+        "define internal void @__kage_ws_budget_check(ptr %0, i64 %1)",
+        "define internal void @__kage_ws_mark_range(ptr %0, i64 %1)",
+    ] {
+        assert!(ir.lines().any(|l| l.starts_with(line)), "missing {line}");
+    }
+    for helper in ["__kage_ws_budget_check", "__kage_ws_mark_range"] {
+        let define = function_body(ir, helper).lines().next().unwrap();
+        let group = define.rsplit(" #").next().unwrap().trim_end_matches(" {");
+        let attributes = ir
+            .lines()
+            .find(|l| l.starts_with(&format!("attributes #{group} = ")))
+            .unwrap();
+        assert!(
+            attributes.contains("alwaysinline") && attributes.contains("nounwind"),
+            "{attributes}"
+        );
+    }
+    // The offset and the shift are loaded as invariant; the budget through its TLS address.
+    let mark_range = function_body(ir, "__kage_ws_mark_range");
+    for global in ["@__kage_ws_shadow_offset", "@__kage_ws_line_shift"] {
+        let load = mark_range
+            .lines()
+            .find(|l| l.contains(&format!("load i64, ptr {global}")))
+            .unwrap();
+        assert!(load.contains("!invariant.load"), "{load}");
+    }
+    let budget_check = function_body(ir, "__kage_ws_budget_check");
+    assert!(budget_check.contains("call ptr @llvm.threadlocal.address.p0(ptr @__kage_ws_budget)"));
+    assert!(budget_check.contains("call void @__kage_ws_tick(ptr %0)"));
+}
+
+#[test]
+fn working_set_trace_mode_adds_traces_and_keeps_the_intervals() {
+    let ir = instrument_in(Mode::WorkingSetTrace, "ws_segments.ll");
+    insta::assert_snapshot!("ws_segments_trace", ir);
+    check_registration_in(Mode::WorkingSetTrace, &ir);
+    assert_no_call_mode_hooks(&ir);
+    let plain = instrument_in(Mode::WorkingSet, "ws_segments.ll");
+    assert_eq!(checks_and_marks(&ir), checks_and_marks(&plain));
+    assert!(!plain.contains("@__kage_ws_trace"));
+
+    let expect_before = |function: &str, target: &str, calls: &[&str]| {
+        let (lines, i) = lines_around(function_body(&ir, function), target);
+        assert_eq!(
+            &lines[i - calls.len()..i],
+            calls,
+            "before {target} in @{function}"
+        );
+    };
+    expect_before(
+        "four_ints",
+        "%b = load",
+        &["call void @__kage_ws_trace(ptr %p1, i64 4)"],
+    );
+    expect_before(
+        "atomics",
+        "%pair = cmpxchg",
+        &["call void @__kage_ws_trace(ptr %p, i64 4)"],
+    );
+    // Source, then destination; run-time lengths through the helper that skips 0.
+    expect_before(
+        "mem",
+        "call void @llvm.memcpy",
+        &[
+            "call void @__kage_ws_trace(ptr %s, i64 12)",
+            "call void @__kage_ws_trace(ptr %d4, i64 12)",
+        ],
+    );
+    expect_before(
+        "mem",
+        "call void @llvm.memset.p0.i64(ptr %d, i8 0, i64 %n",
+        &["call void @__kage_ws_trace_range(ptr %d, i64 %n)"],
+    );
+    // A zero-length memset is not traced.
+    let (lines, i) = lines_around(
+        function_body(&ir, "mem"),
+        "call void @llvm.memset.p0.i64(ptr %s, i8 0, i64 0",
+    );
+    assert!(lines[i - 1].starts_with("call void @llvm.memset.p0.i64(ptr %s, i8 0, i64 8192"));
+    // The first access's trace comes after the segment's check.
+    let first = blocks(function_body(&ir, "four_ints"))
+        .remove(0)
+        .instructions;
+    assert!(first[0].starts_with("call void @__kage_ws_budget_check("));
+    assert!(
+        first[1..]
+            .iter()
+            .position(|l| l.starts_with("call void @__kage_ws_trace(ptr %p, i64 4)"))
+            < first.iter().position(|l| l.starts_with("%a = load"))
+    );
+    assert!(ir
+        .lines()
+        .any(|l| l.starts_with("declare void @__kage_ws_trace(ptr, i64)")));
+    let trace_range = function_body(&ir, "__kage_ws_trace_range");
+    assert!(trace_range.starts_with("define internal void @__kage_ws_trace_range(ptr %0, i64 %1)"));
+}
+
+#[test]
+fn working_set_counts_and_marks_simple_counted_loops_per_chunk() {
+    let ir = instrument_in(Mode::WorkingSet, "ws_loops.ll");
+    insta::assert_snapshot!("ws_loops", ir);
+    check_registration_in(Mode::WorkingSet, &ir);
+    assert_no_call_mode_hooks(&ir);
+
+    // for (i = 0; i < n; i++) a[i] = b[i] + 1: the preheader computes T - 1 and checks or
+    // marks nothing; the header starts with the chunk call, the only call in the loop.
+    let increment = function_body(&ir, "increment");
+    assert!(
+        ws_calls(&block(increment, "preheader")).is_empty(),
+        "{increment}"
+    );
+    let header = block(increment, "loop");
+    assert!(header[0].starts_with("%i = phi i64"));
+    let (helper, args) = chunk_call(header[1]);
+    assert_eq!(ws_calls(&header), [header[1]]);
+    let [iv, start, after_first, b, a] = args[..] else {
+        panic!("{args:?}")
+    };
+    assert_eq!((iv, start, b, a), ("i64 %i", "i64 0", "ptr %b", "ptr %a"));
+    let after_first = after_first.strip_prefix("i64 ").unwrap();
+    assert_eq!(definition(increment, after_first), "sub i64 %count, 1");
+    // The helper: a chunk starts when (i - 0) & 1023 == 0; it counts 2 accesses per
+    // iteration of iterations j ..= j + last, last = min(T - 1 - j, 1023), with the loop
+    // body's region, then marks 4 * (last + 1) bytes of each array from element j.
+    let body = function_body(&ir, &helper);
+    assert!(body.starts_with(&format!(
+        "define internal void @{helper}(i64 %iv, i64 %start, i64 %after_first, ptr %range0, ptr %range1) #"
+    )));
+    let body_region = region_of(&ir, "increment", 2);
+    assert_eq!(
+        blocks(body)[0].instructions,
+        [
+            "%scaled = sub i64 %iv, %start",
+            "%0 = and i64 %scaled, 1023",
+            "%1 = icmp eq i64 %0, 0",
+            "br i1 %1, label %chunk, label %done",
+        ]
+    );
+    assert!(body.contains(", !prof !"), "chunk starts are rare: {body}");
+    assert_eq!(
+        block(body, "chunk"),
+        [
+            // The index, hidden from loop strength reduction (see hoist::emit).
+            "%j = freeze i64 %scaled",
+            "%2 = sub i64 %after_first, %j",
+            "%3 = icmp ult i64 %2, 1023",
+            "%last = select i1 %3, i64 %2, i64 1023",
+            "%4 = add i64 %last, 1",
+            "%5 = mul i64 %4, 2",
+            &budget_check(&body_region, "%5"),
+            "%6 = mul i64 %last, 4",
+            "%7 = add i64 %6, 4",
+            "%8 = mul i64 %j, 4",
+            "%9 = getelementptr i8, ptr %range0, i64 %8",
+            &mark("ptr %9, i64 %7"),
+            "%10 = getelementptr i8, ptr %range1, i64 %8",
+            &mark("ptr %10, i64 %7"),
+            "br label %done",
+        ]
+    );
+    assert_eq!(block(body, "done"), ["ret void"]);
+
+    // Vectorized: 2 loads + 2 stores per iteration of 8 elements (32 bytes per array):
+    // the counter moves by 8, so j = (index - 0) >> 3 and chunk starts are tested on
+    // bits 3..12; T - 1 = (n.vec - 8) >> 3.
+    let vectorized = function_body(&ir, "vectorized");
+    assert!(ws_calls(&blocks(vectorized)[0].instructions).is_empty());
+    let header = block(vectorized, "vector.body");
+    let (helper, args) = chunk_call(header[1]);
+    assert_eq!(ws_calls(&header), [header[1]]);
+    assert_eq!(args[..2], ["i64 %index", "i64 0"]);
+    let after_first = args[2].strip_prefix("i64 ").unwrap();
+    let shifted = definition(vectorized, after_first)
+        .strip_prefix("lshr i64 ")
+        .unwrap();
+    let (difference, three) = shifted.split_once(", ").unwrap();
+    assert_eq!(three, "3");
+    assert_eq!(definition(vectorized, difference), "sub i64 %n.vec, 8");
+    let body = function_body(&ir, &helper);
+    assert_eq!(definition(body, "%0"), "and i64 %scaled, 8184");
+    let shifted = definition(body, "%j").strip_prefix("freeze i64 ").unwrap();
+    assert_eq!(definition(body, shifted), "lshr i64 %scaled, 3");
+    assert!(body.contains("mul i64 %last, 32"), "{body}");
+    assert!(body.contains("%6 = mul i64 %5, 4"), "{body}");
+    assert!(body.contains(&budget_check(&region_of(&ir, "vectorized", 2), "%6")));
+
+    // Counting down with an i32 counter: j = s - i; the range moves down, so a chunk's
+    // lowest bytes are those of its last iteration, j + last.
+    let count_down = function_body(&ir, "count_down");
+    assert!(ws_calls(&blocks(count_down)[0].instructions).is_empty());
+    let (helper, args) = chunk_call(block(count_down, "loop")[1]);
+    assert_eq!(args[..2], ["i32 %i", "i32 %s"]);
+    let after_first = args[2].strip_prefix("i64 ").unwrap();
+    assert_eq!(definition(count_down, after_first), "zext i32 %s to i64");
+    let body = function_body(&ir, &helper);
+    assert_eq!(definition(body, "%scaled"), "sub i32 %start, %iv");
+    let extended = definition(body, "%j").strip_prefix("freeze i64 ").unwrap();
+    assert_eq!(definition(body, extended), "zext i32 %scaled to i64");
+    let lowest = body
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains("= mul i64 ") && l.ends_with(", -8"))
+        .unwrap_or_else(|| panic!("{body}"));
+    let first = lowest
+        .split(" = mul i64 ")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(", -8");
+    assert_eq!(definition(body, first), "add i64 %j, %last");
+    // Iteration 0's start: a + 8 * sext(s).
+    let range0 = args[3].strip_prefix("ptr ").unwrap();
+    let (base, offset) = definition(count_down, range0)
+        .strip_prefix("getelementptr i8, ptr ")
+        .unwrap()
+        .split_once(", i64 ")
+        .unwrap();
+    assert_eq!(base, "%a");
+    let (extended, eight) = definition(count_down, offset)
+        .strip_prefix("mul i64 ")
+        .unwrap()
+        .split_once(", ")
+        .unwrap();
+    assert_eq!(
+        (definition(count_down, extended), eight),
+        ("sext i32 %s to i64", "8")
+    );
+
+    // A row of a flattened 2-D array, counted by a second counter: A's range starts at
+    // A + 8 * row + 8 * s, B's at B + 8 * s; the chunk index comes from niter.
+    let row_update = function_body(&ir, "row_update");
+    let header = block(row_update, "loop");
+    let (_, args) = chunk_call(header[2]);
+    assert_eq!(ws_calls(&header), [header[2]]);
+    assert_eq!(args[..2], ["i64 %niter", "i64 0"]);
+    let a_start = args[3].strip_prefix("ptr ").unwrap();
+    let (base, offset) = definition(row_update, a_start)
+        .strip_prefix("getelementptr i8, ptr ")
+        .unwrap()
+        .split_once(", i64 ")
+        .unwrap();
+    assert_eq!(base, "%A");
+    let (row_bytes, start_bytes) = definition(row_update, offset)
+        .strip_prefix("add i64 ")
+        .unwrap()
+        .split_once(", ")
+        .unwrap();
+    assert_eq!(definition(row_update, row_bytes), "mul i64 %row, 8");
+    assert_eq!(definition(row_update, start_bytes), "mul i64 %s, 8");
+
+    assert!(ws_calls(&blocks(row_update)[0].instructions).is_empty());
+    // No hoisted function checks or marks outside its chunk helper.
+    for name in ["increment", "vectorized", "count_down", "row_update"] {
+        let body = function_body(&ir, name);
+        assert!(!body.contains("@__kage_ws_budget_check("), "{body}");
+        assert!(!body.contains("@__kage_ws_mark_range("), "{body}");
+        assert_eq!(
+            body.matches("call void @__kage_ws_chunk").count(),
+            1,
+            "{body}"
+        );
+    }
+
+    // An early exit: instrumented inside, per segment, with the loop body's region.
+    let find = function_body(&ir, "find");
+    let region = region_of(&ir, "find", 2);
+    assert_eq!(
+        ws_calls(&block(find, "loop")),
+        [budget_check(&region, "1"), mark("ptr %p, i64 4")]
+    );
+    assert!(ws_calls(&blocks(find).remove(0).instructions).is_empty());
+    // A call: two segments per iteration.
+    let with_call = function_body(&ir, "with_call");
+    let region = region_of(&ir, "with_call", 2);
+    assert_eq!(
+        ws_calls(&block(with_call, "loop")),
+        [
+            budget_check(&region, "1"),
+            mark("ptr %p, i64 4"),
+            "call void @opaque()".to_string(),
+            budget_check(&region, "1"),
+            mark("ptr %p, i64 4"),
+        ]
+    );
+    // The chunk helpers are internal, `alwaysinline nounwind`, one per hoisted loop.
+    let helpers: Vec<&str> = ir
+        .lines()
+        .filter(|l| l.starts_with("define internal void @__kage_ws_chunk"))
+        .collect();
+    assert_eq!(helpers.len(), 4, "{helpers:#?}");
+    for define in helpers {
+        let group = define.rsplit(" #").next().unwrap().trim_end_matches(" {");
+        let attributes = ir
+            .lines()
+            .find(|l| l.starts_with(&format!("attributes #{group} = ")))
+            .unwrap();
+        assert!(
+            attributes.contains("alwaysinline") && attributes.contains("nounwind"),
+            "{attributes}"
+        );
+    }
+}
+
+/// The helper's name and the arguments of `call void @__kage_ws_chunk...(args)`.
+fn chunk_call(call: &str) -> (String, Vec<&str>) {
+    let rest = call
+        .strip_prefix("call void @")
+        .filter(|r| r.starts_with("__kage_ws_chunk"))
+        .unwrap_or_else(|| panic!("not a chunk call: {call}"));
+    let (name, args) = rest.split_once('(').unwrap();
+    let args = args.strip_suffix(')').unwrap().split(", ").collect();
+    (name.to_string(), args)
+}
+
+#[test]
+fn working_set_trace_mode_keeps_traces_inside_hoisted_loops() {
+    let ir = instrument_in(Mode::WorkingSetTrace, "ws_loops.ll");
+    insta::assert_snapshot!("ws_loops_trace", ir);
+    let plain = instrument_in(Mode::WorkingSet, "ws_loops.ll");
+    assert_eq!(checks_and_marks(&ir), checks_and_marks(&plain));
+    // The chunk call starts the header, before the first access's trace.
+    let increment = function_body(&ir, "increment");
+    let header = block(increment, "loop");
+    let calls = ws_calls(&header);
+    assert_eq!(header[1], calls[0]);
+    assert!(calls[0].starts_with("call void @__kage_ws_chunk(i64 %i, i64 0, i64 %"));
+    assert_eq!(
+        calls[1..],
+        [
+            "call void @__kage_ws_trace(ptr %pb, i64 4)",
+            "call void @__kage_ws_trace(ptr %pa, i64 4)",
+        ]
+    );
+}
+
+#[test]
+fn every_input_is_valid_in_working_set_modes() {
+    let inputs = [
+        "accesses.ll",
+        "ctors.ll",
+        "eh.ll",
+        "nested_loops.ll",
+        "odd_cfg.ll",
+        "setjmp.ll",
+    ];
+    for mode in [Mode::WorkingSet, Mode::WorkingSetTrace] {
+        for name in inputs {
+            let ir = instrument_in(mode, name); // verified by opt
+            check_registration_in(mode, &ir);
+            assert_no_call_mode_hooks(&ir);
+            assert_eq!(
+                regions(&ir),
+                regions(&instrument(name)),
+                "{name}: same table"
+            );
+        }
+        // Every call the pass adds in a function with debug info has a location.
+        let ir = instrument_in(mode, "nested_loops.ll");
+        for name in ["sum2d", "find"] {
+            for line in function_body(&ir, name)
+                .lines()
+                .filter(|l| l.contains("call void @__kage_ws_"))
+            {
+                assert!(line.contains(", !dbg !"), "call without !dbg: {line}");
+            }
+        }
+        // Running twice instruments once.
+        assert_eq!(
+            run_opt_in(mode, "ws_segments.ll", Some("kage,kage")),
+            run_opt_in(mode, "ws_segments.ll", Some("kage"))
+        );
+    }
+    assert_eq!(
+        run_opt_in(Mode::WorkingSet, "declarations_only.ll", Some("kage")),
+        run_opt("declarations_only.ll", None)
+    );
 }

@@ -38,13 +38,49 @@ pub fn ir_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ir")
 }
 
+/// The environment the pass reads (`KAGE_TOOL`, `KAGE_WS_TRACE`) for one mode; set on the
+/// child process only, never in the test process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Neither variable set: `instrumentation` 0.
+    Calls,
+    /// `KAGE_TOOL=working-set`: 1.
+    WorkingSet,
+    /// `KAGE_TOOL=working-set KAGE_WS_TRACE=1`: 2.
+    WorkingSetTrace,
+}
+
+impl Mode {
+    /// `kage_module.instrumentation` for this mode.
+    pub fn abi_value(self) -> u32 {
+        self as u32
+    }
+
+    /// Sets (or clears) the pass's variables on `cmd`, whatever the test process has.
+    pub fn apply(self, cmd: &mut Command) {
+        cmd.env_remove("KAGE_TOOL").env_remove("KAGE_WS_TRACE");
+        if self != Mode::Calls {
+            cmd.env("KAGE_TOOL", "working-set");
+        }
+        if self == Mode::WorkingSetTrace {
+            cmd.env("KAGE_WS_TRACE", "1");
+        }
+    }
+}
+
 /// Runs `opt-22 [-load-pass-plugin=...] -passes=<passes> -S` on `tests/ir/<name>` through
 /// stdin (so the output does not contain the file's path), asserting success; opt verifies
 /// the module before printing it.
 pub fn run_opt(name: &str, passes: Option<&str>) -> String {
+    run_opt_in(Mode::Calls, name, passes)
+}
+
+/// [`run_opt`] with the environment of `mode`.
+pub fn run_opt_in(mode: Mode, name: &str, passes: Option<&str>) -> String {
     let input =
         std::fs::File::open(ir_dir().join(name)).unwrap_or_else(|e| panic!("open {name}: {e}"));
     let mut cmd = Command::new("opt-22");
+    mode.apply(&mut cmd);
     if let Some(passes) = passes {
         cmd.arg(format!("-load-pass-plugin={}", plugin_path().display()))
             .arg(format!("-passes={passes}"));
@@ -67,6 +103,11 @@ pub fn run_opt(name: &str, passes: Option<&str>) -> String {
 /// The Kage pass's output for `tests/ir/<name>`.
 pub fn instrument(name: &str) -> String {
     run_opt(name, Some("kage"))
+}
+
+/// The Kage pass's output for `tests/ir/<name>` in `mode`, verified explicitly afterwards.
+pub fn instrument_in(mode: Mode, name: &str) -> String {
+    run_opt_in(mode, name, Some("kage,verify"))
 }
 
 pub const NONE: u32 = u32::MAX;
@@ -155,9 +196,21 @@ pub fn regions(ir: &str) -> Vec<Region> {
         .skip(1)
         .map(|entry| {
             let fields: Vec<&str> = entry[..entry.find(" }").unwrap()].split(", ").collect();
-            assert_eq!(fields.len(), 9, "region entry fields: {entry}");
+            assert_eq!(fields.len(), 10, "region entry fields: {entry}");
             let int = |f: &str| f.strip_prefix("i32 ").unwrap().parse::<i64>().unwrap() as u32;
             assert_eq!(fields[8], "ptr @__kage_module", "region.module");
+            let symbol = string(fields[6]);
+            // region.code: the function itself for function entries, null for the others.
+            if int(fields[0]) == 0 {
+                assert!(
+                    fields[9] == format!("ptr @{symbol}")
+                        || fields[9] == format!("ptr @\"{symbol}\""),
+                    "region.code of {symbol}: {}",
+                    fields[9]
+                );
+            } else {
+                assert_eq!(fields[9], "ptr null", "region.code of a loop or body");
+            }
             Region {
                 kind: int(fields[0]),
                 parent: int(fields[1]),
@@ -320,8 +373,13 @@ pub fn check_hook_placement(ir: &str, dead_blocks: &[&str]) {
 }
 
 /// Checks that `llvm.global_ctors` registers the module at priority 1 through a constructor
-/// that calls `__kage_register_module(&__kage_module)`.
+/// that calls `__kage_register_module(&__kage_module)`, for a module built in mode 0.
 pub fn check_registration(ir: &str) {
+    check_registration_in(Mode::Calls, ir);
+}
+
+/// [`check_registration`] for a module built in `mode`: `kage_module.instrumentation` says so.
+pub fn check_registration_in(mode: Mode, ir: &str) {
     let ctors = global_line(ir, "llvm.global_ctors").expect("llvm.global_ctors");
     assert!(
         ctors.starts_with("@llvm.global_ctors = appending global ["),
@@ -344,13 +402,14 @@ pub fn check_registration(ir: &str) {
     let count = regions(ir).len();
     let strings = strings(ir);
     let prefix = format!(
-        "@__kage_module = internal global {{ i32, i32, ptr, ptr }} {{ i32 1, i32 {count}, ptr @__kage_regions, ptr @"
+        "@__kage_module = internal global {{ i32, i32, ptr, ptr, i32, i32 }} {{ i32 2, i32 {count}, ptr @__kage_regions, ptr @"
     );
+    let suffix = format!(", i32 {}, i32 0 }}, align 8", mode.abi_value());
     assert!(
-        module.starts_with(&prefix) && module.ends_with("}, align 8"),
+        module.starts_with(&prefix) && module.ends_with(&suffix),
         "{module}"
     );
-    let name_global = &module[prefix.len()..module.rfind(" }").unwrap()];
+    let name_global = &module[prefix.len()..module.len() - suffix.len()];
     assert!(
         strings.contains_key(name_global),
         "module_name string {name_global}"

@@ -1,0 +1,401 @@
+//! Working-set instrumentation (modes 1 and 2, docs/abi.md "Working-set instrumentation").
+//!
+//! Each block is cut into *segments* at calls that may run instrumented code. A segment with
+//! accesses gets a budget check at its start and the marks of its accesses at its end:
+//! nothing between the two can tick, so delaying and coalescing the marks keeps every
+//! access in the interval it happened in. Accesses with the same base pointer and constant
+//! offsets share one mark call per merged range. Innermost loops of a simple counted form
+//! are counted and marked per chunk of iterations instead ([`crate::hoist`]): one helper
+//! call at the start of each iteration, which checks and marks when a chunk starts. In
+//! mode 2 every access also calls `__kage_ws_trace` right before it.
+
+use std::collections::{HashMap, HashSet};
+
+use llvm_sys::core::*;
+use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMBuilderRef, LLVMModuleRef, LLVMValueRef};
+use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
+use llvm_sys::LLVMOpcode;
+
+use crate::access::{classify_access, Access, Length, Range};
+use crate::address::{merge_ranges, split_constant_offset};
+use crate::debuginfo::HookLocations;
+use crate::hoist;
+use crate::instrument::FunctionPlan;
+use crate::ir;
+use crate::mode::Instrumentation;
+use crate::regions::RegionTable;
+use crate::ws_runtime::WsRuntime;
+
+/// Constant-length `llvm.mem*` ranges up to this size are coalesced like ordinary accesses;
+/// longer ones get a mark call of their own.
+pub const COALESCED_LENGTH_LIMIT: u64 = 4096;
+
+/// Intrinsics that can run arbitrary code: calls to them end a segment like other calls.
+const CALLING_INTRINSICS: &[&str] = &[
+    "llvm.experimental.gc.statepoint",
+    "llvm.experimental.patchpoint",
+    "llvm.coro.",
+    "llvm.icall.branch.funnel",
+];
+
+/// Instruments every planned function for mode 1 or 2.
+///
+/// # Safety
+/// `module` must be valid, `plans` made from its functions and `table` emitted into it.
+pub unsafe fn instrument_functions(
+    module: LLVMModuleRef,
+    plans: &[FunctionPlan],
+    table: &RegionTable,
+    mode: Instrumentation,
+) {
+    let data_layout = LLVMGetModuleDataLayout(module);
+    let mut runtime = WsRuntime::new(module);
+    let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
+    for plan in plans {
+        // Decide everything about the function before changing it.
+        let hoists = hoist::plan_function(&plan.cfg, &plan.forest, data_layout);
+        let segments = function_segments(plan, data_layout);
+        let mut inserter = WsInserter {
+            builder,
+            runtime: &mut runtime,
+            locations: HookLocations::new(module, plan.func),
+            data_layout,
+            traces: mode.traces(),
+        };
+        let hoisted: HashSet<LLVMValueRef> = hoists
+            .iter()
+            .flat_map(|h| h.accesses.iter().copied())
+            .collect();
+        for segment in &segments {
+            let region = plan
+                .slots
+                .innermost_region(plan.forest.innermost[segment.block]);
+            inserter.segment(segment, table.region_ptr(region), &hoisted);
+        }
+        // After the segments: the preheader's own marks stay before the values computed
+        // for the loop, and the chunk call goes before mode 2's traces in the header.
+        for h in &hoists {
+            let region = plan.slots.loop_body(h.loop_index);
+            hoist::emit(h, &mut inserter, table.region_ptr(region));
+        }
+    }
+    LLVMDisposeBuilder(builder);
+}
+
+/// A run of instructions of one block that no call into instrumented code interrupts.
+pub struct Segment {
+    /// Index of the block in the function's CFG.
+    pub block: usize,
+    /// The segment's first instruction: the budget check goes right before it.
+    pub start: LLVMValueRef,
+    /// The cutting call or the block's terminator: the marks go right before it.
+    pub end: LLVMValueRef,
+    pub accesses: Vec<Access>,
+}
+
+/// Every segment of every block, in layout order.
+unsafe fn function_segments(plan: &FunctionPlan, data_layout: LLVMTargetDataRef) -> Vec<Segment> {
+    let mut out = Vec::new();
+    for (b, &block) in plan.cfg.blocks.iter().enumerate() {
+        out.extend(block_segments(b, block, b == 0, data_layout));
+    }
+    out
+}
+
+/// The segments of `block`. None for blocks starting with a Windows EH pad (no insertion
+/// point, see [`ir::first_insertion_point`]).
+unsafe fn block_segments(
+    index: usize,
+    block: LLVMBasicBlockRef,
+    is_entry: bool,
+    data_layout: LLVMTargetDataRef,
+) -> Vec<Segment> {
+    let Some(mut start) = ir::first_insertion_point(block) else {
+        return Vec::new();
+    };
+    if is_entry {
+        // Static allocas stay first: once the inlined budget check splits the entry block,
+        // allocas after it would become dynamic.
+        while ir::opcode(start) == LLVMOpcode::LLVMAlloca {
+            start = LLVMGetNextInstruction(start);
+        }
+    }
+    let mut segments = Vec::new();
+    let mut accesses = Vec::new();
+    for inst in ir::instructions(block) {
+        if let Some(access) = classify_access(inst, data_layout) {
+            accesses.push(access);
+        }
+        let is_terminator = !LLVMIsATerminatorInst(inst).is_null();
+        if is_terminator || is_cut(inst) {
+            segments.push(Segment {
+                block: index,
+                start,
+                end: inst,
+                accesses: std::mem::take(&mut accesses),
+            });
+            if is_terminator {
+                break;
+            }
+            start = LLVMGetNextInstruction(inst);
+        }
+    }
+    segments
+}
+
+/// Whether `inst` ends a segment: a call, invoke or callbr that may run instrumented code,
+/// i.e. any except the pass's own `__kage_*` functions and intrinsics other than those in
+/// [`CALLING_INTRINSICS`]. Inline assembly counts as a call (it could call anything).
+///
+/// # Safety
+/// `inst` must be a valid instruction.
+pub unsafe fn is_cut(inst: LLVMValueRef) -> bool {
+    if !ir::is_call_site(inst) {
+        return false;
+    }
+    let Some(callee) = ir::direct_callee(inst) else {
+        return true; // indirect call or inline assembly
+    };
+    let name = ir::value_name(callee);
+    if name.starts_with("__kage_") {
+        false
+    } else if name.starts_with("llvm.") {
+        CALLING_INTRINSICS
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+    } else {
+        true
+    }
+}
+
+/// One mark call: `__kage_ws_mark_range(ptr, len)`.
+enum Mark {
+    /// `[base + lo, base + hi)`; `exact` is an access pointer equal to `base + lo`, if any.
+    Bytes {
+        base: LLVMValueRef,
+        lo: i64,
+        hi: i64,
+        exact: Option<LLVMValueRef>,
+    },
+    /// A range marked on its own: long or run-time-sized `llvm.mem*` ranges.
+    Whole { ptr: LLVMValueRef, len: Length },
+}
+
+/// Bytes `[lo, hi)` from a base, accessed through `ptr`.
+struct Piece {
+    lo: i64,
+    hi: i64,
+    ptr: LLVMValueRef,
+}
+
+/// The marks for `ranges`, coalesced per base pointer, in order of first appearance.
+unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range]) -> Vec<Mark> {
+    enum Item {
+        Group(usize),
+        Whole(LLVMValueRef, Length),
+    }
+    let mut groups: Vec<(LLVMValueRef, Vec<Piece>)> = Vec::new();
+    let mut group_of: HashMap<LLVMValueRef, usize> = HashMap::new();
+    let mut items = Vec::new();
+    for range in ranges {
+        let size = match range.len {
+            Length::Constant(0) => continue,
+            Length::Constant(n) if n <= COALESCED_LENGTH_LIMIT => n as i64,
+            len => {
+                items.push(Item::Whole(range.ptr, len));
+                continue;
+            }
+        };
+        let (base, offset) = split_constant_offset(data_layout, range.ptr);
+        let Some(end) = offset.checked_add(size) else {
+            items.push(Item::Whole(range.ptr, range.len));
+            continue;
+        };
+        let group = *group_of.entry(base).or_insert_with(|| {
+            groups.push((base, Vec::new()));
+            items.push(Item::Group(groups.len() - 1));
+            groups.len() - 1
+        });
+        groups[group].1.push(Piece {
+            lo: offset,
+            hi: end,
+            ptr: range.ptr,
+        });
+    }
+    let mut marks = Vec::new();
+    for item in items {
+        match item {
+            Item::Whole(ptr, len) => marks.push(Mark::Whole { ptr, len }),
+            Item::Group(g) => {
+                let (base, pieces) = &groups[g];
+                let merged = merge_ranges(pieces.iter().map(|p| (p.lo, p.hi)).collect());
+                for (lo, hi) in merged {
+                    let exact = pieces.iter().find(|p| p.lo == lo).map(|p| p.ptr);
+                    marks.push(Mark::Bytes {
+                        base: *base,
+                        lo,
+                        hi,
+                        exact,
+                    });
+                }
+            }
+        }
+    }
+    marks
+}
+
+/// Builds the working-set instrumentation inside one function.
+pub struct WsInserter<'a> {
+    pub builder: LLVMBuilderRef,
+    pub runtime: &'a mut WsRuntime,
+    locations: HookLocations,
+    data_layout: LLVMTargetDataRef,
+    traces: bool,
+}
+
+impl WsInserter<'_> {
+    /// Positions the builder before `at`, with the debug location hooks at `at` get.
+    ///
+    /// # Safety
+    /// `at` must be an instruction of the function this inserter was made for.
+    pub unsafe fn position_before(&mut self, at: LLVMValueRef) {
+        LLVMPositionBuilderBefore(self.builder, at);
+        LLVMSetCurrentDebugLocation2(self.builder, self.locations.for_instruction(at));
+    }
+
+    /// Instruments one segment; accesses in `hoisted` are marked elsewhere (only traced).
+    unsafe fn segment(
+        &mut self,
+        segment: &Segment,
+        region: LLVMValueRef,
+        hoisted: &HashSet<LLVMValueRef>,
+    ) {
+        let counted: Vec<&Access> = (segment.accesses.iter())
+            .filter(|a| !hoisted.contains(&a.instruction()))
+            .collect();
+        if !counted.is_empty() {
+            self.position_before(segment.start);
+            let k = LLVMConstInt(self.runtime.i64_type, counted.len() as u64, 0);
+            self.budget_check(region, k);
+        }
+        if self.traces {
+            for access in &segment.accesses {
+                self.trace(access);
+            }
+        }
+        if !counted.is_empty() {
+            self.position_before(segment.end);
+            let ranges: Vec<Range> = counted.iter().flat_map(|a| a.ranges()).collect();
+            for mark in plan_marks(self.data_layout, &ranges) {
+                self.mark(mark);
+            }
+        }
+    }
+
+    /// `__kage_ws_budget_check(region, k)` at the builder's position.
+    ///
+    /// # Safety
+    /// The builder must be positioned; `k` an i64.
+    pub unsafe fn budget_check(&mut self, region: LLVMValueRef, k: LLVMValueRef) {
+        let helper = self.runtime.budget_check();
+        self.call(helper, region, k);
+    }
+
+    /// `__kage_ws_mark_range(ptr, len)` at the builder's position (`len` an i64).
+    ///
+    /// # Safety
+    /// The builder must be positioned.
+    pub unsafe fn mark_range(&mut self, ptr: LLVMValueRef, len: LLVMValueRef) {
+        let helper = self.runtime.mark_range();
+        self.call(helper, ptr, len);
+    }
+
+    unsafe fn mark(&mut self, mark: Mark) {
+        let (ptr, len) = match mark {
+            Mark::Bytes {
+                base,
+                lo,
+                hi,
+                exact,
+            } => {
+                let ptr = exact.unwrap_or_else(|| self.offset_pointer(base, lo));
+                (ptr, self.i64_constant((hi - lo) as u64))
+            }
+            Mark::Whole { ptr, len } => (ptr, self.length_value(len)),
+        };
+        self.mark_range(ptr, len);
+    }
+
+    /// `base + offset` bytes.
+    ///
+    /// # Safety
+    /// The builder must be positioned where `base` is available.
+    pub unsafe fn offset_pointer(&mut self, base: LLVMValueRef, offset: i64) -> LLVMValueRef {
+        let offset = self.i64_constant(offset as u64);
+        self.byte_gep(base, offset)
+    }
+
+    /// `getelementptr i8, ptr base, i64 offset` (`base` itself for a zero offset), without
+    /// `inbounds`: a marked range need not stay inside one object.
+    ///
+    /// # Safety
+    /// The builder must be positioned where `base` and `offset` are available.
+    pub unsafe fn byte_gep(&mut self, base: LLVMValueRef, offset: LLVMValueRef) -> LLVMValueRef {
+        if LLVMIsNull(offset) != 0 {
+            return base;
+        }
+        let i8_type = LLVMInt8TypeInContext(LLVMGetTypeContext(LLVMTypeOf(base)));
+        let mut indices = [offset];
+        LLVMBuildGEP2(
+            self.builder,
+            i8_type,
+            base,
+            indices.as_mut_ptr(),
+            1,
+            c"".as_ptr(),
+        )
+    }
+
+    /// An i64 constant.
+    pub fn i64_constant(&self, value: u64) -> LLVMValueRef {
+        unsafe { LLVMConstInt(self.runtime.i64_type, value, 0) }
+    }
+
+    /// A length as an i64 value (run-time lengths zero-extended).
+    unsafe fn length_value(&mut self, len: Length) -> LLVMValueRef {
+        match len {
+            Length::Constant(n) => self.i64_constant(n),
+            Length::Dynamic(v) => {
+                LLVMBuildIntCast2(self.builder, v, self.runtime.i64_type, 0, c"".as_ptr())
+            }
+        }
+    }
+
+    /// Mode 2: `__kage_ws_trace` for each range of `access`, right before it; zero-length
+    /// ranges are skipped (at run time when the length is not a constant).
+    unsafe fn trace(&mut self, access: &Access) {
+        self.position_before(access.instruction());
+        for range in access.ranges() {
+            let helper = match range.len {
+                Length::Constant(0) => continue,
+                Length::Constant(_) => self.runtime.trace(),
+                Length::Dynamic(_) => self.runtime.trace_range(),
+            };
+            let len = self.length_value(range.len);
+            self.call(helper, range.ptr, len);
+        }
+    }
+
+    /// A call of a `void (ptr, i64)` function.
+    unsafe fn call(&mut self, callee: LLVMValueRef, ptr: LLVMValueRef, len: LLVMValueRef) {
+        let mut args = [ptr, len];
+        LLVMBuildCall2(
+            self.builder,
+            self.runtime.pointer_length_type,
+            callee,
+            args.as_mut_ptr(),
+            2,
+            c"".as_ptr(),
+        );
+    }
+}

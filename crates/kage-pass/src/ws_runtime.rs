@@ -1,0 +1,408 @@
+//! The working-set runtime as the instrumented code sees it (docs/abi.md, "Working-set
+//! instrumentation"): its globals and entry points, and the pass's own `alwaysinline` helpers
+//! that hold the fast path. Everything is declared or defined on first use, so a module
+//! without accesses gets none of it.
+//!
+//! Helpers (internal, `alwaysinline nounwind`; clang's `AlwaysInlinerPass` inlines them):
+//! - `void __kage_ws_budget_check(ptr innermost, i64 k)`: `b = budget - k; budget = b;
+//!   if (b < 0) __kage_ws_tick(innermost)`.
+//! - `void __kage_ws_mark_range(ptr p, i64 len)`: marks every line of `[p, p + len)`: the
+//!   first and last lines inline (check before set), the lines between them through
+//!   `__kage_ws_mark_lines`; nothing at all when `len` is 0.
+//! - `void __kage_ws_trace_range(ptr p, i64 len)` (mode 2): `__kage_ws_trace(p, len)` unless
+//!   `len` is 0, for `llvm.mem*` lengths only known at run time.
+//! - `void __kage_ws_chunk(iN iv, iN start, i64 trips_after_first, ptr range_start...)`:
+//!   one per hoisted loop, its body built by [`crate::hoist`] (a chunk's check and marks).
+
+use llvm_sys::core::*;
+use llvm_sys::prelude::{
+    LLVMBasicBlockRef, LLVMBuilderRef, LLVMContextRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
+};
+use llvm_sys::{LLVMIntPredicate, LLVMLinkage, LLVMThreadLocalMode};
+
+use crate::ir::{self, c_string};
+
+pub const SHADOW_OFFSET: &str = "__kage_ws_shadow_offset";
+pub const LINE_SHIFT: &str = "__kage_ws_line_shift";
+pub const BUDGET: &str = "__kage_ws_budget";
+pub const MARK_LINES: &str = "__kage_ws_mark_lines";
+pub const TICK: &str = "__kage_ws_tick";
+pub const TRACE: &str = "__kage_ws_trace";
+pub const BUDGET_CHECK: &str = "__kage_ws_budget_check";
+pub const MARK_RANGE: &str = "__kage_ws_mark_range";
+pub const TRACE_RANGE: &str = "__kage_ws_trace_range";
+pub const CHUNK: &str = "__kage_ws_chunk";
+
+/// `KAGE_WS_ADDRESS_MASK`: the 47-bit user address space.
+pub const ADDRESS_MASK: u64 = 0x7FFF_FFFF_FFFF;
+
+/// Declarations and helpers of one module, made on demand.
+pub struct WsRuntime {
+    module: LLVMModuleRef,
+    pub context: LLVMContextRef,
+    void_type: LLVMTypeRef,
+    i8_type: LLVMTypeRef,
+    pub i64_type: LLVMTypeRef,
+    pub ptr_type: LLVMTypeRef,
+    /// `void (ptr, i64)`: every helper and `__kage_ws_trace`.
+    pub pointer_length_type: LLVMTypeRef,
+    budget_check: Option<LLVMValueRef>,
+    mark_range: Option<LLVMValueRef>,
+    trace: Option<LLVMValueRef>,
+    trace_range: Option<LLVMValueRef>,
+}
+
+impl WsRuntime {
+    /// # Safety
+    /// `module` must be a valid module that outlives the result.
+    pub unsafe fn new(module: LLVMModuleRef) -> Self {
+        let context = LLVMGetModuleContext(module);
+        let void_type = LLVMVoidTypeInContext(context);
+        let i64_type = LLVMInt64TypeInContext(context);
+        let ptr_type = LLVMPointerTypeInContext(context, 0);
+        let mut params = [ptr_type, i64_type];
+        WsRuntime {
+            module,
+            context,
+            void_type,
+            i8_type: LLVMInt8TypeInContext(context),
+            i64_type,
+            ptr_type,
+            pointer_length_type: LLVMFunctionType(void_type, params.as_mut_ptr(), 2, 0),
+            budget_check: None,
+            mark_range: None,
+            trace: None,
+            trace_range: None,
+        }
+    }
+
+    /// `__kage_ws_budget_check(ptr innermost, i64 k)`.
+    ///
+    /// # Safety
+    /// The module must still be alive.
+    pub unsafe fn budget_check(&mut self) -> LLVMValueRef {
+        if let Some(f) = self.budget_check {
+            return f;
+        }
+        let f = self.define_helper(BUDGET_CHECK);
+        self.build_budget_check(f);
+        self.budget_check = Some(f);
+        f
+    }
+
+    /// `__kage_ws_mark_range(ptr p, i64 len)`.
+    ///
+    /// # Safety
+    /// The module must still be alive.
+    pub unsafe fn mark_range(&mut self) -> LLVMValueRef {
+        if let Some(f) = self.mark_range {
+            return f;
+        }
+        let f = self.define_helper(MARK_RANGE);
+        self.build_mark_range(f);
+        self.mark_range = Some(f);
+        f
+    }
+
+    /// The runtime's `__kage_ws_trace(ptr addr, i64 size)` (mode 2).
+    ///
+    /// # Safety
+    /// The module must still be alive.
+    pub unsafe fn trace(&mut self) -> LLVMValueRef {
+        if let Some(f) = self.trace {
+            return f;
+        }
+        let f = ir::declare_runtime_function(self.module, TRACE, self.pointer_length_type);
+        self.trace = Some(f);
+        f
+    }
+
+    /// `__kage_ws_trace_range(ptr p, i64 len)` (mode 2).
+    ///
+    /// # Safety
+    /// The module must still be alive.
+    pub unsafe fn trace_range(&mut self) -> LLVMValueRef {
+        if let Some(f) = self.trace_range {
+            return f;
+        }
+        let trace = self.trace();
+        let f = self.define_helper(TRACE_RANGE);
+        let builder = LLVMCreateBuilderInContext(self.context);
+        let entry = self.append_block(f, "entry");
+        let call = self.append_block(f, "trace");
+        let done = self.append_block(f, "done");
+        LLVMPositionBuilderAtEnd(builder, entry);
+        let (p, len) = (LLVMGetParam(f, 0), LLVMGetParam(f, 1));
+        let empty = self.is_zero(builder, len);
+        LLVMBuildCondBr(builder, empty, done, call);
+        LLVMPositionBuilderAtEnd(builder, call);
+        let mut args = [p, len];
+        LLVMBuildCall2(
+            builder,
+            self.pointer_length_type,
+            trace,
+            args.as_mut_ptr(),
+            2,
+            c"".as_ptr(),
+        );
+        LLVMBuildBr(builder, done);
+        LLVMPositionBuilderAtEnd(builder, done);
+        LLVMBuildRetVoid(builder);
+        LLVMDisposeBuilder(builder);
+        self.trace_range = Some(f);
+        f
+    }
+
+    /// A new `__kage_ws_chunk(iN iv, iN start, i64 trips_after_first, ptr...)` with one
+    /// `ptr` per range, without a body yet (LLVM makes the names of later ones unique), and
+    /// its type.
+    ///
+    /// # Safety
+    /// The module must still be alive; `counter_type` an integer type of its context.
+    pub unsafe fn define_chunk_helper(
+        &mut self,
+        counter_type: LLVMTypeRef,
+        ranges: usize,
+    ) -> (LLVMValueRef, LLVMTypeRef) {
+        let mut params = vec![counter_type, counter_type, self.i64_type];
+        params.resize(params.len() + ranges, self.ptr_type);
+        let ty = LLVMFunctionType(self.void_type, params.as_mut_ptr(), params.len() as u32, 0);
+        (self.define_function(CHUNK, ty), ty)
+    }
+
+    /// An internal `alwaysinline nounwind void (ptr, i64)` function without a body yet.
+    unsafe fn define_helper(&self, name: &str) -> LLVMValueRef {
+        self.define_function(name, self.pointer_length_type)
+    }
+
+    /// An internal `alwaysinline nounwind` function of type `ty` without a body yet.
+    unsafe fn define_function(&self, name: &str, ty: LLVMTypeRef) -> LLVMValueRef {
+        let f = LLVMAddFunction(self.module, c_string(name).as_ptr(), ty);
+        LLVMSetLinkage(f, LLVMLinkage::LLVMInternalLinkage);
+        ir::add_function_attribute(f, "alwaysinline");
+        ir::add_function_attribute(f, "nounwind");
+        f
+    }
+
+    /// Appends a block named `name` to `f`.
+    ///
+    /// # Safety
+    /// `f` must be a function of the module.
+    pub unsafe fn append_block(&self, f: LLVMValueRef, name: &str) -> LLVMBasicBlockRef {
+        LLVMAppendBasicBlockInContext(self.context, f, c_string(name).as_ptr())
+    }
+
+    unsafe fn is_zero(&self, builder: LLVMBuilderRef, value: LLVMValueRef) -> LLVMValueRef {
+        let zero = LLVMConstInt(LLVMTypeOf(value), 0, 0);
+        LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntEQ,
+            value,
+            zero,
+            c"".as_ptr(),
+        )
+    }
+
+    /// `@name`, an external i64 global of the runtime (thread-local when `per_thread`).
+    unsafe fn runtime_global(&self, name: &str, per_thread: bool) -> LLVMValueRef {
+        let cname = c_string(name);
+        let existing = LLVMGetNamedGlobal(self.module, cname.as_ptr());
+        if !existing.is_null() {
+            return existing;
+        }
+        let global = LLVMAddGlobal(self.module, self.i64_type, cname.as_ptr());
+        LLVMSetLinkage(global, LLVMLinkage::LLVMExternalLinkage);
+        if per_thread {
+            LLVMSetThreadLocalMode(global, LLVMThreadLocalMode::LLVMInitialExecTLSModel);
+        }
+        global
+    }
+
+    /// Loads a runtime global that never changes once instrumented code runs; the
+    /// `!invariant.load` lets later passes hoist and merge these loads.
+    unsafe fn load_invariant(&self, builder: LLVMBuilderRef, name: &str) -> LLVMValueRef {
+        let global = self.runtime_global(name, false);
+        let load = LLVMBuildLoad2(builder, self.i64_type, global, c"".as_ptr());
+        LLVMSetAlignment(load, 8);
+        let kind = c"invariant.load";
+        let kind_id = LLVMGetMDKindIDInContext(self.context, kind.as_ptr(), 14);
+        let empty = LLVMMDNodeInContext2(self.context, std::ptr::null_mut(), 0);
+        LLVMSetMetadata(load, kind_id, LLVMMetadataAsValue(self.context, empty));
+        load
+    }
+
+    unsafe fn build_budget_check(&self, f: LLVMValueRef) {
+        let tick_type = {
+            let mut params = [self.ptr_type];
+            LLVMFunctionType(self.void_type, params.as_mut_ptr(), 1, 0)
+        };
+        let tick = ir::declare_runtime_function(self.module, TICK, tick_type);
+        let budget = self.runtime_global(BUDGET, true);
+        let builder = LLVMCreateBuilderInContext(self.context);
+        let entry = self.append_block(f, "entry");
+        let tick_block = self.append_block(f, "tick");
+        let done = self.append_block(f, "done");
+        LLVMPositionBuilderAtEnd(builder, entry);
+        let slot = self.thread_local_address(builder, budget);
+        let old = LLVMBuildLoad2(builder, self.i64_type, slot, c"".as_ptr());
+        LLVMSetAlignment(old, 8);
+        let new = LLVMBuildSub(builder, old, LLVMGetParam(f, 1), c"".as_ptr());
+        LLVMSetAlignment(LLVMBuildStore(builder, new, slot), 8);
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let spent = LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntSLT,
+            new,
+            zero,
+            c"".as_ptr(),
+        );
+        let branch = LLVMBuildCondBr(builder, spent, tick_block, done);
+        self.set_branch_weights(branch, 1, 1 << 20);
+        LLVMPositionBuilderAtEnd(builder, tick_block);
+        let mut args = [LLVMGetParam(f, 0)];
+        LLVMBuildCall2(builder, tick_type, tick, args.as_mut_ptr(), 1, c"".as_ptr());
+        LLVMBuildBr(builder, done);
+        LLVMPositionBuilderAtEnd(builder, done);
+        LLVMBuildRetVoid(builder);
+        LLVMDisposeBuilder(builder);
+    }
+
+    /// `llvm.threadlocal.address(global)`: how IR reads a thread-local's address.
+    unsafe fn thread_local_address(
+        &self,
+        builder: LLVMBuilderRef,
+        global: LLVMValueRef,
+    ) -> LLVMValueRef {
+        let name = "llvm.threadlocal.address";
+        let id = LLVMLookupIntrinsicID(name.as_ptr() as *const _, name.len());
+        let mut overloads = [self.ptr_type];
+        let intrinsic = LLVMGetIntrinsicDeclaration(self.module, id, overloads.as_mut_ptr(), 1);
+        let ty = LLVMIntrinsicGetType(self.context, id, overloads.as_mut_ptr(), 1);
+        let mut args = [global];
+        LLVMBuildCall2(builder, ty, intrinsic, args.as_mut_ptr(), 1, c"".as_ptr())
+    }
+
+    /// Branch weights of a conditional `branch`: how often each side is taken, relatively
+    /// (the budget check's tick side once per interval: 1 to 2^20).
+    ///
+    /// # Safety
+    /// `branch` must be a conditional `br` of the module.
+    pub unsafe fn set_branch_weights(&self, branch: LLVMValueRef, taken: u64, not_taken: u64) {
+        let weight =
+            |w: u64| LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(self.context), w, 0));
+        let tag = "branch_weights";
+        let mut operands = [
+            LLVMMDStringInContext2(self.context, tag.as_ptr() as *const _, tag.len()),
+            weight(taken),
+            weight(not_taken),
+        ];
+        let node = LLVMMDNodeInContext2(self.context, operands.as_mut_ptr(), 3);
+        let kind_id = LLVMGetMDKindIDInContext(self.context, c"prof".as_ptr(), 4);
+        LLVMSetMetadata(branch, kind_id, LLVMMetadataAsValue(self.context, node));
+    }
+
+    unsafe fn build_mark_range(&self, f: LLVMValueRef) {
+        let mut line_params = [self.i64_type, self.i64_type];
+        let mark_lines_type = LLVMFunctionType(self.void_type, line_params.as_mut_ptr(), 2, 0);
+        let mark_lines = ir::declare_runtime_function(self.module, MARK_LINES, mark_lines_type);
+        let builder = LLVMCreateBuilderInContext(self.context);
+        let entry = self.append_block(f, "entry");
+        let mark_first = self.append_block(f, "mark.first");
+        let mark_last = self.append_block(f, "mark.last");
+        let mark_middle = self.append_block(f, "mark.middle");
+        let done = self.append_block(f, "done");
+        let (p, len) = (LLVMGetParam(f, 0), LLVMGetParam(f, 1));
+
+        LLVMPositionBuilderAtEnd(builder, entry);
+        let empty = self.is_zero(builder, len);
+        LLVMBuildCondBr(builder, empty, done, mark_first);
+
+        LLVMPositionBuilderAtEnd(builder, mark_first);
+        let offset = self.load_invariant(builder, SHADOW_OFFSET);
+        let shift = self.load_invariant(builder, LINE_SHIFT);
+        let address = LLVMBuildPtrToInt(builder, p, self.i64_type, c"".as_ptr());
+        let one = LLVMConstInt(self.i64_type, 1, 0);
+        let end = LLVMBuildAdd(builder, address, len, c"".as_ptr());
+        let last_address = LLVMBuildSub(builder, end, one, c"".as_ptr());
+        let first = self.line_of(builder, address, shift);
+        let last = self.line_of(builder, last_address, shift);
+        self.mark_line(builder, offset, first, mark_last);
+        let single = LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntEQ,
+            last,
+            first,
+            c"".as_ptr(),
+        );
+        LLVMBuildCondBr(builder, single, done, mark_last);
+
+        LLVMPositionBuilderAtEnd(builder, mark_last);
+        self.mark_line(builder, offset, last, mark_middle);
+        let after_first = LLVMBuildAdd(builder, first, one, c"".as_ptr());
+        let has_middle = LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntUGT,
+            last,
+            after_first,
+            c"".as_ptr(),
+        );
+        LLVMBuildCondBr(builder, has_middle, mark_middle, done);
+
+        LLVMPositionBuilderAtEnd(builder, mark_middle);
+        let before_last = LLVMBuildSub(builder, last, one, c"".as_ptr());
+        let mut args = [after_first, before_last];
+        LLVMBuildCall2(
+            builder,
+            mark_lines_type,
+            mark_lines,
+            args.as_mut_ptr(),
+            2,
+            c"".as_ptr(),
+        );
+        LLVMBuildBr(builder, done);
+
+        LLVMPositionBuilderAtEnd(builder, done);
+        LLVMBuildRetVoid(builder);
+        LLVMDisposeBuilder(builder);
+    }
+
+    /// `(address & KAGE_WS_ADDRESS_MASK) >> shift`.
+    unsafe fn line_of(
+        &self,
+        builder: LLVMBuilderRef,
+        address: LLVMValueRef,
+        shift: LLVMValueRef,
+    ) -> LLVMValueRef {
+        let mask = LLVMConstInt(self.i64_type, ADDRESS_MASK, 0);
+        let masked = LLVMBuildAnd(builder, address, mask, c"".as_ptr());
+        LLVMBuildLShr(builder, masked, shift, c"".as_ptr())
+    }
+
+    /// `s = (uint8_t *)(offset + line); if (!(*s & 1)) *s |= 1;` — check before set, so a
+    /// line already marked costs a load and no store. Its blocks go before `next`; leaves
+    /// the builder at the end of the block after the mark.
+    unsafe fn mark_line(
+        &self,
+        builder: LLVMBuilderRef,
+        offset: LLVMValueRef,
+        line: LLVMValueRef,
+        next: LLVMBasicBlockRef,
+    ) {
+        let insert =
+            |name: &str| LLVMInsertBasicBlockInContext(self.context, next, c_string(name).as_ptr());
+        let set = insert("set");
+        let marked = insert("marked");
+        let shadow_address = LLVMBuildAdd(builder, offset, line, c"".as_ptr());
+        let shadow = LLVMBuildIntToPtr(builder, shadow_address, self.ptr_type, c"".as_ptr());
+        let byte = LLVMBuildLoad2(builder, self.i8_type, shadow, c"".as_ptr());
+        let bit_one = LLVMConstInt(self.i8_type, 1, 0);
+        let bit = LLVMBuildAnd(builder, byte, bit_one, c"".as_ptr());
+        let unset = self.is_zero(builder, bit);
+        LLVMBuildCondBr(builder, unset, set, marked);
+        LLVMPositionBuilderAtEnd(builder, set);
+        let with_bit = LLVMBuildOr(builder, byte, bit_one, c"".as_ptr());
+        LLVMBuildStore(builder, with_bit, shadow);
+        LLVMBuildBr(builder, marked);
+        LLVMPositionBuilderAtEnd(builder, marked);
+    }
+}
