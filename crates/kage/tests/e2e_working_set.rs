@@ -151,6 +151,23 @@ fn phases_match_the_trace_reference() {
 }
 
 #[test]
+fn memory_unmapped_within_an_interval_still_counts() {
+    let work = Work::new();
+    let exe = work.build_with_env("ws/unmapped.c", &["-O2"], TRACE);
+    let trace = work.path("unmapped.trace");
+    // Address placement varies from run to run: try several.
+    for interval in ["1G", "5k", "1G", "5k", "1G"] {
+        let options = format!(
+            "interval_unit=accesses:interval={interval}:snapshots=100000:trace={}",
+            trace.display()
+        );
+        let report = run_ws(&work, &exe, &[], &options);
+        assert_matches_reference(&report, &read_trace(&trace));
+        assert!(u(&report, "total_lines") >= 16384 + 8192, "{}", u(&report, "total_lines"));
+    }
+}
+
+#[test]
 fn optimised_inline_build_equals_the_trace_build() {
     let work = Work::new();
     let inline = work.build_with_env("ws/phases.c", &["-O2"], INLINE);

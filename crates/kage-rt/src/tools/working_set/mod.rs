@@ -289,6 +289,10 @@ impl WorkingSet {
                 .into_iter()
                 .filter(|&(lo, hi)| !(lo >= own_lo && hi <= own_hi)),
         );
+        // The kernel places new mappings right below the lowest one, which is often the
+        // shadow itself: cover its edges as if they were mapped memory.
+        ranges.push((own_lo.saturating_sub(1), own_lo));
+        ranges.push((own_hi, own_hi + 1));
         st.known = cover(ranges);
         // Lines arrive in increasing order (disjoint sorted ranges): appended in batches, so
         // an interval of millions of lines never sits in a plain array.
