@@ -95,6 +95,14 @@ pub fn output_path(template: &str, exe: &str, pid: u32, forked: bool) -> String 
 /// reader never sees a half-written report.
 pub fn write(path: &str, report: &Report, pid: u32) -> io::Result<()> {
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
+    // A device or pipe (`output=/dev/null`, `/dev/stderr`, a FIFO) is written to, never
+    // replaced: renaming over /dev/null would turn it into a file for the whole machine.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|mut f| io::Write::write_all(&mut f, &json));
+    }
     let tmp = format!("{path}.tmp.{pid}");
     std::fs::write(&tmp, json)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
@@ -144,6 +152,29 @@ mod tests {
         assert_eq!(output_path("/t/r.json", "p", 7, true), "/t/r.7.json");
         assert_eq!(output_path("/t/out", "p", 7, true), "/t/out.7");
         assert_eq!(output_path("a%%b%x%", "p", 7, false), "a%b%x%");
+    }
+
+    #[test]
+    fn devices_are_written_to_not_replaced() {
+        let before = std::fs::metadata("/dev/null").unwrap();
+        let r = build(ReportInput {
+            tool: "count",
+            program: "/p".into(),
+            args: vec![],
+            pid: 1,
+            forked_from: None,
+            end: ProgramEnd::Exit { code: 0 },
+            complete: true,
+            threads: 1,
+            options: Default::default(),
+            regions: &[],
+            results: Default::default(),
+        });
+        write("/dev/null", &r, 1).unwrap();
+        let after = std::fs::metadata("/dev/null").unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert!(!after.is_file(), "/dev/null is still a device");
+        assert_eq!(before.rdev(), after.rdev());
     }
 
     #[test]

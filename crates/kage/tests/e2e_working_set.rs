@@ -163,7 +163,8 @@ fn memory_unmapped_within_an_interval_still_counts() {
         );
         let report = run_ws(&work, &exe, &[], &options);
         assert_matches_reference(&report, &read_trace(&trace));
-        assert!(u(&report, "total_lines") >= 16384 + 8192, "{}", u(&report, "total_lines"));
+        // Every round maps at the same address (the largest: 1 MiB + 5 * 64 KiB).
+        assert!(u(&report, "total_lines") >= ((1 << 20) + 5 * 65536) / 64, "{}", u(&report, "total_lines"));
     }
 }
 
