@@ -26,7 +26,7 @@ use machine::{wall_ns, Clock};
 use roaring::RoaringTreemap;
 use kage_report as report;
 use serde_json::{Map, Value};
-use shadow::{Scan, Shadow};
+use shadow::{merge_ranges, Scan, Shadow};
 use std::cell::Cell;
 use std::ffi::{c_char, c_int};
 use std::io::Write;
@@ -485,19 +485,6 @@ fn cover(ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
         })
         .collect();
     merge_ranges(widened)
-}
-
-/// Sorts and merges overlapping or touching ranges.
-fn merge_ranges(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    ranges.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-    for (lo, hi) in ranges {
-        match out.last_mut() {
-            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
-            _ => out.push((lo, hi)),
-        }
-    }
-    out
 }
 
 /// The RFC's adaptive step: adjacent snapshots combined by logical OR of their lines.

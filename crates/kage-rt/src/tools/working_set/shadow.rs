@@ -139,7 +139,7 @@ impl Shadow {
     /// The shadow byte ranges (page-aligned, sorted, disjoint) of app ranges.
     fn shadow_pages(&self, ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
         let (own_lo, own_hi) = self.own_range();
-        let mut pages: Vec<(u64, u64)> = ranges
+        let pages: Vec<(u64, u64)> = ranges
             .iter()
             .filter(|&&(lo, hi)| hi > lo && lo <= ADDRESS_MASK && !(lo >= own_lo && hi <= own_hi))
             .map(|&(lo, hi)| {
@@ -150,15 +150,7 @@ impl Shadow {
                 (s_lo, s_hi.min(self.base + self.len))
             })
             .collect();
-        pages.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(pages.len());
-        for (lo, hi) in pages {
-            match merged.last_mut() {
-                Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
-                _ => merged.push((lo, hi)),
-            }
-        }
-        merged
+        merge_ranges(pages)
     }
 
     fn scan_pages(
@@ -226,6 +218,19 @@ impl Shadow {
             }
         }
     }
+}
+
+/// Sorts and merges overlapping or touching ranges.
+pub fn merge_ranges(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (lo, hi) in ranges {
+        match out.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
 }
 
 /// The program's mapped address ranges, from `/proc/self/maps`.
