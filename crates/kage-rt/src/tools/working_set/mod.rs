@@ -162,8 +162,11 @@ struct State {
     /// Lines of every raw interval, for the share of intervals that fit in each cache (a
     /// merged snapshot no longer knows its parts' sizes).
     raw_lines: Vec<u64>,
-    /// The app address ranges the scan covers: every range seen mapped at a boundary and
-    /// the space around it ([`cover`]), so lines touched just before an `munmap` count.
+    /// Every app address range seen mapped at a boundary (merged), plus the edges of the
+    /// shadow reservation.
+    seen: Vec<(u64, u64)>,
+    /// What the scan covers: `seen` and the space around it ([`cover`]), so lines touched
+    /// just before an `munmap` count. Derived from `seen`, never widened again.
     known: Vec<(u64, u64)>,
     mincore_buf: Vec<u8>,
     functions: FunctionMap,
@@ -183,6 +186,7 @@ impl State {
             raw: 0,
             merges: 0,
             raw_lines: Vec::new(),
+            seen: Vec::new(),
             known: Vec::new(),
             mincore_buf: Vec::new(),
             functions: FunctionMap::default(),
@@ -282,18 +286,11 @@ impl WorkingSet {
 
     /// Every line with bit 0 set, plus the pending ones; `mode` says what happens to the bits.
     fn collect(&self, cfg: &Config, st: &mut State, mode: Scan) -> RoaringTreemap {
-        let (own_lo, own_hi) = cfg.shadow.own_range();
-        let mut ranges = st.known.clone();
-        ranges.extend(
-            shadow::mapped_ranges()
-                .into_iter()
-                .filter(|&(lo, hi)| !(lo >= own_lo && hi <= own_hi)),
-        );
-        // The kernel places new mappings right below the lowest one, which is often the
-        // shadow itself: cover its edges as if they were mapped memory.
-        ranges.push((own_lo.saturating_sub(1), own_lo));
-        ranges.push((own_hi, own_hi + 1));
-        st.known = cover(ranges);
+        let seen = add_seen(&st.seen, shadow::mapped_ranges(), cfg.shadow.own_range());
+        if seen != st.seen {
+            st.known = cover(seen.clone());
+            st.seen = seen;
+        }
         // Lines arrive in increasing order (disjoint sorted ranges): appended in batches, so
         // an interval of millions of lines never sits in a plain array.
         let mut lines = RoaringTreemap::new();
@@ -398,9 +395,11 @@ impl WorkingSet {
     fn restart(&self, cfg: &Config, st: &mut State) {
         let now = cfg.clock.now(self.accesses.load(Relaxed));
         let trace = st.trace.take();
+        let seen = std::mem::take(&mut st.seen);
         let known = std::mem::take(&mut st.known);
         *st = State::new(cfg.initial_interval, now, wall_ns());
         st.trace = trace;
+        st.seen = seen;
         st.known = known;
         self.next_boundary
             .store(now.saturating_add(cfg.initial_interval), Relaxed);
@@ -470,6 +469,17 @@ impl WorkingSet {
 /// interposed): the kernel places such mappings next to existing ones, so covering the
 /// space around them catches their lines. Costs one `mincore` byte per 256 KiB of it.
 const COVER_MARGIN: u64 = 4 << 30;
+
+/// `seen` plus the ranges mapped now, except the shadow itself, whose edges are added
+/// instead: the kernel places new mappings right below the lowest one, often the shadow.
+fn add_seen(seen: &[(u64, u64)], mapped: Vec<(u64, u64)>, own: (u64, u64)) -> Vec<(u64, u64)> {
+    let (own_lo, own_hi) = own;
+    let mut ranges = seen.to_vec();
+    ranges.extend(mapped.into_iter().filter(|&(lo, hi)| !(lo >= own_lo && hi <= own_hi)));
+    ranges.push((own_lo.saturating_sub(1), own_lo));
+    ranges.push((own_hi, own_hi + 1));
+    merge_ranges(ranges)
+}
 
 /// The ranges to scan: mapped ranges with gaps below [`COVER_MARGIN`] bridged and
 /// [`COVER_MARGIN`] added on both sides.
@@ -704,6 +714,29 @@ mod tests {
         assert_eq!((merged[0].start, merged[0].end), (0, 20));
         assert_eq!(merged[0].regions, vec![1]);
         assert_eq!(merged[1].raw, (2, 2));
+    }
+
+    #[test]
+    fn seen_ranges_stay_put_across_boundaries() {
+        // The cover is derived from what was seen, never from the previous cover: an earlier
+        // version widened it again at every boundary, scanning terabytes of shadow.
+        let g = 1u64 << 30;
+        let own = (100 * g, 200 * g);
+        let mapped = vec![(10 * g, 11 * g), (150 * g, 160 * g), (300 * g, 301 * g)];
+        let first = add_seen(&[], mapped.clone(), own);
+        assert_eq!(
+            first,
+            vec![(10 * g, 11 * g), (100 * g - 1, 100 * g), (200 * g, 200 * g + 1), (300 * g, 301 * g)]
+        );
+        let mut seen = first.clone();
+        for _ in 0..10 {
+            seen = add_seen(&seen, mapped.clone(), own);
+        }
+        assert_eq!(seen, first);
+        assert_eq!(cover(seen.clone()), cover(first));
+        // A range mapped later (and gone again) stays seen.
+        let more = add_seen(&seen, vec![(50 * g, 51 * g)], own);
+        assert!(more.contains(&(50 * g, 51 * g)) && more.contains(&(300 * g, 301 * g)));
     }
 
     #[test]
