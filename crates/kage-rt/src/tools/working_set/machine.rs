@@ -155,6 +155,39 @@ fn open_instruction_counter() -> Result<i32, String> {
     Ok(fd as i32)
 }
 
+/// How many threads the process has now (`/proc/self/stat`), if the kernel says.
+pub fn process_threads() -> Option<u64> {
+    let stat = std::fs::read("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from its end.
+    let after_name = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
+    let field = std::str::from_utf8(after_name).ok()?.split_whitespace().nth(17)?;
+    field.parse().ok()
+}
+
+/// Blocks every signal on the calling thread until dropped, so that no handler runs (and
+/// marks the shadow) in the middle of an exclusive scan.
+pub struct SignalsBlocked(libc::sigset_t);
+
+impl SignalsBlocked {
+    pub fn new() -> SignalsBlocked {
+        // SAFETY: plain signal-mask calls on local sets.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+            SignalsBlocked(old)
+        }
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,5 +235,15 @@ mod tests {
             Ok(clock) => assert!(clock.now(0) > 0),
             Err(e) => assert!(e.contains("perf_event_open"), "{e}"),
         }
+    }
+
+    #[test]
+    fn counting_threads() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || rx.recv().unwrap());
+        // This test's thread and the one just started, at least.
+        assert!(process_threads().unwrap() >= 2);
+        tx.send(()).unwrap();
+        t.join().unwrap();
     }
 }

@@ -23,7 +23,7 @@ use crate::registry;
 use crate::sync::SpinLock;
 use callstack::FunctionMap;
 use machine::{wall_ns, Clock};
-use roaring::RoaringTreemap;
+use roaring::{RoaringBitmap, RoaringTreemap};
 use kage_report as report;
 use serde_json::{Map, Value};
 use shadow::{merge_ranges, Scan, Shadow};
@@ -43,7 +43,6 @@ extern "C" {
 /// per this many accesses.
 const TIME_CHUNK: i64 = 1 << 14;
 /// Lines collected per append to a snapshot's bitmap.
-const SCAN_BATCH: usize = 1 << 14;
 /// The most an access-count grant can be (keeps other threads' counts flowing in).
 const COUNT_CHUNK: i64 = 1 << 20;
 
@@ -291,28 +290,20 @@ impl WorkingSet {
             st.known = cover(seen.clone());
             st.seen = seen;
         }
-        // Lines arrive in increasing order (disjoint sorted ranges): appended in batches, so
-        // an interval of millions of lines never sits in a plain array.
-        let mut lines = RoaringTreemap::new();
-        let mut batch: Vec<u64> = Vec::with_capacity(SCAN_BATCH);
-        let flush = |lines: &mut RoaringTreemap, batch: &mut Vec<u64>| {
-            if lines.append(batch.iter().copied()).is_err() {
-                lines.extend(batch.iter().copied()); // not sorted after all: still correct
-            }
-            batch.clear();
-        };
+        // With one thread in the process and signals blocked, nothing else can write the
+        // shadow: plain stores instead of compare-exchange. (Only this thread could start
+        // another, and it is busy here.)
+        let exclusive = machine::process_threads() == Some(1);
+        let _blocked = exclusive.then(machine::SignalsBlocked::new);
+        let mut lines = LineSet::default();
         cfg.shadow.scan(
             &st.known,
             mode,
-            &mut |line| {
-                batch.push(line);
-                if batch.len() == SCAN_BATCH {
-                    flush(&mut lines, &mut batch);
-                }
-            },
+            exclusive,
+            &mut |first, bits| lines.add_page(first, bits),
             &mut st.mincore_buf,
         );
-        flush(&mut lines, &mut batch);
+        let mut lines = lines.finish();
         lines |= std::mem::take(&mut st.pending);
         lines
     }
@@ -469,6 +460,46 @@ impl WorkingSet {
 /// interposed): the kernel places such mappings next to existing ones, so covering the
 /// space around them catches their lines. Costs one `mincore` byte per 256 KiB of it.
 const COVER_MARGIN: u64 = 4 << 30;
+
+/// Builds the set of an interval's lines from page bitmaps: one roaring container
+/// (2^16 lines) at a time, straight from its bits, instead of a push per line.
+#[derive(Default)]
+struct LineSet {
+    lines: RoaringTreemap,
+    /// Index (line >> 16) of the container being filled, and its bits.
+    container: Option<u64>,
+    bits: Vec<u8>,
+}
+
+impl LineSet {
+    const CONTAINER_BYTES: usize = (1 << 16) / 8;
+
+    fn add_page(&mut self, first: u64, page: &shadow::PageBits) {
+        let container = first >> 16;
+        if self.container != Some(container) {
+            self.flush();
+            self.container = Some(container);
+        }
+        self.bits.resize(Self::CONTAINER_BYTES, 0);
+        let at = (first & 0xFFFF) as usize / 8;
+        self.bits[at..at + page.len()].copy_from_slice(page);
+    }
+
+    fn flush(&mut self) {
+        if let Some(container) = self.container.take() {
+            let high = (container >> 16) as u32;
+            let low = ((container & 0xFFFF) << 16) as u32;
+            let bitmap = RoaringBitmap::from_lsb0_bytes(low, &self.bits);
+            self.lines |= RoaringTreemap::from_bitmaps([(high, bitmap)]);
+            self.bits.iter_mut().for_each(|b| *b = 0);
+        }
+    }
+
+    fn finish(mut self) -> RoaringTreemap {
+        self.flush();
+        self.lines
+    }
+}
 
 /// `seen` plus the ranges mapped now, except the shadow itself, whose edges are added
 /// instead: the kernel places new mappings right below the lowest one, often the shadow.
@@ -714,6 +745,21 @@ mod tests {
         assert_eq!((merged[0].start, merged[0].end), (0, 20));
         assert_eq!(merged[0].regions, vec![1]);
         assert_eq!(merged[1].raw, (2, 2));
+    }
+
+    #[test]
+    fn line_sets_from_page_bitmaps() {
+        // Pages in several containers and two high words, some sharing a container.
+        let pages: [u64; 5] = [0, 4096 * 3, 1 << 16, (1 << 32) - 4096, (5 << 32) + (7 << 12)];
+        let mut set = LineSet::default();
+        let mut expected = RoaringTreemap::new();
+        for (k, &first) in pages.iter().enumerate() {
+            let bits: shadow::PageBits = std::array::from_fn(|i| (i * 7 + k) as u8);
+            set.add_page(first, &bits);
+            expected.extend(shadow::page_lines(first, &bits));
+        }
+        assert_eq!(set.finish(), expected);
+        assert!(LineSet::default().finish().is_empty());
     }
 
     #[test]

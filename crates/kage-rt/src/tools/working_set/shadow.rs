@@ -93,9 +93,14 @@ impl Shadow {
     }
 
     /// Marks every line in `first..=last` (check before set, as the inline path does).
+    /// Ranges are often marked again within an interval (a loop nest re-reading a row):
+    /// whole words whose 8 lines are all set already are skipped with one load.
     pub fn mark_lines(&self, first: u64, last: u64) {
         let last = last.min(self.len - 1);
-        for line in first..=last {
+        if first > last {
+            return;
+        }
+        let mark = |line: u64| {
             let p = self.cell(line);
             // SAFETY: `line < len`, inside the reservation (readable and writable).
             unsafe {
@@ -104,7 +109,23 @@ impl Shadow {
                     p.write_volatile(b | 1);
                 }
             }
+        };
+        let end = last + 1;
+        let mut line = first;
+        while line < end && (self.base + line) % 8 != 0 {
+            mark(line);
+            line += 1;
         }
+        while end - line >= 8 {
+            // SAFETY: 8-byte aligned, inside the reservation; other threads may store bytes
+            // into this word concurrently, which an atomic load tolerates.
+            let word = unsafe { &*(self.cell(line) as *const AtomicU64) }.load(Relaxed);
+            if word & LOW_BITS != LOW_BITS {
+                (line..line + 8).for_each(mark);
+            }
+            line += 8;
+        }
+        (line..end).for_each(mark);
     }
 
     /// Marks the lines of `size` bytes at `addr` (`size` > 0).
@@ -121,18 +142,26 @@ impl Shadow {
     }
 
     /// Applies `mode` to the shadow of the app address ranges `ranges` (sorted or not,
-    /// overlapping or not), giving the collected lines to `out` in increasing order. Only
-    /// shadow pages the kernel reports resident are read: a page never touched holds no set
-    /// bit, and reading it would map memory for nothing. `buf` is scratch space.
+    /// overlapping or not). For every shadow page with lines whose bit 0 was set, `out`
+    /// gets the page's first line and those lines as a bitmap ([`PageBits`]), in
+    /// increasing order. Only shadow pages the kernel reports resident are read: a page
+    /// never touched holds no set bit, and reading it would map memory for nothing. `buf`
+    /// is scratch space.
+    ///
+    /// `exclusive` says no other code can write the shadow during the scan (one thread in
+    /// the process, signals blocked): bytes are then updated with plain stores instead of
+    /// compare-exchange.
     pub fn scan(
         &self,
         ranges: &[(u64, u64)],
         mode: Scan,
-        out: &mut impl FnMut(u64),
+        exclusive: bool,
+        out: &mut impl FnMut(u64, &PageBits),
         buf: &mut Vec<u8>,
     ) {
+        let mut bits = [0u8; PAGE_BITS];
         for &(lo, hi) in &self.shadow_pages(ranges) {
-            self.scan_pages(lo, hi, mode, out, buf);
+            self.scan_pages(lo, hi, mode, exclusive, out, buf, &mut bits);
         }
     }
 
@@ -153,13 +182,16 @@ impl Shadow {
         merge_ranges(pages)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn scan_pages(
         &self,
         lo: u64,
         hi: u64,
         mode: Scan,
-        out: &mut impl FnMut(u64),
+        exclusive: bool,
+        out: &mut impl FnMut(u64, &PageBits),
         buf: &mut Vec<u8>,
+        bits: &mut PageBits,
     ) {
         const BATCH: u64 = 1 << 16; // pages per mincore call
         let mut start = lo;
@@ -174,50 +206,97 @@ impl Shadow {
             };
             for (i, &resident) in buf.iter().enumerate() {
                 if r != 0 || resident & 1 != 0 {
-                    self.scan_page(start + i as u64 * PAGE, mode, out);
+                    let page = start + i as u64 * PAGE;
+                    let any = if exclusive {
+                        self.scan_page_exclusive(page, mode, bits)
+                    } else {
+                        self.scan_page_shared(page, mode, bits)
+                    };
+                    if any && mode != Scan::Drop {
+                        out(page - self.base, bits);
+                    }
                 }
             }
             start = end;
         }
     }
 
-    fn scan_page(&self, page: u64, mode: Scan, out: &mut impl FnMut(u64)) {
+    /// [`Scan`] on one page when other threads may set bits concurrently with plain byte
+    /// stores: the compare-exchange never loses one (it retries), and a line set during the
+    /// scan lands in one of the two neighbouring intervals. Fills `bits`; says if any is set.
+    fn scan_page_shared(&self, page: u64, mode: Scan, bits: &mut PageBits) -> bool {
         let words = page as *const AtomicU64;
-        for w in 0..(PAGE / 8) {
-            // SAFETY: the page is inside the reservation, 8-byte aligned. Other threads may
-            // set bits concurrently with plain byte stores: the compare-exchange below never
-            // loses one (it retries), and a line set during the scan lands in one of the two
-            // neighbouring intervals.
-            let cell = unsafe { &*words.add(w as usize) };
+        let mut any = 0u8;
+        for (w, out) in bits.iter_mut().enumerate() {
+            // SAFETY: the page is inside the reservation, 8-byte aligned.
+            let cell = unsafe { &*words.add(w) };
             let mut old = cell.load(Relaxed);
+            *out = 0;
             if old == 0 {
                 continue;
             }
             loop {
-                let new = match mode {
-                    Scan::Shift => (old << 1) & !LOW_BITS,
-                    Scan::Collect | Scan::Drop => old & !LOW_BITS,
-                };
+                let new = next_word(old, mode);
                 if new == old {
                     break;
                 }
                 match cell.compare_exchange_weak(old, new, Relaxed, Relaxed) {
-                    Ok(_) => {
-                        if mode != Scan::Drop {
-                            let first_line = page - self.base + w * 8;
-                            let mut bits = old & LOW_BITS;
-                            while bits != 0 {
-                                out(first_line + bits.trailing_zeros() as u64 / 8);
-                                bits &= bits - 1;
-                            }
-                        }
-                        break;
-                    }
+                    Ok(_) => break,
                     Err(now) => old = now,
                 }
             }
+            *out = gather_bit0(old);
+            any |= *out;
         }
+        any != 0
     }
+
+    /// [`Scan`] on one page that nothing else writes meanwhile: plain loads and stores.
+    fn scan_page_exclusive(&self, page: u64, mode: Scan, bits: &mut PageBits) -> bool {
+        // SAFETY: the page is inside the reservation, 8-byte aligned, readable and
+        // writable, and (the caller's promise) written by no one else during the scan.
+        let words = unsafe { std::slice::from_raw_parts_mut(page as *mut u64, bits.len()) };
+        let mut any = 0u8;
+        for (word, out) in words.iter_mut().zip(bits.iter_mut()) {
+            let old = *word;
+            let new = next_word(old, mode);
+            if new != old {
+                *word = new;
+            }
+            *out = gather_bit0(old);
+            any |= *out;
+        }
+        any != 0
+    }
+}
+
+/// One bit per line of a shadow page (least significant bit first): line `first + 8 * i
+/// + j` is bit `j` of byte `i`.
+pub type PageBits = [u8; PAGE_BITS];
+pub const PAGE_BITS: usize = (PAGE / 8) as usize;
+
+/// A shadow word (8 lines) after a scan in `mode`.
+#[inline(always)]
+fn next_word(old: u64, mode: Scan) -> u64 {
+    match mode {
+        Scan::Shift => (old << 1) & !LOW_BITS,
+        Scan::Collect | Scan::Drop => old & !LOW_BITS,
+    }
+}
+
+/// Bit 0 of each of the word's 8 bytes, gathered into one byte (byte `j` → bit `j`). The
+/// multiplier moves bit `8j` to bit `56 + j`; every partial product lands on its own bit,
+/// so nothing carries.
+#[inline(always)]
+fn gather_bit0(word: u64) -> u8 {
+    ((word & LOW_BITS).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
+}
+
+/// The lines of a page bitmap, in increasing order.
+pub fn page_lines(first: u64, bits: &PageBits) -> impl Iterator<Item = u64> + '_ {
+    bits.iter().enumerate().flat_map(move |(i, &b)| {
+        (0..8).filter(move |j| b >> j & 1 != 0).map(move |j| first + 8 * i as u64 + j)
+    })
 }
 
 /// Sorts and merges overlapping or touching ranges.
@@ -253,6 +332,12 @@ mod tests {
 
     #[test]
     fn mark_scan_shift_collect_drop() {
+        for exclusive in [false, true] {
+            mark_scan_shift_collect_drop_with(exclusive);
+        }
+    }
+
+    fn mark_scan_shift_collect_drop_with(exclusive: bool) {
         let s = Shadow::reserve(6).unwrap();
         let data = vec![0u8; 64 * 1024];
         let base = data.as_ptr() as u64;
@@ -260,7 +345,7 @@ mod tests {
         let mut out = Vec::new();
         let mut buf = Vec::new();
         let scan = |mode, out: &mut Vec<u64>, buf: &mut Vec<u8>| {
-            s.scan(&range, mode, &mut |l| out.push(l), buf)
+            s.scan(&range, mode, exclusive, &mut |f, b| out.extend(page_lines(f, b)), buf)
         };
         scan(Scan::Shift, &mut out, &mut buf);
         assert!(out.is_empty());
@@ -293,6 +378,40 @@ mod tests {
     }
 
     #[test]
+    fn mark_lines_word_at_a_time() {
+        let s = Shadow::reserve(6).unwrap();
+        let data = vec![0u8; 64 * 4096];
+        let base = data.as_ptr() as u64;
+        let range = [(base, base + data.len() as u64)];
+        let l0 = s.line_of(base + 64);
+        // Unaligned head and tail, a run of words, and partly set words inside.
+        s.mark_lines(l0 + 3, l0 + 5);
+        s.mark_lines(l0 + 20, l0 + 21);
+        s.mark_lines(l0 + 1, l0 + 70);
+        s.mark_lines(l0 + 1, l0 + 70);
+        let mut out = Vec::new();
+        s.scan(&range, Scan::Shift, true, &mut |f, b| out.extend(page_lines(f, b)), &mut Vec::new());
+        assert_eq!(out, (l0 + 1..=l0 + 70).collect::<Vec<_>>());
+        // History bits do not count as set: the next interval marks again.
+        s.mark_lines(l0 + 1, l0 + 70);
+        out.clear();
+        s.scan(&range, Scan::Shift, false, &mut |f, b| out.extend(page_lines(f, b)), &mut Vec::new());
+        assert_eq!(out, (l0 + 1..=l0 + 70).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn gathering_bit0_of_each_byte() {
+        for j in 0..8 {
+            assert_eq!(gather_bit0(1 << (8 * j)), 1 << j);
+            assert_eq!(gather_bit0(0xFE << (8 * j)), 0, "only bit 0 counts");
+        }
+        assert_eq!(gather_bit0(u64::MAX), 0xFF);
+        assert_eq!(gather_bit0(0x0100_0001_0000_0101), 0b1001_0011);
+        let bits: PageBits = std::array::from_fn(|i| if i == 2 { 0b1000_0001 } else { 0 });
+        assert_eq!(page_lines(4096, &bits).collect::<Vec<_>>(), vec![4096 + 16, 4096 + 23]);
+    }
+
+    #[test]
     fn other_line_sizes_and_maps() {
         let s = Shadow::reserve(4).unwrap();
         assert_eq!(s.line_size(), 16);
@@ -300,7 +419,8 @@ mod tests {
         let base = (data.as_ptr() as u64 + 15) & !15;
         s.mark_range(base, 64); // four 16-byte lines
         let mut out = Vec::new();
-        s.scan(&[(base, base + 1024)], Scan::Shift, &mut |l| out.push(l), &mut Vec::new());
+        let range = [(base, base + 1024)];
+        s.scan(&range, Scan::Shift, true, &mut |f, b| out.extend(page_lines(f, b)), &mut Vec::new());
         assert_eq!(out.len(), 4);
         let maps = mapped_ranges();
         assert!(maps.iter().any(|&(lo, hi)| lo <= base && base < hi));
