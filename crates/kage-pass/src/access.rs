@@ -47,6 +47,9 @@ pub enum Length {
 pub struct Range {
     pub ptr: LLVMValueRef,
     pub len: Length,
+    /// A power of two `ptr` is known to be a multiple of (the access's `align`; 1 when
+    /// unknown).
+    pub align: u64,
 }
 
 impl Access {
@@ -67,6 +70,7 @@ impl Access {
             Access::Plain { ptr, size, .. } | Access::CmpXchg { ptr, size, .. } => vec![Range {
                 ptr,
                 len: Length::Constant(size),
+                align: u64::from(LLVMGetAlignment(self.instruction())).max(1),
             }],
             Access::Intrinsic { dst, src, len, .. } => {
                 let len = match ir::constant_u64(len) {
@@ -75,7 +79,7 @@ impl Access {
                 };
                 src.into_iter()
                     .chain([dst])
-                    .map(|ptr| Range { ptr, len })
+                    .map(|ptr| Range { ptr, len, align: 1 })
                     .collect()
             }
         }

@@ -24,7 +24,7 @@ use crate::instrument::FunctionPlan;
 use crate::ir;
 use crate::mode::Instrumentation;
 use crate::regions::RegionTable;
-use crate::ws_runtime::WsRuntime;
+use crate::ws_runtime::{LineSpan, WsRuntime};
 
 /// Constant-length `llvm.mem*` ranges up to this size are coalesced like ordinary accesses;
 /// longer ones get a mark call of their own.
@@ -170,22 +170,25 @@ pub unsafe fn is_cut(inst: LLVMValueRef) -> bool {
 
 /// One mark call: `__kage_ws_mark_range(ptr, len)`.
 enum Mark {
-    /// `[base + lo, base + hi)`; `exact` is an access pointer equal to `base + lo`, if any.
+    /// `[base + lo, base + hi)`; `exact` is an access pointer equal to `base + lo`, if any;
+    /// `align` what `base + lo` is known to be a multiple of.
     Bytes {
         base: LLVMValueRef,
         lo: i64,
         hi: i64,
         exact: Option<LLVMValueRef>,
+        align: u64,
     },
     /// A range marked on its own: long or run-time-sized `llvm.mem*` ranges.
     Whole { ptr: LLVMValueRef, len: Length },
 }
 
-/// Bytes `[lo, hi)` from a base, accessed through `ptr`.
+/// Bytes `[lo, hi)` from a base, accessed through `ptr`, a multiple of `align`.
 struct Piece {
     lo: i64,
     hi: i64,
     ptr: LLVMValueRef,
+    align: u64,
 }
 
 /// The marks for `ranges`, coalesced per base pointer, in order of first appearance.
@@ -220,6 +223,7 @@ unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range]) -> Vec<Ma
             lo: offset,
             hi: end,
             ptr: range.ptr,
+            align: range.align,
         });
     }
     let mut marks = Vec::new();
@@ -230,12 +234,15 @@ unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range]) -> Vec<Ma
                 let (base, pieces) = &groups[g];
                 let merged = merge_ranges(pieces.iter().map(|p| (p.lo, p.hi)).collect());
                 for (lo, hi) in merged {
-                    let exact = pieces.iter().find(|p| p.lo == lo).map(|p| p.ptr);
+                    let starting = || pieces.iter().filter(|p| p.lo == lo);
+                    let exact = starting().next().map(|p| p.ptr);
+                    let align = starting().map(|p| p.align).max().unwrap_or(1);
                     marks.push(Mark::Bytes {
                         base: *base,
                         lo,
                         hi,
                         exact,
+                        align,
                     });
                 }
             }
@@ -301,29 +308,23 @@ impl WsInserter<'_> {
         self.call(helper, region, k);
     }
 
-    /// `__kage_ws_mark_range(ptr, len)` at the builder's position (`len` an i64).
-    ///
-    /// # Safety
-    /// The builder must be positioned.
-    pub unsafe fn mark_range(&mut self, ptr: LLVMValueRef, len: LLVMValueRef) {
-        let helper = self.runtime.mark_range();
-        self.call(helper, ptr, len);
-    }
-
     unsafe fn mark(&mut self, mark: Mark) {
-        let (ptr, len) = match mark {
+        let (ptr, len, span) = match mark {
             Mark::Bytes {
                 base,
                 lo,
                 hi,
                 exact,
+                align,
             } => {
                 let ptr = exact.unwrap_or_else(|| self.offset_pointer(base, lo));
-                (ptr, self.i64_constant((hi - lo) as u64))
+                let len = (hi - lo) as u64;
+                (ptr, self.i64_constant(len), LineSpan::of(len, align))
             }
-            Mark::Whole { ptr, len } => (ptr, self.length_value(len)),
+            Mark::Whole { ptr, len } => (ptr, self.length_value(len), LineSpan::Many),
         };
-        self.mark_range(ptr, len);
+        let helper = self.runtime.mark(span);
+        self.call(helper, ptr, len);
     }
 
     /// `base + offset` bytes.

@@ -9,6 +9,10 @@
 //! - `void __kage_ws_mark_range(ptr p, i64 len)`: marks every line of `[p, p + len)`: the
 //!   first and last lines inline (check before set), the lines between them through
 //!   `__kage_ws_mark_lines`; nothing at all when `len` is 0.
+//! - `void __kage_ws_mark_pair(ptr p, i64 len)`: the same for `0 < len <=`
+//!   [`MIN_LINE_SIZE`], which touches at most two lines: no middle, no call.
+//! - `void __kage_ws_mark_line(ptr p, i64 len)`: the one line of a range known not to
+//!   cross a line boundary (see [`LineSpan`]).
 //! - `void __kage_ws_trace_range(ptr p, i64 len)` (mode 2): `__kage_ws_trace(p, len)` unless
 //!   `len` is 0, for `llvm.mem*` lengths only known at run time.
 //! - `void __kage_ws_chunk(iN iv, iN start, i64 trips_after_first, ptr range_start...)`:
@@ -30,6 +34,37 @@ pub const TICK: &str = "__kage_ws_tick";
 pub const TRACE: &str = "__kage_ws_trace";
 pub const BUDGET_CHECK: &str = "__kage_ws_budget_check";
 pub const MARK_RANGE: &str = "__kage_ws_mark_range";
+pub const MARK_PAIR: &str = "__kage_ws_mark_pair";
+pub const MARK_LINE: &str = "__kage_ws_mark_line";
+
+/// The smallest line size the runtime accepts (`line_size=`, docs/abi.md): what the pass
+/// may assume when it proves that a range stays within one or two lines.
+pub const MIN_LINE_SIZE: u64 = 16;
+
+/// How many lines a byte range can touch, whatever the run's line size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineSpan {
+    /// One: the range starts at a multiple of a power of two `b <= MIN_LINE_SIZE` and is at
+    /// most `b` long, so it lies inside one `b`-aligned block, which lies inside one line.
+    One,
+    /// At most two: at most `MIN_LINE_SIZE` long.
+    Two,
+    /// Any number.
+    Many,
+}
+
+impl LineSpan {
+    /// The span of `len` bytes starting at a multiple of `align` (a power of two).
+    pub fn of(len: u64, align: u64) -> LineSpan {
+        if len <= align.min(MIN_LINE_SIZE) {
+            LineSpan::One
+        } else if len <= MIN_LINE_SIZE {
+            LineSpan::Two
+        } else {
+            LineSpan::Many
+        }
+    }
+}
 pub const TRACE_RANGE: &str = "__kage_ws_trace_range";
 pub const CHUNK: &str = "__kage_ws_chunk";
 
@@ -47,7 +82,8 @@ pub struct WsRuntime {
     /// `void (ptr, i64)`: every helper and `__kage_ws_trace`.
     pub pointer_length_type: LLVMTypeRef,
     budget_check: Option<LLVMValueRef>,
-    mark_range: Option<LLVMValueRef>,
+    /// The mark helpers, by [`LineSpan`] (one, two, many).
+    marks: [Option<LLVMValueRef>; 3],
     trace: Option<LLVMValueRef>,
     trace_range: Option<LLVMValueRef>,
 }
@@ -70,7 +106,7 @@ impl WsRuntime {
             ptr_type,
             pointer_length_type: LLVMFunctionType(void_type, params.as_mut_ptr(), 2, 0),
             budget_check: None,
-            mark_range: None,
+            marks: [None; 3],
             trace: None,
             trace_range: None,
         }
@@ -90,17 +126,23 @@ impl WsRuntime {
         f
     }
 
-    /// `__kage_ws_mark_range(ptr p, i64 len)`.
+    /// The helper marking a range of `span`: `__kage_ws_mark_line`, `__kage_ws_mark_pair`
+    /// or `__kage_ws_mark_range(ptr p, i64 len)`.
     ///
     /// # Safety
     /// The module must still be alive.
-    pub unsafe fn mark_range(&mut self) -> LLVMValueRef {
-        if let Some(f) = self.mark_range {
+    pub unsafe fn mark(&mut self, span: LineSpan) -> LLVMValueRef {
+        let (slot, name) = match span {
+            LineSpan::One => (0, MARK_LINE),
+            LineSpan::Two => (1, MARK_PAIR),
+            LineSpan::Many => (2, MARK_RANGE),
+        };
+        if let Some(f) = self.marks[slot] {
             return f;
         }
-        let f = self.define_helper(MARK_RANGE);
-        self.build_mark_range(f);
-        self.mark_range = Some(f);
+        let f = self.define_helper(name);
+        self.build_mark(f, span);
+        self.marks[slot] = Some(f);
         f
     }
 
@@ -301,65 +343,80 @@ impl WsRuntime {
         LLVMSetMetadata(branch, kind_id, LLVMMetadataAsValue(self.context, node));
     }
 
-    unsafe fn build_mark_range(&self, f: LLVMValueRef) {
-        let mut line_params = [self.i64_type, self.i64_type];
-        let mark_lines_type = LLVMFunctionType(self.void_type, line_params.as_mut_ptr(), 2, 0);
-        let mark_lines = ir::declare_runtime_function(self.module, MARK_LINES, mark_lines_type);
+    unsafe fn build_mark(&self, f: LLVMValueRef, span: LineSpan) {
         let builder = LLVMCreateBuilderInContext(self.context);
         let entry = self.append_block(f, "entry");
         let mark_first = self.append_block(f, "mark.first");
-        let mark_last = self.append_block(f, "mark.last");
-        let mark_middle = self.append_block(f, "mark.middle");
         let done = self.append_block(f, "done");
         let (p, len) = (LLVMGetParam(f, 0), LLVMGetParam(f, 1));
 
         LLVMPositionBuilderAtEnd(builder, entry);
-        let empty = self.is_zero(builder, len);
-        LLVMBuildCondBr(builder, empty, done, mark_first);
+        if span == LineSpan::Many {
+            let empty = self.is_zero(builder, len);
+            LLVMBuildCondBr(builder, empty, done, mark_first);
+        } else {
+            LLVMBuildBr(builder, mark_first); // lengths of the small spans are never 0
+        }
 
         LLVMPositionBuilderAtEnd(builder, mark_first);
         let offset = self.load_invariant(builder, SHADOW_OFFSET);
         let shift = self.load_invariant(builder, LINE_SHIFT);
         let address = LLVMBuildPtrToInt(builder, p, self.i64_type, c"".as_ptr());
-        let one = LLVMConstInt(self.i64_type, 1, 0);
-        let end = LLVMBuildAdd(builder, address, len, c"".as_ptr());
-        let last_address = LLVMBuildSub(builder, end, one, c"".as_ptr());
         let first = self.line_of(builder, address, shift);
-        let last = self.line_of(builder, last_address, shift);
-        self.mark_line(builder, offset, first, mark_last);
-        let single = LLVMBuildICmp(
-            builder,
-            LLVMIntPredicate::LLVMIntEQ,
-            last,
-            first,
-            c"".as_ptr(),
-        );
-        LLVMBuildCondBr(builder, single, done, mark_last);
+        self.mark_line(builder, offset, first, done);
+        if span == LineSpan::One {
+            LLVMBuildBr(builder, done);
+        } else {
+            let mark_last = LLVMInsertBasicBlockInContext(self.context, done, c"mark.last".as_ptr());
+            let one = LLVMConstInt(self.i64_type, 1, 0);
+            let end = LLVMBuildAdd(builder, address, len, c"".as_ptr());
+            let last_address = LLVMBuildSub(builder, end, one, c"".as_ptr());
+            let last = self.line_of(builder, last_address, shift);
+            let single = LLVMBuildICmp(
+                builder,
+                LLVMIntPredicate::LLVMIntEQ,
+                last,
+                first,
+                c"".as_ptr(),
+            );
+            LLVMBuildCondBr(builder, single, done, mark_last);
 
-        LLVMPositionBuilderAtEnd(builder, mark_last);
-        self.mark_line(builder, offset, last, mark_middle);
-        let after_first = LLVMBuildAdd(builder, first, one, c"".as_ptr());
-        let has_middle = LLVMBuildICmp(
-            builder,
-            LLVMIntPredicate::LLVMIntUGT,
-            last,
-            after_first,
-            c"".as_ptr(),
-        );
-        LLVMBuildCondBr(builder, has_middle, mark_middle, done);
+            LLVMPositionBuilderAtEnd(builder, mark_last);
+            self.mark_line(builder, offset, last, done);
+            if span == LineSpan::Two {
+                LLVMBuildBr(builder, done);
+            } else {
+                let mark_middle =
+                    LLVMInsertBasicBlockInContext(self.context, done, c"mark.middle".as_ptr());
+                let after_first = LLVMBuildAdd(builder, first, one, c"".as_ptr());
+                let has_middle = LLVMBuildICmp(
+                    builder,
+                    LLVMIntPredicate::LLVMIntUGT,
+                    last,
+                    after_first,
+                    c"".as_ptr(),
+                );
+                LLVMBuildCondBr(builder, has_middle, mark_middle, done);
 
-        LLVMPositionBuilderAtEnd(builder, mark_middle);
-        let before_last = LLVMBuildSub(builder, last, one, c"".as_ptr());
-        let mut args = [after_first, before_last];
-        LLVMBuildCall2(
-            builder,
-            mark_lines_type,
-            mark_lines,
-            args.as_mut_ptr(),
-            2,
-            c"".as_ptr(),
-        );
-        LLVMBuildBr(builder, done);
+                LLVMPositionBuilderAtEnd(builder, mark_middle);
+                let mut line_params = [self.i64_type, self.i64_type];
+                let mark_lines_type =
+                    LLVMFunctionType(self.void_type, line_params.as_mut_ptr(), 2, 0);
+                let mark_lines =
+                    ir::declare_runtime_function(self.module, MARK_LINES, mark_lines_type);
+                let before_last = LLVMBuildSub(builder, last, one, c"".as_ptr());
+                let mut args = [after_first, before_last];
+                LLVMBuildCall2(
+                    builder,
+                    mark_lines_type,
+                    mark_lines,
+                    args.as_mut_ptr(),
+                    2,
+                    c"".as_ptr(),
+                );
+                LLVMBuildBr(builder, done);
+            }
+        }
 
         LLVMPositionBuilderAtEnd(builder, done);
         LLVMBuildRetVoid(builder);
@@ -404,5 +461,24 @@ impl WsRuntime {
         LLVMBuildStore(builder, with_bit, shadow);
         LLVMBuildBr(builder, marked);
         LLVMPositionBuilderAtEnd(builder, marked);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_spans() {
+        // Naturally aligned accesses up to 16 bytes stay in one line of any size.
+        for size in [1, 2, 4, 8, 16] {
+            assert_eq!(LineSpan::of(size, size), LineSpan::One);
+        }
+        assert_eq!(LineSpan::of(32, 32), LineSpan::Many, "longer than the smallest line");
+        assert_eq!(LineSpan::of(8, 64), LineSpan::One);
+        assert_eq!(LineSpan::of(16, 8), LineSpan::Two, "two 8-byte words from an 8-aligned base");
+        assert_eq!(LineSpan::of(4, 1), LineSpan::Two, "unaligned");
+        assert_eq!(LineSpan::of(17, 64), LineSpan::Many);
+        assert_eq!(LineSpan::of(24, 8), LineSpan::Many);
     }
 }

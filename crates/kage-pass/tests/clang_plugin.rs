@@ -97,6 +97,8 @@ void clear(struct point *p) {
   p->x = 0; p->y = 0; p->z = 0; p->w = 0;
 }
 
+void wipe(char *p, unsigned long n) { __builtin_memset(p, 0, n); }
+
 int search(const int *a, int n, int x) {
   for (int i = 0; i < n; i++)
     if (a[i] == x)
@@ -146,7 +148,12 @@ fn working_set_ir(opt_level: &str) -> String {
 
 /// The helpers were inlined (and then deleted); the runtime's fast-path symbols are used.
 fn assert_inlined_working_set(ir: &str) {
-    for helper in ["__kage_ws_budget_check", "__kage_ws_mark_range"] {
+    for helper in [
+        "__kage_ws_budget_check",
+        "__kage_ws_mark_range",
+        "__kage_ws_mark_pair",
+        "__kage_ws_mark_line",
+    ] {
         assert!(
             !ir.contains(&format!("@{helper}(")),
             "{helper} left in:\n{ir}"

@@ -500,8 +500,19 @@ fn budget_check(region: &str, k: &str) -> String {
     format!("call void @__kage_ws_budget_check({region}, i64 {k})")
 }
 
+/// A mark of any length (`__kage_ws_mark_range`).
 fn mark(range: &str) -> String {
     format!("call void @__kage_ws_mark_range({range})")
+}
+
+/// A mark of at most 16 bytes: at most two lines (`__kage_ws_mark_pair`).
+fn mark_pair(range: &str) -> String {
+    format!("call void @__kage_ws_mark_pair({range})")
+}
+
+/// A mark inside one line, whatever its size (`__kage_ws_mark_line`).
+fn mark_line(range: &str) -> String {
+    format!("call void @__kage_ws_mark_line({range})")
 }
 
 fn block<'a>(body: &'a str, label: &str) -> Vec<&'a str> {
@@ -528,7 +539,7 @@ fn checks_and_marks(ir: &str) -> Vec<String> {
         .map(|l| strip_metadata(l.trim()))
         .filter(|l| {
             l.contains("@__kage_ws_budget_check(")
-                || l.contains("@__kage_ws_mark_range(")
+                || l.contains("@__kage_ws_mark_")
                 || l.contains("@__kage_ws_chunk")
         })
         .filter(|l| l.starts_with("call "))
@@ -548,7 +559,7 @@ fn working_set_segments_checks_and_coalesced_marks() {
     let region = region_of(&ir, "four_ints", 0);
     assert_eq!(
         calls("four_ints"),
-        [budget_check(&region, "4"), mark("ptr %p, i64 16")]
+        [budget_check(&region, "4"), mark_pair("ptr %p, i64 16")]
     );
     // p[0] and p[10] as i64: 72 bytes apart, two marks.
     let region = region_of(&ir, "far_apart", 0);
@@ -556,8 +567,8 @@ fn working_set_segments_checks_and_coalesced_marks() {
         calls("far_apart"),
         [
             budget_check(&region, "2"),
-            mark("ptr %p, i64 8"),
-            mark("ptr %p10, i64 8")
+            mark_line("ptr %p, i64 8"),
+            mark_line("ptr %p10, i64 8")
         ]
     );
     // The call splits the block: marks before it, a new check right after it.
@@ -574,11 +585,11 @@ fn working_set_segments_checks_and_coalesced_marks() {
         ws_calls(&split),
         [
             budget_check(&region, "2"),
-            mark("ptr %p, i64 4"),
-            mark("ptr %q, i64 4"),
+            mark_line("ptr %p, i64 4"),
+            mark_line("ptr %q, i64 4"),
             "call void @opaque()".to_string(),
             budget_check(&region, "1"),
-            mark("ptr %p, i64 4"),
+            mark_line("ptr %p, i64 4"),
         ]
     );
     // Fields and globals through constant offsets; llvm.assume cuts nothing; a variable
@@ -589,9 +600,9 @@ fn working_set_segments_checks_and_coalesced_marks() {
         [
             budget_check(&region, "6"),
             "call void @llvm.assume(i1 true)".to_string(),
-            mark("ptr %s, i64 16"),
-            mark("ptr @table, i64 12"),
-            mark("ptr %vi, i64 8"),
+            mark_pair("ptr %s, i64 16"),
+            mark_pair("ptr @table, i64 12"),
+            mark_pair("ptr %vi, i64 8"),
         ]
     );
     // memcpy merges with the store before it; unknown and large lengths are marked alone
@@ -605,8 +616,8 @@ fn working_set_segments_checks_and_coalesced_marks() {
         mem_calls,
         [
             budget_check(&region, "5"),
-            mark("ptr %d, i64 16"),
-            mark("ptr %s, i64 12"),
+            mark_pair("ptr %d, i64 16"),
+            mark_pair("ptr %s, i64 12"),
             mark("ptr %d, i64 %n"),
             mark("ptr %s, i64 8192"),
         ]
@@ -614,7 +625,7 @@ fn working_set_segments_checks_and_coalesced_marks() {
     let region = region_of(&ir, "atomics", 0);
     assert_eq!(
         calls("atomics"),
-        [budget_check(&region, "2"), mark("ptr %p, i64 4")]
+        [budget_check(&region, "2"), mark_line("ptr %p, i64 4")]
     );
 
     // An invoke ends a segment; the landing pad's check comes after its landingpad.
@@ -623,7 +634,7 @@ fn working_set_segments_checks_and_coalesced_marks() {
     let entry = blocks(invokes).remove(0).instructions;
     assert_eq!(
         entry[entry.len() - 2..],
-        [mark("ptr %p, i64 4").as_str(), "invoke void @opaque()"]
+        [mark_line("ptr %p, i64 4").as_str(), "invoke void @opaque()"]
     );
     let lpad = block(invokes, "lpad");
     assert_eq!(lpad[0], "%lp = landingpad { ptr, i32 }");
@@ -650,10 +661,17 @@ fn check_working_set_declarations(ir: &str) {
         "declare void @__kage_ws_tick(ptr)",
         "define internal void @__kage_ws_budget_check(ptr %0, i64 %1)",
         "define internal void @__kage_ws_mark_range(ptr %0, i64 %1)",
+        "define internal void @__kage_ws_mark_pair(ptr %0, i64 %1)",
+        "define internal void @__kage_ws_mark_line(ptr %0, i64 %1)",
     ] {
         assert!(ir.lines().any(|l| l.starts_with(line)), "missing {line}");
     }
-    for helper in ["__kage_ws_budget_check", "__kage_ws_mark_range"] {
+    for helper in [
+        "__kage_ws_budget_check",
+        "__kage_ws_mark_range",
+        "__kage_ws_mark_pair",
+        "__kage_ws_mark_line",
+    ] {
         let define = function_body(ir, helper).lines().next().unwrap();
         let group = define.rsplit(" #").next().unwrap().trim_end_matches(" {");
         let attributes = ir
@@ -673,6 +691,16 @@ fn check_working_set_declarations(ir: &str) {
             .find(|l| l.contains(&format!("load i64, ptr {global}")))
             .unwrap();
         assert!(load.contains("!invariant.load"), "{load}");
+    }
+    // Shadow bytes checked by each helper, and which may call out for the lines between.
+    for (helper, checks, calls) in [
+        ("__kage_ws_mark_line", 1, false),
+        ("__kage_ws_mark_pair", 2, false),
+        ("__kage_ws_mark_range", 2, true),
+    ] {
+        let body = function_body(ir, helper);
+        assert_eq!(body.matches("load i8, ptr").count(), checks, "{body}");
+        assert_eq!(body.contains("call void @__kage_ws_mark_lines("), calls, "{body}");
     }
     let budget_check = function_body(ir, "__kage_ws_budget_check");
     assert!(budget_check.contains("call ptr @llvm.threadlocal.address.p0(ptr @__kage_ws_budget)"));
@@ -902,7 +930,7 @@ fn working_set_counts_and_marks_simple_counted_loops_per_chunk() {
     for name in ["increment", "vectorized", "count_down", "row_update"] {
         let body = function_body(&ir, name);
         assert!(!body.contains("@__kage_ws_budget_check("), "{body}");
-        assert!(!body.contains("@__kage_ws_mark_range("), "{body}");
+        assert!(!body.contains("@__kage_ws_mark_"), "{body}");
         assert_eq!(
             body.matches("call void @__kage_ws_chunk").count(),
             1,
@@ -915,7 +943,7 @@ fn working_set_counts_and_marks_simple_counted_loops_per_chunk() {
     let region = region_of(&ir, "find", 2);
     assert_eq!(
         ws_calls(&block(find, "loop")),
-        [budget_check(&region, "1"), mark("ptr %p, i64 4")]
+        [budget_check(&region, "1"), mark_line("ptr %p, i64 4")]
     );
     assert!(ws_calls(&blocks(find).remove(0).instructions).is_empty());
     // A call: two segments per iteration.
@@ -925,10 +953,10 @@ fn working_set_counts_and_marks_simple_counted_loops_per_chunk() {
         ws_calls(&block(with_call, "loop")),
         [
             budget_check(&region, "1"),
-            mark("ptr %p, i64 4"),
+            mark_line("ptr %p, i64 4"),
             "call void @opaque()".to_string(),
             budget_check(&region, "1"),
-            mark("ptr %p, i64 4"),
+            mark_line("ptr %p, i64 4"),
         ]
     );
     // The chunk helpers are internal, `alwaysinline nounwind`, one per hoisted loop.

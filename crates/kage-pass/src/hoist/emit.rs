@@ -11,7 +11,7 @@ use llvm_sys::LLVMIntPredicate;
 use super::{Extension, HoistPlan, InvariantTerm, StridedRange, TripCount};
 use crate::ir;
 use crate::working_set::WsInserter;
-use crate::ws_runtime::WsRuntime;
+use crate::ws_runtime::{LineSpan, WsRuntime};
 
 /// Emits a hoisted loop's instrumentation: before the preheader's `br`, `T - 1` and where
 /// each range starts in iteration 0; at the header's first insertion point, the call
@@ -83,7 +83,7 @@ unsafe fn build_chunk_helper(
     let width = LLVMGetIntTypeWidth(counter_type);
     let (f, ty) = runtime.define_chunk_helper(counter_type, plan.ranges.len());
     let budget_check = runtime.budget_check();
-    let mark_range = runtime.mark_range();
+    let mark_range = runtime.mark(LineSpan::Many);
     let builder = LLVMCreateBuilderInContext(runtime.context);
     let entry = runtime.append_block(f, "entry");
     let chunk_block = runtime.append_block(f, "chunk");
