@@ -228,7 +228,7 @@ pub static OPTIONS: &[OptionDef] = &[
     },
     OptionDef {
         name: "snapshot_mib",
-        default: "8",
+        default: "2",
         help: "working-set: memory (MiB) the kept snapshots' compressed bitmaps may take; \
                beyond it adjacent snapshots are merged as when there are too many",
         set: |o, v| match v.parse::<u32>() {
@@ -273,7 +273,7 @@ impl Default for Options {
             interval_unit: IntervalUnit::WallTime,
             interval: String::new(),
             snapshots: 128,
-            snapshot_mib: 8,
+            snapshot_mib: 2,
             trace: String::new(),
         };
         for d in OPTIONS {
