@@ -22,7 +22,7 @@ use llvm_sys::core::*;
 use llvm_sys::prelude::{
     LLVMBasicBlockRef, LLVMBuilderRef, LLVMContextRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
 };
-use llvm_sys::{LLVMIntPredicate, LLVMLinkage, LLVMThreadLocalMode};
+use llvm_sys::{LLVMCallConv, LLVMIntPredicate, LLVMLinkage, LLVMThreadLocalMode};
 
 use crate::ir::{self, c_string};
 
@@ -279,6 +279,8 @@ impl WsRuntime {
             LLVMFunctionType(self.void_type, params.as_mut_ptr(), 1, 0)
         };
         let tick = ir::declare_runtime_function(self.module, TICK, tick_type);
+        let convention = self.tick_convention();
+        LLVMSetFunctionCallConv(tick, convention);
         let budget = self.runtime_global(BUDGET, true);
         let builder = LLVMCreateBuilderInContext(self.context);
         let entry = self.append_block(f, "entry");
@@ -302,11 +304,24 @@ impl WsRuntime {
         self.set_branch_weights(branch, 1, 1 << 20);
         LLVMPositionBuilderAtEnd(builder, tick_block);
         let mut args = [LLVMGetParam(f, 0)];
-        LLVMBuildCall2(builder, tick_type, tick, args.as_mut_ptr(), 1, c"".as_ptr());
+        let call = LLVMBuildCall2(builder, tick_type, tick, args.as_mut_ptr(), 1, c"".as_ptr());
+        LLVMSetInstructionCallConv(call, convention);
         LLVMBuildBr(builder, done);
         LLVMPositionBuilderAtEnd(builder, done);
         LLVMBuildRetVoid(builder);
         LLVMDisposeBuilder(builder);
+    }
+
+    /// How `__kage_ws_tick` is called: `preserve_most` on x86-64 (the runtime's trampoline
+    /// saves the registers), so the cold call does not make the caller save callee-saved
+    /// registers; the C convention elsewhere.
+    unsafe fn tick_convention(&self) -> u32 {
+        let triple = std::ffi::CStr::from_ptr(LLVMGetTarget(self.module)).to_bytes();
+        if triple.starts_with(b"x86_64") {
+            LLVMCallConv::LLVMPreserveMostCallConv as u32
+        } else {
+            LLVMCallConv::LLVMCCallConv as u32
+        }
     }
 
     /// `llvm.threadlocal.address(global)`: how IR reads a thread-local's address.

@@ -218,10 +218,16 @@ pub unsafe extern "C" fn kage_reset() {
 /// Working-set instrumentation: the calling thread's access budget ran out (or the thread
 /// is new). `innermost` is the innermost region of the code that was about to run.
 ///
+/// On x86-64 the instrumented code calls it with LLVM's `preserve_most` convention (every
+/// general-purpose register but r11 survives the call), so a function whose only call is
+/// this cold one keeps its values in scratch registers instead of saving callee-saved ones
+/// in its prologue: the `__kage_ws_tick` trampoline below saves them and calls this with
+/// the C convention.
+///
 /// # Safety
 /// `innermost` is null or points to a function or loop-body entry of a module table.
-#[no_mangle]
-pub unsafe extern "C" fn __kage_ws_tick(innermost: *mut KageRegion) {
+#[cfg_attr(not(target_arch = "x86_64"), export_name = "__kage_ws_tick")]
+pub unsafe extern "C" fn kage_ws_tick(innermost: *mut KageRegion) {
     use crate::tools::working_set::{self, StackAt};
     // Only working-set code calls this: it decides the default tool if nothing registered yet.
     registry::note_instrumentation(registry::INSTRUMENTATION_WORKING_SET);
@@ -244,6 +250,61 @@ pub unsafe extern "C" fn __kage_ws_tick(innermost: *mut KageRegion) {
     ws.tick(StackAt::Innermost(innermost));
     (*ts).busy.set((*ts).busy.get() & !thread::IN_RUNTIME);
 }
+
+// `__kage_ws_tick` for x86-64: `preserve_most` around `kage_ws_tick`. It saves the
+// general-purpose registers the C convention lets the callee clobber (r11 is scratch in
+// `preserve_most`), keeps the stack 16-byte aligned for the call, and describes its frame in
+// CFI so that unwinding from inside the tick (the region stack of a boundary) reaches the
+// instrumented callers.
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".globl __kage_ws_tick",
+    ".type __kage_ws_tick,@function",
+    ".p2align 4",
+    "__kage_ws_tick:",
+    ".cfi_startproc",
+    "push rax",
+    ".cfi_adjust_cfa_offset 8",
+    "push rcx",
+    ".cfi_adjust_cfa_offset 8",
+    "push rdx",
+    ".cfi_adjust_cfa_offset 8",
+    "push rsi",
+    ".cfi_adjust_cfa_offset 8",
+    "push rdi",
+    ".cfi_adjust_cfa_offset 8",
+    "push r8",
+    ".cfi_adjust_cfa_offset 8",
+    "push r9",
+    ".cfi_adjust_cfa_offset 8",
+    "push r10",
+    ".cfi_adjust_cfa_offset 8",
+    "sub rsp, 8",
+    ".cfi_adjust_cfa_offset 8",
+    "call {tick}",
+    "add rsp, 8",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r10",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r9",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r8",
+    ".cfi_adjust_cfa_offset -8",
+    "pop rdi",
+    ".cfi_adjust_cfa_offset -8",
+    "pop rsi",
+    ".cfi_adjust_cfa_offset -8",
+    "pop rdx",
+    ".cfi_adjust_cfa_offset -8",
+    "pop rcx",
+    ".cfi_adjust_cfa_offset -8",
+    "pop rax",
+    ".cfi_adjust_cfa_offset -8",
+    "ret",
+    ".cfi_endproc",
+    ".size __kage_ws_tick, .-__kage_ws_tick",
+    tick = sym kage_ws_tick,
+);
 
 /// Working-set instrumentation: marks every line from `first_line` to `last_line`
 /// (inclusive) as touched; the out-of-line part of the inline fast path.
