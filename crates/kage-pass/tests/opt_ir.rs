@@ -658,7 +658,7 @@ fn check_working_set_declarations(ir: &str) {
         "@__kage_ws_shadow_offset = external global i64",
         "@__kage_ws_line_shift = external global i64",
         "declare void @__kage_ws_mark_lines(i64, i64)",
-        "declare void @__kage_ws_tick(ptr)",
+        "declare preserve_mostcc void @__kage_ws_tick(ptr)",
         "define internal void @__kage_ws_budget_check(ptr %0, i64 %1)",
         "define internal void @__kage_ws_mark_range(ptr %0, i64 %1)",
         "define internal void @__kage_ws_mark_pair(ptr %0, i64 %1)",
@@ -704,7 +704,7 @@ fn check_working_set_declarations(ir: &str) {
     }
     let budget_check = function_body(ir, "__kage_ws_budget_check");
     assert!(budget_check.contains("call ptr @llvm.threadlocal.address.p0(ptr @__kage_ws_budget)"));
-    assert!(budget_check.contains("call void @__kage_ws_tick(ptr %0)"));
+    assert!(budget_check.contains("call preserve_mostcc void @__kage_ws_tick(ptr %0)"));
 }
 
 #[test]
