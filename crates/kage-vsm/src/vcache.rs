@@ -1,0 +1,337 @@
+//! The VCache (paper §4, Figure 6b) in front of the [`VStorage`]: [`CachedVsm`].
+//!
+//! A direct-mapped array of lines indexed by the low bits of the shadowed address. A line
+//! holds the address, one SlimTV version, the vector's length and a fixed capacity of tags
+//! (the same for every line, so a line is found by arithmetic). Most accesses hit and cost a
+//! SlimTV check; a miss writes the resident line back to the storage (validated first) and
+//! fetches the requested vector from it. A store that overwrites every level (HCPA's stores)
+//! needs no fetch. When the depth exceeds the capacity, the lines are re-laid out with a
+//! larger one (at least double, their contents kept).
+//!
+//! The length says which levels the line holds: levels from it on are default. SlimTV
+//! validation only shortens it, so exited levels are never written back.
+
+use std::ops::Range;
+
+use crate::strided::{restride, slice_bytes};
+use crate::vstorage::VStorage;
+use crate::{max_valid_level, Config, Stats, Tag, VectorShadow, VersionStack, VsmKind};
+
+/// VCache + VStorage vector shadow memory (kinds `cache`, `gc`, `compress`).
+#[derive(Debug)]
+pub struct CachedVsm<T: Tag> {
+    shift: u32,
+    versions: VersionStack,
+    lines: usize,
+    /// Tags per line; 0 until the first access.
+    capacity: usize,
+    line_units: Box<[u64]>,
+    /// The line's SlimTV version; 0: empty line.
+    line_versions: Box<[u64]>,
+    line_lens: Box<[u32]>,
+    line_tags: Box<[T]>,
+    storage: VStorage<T>,
+    hits: u64,
+    misses: u64,
+    evictions: u64,
+    relayouts: u64,
+}
+
+impl<T: Tag> CachedVsm<T> {
+    /// An empty shadow; `gc` and `compress` select the storage's techniques.
+    pub fn new(config: &Config, gc: bool, compress: bool) -> Self {
+        config.check();
+        Self {
+            shift: config.granularity.shift(),
+            versions: VersionStack::new(),
+            lines: config.vcache_lines,
+            capacity: 0,
+            line_units: Box::default(),
+            line_versions: Box::default(),
+            line_lens: Box::default(),
+            line_tags: Box::default(),
+            storage: VStorage::new(config, gc, compress),
+            hits: 0,
+            misses: 0,
+            evictions: 0,
+            relayouts: 0,
+        }
+    }
+
+    /// `cache`, `gc` or `compress`.
+    pub fn kind(&self) -> VsmKind {
+        match (self.storage.collects_garbage(), self.storage.compresses()) {
+            (_, true) => VsmKind::Compress,
+            (true, false) => VsmKind::Gc,
+            (false, false) => VsmKind::Cache,
+        }
+    }
+
+    /// The backing store.
+    pub fn storage(&self) -> &VStorage<T> {
+        &self.storage
+    }
+
+    #[cold]
+    fn grow(&mut self, depth: usize) {
+        // Doubling bounds the re-layouts (each copies the whole cache) to log2 of the depth.
+        let capacity = depth.next_multiple_of(4).max(2 * self.capacity);
+        if self.capacity == 0 {
+            self.line_units = vec![0; self.lines].into_boxed_slice();
+            self.line_versions = vec![0; self.lines].into_boxed_slice();
+            self.line_lens = vec![0; self.lines].into_boxed_slice();
+        }
+        self.line_tags = restride(
+            &self.line_tags,
+            self.lines,
+            self.capacity,
+            capacity,
+            T::default(),
+        );
+        self.capacity = capacity;
+        self.relayouts += 1;
+    }
+
+    /// Writes line `index` back to the storage and empties it.
+    fn evict(&mut self, index: usize) {
+        self.evictions += 1;
+        let current = self.versions.as_slice();
+        let valid = max_valid_level(self.line_versions[index], current);
+        let len = (self.line_lens[index] as usize).min(valid);
+        let start = index * self.capacity;
+        self.storage.store(
+            self.line_units[index],
+            current,
+            &self.line_tags[start..start + len],
+        );
+        self.line_versions[index] = 0;
+    }
+
+    /// The line holding shadowed `unit`, validated (fetched from the storage on a miss
+    /// unless `fetch` is false, for a store that overwrites every level).
+    #[inline]
+    fn line(&mut self, unit: u64, fetch: bool) -> usize {
+        let depth = self.versions.depth();
+        if depth > self.capacity {
+            self.grow(depth);
+        }
+        let index = (unit as usize) & (self.lines - 1);
+        let innermost = self.versions.innermost();
+        let version = self.line_versions[index];
+        if version != 0 && self.line_units[index] == unit {
+            self.hits += 1;
+            if version != innermost {
+                let valid = max_valid_level(version, self.versions.as_slice());
+                self.line_lens[index] = self.line_lens[index].min(valid as u32);
+                self.line_versions[index] = innermost;
+            }
+        } else {
+            self.miss(index, unit, fetch);
+        }
+        index
+    }
+
+    #[inline(never)]
+    fn miss(&mut self, index: usize, unit: u64, fetch: bool) {
+        self.misses += 1;
+        if self.line_versions[index] != 0 {
+            self.evict(index);
+        }
+        let start = index * self.capacity;
+        let len = if fetch {
+            let current = self.versions.as_slice();
+            self.storage.fetch(
+                unit,
+                current,
+                &mut self.line_tags[start..start + self.capacity],
+            )
+        } else {
+            0
+        };
+        self.line_units[index] = unit;
+        self.line_versions[index] = self.versions.innermost();
+        self.line_lens[index] = len as u32;
+    }
+
+    #[inline]
+    fn vector(&mut self, index: usize) -> (&mut [T], &mut u32) {
+        let start = index * self.capacity;
+        (
+            &mut self.line_tags[start..start + self.capacity],
+            &mut self.line_lens[index],
+        )
+    }
+}
+
+impl<T: Tag> VectorShadow<T> for CachedVsm<T> {
+    fn enter(&mut self) {
+        self.versions.enter();
+    }
+
+    fn exit(&mut self) {
+        self.versions.exit();
+    }
+
+    fn depth(&self) -> usize {
+        self.versions.depth()
+    }
+
+    fn versions(&self) -> &VersionStack {
+        &self.versions
+    }
+
+    #[inline]
+    fn read(&mut self, addr: u64, out: &mut Vec<T>) {
+        out.clear();
+        let depth = self.depth();
+        if depth == 0 {
+            return;
+        }
+        let index = self.line(addr >> self.shift, true);
+        let (vector, len) = self.vector(index);
+        out.extend_from_slice(&vector[..*len as usize]);
+        out.resize(depth, T::default());
+    }
+
+    #[inline]
+    fn write(&mut self, addr: u64, levels: Range<usize>, tag: T) {
+        debug_assert!(
+            levels.end <= self.depth(),
+            "kage-vsm: write above the depth"
+        );
+        if levels.is_empty() {
+            return;
+        }
+        let whole = levels.start == 0 && levels.end == self.depth();
+        let index = self.line(addr >> self.shift, !whole);
+        let (vector, len) = self.vector(index);
+        let old_len = *len as usize;
+        if levels.start > old_len {
+            vector[old_len..levels.start].fill(T::default());
+        }
+        *len = old_len.max(levels.end) as u32;
+        vector[levels].fill(tag);
+    }
+
+    #[inline]
+    fn write_with(
+        &mut self,
+        addr: u64,
+        levels: Range<usize>,
+        tag: T,
+        on_set: &mut impl FnMut(usize),
+    ) {
+        debug_assert!(
+            levels.end <= self.depth(),
+            "kage-vsm: write above the depth"
+        );
+        if levels.is_empty() {
+            return;
+        }
+        let index = self.line(addr >> self.shift, true);
+        let (vector, len) = self.vector(index);
+        let old_len = *len as usize;
+        if levels.start > old_len {
+            vector[old_len..levels.start].fill(T::default());
+        }
+        *len = old_len.max(levels.end) as u32;
+        for level in levels {
+            let old = if level < old_len {
+                vector[level]
+            } else {
+                T::default()
+            };
+            if old == T::default() && tag != T::default() {
+                on_set(level);
+            }
+            vector[level] = tag;
+        }
+    }
+
+    #[inline]
+    fn update(&mut self, addr: u64, f: impl FnOnce(&mut [T])) {
+        let depth = self.depth();
+        if depth == 0 {
+            return f(&mut []);
+        }
+        let index = self.line(addr >> self.shift, true);
+        let (vector, len) = self.vector(index);
+        vector[*len as usize..depth].fill(T::default());
+        *len = depth as u32;
+        f(&mut vector[..depth]);
+    }
+
+    fn heap_bytes(&self) -> usize {
+        let lines = if self.capacity == 0 {
+            0
+        } else {
+            self.lines * (2 * size_of::<u64>() + size_of::<u32>())
+                + slice_bytes::<T>(self.lines * self.capacity)
+        };
+        self.versions.heap_bytes() + lines + self.storage.heap_bytes()
+    }
+
+    fn stats(&self) -> Stats {
+        Stats {
+            cache_hits: self.hits,
+            cache_misses: self.misses,
+            evictions: self.evictions,
+            relayouts: self.relayouts,
+            ..self.storage.stats()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_grows_with_the_depth_and_keeps_its_lines() {
+        let config = Config {
+            vcache_lines: 4,
+            ..Config::default()
+        };
+        let mut vsm = CachedVsm::<u64>::new(&config, true, false);
+        assert_eq!(vsm.heap_bytes(), 0);
+        vsm.enter();
+        vsm.write(0, 0..1, 7);
+        assert_eq!(vsm.capacity, 4);
+        for _ in 0..5 {
+            vsm.enter();
+        }
+        vsm.write(8, 0..6, 9);
+        assert_eq!((vsm.capacity, vsm.stats().relayouts), (8, 2));
+        let mut out = Vec::new();
+        vsm.read(0, &mut out);
+        assert_eq!(out, [7, 0, 0, 0, 0, 0]);
+        let stats = vsm.stats();
+        assert_eq!(
+            (stats.cache_hits, stats.cache_misses, stats.evictions),
+            (1, 2, 0)
+        );
+    }
+
+    #[test]
+    fn a_conflict_miss_goes_through_the_storage() {
+        let config = Config {
+            vcache_lines: 2,
+            table_bits: 2,
+            ..Config::default()
+        };
+        let mut vsm = CachedVsm::<u64>::new(&config, false, false);
+        vsm.enter();
+        vsm.enter();
+        vsm.write(0, 0..2, 1); // line 0
+        vsm.write(16, 0..2, 2); // line 0 again: evicts address 0
+        assert_eq!(vsm.stats().evictions, 1);
+        vsm.exit();
+        vsm.enter();
+        let mut out = Vec::new();
+        vsm.read(0, &mut out); // evicts 16, fetches 0 with level 1 scrubbed
+        assert_eq!(out, [1, 0]);
+        vsm.read(16, &mut out);
+        assert_eq!(out, [2, 0]);
+        assert_eq!(vsm.stats().evictions, 3);
+    }
+}

@@ -1,0 +1,175 @@
+//! Differential tests: every implementation against the naive model, on random programs of
+//! region enters, exits and re-entries (depth up to 72) and dense, strided and random
+//! accesses, with tiny structures so that evictions, page scrubs, garbage collection and
+//! compression happen all the time.
+
+mod common;
+
+use common::{check_program, random_program, Op, Rng, TestTag};
+use kage_vsm::{Config, Granularity};
+use proptest::prelude::*;
+
+const MAX_DEPTH: usize = 72;
+
+fn granularity() -> impl Strategy<Value = Granularity> {
+    prop_oneof![
+        Just(Granularity::Byte),
+        Just(Granularity::Word),
+        Just(Granularity::Line)
+    ]
+}
+
+/// Small structures: tag tables of 1 to 16 units, segment tables of 1 to 8 slots, a VCache
+/// of 1 to 8 lines, 1 or 2 uncompressed level tables, 0 to 3 free tables.
+fn small_config() -> impl Strategy<Value = Config> {
+    (
+        granularity(),
+        0u32..=4,
+        0u32..=3,
+        prop::sample::select(vec![1usize, 2, 4, 8]),
+        1usize..=2,
+        0usize..=3,
+    )
+        .prop_map(
+            |(granularity, table_bits, segment_bits, vcache_lines, victim_tables, free_tables)| {
+                Config {
+                    granularity,
+                    table_bits,
+                    segment_bits,
+                    vcache_lines,
+                    victim_tables,
+                    free_tables,
+                }
+            },
+        )
+}
+
+fn op(span: u64) -> impl Strategy<Value = Op> {
+    let at = (0u8..5, 0..span);
+    let stride = prop::sample::select(vec![1u64, 8, 24, 64, 4096]);
+    let levels = prop_oneof![Just((255u8, 255u8)), (any::<u8>(), any::<u8>())];
+    let tag = prop_oneof![Just(0u64), 1..4u64, any::<u64>()];
+    prop_oneof![
+        3 => (1u8..=20).prop_map(Op::Enter),
+        2 => (1u8..=20).prop_map(Op::Exit),
+        2 => (1u8..=4).prop_map(Op::Cycle),
+        5 => (at.clone(), 1u8..=16, stride.clone(), levels, tag, any::<bool>()).prop_map(
+            |(at, count, stride, levels, tag, hook)| Op::Write { at, count, stride, levels, tag, hook }
+        ),
+        3 => (at.clone(), 1u8..=8, stride.clone()).prop_map(|(at, count, stride)| Op::Read { at, count, stride }),
+        2 => (at, 1u8..=4, stride, 0..1000u64).prop_map(|(at, count, stride, by)| Op::Update { at, count, stride, by }),
+        1 => Just(Op::Sweep),
+    ]
+}
+
+fn program(len: std::ops::Range<usize>) -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(op(2048), len)
+}
+
+/// Programs that dive to depth 64 first and then churn there.
+fn deep_program() -> impl Strategy<Value = Vec<Op>> {
+    program(50..250).prop_map(|mut ops| {
+        ops.insert(0, Op::Enter(64));
+        ops
+    })
+}
+
+fn check<T: TestTag>(config: &Config, program: &[Op]) {
+    check_program::<T>(config, program, MAX_DEPTH);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_kind_matches_the_model_u64(config in small_config(), program in program(1..300)) {
+        check::<u64>(&config, &program);
+    }
+
+    #[test]
+    fn every_kind_matches_the_model_deep_u64(config in small_config(), program in deep_program()) {
+        check::<u64>(&config, &program);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_kind_matches_the_model_bool(config in small_config(), program in program(1..300)) {
+        check::<bool>(&config, &program);
+    }
+
+    #[test]
+    fn every_kind_matches_the_model_u8(config in small_config(), program in program(1..300)) {
+        check::<u8>(&config, &program);
+    }
+}
+
+/// One long seeded run per configuration: tiny structures, medium ones, and the paper's.
+#[test]
+fn long_runs_match_the_model() {
+    let tiny = Config {
+        granularity: Granularity::Word,
+        table_bits: 2,
+        segment_bits: 1,
+        vcache_lines: 4,
+        victim_tables: 2,
+        free_tables: 2,
+    };
+    let medium = Config {
+        granularity: Granularity::Byte,
+        table_bits: 6,
+        segment_bits: 4,
+        vcache_lines: 64,
+        victim_tables: 8,
+        free_tables: 16,
+    };
+    let runs = [
+        (tiny, 200_000, 1),
+        (medium, 100_000, 2),
+        (Config::hcpa(), 20_000, 3),
+    ];
+    for (config, len, seed) in runs {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+        let program = random_program(&mut rng, len, 4096);
+        check::<u64>(&config, &program);
+    }
+}
+
+/// Figure 4 as a program: written in region 4, read in region 7 ([1, 5, 6, 7]).
+#[test]
+fn paper_worked_example_on_every_kind() {
+    let program = [
+        Op::Enter(4),
+        Op::Write {
+            at: (0, 0x40),
+            count: 1,
+            stride: 8,
+            levels: (255, 255),
+            tag: 42,
+            hook: true,
+        },
+        Op::Exit(3),
+        Op::Enter(3),
+        Op::Read {
+            at: (0, 0x40),
+            count: 1,
+            stride: 8,
+        },
+    ];
+    check::<u64>(&Config::default(), &program);
+    // And the read itself.
+    use kage_vsm::{AnyVsm, VectorShadow, VsmKind};
+    for kind in VsmKind::ALL {
+        let mut vsm = AnyVsm::<u64>::new(kind, &Config::default());
+        (0..4).for_each(|_| vsm.enter());
+        vsm.write(0x40, 0..4, 42);
+        (0..3).for_each(|_| vsm.exit());
+        (0..3).for_each(|_| vsm.enter());
+        assert_eq!(vsm.versions().as_slice(), &[1, 5, 6, 7]);
+        let mut out = Vec::new();
+        vsm.read(0x40, &mut out);
+        assert_eq!(out, [42, 0, 0, 0], "{kind}");
+    }
+}
