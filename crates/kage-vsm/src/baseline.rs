@@ -74,10 +74,6 @@ impl<T: Tag> VectorShadow<T> for BaselineVsm<T> {
         self.versions.exit();
     }
 
-    fn depth(&self) -> usize {
-        self.versions.depth()
-    }
-
     fn versions(&self) -> &VersionStack {
         &self.versions
     }

@@ -119,10 +119,6 @@ impl<T: Tag> VectorShadow<T> for BulkVsm<T> {
         self.versions.exit();
     }
 
-    fn depth(&self) -> usize {
-        self.versions.depth()
-    }
-
     fn versions(&self) -> &VersionStack {
         &self.versions
     }

@@ -285,7 +285,9 @@ pub trait VectorShadow<T: Tag> {
     /// At depth 0 (an unbalanced exit is the caller's bug).
     fn exit(&mut self);
     /// The number of active levels.
-    fn depth(&self) -> usize;
+    fn depth(&self) -> usize {
+        self.versions().depth()
+    }
     /// The version vector (outermost first).
     fn versions(&self) -> &VersionStack;
     /// Replaces `out` with the address's valid tags, exactly [`depth`](Self::depth) of them;
@@ -448,10 +450,6 @@ impl<T: Tag> VectorShadow<T> for AnyVsm<T> {
     #[inline]
     fn exit(&mut self) {
         dispatch!(self, vsm => vsm.exit())
-    }
-    #[inline]
-    fn depth(&self) -> usize {
-        dispatch!(self, vsm => vsm.depth())
     }
     #[inline]
     fn versions(&self) -> &VersionStack {

@@ -87,10 +87,6 @@ impl<T: Tag> VectorShadow<T> for SlimVsm<T> {
         self.versions.exit();
     }
 
-    fn depth(&self) -> usize {
-        self.versions.depth()
-    }
-
     fn versions(&self) -> &VersionStack {
         &self.versions
     }

@@ -172,10 +172,6 @@ impl<T: Tag> VectorShadow<T> for CachedVsm<T> {
         self.versions.exit();
     }
 
-    fn depth(&self) -> usize {
-        self.versions.depth()
-    }
-
     fn versions(&self) -> &VersionStack {
         &self.versions
     }
