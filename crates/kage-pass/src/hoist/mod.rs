@@ -12,7 +12,8 @@
 //!
 //! The form hoisted (anything else is instrumented per segment as usual):
 //! - an innermost natural loop `L` without cutting calls and without inner cycles;
-//! - its header has one predecessor outside `L`, the preheader `P`, ending in `br label %h`,
+//! - its header has one predecessor outside `L`, the preheader `P`, ending in a `br` to `h`
+//!   (conditional or not),
 //!   and one inside, the latch `E`, which is also `L`'s only exiting block;
 //! - `E` ends in `br (icmp eq|ne X, N)` leaving `L` exactly when `X == N`, where `N` is
 //!   loop-invariant, `iv = phi [S, P], [iv.next, E]` in the header,
@@ -173,16 +174,51 @@ pub unsafe fn plan_function(
     forest: &LoopForest,
     data_layout: LLVMTargetDataRef,
 ) -> Vec<HoistPlan> {
+    let explain = std::env::var_os(EXPLAIN_VARIABLE).is_some_and(|v| v == "1");
     (0..forest.loops.len())
-        .filter_map(|k| analyze_loop(cfg, forest, k, data_layout).ok())
+        .filter_map(|k| {
+            let plan = analyze_loop(cfg, forest, k, data_layout);
+            if explain {
+                explain_decision(cfg, forest, k, &plan);
+            }
+            plan.ok()
+        })
         .collect()
+}
+
+/// With `KAGE_PASS_EXPLAIN=1` in the compiler's environment, the pass says on stderr which
+/// loops it hoists and why the others keep per-segment instrumentation.
+pub const EXPLAIN_VARIABLE: &str = "KAGE_PASS_EXPLAIN";
+
+unsafe fn explain_decision(
+    cfg: &FunctionCfg,
+    forest: &LoopForest,
+    k: usize,
+    plan: &Result<HoistPlan, NotHoisted>,
+) {
+    let header = cfg.blocks[forest.loops[k].header];
+    let function = ir::value_name(LLVMGetBasicBlockParent(header));
+    // The header's first instruction with a location (PHIs usually have none).
+    let line = ir::instructions(header)
+        .into_iter()
+        .map(|i| LLVMGetDebugLocLine(i))
+        .find(|&line| line != 0)
+        .unwrap_or(0);
+    match plan {
+        Ok(plan) => eprintln!(
+            "kage-pass: {function}: loop at line {line} hoisted ({} accesses per iteration, \
+             chunks of {})",
+            plan.accesses_per_iteration, plan.chunk_iterations
+        ),
+        Err(why) => eprintln!("kage-pass: {function}: loop at line {line} not hoisted: {why:?}"),
+    }
 }
 
 /// The blocks around a loop that the hoisting form needs.
 struct Shape {
     preheader: usize,
     latch: usize,
-    /// The preheader's unconditional `br`.
+    /// The preheader's `br`.
     at: LLVMValueRef,
 }
 
@@ -296,9 +332,13 @@ pub fn chunk_iterations(accesses_per_iteration: u64, ranges: &[StridedRange]) ->
     chunk
 }
 
-/// The preheader (the header's only predecessor outside the loop, ending in an
-/// unconditional branch to it) and the latch (its only predecessor inside, and the loop's
-/// only exiting block).
+/// The preheader (the header's only predecessor outside the loop, ending in a branch to
+/// it) and the latch (its only predecessor inside, and the loop's only exiting block).
+///
+/// The preheader's branch may be conditional (a vectorised loop's `vector.ph` is often
+/// folded into the minimum-iterations check): the values computed before it for the loop
+/// are then computed on the path that skips the loop too, where they are plain arithmetic
+/// that nothing uses.
 unsafe fn loop_shape(
     cfg: &FunctionCfg,
     blocks: &[usize],
@@ -312,11 +352,10 @@ unsafe fn loop_shape(
         return Err(NotHoisted::NoPreheader);
     };
     let at = LLVMGetBasicBlockTerminator(cfg.blocks[preheader]);
-    if at.is_null()
-        || ir::opcode(at) != LLVMOpcode::LLVMBr
-        || LLVMIsConditional(at) != 0
-        || LLVMGetSuccessor(at, 0) != cfg.blocks[header]
-    {
+    let branches_to_header = |at: LLVMValueRef| {
+        (0..LLVMGetNumSuccessors(at)).any(|i| LLVMGetSuccessor(at, i) == cfg.blocks[header])
+    };
+    if at.is_null() || ir::opcode(at) != LLVMOpcode::LLVMBr || !branches_to_header(at) {
         return Err(NotHoisted::NoPreheader);
     }
     let [latch] = inside[..] else {
