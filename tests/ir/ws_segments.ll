@@ -107,6 +107,45 @@ define i32 @no_accesses(i32 %x) {
   ret i32 %y
 }
 
+; A block reached from an invoke and from a branch: the branch stores the local budget.
+define void @joins(ptr %p, i1 %c) personality ptr @__gxx_personality_v0 {
+entry:
+  store i32 1, ptr %p, align 4
+  br i1 %c, label %call, label %join
+
+call:
+  invoke void @opaque()
+          to label %join unwind label %lpad
+
+join:
+  %v = load i32, ptr %p, align 4
+  ret void
+
+lpad:
+  %lp = landingpad { ptr, i32 }
+          cleanup
+  resume { ptr, i32 } %lp
+}
+
+; A musttail call: nothing may come between it and the ret.
+define i32 @tail(ptr %p, i32 %x) {
+  store i32 %x, ptr %p, align 4
+  %r = musttail call i32 @callee(ptr %p, i32 %x)
+  ret i32 %r
+}
+
+; setjmp returns twice: the local budget is reloaded after it.
+define i32 @jumps(ptr %p, ptr %env) {
+  store i32 1, ptr %p, align 4
+  %j = call i32 @setjmp(ptr %env) #0
+  %v = load i32, ptr %p, align 4
+  ret i32 %v
+}
+
+declare i32 @callee(ptr, i32)
+declare i32 @setjmp(ptr) #0
+attributes #0 = { returns_twice }
+
 declare void @opaque()
 declare void @llvm.assume(i1)
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)

@@ -9,6 +9,7 @@
 #include "llvm/Transforms/Scalar/EarlyCSE.h"
 #include "llvm/Transforms/Scalar/LICM.h"
 #include "llvm/Transforms/Scalar/LoopPassManager.h"
+#include "llvm/Transforms/Utils/Mem2Reg.h"
 #include "llvm/Plugins/PassPlugin.h"
 #include "llvm-c/Types.h"
 
@@ -34,7 +35,8 @@ struct KagePass : llvm::PassInfoMixin<KagePass> {
 };
 
 // After the AlwaysInliner, nothing else runs at OptimizerLast: the inlined working-set
-// helpers would leave, in every hot loop, the `!invariant.load`s of the shadow offset and
+// helpers would leave each function's local budget in memory (an alloca: mem2reg puts it in
+// registers), and, in every hot loop, the `!invariant.load`s of the shadow offset and
 // line shift (one pair per mark) and the budget's `llvm.threadlocal.address`. EarlyCSE
 // (with MemorySSA) merges the repeated ones within a function; LICM hoists what is left
 // out of loops. Only for modules instrumented in a working-set mode, and not at -O0.
@@ -43,6 +45,7 @@ struct KageCleanupPass : llvm::PassInfoMixin<KageCleanupPass> {
   llvm::ModulePassManager Cleanup;
   explicit KageCleanupPass(WorkingSetFlag Flag) : WorkingSet(std::move(Flag)) {
     llvm::FunctionPassManager FPM;
+    FPM.addPass(llvm::PromotePass());
     FPM.addPass(llvm::EarlyCSEPass(/*UseMemorySSA=*/true));
     FPM.addPass(llvm::createFunctionToLoopPassAdaptor(llvm::LICMPass(llvm::LICMOptions()),
                                                       /*UseMemorySSA=*/true));

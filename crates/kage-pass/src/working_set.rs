@@ -8,6 +8,23 @@
 //! are counted and marked per chunk of iterations instead ([`crate::hoist`]): one helper
 //! call at the start of each iteration, which checks and marks when a chunk starts. In
 //! mode 2 every access also calls `__kage_ws_trace` right before it.
+//!
+//! The budget in a function. The budget checks of a function count down a local copy of
+//! the thread's budget (an `alloca` that the cleanup after the pass promotes to a
+//! register), not the thread-local itself: a read-modify-write of one memory location per
+//! segment makes a chain of store-to-load forwarding through the whole function, which
+//! is most of what the checks cost in branchy code. The copy is loaded from the
+//! thread-local at the function's entry, after every cutting call and at the start of every
+//! block an `invoke` or `callbr` leads to (normal or unwind), and stored back before every
+//! cutting call, `ret` and `resume`, and before every branch into such a block; a tick
+//! stores it before and loads it after. So at every point where other code could read or
+//! change the budget (a callee, the tick, the caller after a return or an unwind) the
+//! thread-local holds exactly what a check-by-check update would have left there, and
+//! interval boundaries fall exactly where they did. A signal handler that runs
+//! instrumented code between two of these points decrements (or ticks) the thread-local
+//! while the interrupted function keeps its copy, which the function later stores back:
+//! the handler's accesses are then not counted towards the next boundary, which moves
+//! later by as much (marks are never affected).
 
 use std::collections::{HashMap, HashSet};
 
@@ -61,11 +78,21 @@ pub unsafe fn instrument_functions(
             locations: HookLocations::new(module, plan.func),
             data_layout,
             traces: mode.traces(),
+            local_budget: std::ptr::null_mut(),
         };
         let hoisted: HashSet<LLVMValueRef> = hoists
             .iter()
             .flat_map(|h| h.accesses.iter().copied())
             .collect();
+        let checks = segments
+            .iter()
+            .any(|s| s.accesses.iter().any(|a| !hoisted.contains(&a.instruction())));
+        if !checks && hoists.is_empty() {
+            continue; // no budget check: the function never touches the budget
+        }
+        // First, so that the loads of the local budget come before the checks that the
+        // segments put at the same places.
+        inserter.local_budget = place_local_budget(&mut inserter, plan);
         for segment in &segments {
             let region = plan
                 .slots
@@ -80,6 +107,79 @@ pub unsafe fn instrument_functions(
         }
     }
     LLVMDisposeBuilder(builder);
+}
+
+/// Allocates the function's local budget and places its loads and stores (see the module
+/// docs); returns the `alloca`.
+unsafe fn place_local_budget(inserter: &mut WsInserter, plan: &FunctionPlan) -> LLVMValueRef {
+    let cfg = &plan.cfg;
+    let entry = cfg.blocks[0];
+    // At the very top of the entry block, so that it is a static alloca.
+    inserter.position_before(LLVMGetFirstInstruction(entry));
+    let local = LLVMBuildAlloca(
+        inserter.builder,
+        inserter.runtime.i64_type,
+        c"kage.budget".as_ptr(),
+    );
+    LLVMSetAlignment(local, 8);
+    let mut after_allocas = LLVMGetFirstInstruction(entry);
+    while ir::opcode(after_allocas) == LLVMOpcode::LLVMAlloca {
+        after_allocas = LLVMGetNextInstruction(after_allocas);
+    }
+    inserter.copy_budget(after_allocas, local, true);
+
+    // Blocks that `invoke`/`callbr` lead to load the budget; their other predecessors store
+    // it before branching there.
+    let mut loading_blocks = vec![false; cfg.blocks.len()];
+    for (b, &block) in cfg.blocks.iter().enumerate() {
+        for inst in ir::instructions(block) {
+            let terminator = !LLVMIsATerminatorInst(inst).is_null();
+            if is_cut(inst) {
+                inserter.copy_budget(inst, local, false);
+                if terminator {
+                    for &s in &cfg.successors[b] {
+                        loading_blocks[s] = true;
+                    }
+                } else if !is_musttail(inst) {
+                    inserter.copy_budget(LLVMGetNextInstruction(inst), local, true);
+                }
+            } else if matches!(
+                ir::opcode(inst),
+                LLVMOpcode::LLVMRet | LLVMOpcode::LLVMResume
+            ) && !returns_musttail_call(inst)
+            {
+                inserter.copy_budget(inst, local, false);
+            }
+        }
+    }
+    for (s, _) in loading_blocks.iter().enumerate().filter(|(_, &l)| l) {
+        if let Some(at) = ir::first_insertion_point(cfg.blocks[s]) {
+            inserter.copy_budget(at, local, true);
+        }
+        for (p, successors) in cfg.successors.iter().enumerate() {
+            let terminator = LLVMGetBasicBlockTerminator(cfg.blocks[p]);
+            if successors.contains(&s) && !is_cut(terminator) {
+                inserter.copy_budget(terminator, local, false);
+            }
+        }
+    }
+    local
+}
+
+/// Whether `inst` is a `musttail` call: nothing may come between it and its `ret`.
+unsafe fn is_musttail(inst: LLVMValueRef) -> bool {
+    !LLVMIsACallInst(inst).is_null()
+        && LLVMGetTailCallKind(inst) == llvm_sys::LLVMTailCallKind::LLVMTailCallKindMustTail
+}
+
+/// Whether the `ret` `inst` returns a `musttail` call's result (possibly through a bitcast):
+/// the budget was stored before that call and nothing may go between the two.
+unsafe fn returns_musttail_call(inst: LLVMValueRef) -> bool {
+    let mut prev = LLVMGetPreviousInstruction(inst);
+    if !prev.is_null() && ir::opcode(prev) == LLVMOpcode::LLVMBitCast {
+        prev = LLVMGetPreviousInstruction(prev);
+    }
+    !prev.is_null() && is_musttail(prev)
 }
 
 /// A run of instructions of one block that no call into instrumented code interrupts.
@@ -258,6 +358,8 @@ pub struct WsInserter<'a> {
     locations: HookLocations,
     data_layout: LLVMTargetDataRef,
     traces: bool,
+    /// The function's local budget (an `alloca` of `i64`).
+    pub local_budget: LLVMValueRef,
 }
 
 impl WsInserter<'_> {
@@ -305,7 +407,31 @@ impl WsInserter<'_> {
     /// The builder must be positioned; `k` an i64.
     pub unsafe fn budget_check(&mut self, region: LLVMValueRef, k: LLVMValueRef) {
         let helper = self.runtime.budget_check();
-        self.call(helper, region, k);
+        let mut args = [region, k, self.local_budget];
+        LLVMBuildCall2(
+            self.builder,
+            self.runtime.budget_check_type,
+            helper,
+            args.as_mut_ptr(),
+            3,
+            c"".as_ptr(),
+        );
+    }
+
+    /// Before `at`: `__kage_ws_budget_load(local)` when `to_local`, else
+    /// `__kage_ws_budget_store(local)`.
+    unsafe fn copy_budget(&mut self, at: LLVMValueRef, local: LLVMValueRef, to_local: bool) {
+        self.position_before(at);
+        let helper = self.runtime.budget_copy(to_local);
+        let mut args = [local];
+        LLVMBuildCall2(
+            self.builder,
+            self.runtime.budget_copy_type,
+            helper,
+            args.as_mut_ptr(),
+            1,
+            c"".as_ptr(),
+        );
     }
 
     unsafe fn mark(&mut self, mark: Mark) {

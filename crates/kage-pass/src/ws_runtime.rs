@@ -4,8 +4,11 @@
 //! without accesses gets none of it.
 //!
 //! Helpers (internal, `alwaysinline nounwind`; clang's `AlwaysInlinerPass` inlines them):
-//! - `void __kage_ws_budget_check(ptr innermost, i64 k)`: `b = budget - k; budget = b;
-//!   if (b < 0) __kage_ws_tick(innermost)`.
+//! - `void __kage_ws_budget_check(ptr innermost, i64 k, ptr local)`: `b = *local - k;
+//!   *local = b; if (b < 0) { budget = b; __kage_ws_tick(innermost); *local = budget; }`.
+//!   `local` is the function's own copy of the budget (see [`crate::working_set`]).
+//! - `void __kage_ws_budget_load(ptr local)`: `*local = budget`; and
+//!   `void __kage_ws_budget_store(ptr local)`: `budget = *local`.
 //! - `void __kage_ws_mark_range(ptr p, i64 len)`: marks every line of `[p, p + len)`: the
 //!   first and last lines inline (check before set), the lines between them through
 //!   `__kage_ws_mark_lines`; nothing at all when `len` is 0.
@@ -15,7 +18,8 @@
 //!   cross a line boundary (see [`LineSpan`]).
 //! - `void __kage_ws_trace_range(ptr p, i64 len)` (mode 2): `__kage_ws_trace(p, len)` unless
 //!   `len` is 0, for `llvm.mem*` lengths only known at run time.
-//! - `void __kage_ws_chunk(iN iv, iN start, i64 trips_after_first, ptr range_start...)`:
+//! - `void __kage_ws_chunk(iN iv, iN start, i64 trips_after_first, ptr range_start...,
+//!   ptr local)`:
 //!   one per hoisted loop, its body built by [`crate::hoist`] (a chunk's check and marks).
 
 use llvm_sys::core::*;
@@ -33,6 +37,8 @@ pub const MARK_LINES: &str = "__kage_ws_mark_lines";
 pub const TICK: &str = "__kage_ws_tick";
 pub const TRACE: &str = "__kage_ws_trace";
 pub const BUDGET_CHECK: &str = "__kage_ws_budget_check";
+pub const BUDGET_LOAD: &str = "__kage_ws_budget_load";
+pub const BUDGET_STORE: &str = "__kage_ws_budget_store";
 pub const MARK_RANGE: &str = "__kage_ws_mark_range";
 pub const MARK_PAIR: &str = "__kage_ws_mark_pair";
 pub const MARK_LINE: &str = "__kage_ws_mark_line";
@@ -81,7 +87,13 @@ pub struct WsRuntime {
     pub ptr_type: LLVMTypeRef,
     /// `void (ptr, i64)`: every helper and `__kage_ws_trace`.
     pub pointer_length_type: LLVMTypeRef,
+    /// `void (ptr, i64, ptr)`: the budget check.
+    pub budget_check_type: LLVMTypeRef,
+    /// `void (ptr)`: the budget's load and store.
+    pub budget_copy_type: LLVMTypeRef,
     budget_check: Option<LLVMValueRef>,
+    /// `__kage_ws_budget_load` and `__kage_ws_budget_store`.
+    budget_copies: [Option<LLVMValueRef>; 2],
     /// The mark helpers, by [`LineSpan`] (one, two, many).
     marks: [Option<LLVMValueRef>; 3],
     trace: Option<LLVMValueRef>,
@@ -105,14 +117,23 @@ impl WsRuntime {
             i64_type,
             ptr_type,
             pointer_length_type: LLVMFunctionType(void_type, params.as_mut_ptr(), 2, 0),
+            budget_check_type: {
+                let mut params = [ptr_type, i64_type, ptr_type];
+                LLVMFunctionType(void_type, params.as_mut_ptr(), 3, 0)
+            },
+            budget_copy_type: {
+                let mut params = [ptr_type];
+                LLVMFunctionType(void_type, params.as_mut_ptr(), 1, 0)
+            },
             budget_check: None,
+            budget_copies: [None; 2],
             marks: [None; 3],
             trace: None,
             trace_range: None,
         }
     }
 
-    /// `__kage_ws_budget_check(ptr innermost, i64 k)`.
+    /// `__kage_ws_budget_check(ptr innermost, i64 k, ptr local)`.
     ///
     /// # Safety
     /// The module must still be alive.
@@ -120,9 +141,38 @@ impl WsRuntime {
         if let Some(f) = self.budget_check {
             return f;
         }
-        let f = self.define_helper(BUDGET_CHECK);
+        let f = self.define_function(BUDGET_CHECK, self.budget_check_type);
         self.build_budget_check(f);
         self.budget_check = Some(f);
+        f
+    }
+
+    /// `__kage_ws_budget_load(ptr local)` (`*local = budget`) when `to_local`, else
+    /// `__kage_ws_budget_store(ptr local)` (`budget = *local`).
+    ///
+    /// # Safety
+    /// The module must still be alive.
+    pub unsafe fn budget_copy(&mut self, to_local: bool) -> LLVMValueRef {
+        let (slot, name) = if to_local {
+            (0, BUDGET_LOAD)
+        } else {
+            (1, BUDGET_STORE)
+        };
+        if let Some(f) = self.budget_copies[slot] {
+            return f;
+        }
+        let f = self.define_function(name, self.budget_copy_type);
+        let builder = LLVMCreateBuilderInContext(self.context);
+        LLVMPositionBuilderAtEnd(builder, self.append_block(f, "entry"));
+        let budget = self.thread_local_address(builder, self.runtime_global(BUDGET, true));
+        let local = LLVMGetParam(f, 0);
+        let (from, to) = if to_local { (budget, local) } else { (local, budget) };
+        let value = LLVMBuildLoad2(builder, self.i64_type, from, c"".as_ptr());
+        LLVMSetAlignment(value, 8);
+        LLVMSetAlignment(LLVMBuildStore(builder, value, to), 8);
+        LLVMBuildRetVoid(builder);
+        LLVMDisposeBuilder(builder);
+        self.budget_copies[slot] = Some(f);
         f
     }
 
@@ -195,8 +245,8 @@ impl WsRuntime {
         f
     }
 
-    /// A new `__kage_ws_chunk(iN iv, iN start, i64 trips_after_first, ptr...)` with one
-    /// `ptr` per range, without a body yet (LLVM makes the names of later ones unique), and
+    /// A new `__kage_ws_chunk(iN iv, iN start, i64 trips_after_first, ptr..., ptr local)`
+    /// with one `ptr` per range and the local budget last, without a body yet (LLVM makes the names of later ones unique), and
     /// its type.
     ///
     /// # Safety
@@ -206,8 +256,9 @@ impl WsRuntime {
         counter_type: LLVMTypeRef,
         ranges: usize,
     ) -> (LLVMValueRef, LLVMTypeRef) {
+        // The ranges' starts, then the function's local budget.
         let mut params = vec![counter_type, counter_type, self.i64_type];
-        params.resize(params.len() + ranges, self.ptr_type);
+        params.resize(params.len() + ranges + 1, self.ptr_type);
         let ty = LLVMFunctionType(self.void_type, params.as_mut_ptr(), params.len() as u32, 0);
         (self.define_function(CHUNK, ty), ty)
     }
@@ -287,11 +338,11 @@ impl WsRuntime {
         let tick_block = self.append_block(f, "tick");
         let done = self.append_block(f, "done");
         LLVMPositionBuilderAtEnd(builder, entry);
-        let slot = self.thread_local_address(builder, budget);
-        let old = LLVMBuildLoad2(builder, self.i64_type, slot, c"".as_ptr());
+        let local = LLVMGetParam(f, 2);
+        let old = LLVMBuildLoad2(builder, self.i64_type, local, c"".as_ptr());
         LLVMSetAlignment(old, 8);
         let new = LLVMBuildSub(builder, old, LLVMGetParam(f, 1), c"".as_ptr());
-        LLVMSetAlignment(LLVMBuildStore(builder, new, slot), 8);
+        LLVMSetAlignment(LLVMBuildStore(builder, new, local), 8);
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let spent = LLVMBuildICmp(
             builder,
@@ -303,9 +354,15 @@ impl WsRuntime {
         let branch = LLVMBuildCondBr(builder, spent, tick_block, done);
         self.set_branch_weights(branch, 1, 1 << 20);
         LLVMPositionBuilderAtEnd(builder, tick_block);
+        // The tick reads the spent budget and sets the next interval's.
+        let shared = self.thread_local_address(builder, budget);
+        LLVMSetAlignment(LLVMBuildStore(builder, new, shared), 8);
         let mut args = [LLVMGetParam(f, 0)];
         let call = LLVMBuildCall2(builder, tick_type, tick, args.as_mut_ptr(), 1, c"".as_ptr());
         LLVMSetInstructionCallConv(call, convention);
+        let next = LLVMBuildLoad2(builder, self.i64_type, shared, c"".as_ptr());
+        LLVMSetAlignment(next, 8);
+        LLVMSetAlignment(LLVMBuildStore(builder, next, local), 8);
         LLVMBuildBr(builder, done);
         LLVMPositionBuilderAtEnd(builder, done);
         LLVMBuildRetVoid(builder);

@@ -483,6 +483,8 @@ fn ws_calls<'a>(instructions: &[&'a str]) -> Vec<&'a str> {
         .iter()
         .copied()
         .filter(|l| l.starts_with("call ") || l.starts_with("invoke "))
+        // The local budget's copies are checked on their own.
+        .filter(|&l| l != BUDGET_LOAD && l != BUDGET_STORE)
         .collect()
 }
 
@@ -497,8 +499,17 @@ fn region_of(ir: &str, name: &str, offset: u32) -> String {
 }
 
 fn budget_check(region: &str, k: &str) -> String {
-    format!("call void @__kage_ws_budget_check({region}, i64 {k})")
+    format!("call void @__kage_ws_budget_check({region}, i64 {k}, ptr %kage.budget)")
 }
+
+/// The budget check inside a chunk helper, on the local budget it is passed.
+fn chunk_budget_check(region: &str, k: &str) -> String {
+    format!("call void @__kage_ws_budget_check({region}, i64 {k}, ptr %local_budget)")
+}
+
+/// The function's local budget copied to the thread-local / reloaded from it.
+const BUDGET_STORE: &str = "call void @__kage_ws_budget_store(ptr %kage.budget)";
+const BUDGET_LOAD: &str = "call void @__kage_ws_budget_load(ptr %kage.budget)";
 
 /// A mark of any length (`__kage_ws_mark_range`).
 fn mark(range: &str) -> String {
@@ -580,7 +591,10 @@ fn working_set_segments_checks_and_coalesced_marks() {
         .iter()
         .position(|l| *l == "call void @opaque()")
         .unwrap();
-    assert_eq!(split[at_call + 1], budget_check(&region, "1"));
+    // The local budget goes back to the thread-local before the call and is reloaded after.
+    assert_eq!(split[at_call - 3], BUDGET_STORE);
+    assert_eq!(split[at_call + 1], BUDGET_LOAD);
+    assert_eq!(split[at_call + 2], budget_check(&region, "1"));
     assert_eq!(
         ws_calls(&split),
         [
@@ -636,17 +650,58 @@ fn working_set_segments_checks_and_coalesced_marks() {
         entry[entry.len() - 2..],
         [mark_line("ptr %p, i64 4").as_str(), "invoke void @opaque()"]
     );
+    assert_eq!(entry[entry.len() - 3], BUDGET_STORE);
+    // Both of the invoke's destinations reload the local budget first.
     let lpad = block(invokes, "lpad");
     assert_eq!(lpad[0], "%lp = landingpad { ptr, i32 }");
-    assert_eq!(lpad[1], budget_check(&region, "1"));
-    assert_eq!(block(invokes, "cont")[0], budget_check(&region, "1"));
-    // Static allocas stay first.
+    assert_eq!(lpad[1], BUDGET_LOAD);
+    assert_eq!(lpad[2], budget_check(&region, "1"));
+    assert_eq!(lpad[lpad.len() - 3..lpad.len() - 2], [BUDGET_STORE]); // before resume
+    let cont = block(invokes, "cont");
+    assert_eq!(cont[..2], [BUDGET_LOAD, budget_check(&region, "1").as_str()]);
+    // Static allocas stay first, the local budget's among them.
     let with_alloca = blocks(function_body(&ir, "with_alloca"))
         .remove(0)
         .instructions;
-    assert_eq!(with_alloca[0], "%slot = alloca i32, align 4");
-    assert!(with_alloca[1].starts_with("call void @__kage_ws_budget_check("));
+    assert_eq!(with_alloca[0], "%kage.budget = alloca i64, align 8");
+    assert_eq!(with_alloca[1], "%slot = alloca i32, align 4");
+    assert_eq!(with_alloca[2], BUDGET_LOAD);
+    assert!(with_alloca[3].starts_with("call void @__kage_ws_budget_check("));
     assert!(!function_body(&ir, "no_accesses").contains("@__kage_ws_"));
+    // A block that an invoke and a branch both lead to: the branch stores the budget
+    // before it, the block reloads it.
+    let joins = function_body(&ir, "joins");
+    let entry = blocks(joins).remove(0).instructions;
+    assert_eq!(
+        entry[entry.len() - 3..],
+        [
+            BUDGET_STORE,
+            mark_line("ptr %p, i64 4").as_str(),
+            "br i1 %c, label %call, label %join"
+        ]
+    );
+    assert_eq!(block(joins, "join")[0], BUDGET_LOAD);
+    // musttail: the budget is stored before the call and nothing comes between the call
+    // and its ret.
+    let tail = blocks(function_body(&ir, "tail")).remove(0).instructions;
+    assert_eq!(
+        tail[tail.len() - 4..],
+        [
+            BUDGET_STORE,
+            mark_line("ptr %p, i64 4").as_str(),
+            "%r = musttail call i32 @callee(ptr %p, i32 %x)",
+            "ret i32 %r"
+        ]
+    );
+    // setjmp returns twice: the budget is reloaded after it, so a longjmp back resumes
+    // with the thread-local's value, not a stale register.
+    let jumps = blocks(function_body(&ir, "jumps")).remove(0).instructions;
+    let at_setjmp = jumps
+        .iter()
+        .position(|l| l.starts_with("%j = call i32 @setjmp("))
+        .unwrap();
+    assert_eq!(jumps[at_setjmp - 2], BUDGET_STORE);
+    assert_eq!(jumps[at_setjmp + 1], BUDGET_LOAD);
 
     check_working_set_declarations(&ir);
 }
@@ -659,7 +714,9 @@ fn check_working_set_declarations(ir: &str) {
         "@__kage_ws_line_shift = external global i64",
         "declare void @__kage_ws_mark_lines(i64, i64)",
         "declare preserve_mostcc void @__kage_ws_tick(ptr)",
-        "define internal void @__kage_ws_budget_check(ptr %0, i64 %1)",
+        "define internal void @__kage_ws_budget_check(ptr %0, i64 %1, ptr %2)",
+        "define internal void @__kage_ws_budget_load(ptr %0)",
+        "define internal void @__kage_ws_budget_store(ptr %0)",
         "define internal void @__kage_ws_mark_range(ptr %0, i64 %1)",
         "define internal void @__kage_ws_mark_pair(ptr %0, i64 %1)",
         "define internal void @__kage_ws_mark_line(ptr %0, i64 %1)",
@@ -668,6 +725,8 @@ fn check_working_set_declarations(ir: &str) {
     }
     for helper in [
         "__kage_ws_budget_check",
+        "__kage_ws_budget_load",
+        "__kage_ws_budget_store",
         "__kage_ws_mark_range",
         "__kage_ws_mark_pair",
         "__kage_ws_mark_line",
@@ -759,7 +818,9 @@ fn working_set_trace_mode_adds_traces_and_keeps_the_intervals() {
     let first = blocks(function_body(&ir, "four_ints"))
         .remove(0)
         .instructions;
-    assert!(first[0].starts_with("call void @__kage_ws_budget_check("));
+    assert_eq!(first[0], "%kage.budget = alloca i64, align 8");
+    assert_eq!(first[1], BUDGET_LOAD);
+    assert!(first[2].starts_with("call void @__kage_ws_budget_check("));
     assert!(
         first[1..]
             .iter()
@@ -802,7 +863,7 @@ fn working_set_counts_and_marks_simple_counted_loops_per_chunk() {
     // body's region, then marks 4 * (last + 1) bytes of each array from element j.
     let body = function_body(&ir, &helper);
     assert!(body.starts_with(&format!(
-        "define internal void @{helper}(i64 %iv, i64 %start, i64 %after_first, ptr %range0, ptr %range1) #"
+        "define internal void @{helper}(i64 %iv, i64 %start, i64 %after_first, ptr %range0, ptr %range1, ptr %local_budget) #"
     )));
     let body_region = region_of(&ir, "increment", 2);
     assert_eq!(
@@ -825,7 +886,7 @@ fn working_set_counts_and_marks_simple_counted_loops_per_chunk() {
             "%last = select i1 %3, i64 %2, i64 1023",
             "%4 = add i64 %last, 1",
             "%5 = mul i64 %4, 2",
-            &budget_check(&body_region, "%5"),
+            &chunk_budget_check(&body_region, "%5"),
             "%6 = mul i64 %last, 4",
             "%7 = add i64 %6, 4",
             "%8 = mul i64 %j, 4",
@@ -860,7 +921,7 @@ fn working_set_counts_and_marks_simple_counted_loops_per_chunk() {
     assert_eq!(definition(body, shifted), "lshr i64 %scaled, 3");
     assert!(body.contains("mul i64 %last, 32"), "{body}");
     assert!(body.contains("%6 = mul i64 %5, 4"), "{body}");
-    assert!(body.contains(&budget_check(&region_of(&ir, "vectorized", 2), "%6")));
+    assert!(body.contains(&chunk_budget_check(&region_of(&ir, "vectorized", 2), "%6")));
 
     // Counting down with an i32 counter: j = s - i; the range moves down, so a chunk's
     // lowest bytes are those of its last iteration, j + last.
@@ -985,7 +1046,9 @@ fn chunk_call(call: &str) -> (String, Vec<&str>) {
         .filter(|r| r.starts_with("__kage_ws_chunk"))
         .unwrap_or_else(|| panic!("not a chunk call: {call}"));
     let (name, args) = rest.split_once('(').unwrap();
-    let args = args.strip_suffix(')').unwrap().split(", ").collect();
+    let mut args: Vec<&str> = args.strip_suffix(')').unwrap().split(", ").collect();
+    // The function's local budget always comes last.
+    assert_eq!(args.pop(), Some("ptr %kage.budget"), "{call}");
     (name.to_string(), args)
 }
 

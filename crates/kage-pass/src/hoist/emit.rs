@@ -15,8 +15,9 @@ use crate::ws_runtime::{LineSpan, WsRuntime};
 
 /// Emits a hoisted loop's instrumentation: before the preheader's `br`, `T - 1` and where
 /// each range starts in iteration 0; at the header's first insertion point, the call
-/// `__kage_ws_chunk(iv, S, T - 1, starts...)` of a helper defined for this loop. `region`
-/// is the loop body's table entry.
+/// `__kage_ws_chunk(iv, S, T - 1, starts..., local_budget)` of a helper defined for this
+/// loop. `region` is the loop body's table entry, `local_budget` the function's copy of the
+/// budget (`inserter.local_budget`, see [`crate::working_set`]).
 ///
 /// # Safety
 /// `plan` must come from [`super::analyze_loop`] on the function `inserter` works on,
@@ -37,6 +38,7 @@ pub unsafe fn emit(plan: &HoistPlan, inserter: &mut WsInserter, region: LLVMValu
         let start = math.add(range_start_offset(&math, range), math.constant(range.lo));
         args.push(inserter.byte_gep(range.base, start));
     }
+    args.push(inserter.local_budget);
     let (helper, helper_type) = build_chunk_helper(inserter.runtime, plan, region);
     // Recomputed now: mode 2's traces may start the header, and the call goes before them.
     let at = ir::first_insertion_point(plan.header)
@@ -63,13 +65,13 @@ unsafe fn range_start_offset(math: &Math, range: &StridedRange) -> LLVMValueRef 
     offset
 }
 
-/// Defines the loop's `__kage_ws_chunk(iN iv, iN S, i64 after_first, ptr start...)`:
+/// Defines the loop's `__kage_ws_chunk(iN iv, iN S, i64 after_first, ptr start..., ptr local)`:
 ///
 /// ```text
 /// d = (iv - S) * sign(C)                 ; mod 2^w: j << s, j the iteration index
 /// if (d & ((K - 1) << s)) != 0: return   ; not a chunk start (no test when K = 1)
 /// j = d >> s; last = umin(after_first - j, K - 1)    ; the chunk is j .. j + last
-/// __kage_ws_budget_check(region, (last + 1) * n)
+/// __kage_ws_budget_check(region, (last + 1) * n, local)
 /// for each range: __kage_ws_mark_range(start + first * stride, last * |stride| + width)
 ///   with first = j when stride > 0, j + last when it is < 0 (the lowest bytes)
 /// ```
@@ -162,7 +164,17 @@ unsafe fn build_chunk_helper(
         iterations,
         math.constant(plan.accesses_per_iteration as i64),
     );
-    call_pointer_length(runtime, builder, budget_check, region, k);
+    let local_budget = LLVMGetParam(f, 3 + plan.ranges.len() as u32);
+    set_name(local_budget, "local_budget");
+    let mut args = [region, k, local_budget];
+    LLVMBuildCall2(
+        builder,
+        runtime.budget_check_type,
+        budget_check,
+        args.as_mut_ptr(),
+        3,
+        c"".as_ptr(),
+    );
     let i8_type = LLVMInt8TypeInContext(runtime.context);
     // Built once per stride, and per (|stride|, width), for the ranges sharing them.
     let mut offsets: HashMap<i64, LLVMValueRef> = HashMap::new();

@@ -518,8 +518,7 @@ fn chunks_are_1024_iterations_unless_an_iteration_does_much() {
 #[test]
 fn the_chunk_call_starts_the_header_before_mode_2_traces() {
     // The first instruction after the PHIs is an access: its trace goes right before it,
-    // and the chunk call before the trace. Nothing else is counted or marked in the loop,
-    // and the preheader only computes.
+    // and the chunk call before the trace. Nothing else is counted or marked in the loop.
     let body = r#"
 define void @f(ptr %a, ptr %sum, i64 %n) {
 entry:
@@ -571,7 +570,10 @@ exit:
             Instrumentation::WorkingSetTrace => vec![name.to_string()],
             _ => vec![],
         };
-        assert_eq!(text[0], Vec::<String>::new(), "{mode:?}: the preheader");
+        // The preheader (the entry) only loads the function's local budget, which the exit
+        // stores back.
+        assert_eq!(text[0], ["__kage_ws_budget_load"], "{mode:?}: the preheader");
+        assert_eq!(text[2], ["__kage_ws_budget_store"], "{mode:?}: the exit");
         let mut header = vec!["__kage_ws_chunk".to_string()];
         header.extend(trace("__kage_ws_trace"));
         header.extend(trace("__kage_ws_trace"));
