@@ -142,6 +142,41 @@ define i32 @jumps(ptr %p, ptr %env) {
   ret i32 %v
 }
 
+; Marks already made since the last checkpoint on every path are left out: the entry's mark
+; of p covers the arms' and the join's loads of p; p + 64 is marked on the left only, so the
+; join marks it again; the loop's header is a checkpoint and starts over.
+define void @redundant(ptr %p, i1 %c, i64 %n) {
+entry:
+  store i32 1, ptr %p, align 4
+  br i1 %c, label %left, label %right
+
+left:
+  %a = load i32, ptr %p, align 4
+  %q = getelementptr inbounds i8, ptr %p, i64 64
+  store i32 %a, ptr %q, align 4
+  br label %join
+
+right:
+  %b = load i32, ptr %p, align 4
+  br label %join
+
+join:
+  %q2 = getelementptr inbounds i8, ptr %p, i64 64
+  %c2 = load i32, ptr %q2, align 4
+  %d = load i32, ptr %p, align 4
+  br label %loop
+
+loop:
+  %i = phi i64 [ 0, %join ], [ %i.next, %loop ]
+  %e = load volatile i32, ptr %p, align 4
+  %i.next = add i64 %i, 1
+  %more = icmp ult i64 %i.next, %n
+  br i1 %more, label %loop, label %exit
+
+exit:
+  ret void
+}
+
 declare i32 @callee(ptr, i32)
 declare i32 @setjmp(ptr) #0
 attributes #0 = { returns_twice }

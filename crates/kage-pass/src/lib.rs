@@ -63,6 +63,7 @@ use llvm_sys::prelude::LLVMModuleRef;
 
 pub mod access;
 pub mod address;
+pub mod checkpoints;
 pub mod debuginfo;
 pub mod hoist;
 pub mod instrument;

@@ -1,10 +1,12 @@
 //! Working-set instrumentation (modes 1 and 2, docs/abi.md "Working-set instrumentation").
 //!
 //! Each block is cut into *segments* at calls that may run instrumented code. A segment with
-//! accesses gets a budget check at its start and the marks of its accesses at its end:
-//! nothing between the two can tick, so delaying and coalescing the marks keeps every
-//! access in the interval it happened in. Accesses with the same base pointer and constant
-//! offsets share one mark call per merged range. Innermost loops of a simple counted form
+//! accesses spends them from the budget at its start and marks them at its end: nothing
+//! between the two can tick, so delaying and coalescing the marks keeps every access in the
+//! interval it happened in. Accesses with the same base pointer and constant offsets share
+//! one mark call per merged range. Only segments at checkpoints ([`crate::checkpoints`]:
+//! the function's start and loop headers) check the budget and may tick; a mark whose bytes
+//! were already marked since the last checkpoint or call on every path is left out. Innermost loops of a simple counted form
 //! are counted and marked per chunk of iterations instead ([`crate::hoist`]): one helper
 //! call at the start of each iteration, which checks and marks when a chunk starts. In
 //! mode 2 every access also calls `__kage_ws_trace` right before it.
@@ -35,6 +37,7 @@ use llvm_sys::LLVMOpcode;
 
 use crate::access::{classify_access, Access, Length, Range};
 use crate::address::{merge_ranges, split_constant_offset};
+use crate::checkpoints::{Checkpoints, Marked};
 use crate::debuginfo::HookLocations;
 use crate::hoist;
 use crate::instrument::FunctionPlan;
@@ -93,11 +96,37 @@ pub unsafe fn instrument_functions(
         // First, so that the loads of the local budget come before the checks that the
         // segments put at the same places.
         inserter.local_budget = place_local_budget(&mut inserter, plan);
+        let checkpoints = Checkpoints::new(&plan.cfg.successors);
+        let hoisted_headers: HashSet<usize> = hoists
+            .iter()
+            .map(|h| plan.forest.loops[h.loop_index].header)
+            .collect();
+        let mut by_block: Vec<Vec<&Segment>> = vec![Vec::new(); plan.cfg.blocks.len()];
         for segment in &segments {
-            let region = plan
-                .slots
-                .innermost_region(plan.forest.innermost[segment.block]);
-            inserter.segment(segment, table.region_ptr(region), &hoisted);
+            by_block[segment.block].push(segment);
+        }
+        // What each block leaves marked, for its successors; `None` until visited.
+        let mut marked_at_end: Vec<Option<Marked<LLVMValueRef>>> =
+            vec![None; plan.cfg.blocks.len()];
+        for &b in &checkpoints.order {
+            let mut marked = if checkpoints.at_start[b] {
+                Marked::default()
+            } else {
+                let predecessors = checkpoints.predecessors[b].iter();
+                Marked::meet_all(predecessors.filter_map(|&p| marked_at_end[p].as_ref()))
+            };
+            let region = plan.slots.innermost_region(plan.forest.innermost[b]);
+            for (i, segment) in by_block[b].iter().enumerate() {
+                // A hoisted loop's chunk helper checks at its header itself; a function
+                // whose accesses are all in hoisted loops spends nothing outside them.
+                let check = i == 0
+                    && checkpoints.at_start[b]
+                    && !hoisted_headers.contains(&b)
+                    && (b != 0 || checks);
+                let region = table.region_ptr(region);
+                inserter.segment(segment, region, &hoisted, check, &mut marked);
+            }
+            marked_at_end[b] = Some(marked);
         }
         // After the segments: the preheader's own marks stay before the values computed
         // for the loop, and the chunk call goes before mode 2's traces in the header.
@@ -373,19 +402,28 @@ impl WsInserter<'_> {
     }
 
     /// Instruments one segment; accesses in `hoisted` are marked elsewhere (only traced).
+    /// `check`: the segment starts at a checkpoint and checks the budget (even with no
+    /// accesses of its own); otherwise it only spends. `marked`: what is marked since the
+    /// last point where a tick could happen, on every path here; updated past the segment.
     unsafe fn segment(
         &mut self,
         segment: &Segment,
         region: LLVMValueRef,
         hoisted: &HashSet<LLVMValueRef>,
+        check: bool,
+        marked: &mut Marked<LLVMValueRef>,
     ) {
         let counted: Vec<&Access> = (segment.accesses.iter())
             .filter(|a| !hoisted.contains(&a.instruction()))
             .collect();
-        if !counted.is_empty() {
+        let k = self.i64_constant(counted.len() as u64);
+        if check {
             self.position_before(segment.start);
-            let k = LLVMConstInt(self.runtime.i64_type, counted.len() as u64, 0);
             self.budget_check(region, k);
+            marked.clear();
+        } else if !counted.is_empty() {
+            self.position_before(segment.start);
+            self.budget_spend(k);
         }
         if self.traces {
             for access in &segment.accesses {
@@ -396,9 +434,32 @@ impl WsInserter<'_> {
             self.position_before(segment.end);
             let ranges: Vec<Range> = counted.iter().flat_map(|a| a.ranges()).collect();
             for mark in plan_marks(self.data_layout, &ranges) {
+                if let Mark::Bytes { base, lo, hi, .. } = mark {
+                    if marked.covers(base, lo, hi) {
+                        continue;
+                    }
+                    marked.add(base, lo, hi);
+                }
                 self.mark(mark);
             }
         }
+        if is_cut(segment.end) {
+            marked.clear(); // the call may tick
+        }
+    }
+
+    /// `__kage_ws_budget_spend(k, local)` at the builder's position.
+    unsafe fn budget_spend(&mut self, k: LLVMValueRef) {
+        let helper = self.runtime.budget_spend();
+        let mut args = [k, self.local_budget];
+        LLVMBuildCall2(
+            self.builder,
+            self.runtime.budget_spend_type,
+            helper,
+            args.as_mut_ptr(),
+            2,
+            c"".as_ptr(),
+        );
     }
 
     /// `__kage_ws_budget_check(region, k)` at the builder's position.

@@ -7,6 +7,8 @@
 //! - `void __kage_ws_budget_check(ptr innermost, i64 k, ptr local)`: `b = *local - k;
 //!   *local = b; if (b < 0) { budget = b; __kage_ws_tick(innermost); *local = budget; }`.
 //!   `local` is the function's own copy of the budget (see [`crate::working_set`]).
+//! - `void __kage_ws_budget_spend(i64 k, ptr local)`: `*local -= k` (segments that are
+//!   not checkpoints, see [`crate::checkpoints`]).
 //! - `void __kage_ws_budget_load(ptr local)`: `*local = budget`; and
 //!   `void __kage_ws_budget_store(ptr local)`: `budget = *local`.
 //! - `void __kage_ws_mark_range(ptr p, i64 len)`: marks every line of `[p, p + len)`: the
@@ -37,6 +39,7 @@ pub const MARK_LINES: &str = "__kage_ws_mark_lines";
 pub const TICK: &str = "__kage_ws_tick";
 pub const TRACE: &str = "__kage_ws_trace";
 pub const BUDGET_CHECK: &str = "__kage_ws_budget_check";
+pub const BUDGET_SPEND: &str = "__kage_ws_budget_spend";
 pub const BUDGET_LOAD: &str = "__kage_ws_budget_load";
 pub const BUDGET_STORE: &str = "__kage_ws_budget_store";
 pub const MARK_RANGE: &str = "__kage_ws_mark_range";
@@ -91,7 +94,10 @@ pub struct WsRuntime {
     pub budget_check_type: LLVMTypeRef,
     /// `void (ptr)`: the budget's load and store.
     pub budget_copy_type: LLVMTypeRef,
+    /// `void (i64, ptr)`: spending without a check.
+    pub budget_spend_type: LLVMTypeRef,
     budget_check: Option<LLVMValueRef>,
+    budget_spend: Option<LLVMValueRef>,
     /// `__kage_ws_budget_load` and `__kage_ws_budget_store`.
     budget_copies: [Option<LLVMValueRef>; 2],
     /// The mark helpers, by [`LineSpan`] (one, two, many).
@@ -125,7 +131,12 @@ impl WsRuntime {
                 let mut params = [ptr_type];
                 LLVMFunctionType(void_type, params.as_mut_ptr(), 1, 0)
             },
+            budget_spend_type: {
+                let mut params = [i64_type, ptr_type];
+                LLVMFunctionType(void_type, params.as_mut_ptr(), 2, 0)
+            },
             budget_check: None,
+            budget_spend: None,
             budget_copies: [None; 2],
             marks: [None; 3],
             trace: None,
@@ -144,6 +155,28 @@ impl WsRuntime {
         let f = self.define_function(BUDGET_CHECK, self.budget_check_type);
         self.build_budget_check(f);
         self.budget_check = Some(f);
+        f
+    }
+
+    /// `__kage_ws_budget_spend(i64 k, ptr local)`: `*local -= k`.
+    ///
+    /// # Safety
+    /// The module must still be alive.
+    pub unsafe fn budget_spend(&mut self) -> LLVMValueRef {
+        if let Some(f) = self.budget_spend {
+            return f;
+        }
+        let f = self.define_function(BUDGET_SPEND, self.budget_spend_type);
+        let builder = LLVMCreateBuilderInContext(self.context);
+        LLVMPositionBuilderAtEnd(builder, self.append_block(f, "entry"));
+        let local = LLVMGetParam(f, 1);
+        let old = LLVMBuildLoad2(builder, self.i64_type, local, c"".as_ptr());
+        LLVMSetAlignment(old, 8);
+        let new = LLVMBuildSub(builder, old, LLVMGetParam(f, 0), c"".as_ptr());
+        LLVMSetAlignment(LLVMBuildStore(builder, new, local), 8);
+        LLVMBuildRetVoid(builder);
+        LLVMDisposeBuilder(builder);
+        self.budget_spend = Some(f);
         f
     }
 

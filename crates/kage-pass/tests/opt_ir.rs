@@ -502,6 +502,11 @@ fn budget_check(region: &str, k: &str) -> String {
     format!("call void @__kage_ws_budget_check({region}, i64 {k}, ptr %kage.budget)")
 }
 
+/// `k` accesses spent from the local budget, without a check (not a checkpoint).
+fn budget_spend(k: &str) -> String {
+    format!("call void @__kage_ws_budget_spend(i64 {k}, ptr %kage.budget)")
+}
+
 /// The budget check inside a chunk helper, on the local budget it is passed.
 fn chunk_budget_check(region: &str, k: &str) -> String {
     format!("call void @__kage_ws_budget_check({region}, i64 {k}, ptr %local_budget)")
@@ -582,7 +587,8 @@ fn working_set_segments_checks_and_coalesced_marks() {
             mark_line("ptr %p10, i64 8")
         ]
     );
-    // The call splits the block: marks before it, a new check right after it.
+    // The call splits the block: marks before it, and after it the segment spends its
+    // access (no checkpoint there) and marks p again (the call may have ticked).
     let region = region_of(&ir, "split_by_call", 0);
     let split = blocks(function_body(&ir, "split_by_call"))
         .remove(0)
@@ -594,7 +600,7 @@ fn working_set_segments_checks_and_coalesced_marks() {
     // The local budget goes back to the thread-local before the call and is reloaded after.
     assert_eq!(split[at_call - 3], BUDGET_STORE);
     assert_eq!(split[at_call + 1], BUDGET_LOAD);
-    assert_eq!(split[at_call + 2], budget_check(&region, "1"));
+    assert_eq!(split[at_call + 2], budget_spend("1"));
     assert_eq!(
         ws_calls(&split),
         [
@@ -602,7 +608,7 @@ fn working_set_segments_checks_and_coalesced_marks() {
             mark_line("ptr %p, i64 4"),
             mark_line("ptr %q, i64 4"),
             "call void @opaque()".to_string(),
-            budget_check(&region, "1"),
+            budget_spend("1"),
             mark_line("ptr %p, i64 4"),
         ]
     );
@@ -655,10 +661,10 @@ fn working_set_segments_checks_and_coalesced_marks() {
     let lpad = block(invokes, "lpad");
     assert_eq!(lpad[0], "%lp = landingpad { ptr, i32 }");
     assert_eq!(lpad[1], BUDGET_LOAD);
-    assert_eq!(lpad[2], budget_check(&region, "1"));
+    assert_eq!(lpad[2], budget_spend("1"));
     assert_eq!(lpad[lpad.len() - 3..lpad.len() - 2], [BUDGET_STORE]); // before resume
     let cont = block(invokes, "cont");
-    assert_eq!(cont[..2], [BUDGET_LOAD, budget_check(&region, "1").as_str()]);
+    assert_eq!(cont[..2], [BUDGET_LOAD, budget_spend("1").as_str()]);
     // Static allocas stay first, the local budget's among them.
     let with_alloca = blocks(function_body(&ir, "with_alloca"))
         .remove(0)
@@ -668,6 +674,34 @@ fn working_set_segments_checks_and_coalesced_marks() {
     assert_eq!(with_alloca[2], BUDGET_LOAD);
     assert!(with_alloca[3].starts_with("call void @__kage_ws_budget_check("));
     assert!(!function_body(&ir, "no_accesses").contains("@__kage_ws_"));
+    // Only checkpoints check; marks made on every path since the last one are left out.
+    let redundant = function_body(&ir, "redundant");
+    let region = region_of(&ir, "redundant", 0);
+    let block_calls = |label: &str| {
+        ws_calls(&block(redundant, label))
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        block_calls("entry"),
+        [budget_check(&region, "1"), mark_line("ptr %p, i64 4")]
+    );
+    assert_eq!(
+        block_calls("left"),
+        [budget_spend("2"), mark_line("ptr %q, i64 4")]
+    );
+    assert_eq!(block_calls("right"), [budget_spend("1")]);
+    assert_eq!(
+        block_calls("join"),
+        [budget_spend("2"), mark_line("ptr %q2, i64 4")]
+    );
+    let loop_region = region_of(&ir, "redundant", 2);
+    assert_eq!(
+        block_calls("loop"),
+        [budget_check(&loop_region, "1"), mark_line("ptr %p, i64 4")]
+    );
+    assert!(block_calls("exit").is_empty());
     // A block that an invoke and a branch both lead to: the branch stores the budget
     // before it, the block reloads it.
     let joins = function_body(&ir, "joins");
@@ -715,6 +749,7 @@ fn check_working_set_declarations(ir: &str) {
         "declare void @__kage_ws_mark_lines(i64, i64)",
         "declare preserve_mostcc void @__kage_ws_tick(ptr)",
         "define internal void @__kage_ws_budget_check(ptr %0, i64 %1, ptr %2)",
+        "define internal void @__kage_ws_budget_spend(i64 %0, ptr %1)",
         "define internal void @__kage_ws_budget_load(ptr %0)",
         "define internal void @__kage_ws_budget_store(ptr %0)",
         "define internal void @__kage_ws_mark_range(ptr %0, i64 %1)",
@@ -725,6 +760,7 @@ fn check_working_set_declarations(ir: &str) {
     }
     for helper in [
         "__kage_ws_budget_check",
+        "__kage_ws_budget_spend",
         "__kage_ws_budget_load",
         "__kage_ws_budget_store",
         "__kage_ws_mark_range",
@@ -1006,7 +1042,11 @@ fn working_set_counts_and_marks_simple_counted_loops_per_chunk() {
         ws_calls(&block(find, "loop")),
         [budget_check(&region, "1"), mark_line("ptr %p, i64 4")]
     );
-    assert!(ws_calls(&blocks(find).remove(0).instructions).is_empty());
+    // The function's start is a checkpoint: it checks, with nothing of its own to count.
+    assert_eq!(
+        ws_calls(&blocks(find).remove(0).instructions),
+        [budget_check(&region_of(&ir, "find", 0), "0")]
+    );
     // A call: two segments per iteration.
     let with_call = function_body(&ir, "with_call");
     let region = region_of(&ir, "with_call", 2);
@@ -1016,7 +1056,7 @@ fn working_set_counts_and_marks_simple_counted_loops_per_chunk() {
             budget_check(&region, "1"),
             mark_line("ptr %p, i64 4"),
             "call void @opaque()".to_string(),
-            budget_check(&region, "1"),
+            budget_spend("1"),
             mark_line("ptr %p, i64 4"),
         ]
     );

@@ -1,6 +1,7 @@
 /* Working-set phases whose shapes are known: streaming over arrays of different sizes,
  * strided access that skips lines, pointer chasing through a shuffled list, accesses that
- * straddle two lines, memset/memcpy ranges, and a call in the middle of a basic block.
+ * straddle two lines, memset/memcpy ranges, a call in the middle of a basic block, and
+ * branches that touch the same fields on both arms (marks the pass leaves out).
  * The exact per-interval counts are checked against the trace reference (e2e_working_set.rs). */
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +78,26 @@ __attribute__((noinline)) static long split_block(long *a) {
   return s + a[16] + a[17];
 }
 
+struct tally {
+  long hits, misses, last, pad[5];
+  long far[16]; /* two more lines */
+};
+static struct tally tallies[4];
+
+__attribute__((noinline)) static long branchy(struct tally *t, const unsigned char *keys, long n) {
+  for (long i = 0; i < n; i++) {
+    if (keys[i] & 1) {
+      t->hits++;
+      t->last = i;
+    } else {
+      t->misses++;
+      t->far[keys[i] & 15] = i;
+    }
+    t->last += t->hits; /* both arms marked these bytes since the loop's header */
+  }
+  return t->hits + t->misses + t->last;
+}
+
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 3;
   long total = 0;
@@ -90,6 +111,7 @@ int main(int argc, char **argv) {
   free(nodes);
   total += (long)straddle(large_buf, 1000);
   total += split_block((long *)small_buf);
+  total += branchy(&tallies[1], large_buf + 12345, 300000);
   printf("%ld\n", total);
   return 0;
 }

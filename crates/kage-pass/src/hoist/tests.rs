@@ -571,7 +571,7 @@ exit:
             _ => vec![],
         };
         // The preheader (the entry) only loads the function's local budget, which the exit
-        // stores back.
+        // stores back: every access is hoisted, so nothing is spent outside the chunks.
         assert_eq!(text[0], ["__kage_ws_budget_load"], "{mode:?}: the preheader");
         assert_eq!(text[2], ["__kage_ws_budget_store"], "{mode:?}: the exit");
         let mut header = vec!["__kage_ws_chunk".to_string()];
