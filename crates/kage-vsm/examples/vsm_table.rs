@@ -6,7 +6,10 @@
 //! ns/access is the median of up to 5 runs (fewer when they take over 20 s in all), each
 //! on a fresh shadow, so it includes growing it; memory is `heap_bytes()` sampled every
 //! 4096 accesses (peak) and at the end, divided by the number of distinct shadowed words
-//! the pattern touched.
+//! the pattern touched; for the kinds with a VCache, the VStorage's own peak is shown too
+//! (what garbage collection and compression act on). The last columns: tag tables stored
+//! as a constant difference from the level above / LZ4-compressed at the end, and the
+//! clock list's capacity then (it adapts).
 
 #[path = "../benches/support/workloads.rs"]
 mod workloads;
@@ -69,6 +72,8 @@ struct Row {
     ns: f64,
     runs: usize,
     peak: usize,
+    /// Peak bytes of the VStorage alone (kinds with a VCache).
+    storage_peak: Option<usize>,
     end: usize,
     distinct: u64,
     stats: Stats,
@@ -93,22 +98,27 @@ fn measure<T: BenchTag>(
     let mut first = None;
     let started = Instant::now();
     while times.len() < 5 && (times.is_empty() || started.elapsed() < budget) {
-        let mut peak = 0;
+        let (mut peak, mut storage_peak) = (0, None);
         let start = Instant::now();
         let mut vsm = AnyVsm::<T>::new(kind, config);
         let accesses = pattern.run(&mut vsm, words, &mut |vsm: &AnyVsm<T>| {
-            peak = peak.max(vsm.heap_bytes())
+            peak = peak.max(vsm.heap_bytes());
+            if let AnyVsm::Cached(cached) = vsm {
+                let bytes = cached.storage().heap_bytes();
+                storage_peak = Some(storage_peak.unwrap_or(0).max(bytes));
+            }
         });
-        first.get_or_insert((peak, vsm.heap_bytes(), vsm.stats()));
+        first.get_or_insert((peak, storage_peak, vsm.heap_bytes(), vsm.stats()));
         drop(vsm);
         times.push(start.elapsed().as_secs_f64() * 1e9 / accesses as f64);
     }
     times.sort_by(f64::total_cmp);
-    let (peak, end, stats) = first.expect("one run");
+    let (peak, storage_peak, end, stats) = first.expect("one run");
     Row {
         ns: times[(times.len() - 1) / 2],
         runs: times.len(),
         peak,
+        storage_peak,
         end,
         distinct: recorder.distinct,
         stats,
@@ -139,8 +149,8 @@ struct Options {
 
 fn table<T: BenchTag>(label: &str, sizes: &[(Pattern, u64)], config: &Config, options: &Options) {
     println!("\n### {label}\n");
-    println!("| pattern | kind | ns/access | runs | × baseline time | peak heap MiB | bytes/addr (peak) | bytes/addr (end) | × baseline memory | VCache hits | packed tables (end) |");
-    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("| pattern | kind | ns/access | runs | × baseline time | peak heap MiB | VStorage peak MiB | bytes/addr (peak) | bytes/addr (end) | × baseline memory | VCache hits | constant / LZ4 tables (end) | list (end) |");
+    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     let budget = Duration::from_secs(if options.quick { 5 } else { 20 });
     for &(pattern, words) in sizes
         .iter()
@@ -159,19 +169,30 @@ fn table<T: BenchTag>(label: &str, sizes: &[(Pattern, u64)], config: &Config, op
                     100.0 * row.stats.cache_hits as f64 / lookups as f64
                 )
             };
+            let list = if row.stats.victim_tables == 0 {
+                "–".to_owned()
+            } else {
+                row.stats.victim_tables.to_string()
+            };
             println!(
-                "| {} | {} | {:.1} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.3} | {} | {} |",
+                "| {} | {} | {:.1} | {} | {:.2} | {:.1} | {} | {:.1} | {:.1} | {:.3} | {} | {} / {} | {} |",
                 pattern.name(),
                 kind,
                 row.ns,
                 row.runs,
                 row.ns / base_ns,
                 row.peak as f64 / (1 << 20) as f64,
+                row.storage_peak.map_or("–".to_owned(), |bytes| format!(
+                    "{:.1}",
+                    bytes as f64 / (1 << 20) as f64
+                )),
                 row.peak as f64 / row.distinct as f64,
                 row.end as f64 / row.distinct as f64,
                 row.peak as f64 / base_peak as f64,
                 hit_rate,
+                row.stats.constant_tables,
                 row.stats.packed_tables,
+                list,
             );
         }
     }

@@ -8,18 +8,13 @@
 
 use std::ops::Range;
 
-use crate::page_table::PageTable;
-use crate::strided::{restride, slice_bytes, Addressing};
+use crate::strided::{restride, slice_bytes, Strided, StridedPage};
 use crate::{Config, Stats, Tag, VectorShadow, VersionStack};
 
 /// Version-per-tag vector shadow memory.
 #[derive(Debug)]
 pub struct BaselineVsm<T: Tag> {
-    addressing: Addressing,
-    versions: VersionStack,
-    stride: usize,
-    pages: PageTable<BaselinePage<T>>,
-    relayouts: u64,
+    flat: Strided<BaselinePage<T>>,
 }
 
 #[derive(Debug)]
@@ -32,29 +27,15 @@ struct BaselinePage<T> {
 impl<T: Tag> BaselineVsm<T> {
     /// An empty shadow.
     pub fn new(config: &Config) -> Self {
-        config.check();
         Self {
-            addressing: Addressing::new(config),
-            versions: VersionStack::new(),
-            stride: 0,
-            pages: PageTable::new(config.segment_bits),
-            relayouts: 0,
+            flat: Strided::new(config),
         }
-    }
-
-    fn relayout(&mut self, stride: usize) {
-        let (units, old) = (self.addressing.units(), self.stride);
-        self.pages.for_each_mut(|_, page| {
-            page.tags = restride(&page.tags, units, old, stride, T::default());
-            page.tag_versions = restride(&page.tag_versions, units, old, stride, 0);
-        });
-        self.stride = stride;
-        self.relayouts += 1;
     }
 }
 
 impl<T: Tag> BaselinePage<T> {
-    fn new(len: usize) -> Self {
+    fn new(units: usize, stride: usize) -> Self {
+        let len = units * stride;
         Self {
             tags: vec![T::default(); len].into_boxed_slice(),
             tag_versions: vec![0; len].into_boxed_slice(),
@@ -62,32 +43,40 @@ impl<T: Tag> BaselinePage<T> {
     }
 }
 
+impl<T: Tag> StridedPage for BaselinePage<T> {
+    fn restride(&mut self, units: usize, old: usize, new: usize) {
+        self.tags = restride(&self.tags, units, old, new, T::default());
+        self.tag_versions = restride(&self.tag_versions, units, old, new, 0);
+    }
+
+    fn heap_bytes(units: usize, stride: usize) -> usize {
+        slice_bytes::<T>(units * stride) + slice_bytes::<u64>(units * stride)
+    }
+}
+
 impl<T: Tag> VectorShadow<T> for BaselineVsm<T> {
     fn enter(&mut self) {
-        self.versions.enter();
-        if self.versions.depth() > self.stride {
-            self.relayout(self.versions.depth());
-        }
+        self.flat.enter();
     }
 
     fn exit(&mut self) {
-        self.versions.exit();
+        self.flat.versions.exit();
     }
 
     fn versions(&self) -> &VersionStack {
-        &self.versions
+        &self.flat.versions
     }
 
     #[inline]
     fn read(&mut self, addr: u64, out: &mut Vec<T>) {
         out.clear();
-        let current = self.versions.as_slice();
-        let (page, offset) = self.addressing.split(addr);
-        let Some(page) = self.pages.get(page) else {
+        let current = self.flat.versions.as_slice();
+        let (page, offset) = self.flat.addressing.split(addr);
+        let Some(page) = self.flat.pages.get(page) else {
             out.resize(current.len(), T::default());
             return;
         };
-        let base = offset * self.stride;
+        let base = offset * self.flat.stride;
         let tags = &page.tags[base..base + current.len()];
         let stored = &page.tag_versions[base..base + current.len()];
         out.extend(
@@ -121,13 +110,9 @@ impl<T: Tag> VectorShadow<T> for BaselineVsm<T> {
         if levels.is_empty() {
             return;
         }
-        let (page, offset) = self.addressing.split(addr);
-        let base = offset * self.stride;
-        let len = self.addressing.units() * self.stride;
-        let page = self
-            .pages
-            .get_or_insert_with(page, || BaselinePage::new(len));
-        let current = self.versions.as_slice();
+        let stride = self.flat.stride;
+        let (page, offset, current) = self.flat.page(addr, BaselinePage::new);
+        let base = offset * stride;
         for level in levels {
             let at = base + level;
             let old = if page.tag_versions[at] == current[level] {
@@ -149,13 +134,9 @@ impl<T: Tag> VectorShadow<T> for BaselineVsm<T> {
         if depth == 0 {
             return f(&mut []);
         }
-        let (page, offset) = self.addressing.split(addr);
-        let base = offset * self.stride;
-        let len = self.addressing.units() * self.stride;
-        let page = self
-            .pages
-            .get_or_insert_with(page, || BaselinePage::new(len));
-        let current = self.versions.as_slice();
+        let stride = self.flat.stride;
+        let (page, offset, current) = self.flat.page(addr, BaselinePage::new);
+        let base = offset * stride;
         let tags = &mut page.tags[base..base + depth];
         let stored = &mut page.tag_versions[base..base + depth];
         for ((tag, stored), &current) in tags.iter_mut().zip(stored.iter_mut()).zip(current) {
@@ -168,16 +149,10 @@ impl<T: Tag> VectorShadow<T> for BaselineVsm<T> {
     }
 
     fn heap_bytes(&self) -> usize {
-        let per_page = slice_bytes::<T>(self.addressing.units() * self.stride)
-            + slice_bytes::<u64>(self.addressing.units() * self.stride);
-        self.versions.heap_bytes() + self.pages.heap_bytes() + self.pages.len() * per_page
+        self.flat.heap_bytes()
     }
 
     fn stats(&self) -> Stats {
-        Stats {
-            relayouts: self.relayouts,
-            tag_tables: self.pages.len(),
-            ..Stats::default()
-        }
+        self.flat.stats()
     }
 }

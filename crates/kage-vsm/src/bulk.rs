@@ -9,18 +9,13 @@
 
 use std::ops::Range;
 
-use crate::page_table::PageTable;
-use crate::strided::{restride, slice_bytes, Addressing};
+use crate::strided::{restride, set_levels, slice_bytes, Strided, StridedPage};
 use crate::{max_valid_level, Config, Stats, Tag, VectorShadow, VersionStack};
 
 /// BulkTV vector shadow memory: a version per tag table.
 #[derive(Debug)]
 pub struct BulkVsm<T: Tag> {
-    addressing: Addressing,
-    versions: VersionStack,
-    stride: usize,
-    pages: PageTable<BulkPage<T>>,
-    relayouts: u64,
+    flat: Strided<BulkPage<T>>,
     page_scrubs: u64,
 }
 
@@ -67,73 +62,65 @@ impl<T: Tag> BulkPage<T> {
     }
 }
 
+impl<T: Tag> StridedPage for BulkPage<T> {
+    fn restride(&mut self, units: usize, old: usize, new: usize) {
+        self.tags = restride(&self.tags, units, old, new, T::default());
+    }
+
+    fn heap_bytes(units: usize, stride: usize) -> usize {
+        slice_bytes::<T>(units * stride)
+    }
+}
+
 impl<T: Tag> BulkVsm<T> {
     /// An empty shadow.
     pub fn new(config: &Config) -> Self {
-        config.check();
         Self {
-            addressing: Addressing::new(config),
-            versions: VersionStack::new(),
-            stride: 0,
-            pages: PageTable::new(config.segment_bits),
-            relayouts: 0,
+            flat: Strided::new(config),
             page_scrubs: 0,
         }
     }
 
-    fn relayout(&mut self, stride: usize) {
-        let (units, old) = (self.addressing.units(), self.stride);
-        self.pages.for_each_mut(|_, page| {
-            page.tags = restride(&page.tags, units, old, stride, T::default());
-        });
-        self.stride = stride;
-        self.relayouts += 1;
-    }
-
-    /// The validated page, created if `create`.
+    /// The address's validated page (created if new) and the start of its vector.
     #[inline]
-    fn page(&mut self, page: u64, create: bool) -> Option<&mut BulkPage<T>> {
-        let (units, stride) = (self.addressing.units(), self.stride);
-        let page = if create {
-            self.pages
-                .get_or_insert_with(page, || BulkPage::new(units, stride))
-        } else {
-            self.pages.get_mut(page)?
-        };
-        if page.validate(stride, self.versions.as_slice()) {
+    fn vector(&mut self, addr: u64) -> (&mut BulkPage<T>, usize) {
+        let stride = self.flat.stride;
+        let (page, offset, current) = self.flat.page(addr, BulkPage::new);
+        if page.validate(stride, current) {
             self.page_scrubs += 1;
         }
-        Some(page)
+        (page, offset * stride)
     }
 }
 
 impl<T: Tag> VectorShadow<T> for BulkVsm<T> {
     fn enter(&mut self) {
-        self.versions.enter();
-        if self.versions.depth() > self.stride {
-            self.relayout(self.versions.depth());
-        }
+        self.flat.enter();
     }
 
     fn exit(&mut self) {
-        self.versions.exit();
+        self.flat.versions.exit();
     }
 
     fn versions(&self) -> &VersionStack {
-        &self.versions
+        &self.flat.versions
     }
 
     #[inline]
     fn read(&mut self, addr: u64, out: &mut Vec<T>) {
         out.clear();
-        let depth = self.depth();
+        let current = self.flat.versions.as_slice();
+        let depth = current.len();
         if depth == 0 {
             return;
         }
-        let (page, offset) = self.addressing.split(addr);
-        let stride = self.stride;
-        match self.page(page, false) {
+        let (page, offset) = self.flat.addressing.split(addr);
+        let stride = self.flat.stride;
+        match self.flat.pages.get_mut(page) {
             Some(page) => {
+                if page.validate(stride, current) {
+                    self.page_scrubs += 1;
+                }
                 out.extend_from_slice(&page.tags[offset * stride..offset * stride + depth])
             }
             None => out.resize(depth, T::default()),
@@ -155,18 +142,11 @@ impl<T: Tag> VectorShadow<T> for BulkVsm<T> {
         if levels.is_empty() {
             return;
         }
-        let (page, offset) = self.addressing.split(addr);
-        let stride = self.stride;
-        let page = self.page(page, true).expect("created");
-        let start = levels.start;
+        let (page, base) = self.vector(addr);
         page.dirty = page.dirty.max(levels.end);
-        let vector = &mut page.tags[offset * stride..offset * stride + levels.end];
-        for (level, slot) in vector[start..].iter_mut().enumerate() {
-            if *slot == T::default() && tag != T::default() {
-                on_set(start + level);
-            }
-            *slot = tag;
-        }
+        let start = levels.start;
+        let slots = &mut page.tags[base + start..base + levels.end];
+        set_levels(slots, start, tag, on_set);
     }
 
     #[inline]
@@ -175,24 +155,19 @@ impl<T: Tag> VectorShadow<T> for BulkVsm<T> {
         if depth == 0 {
             return f(&mut []);
         }
-        let (page, offset) = self.addressing.split(addr);
-        let stride = self.stride;
-        let page = self.page(page, true).expect("created");
+        let (page, base) = self.vector(addr);
         page.dirty = depth;
-        f(&mut page.tags[offset * stride..offset * stride + depth]);
+        f(&mut page.tags[base..base + depth]);
     }
 
     fn heap_bytes(&self) -> usize {
-        let per_page = slice_bytes::<T>(self.addressing.units() * self.stride);
-        self.versions.heap_bytes() + self.pages.heap_bytes() + self.pages.len() * per_page
+        self.flat.heap_bytes()
     }
 
     fn stats(&self) -> Stats {
         Stats {
-            relayouts: self.relayouts,
             page_scrubs: self.page_scrubs,
-            tag_tables: self.pages.len(),
-            ..Stats::default()
+            ..self.flat.stats()
         }
     }
 }
@@ -217,13 +192,13 @@ mod tests {
         vsm.exit();
         vsm.exit();
         vsm.enter(); // versions [1, 4]: level 1 is a new instance
-        let (page, _) = vsm.addressing.split(0);
-        assert_eq!(vsm.pages.get(page).unwrap().version, 3);
+        let (page, _) = vsm.flat.addressing.split(0);
+        assert_eq!(vsm.flat.pages.get(page).unwrap().version, 3);
         // Touching one address validates all four.
         let mut out = Vec::new();
         vsm.read(0, &mut out);
         assert_eq!(out, [1, 0]);
-        let stored = vsm.pages.get(page).unwrap();
+        let stored = vsm.flat.pages.get(page).unwrap();
         assert_eq!((stored.version, stored.dirty), (4, 1));
         assert_eq!(&stored.tags[..], &[1, 0, 0, 2, 0, 0, 3, 0, 0, 4, 0, 0]);
         assert_eq!(vsm.stats().page_scrubs, 1);

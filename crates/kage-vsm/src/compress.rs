@@ -1,166 +1,168 @@
-//! Dynamic compression of cold level tables (paper §5.2, §6.3).
+//! Dynamic compression of cold tag tables (paper §5.2, §6.3).
 //!
-//! A level table (one tag table per level, for one page of addresses) is packed as: one
-//! mode byte per level, then each present tag table as its element-wise difference from the
-//! table one level up ([`Tag::delta_from`]; absent tables count as default), little endian,
-//! all compressed with LZ4 (`lz4_flex`'s block format). HCPA's timestamps of adjacent levels
-//! often differ by a constant (§6.3), so the differences compress far better than the
-//! tables; a difference that is the same for the whole table is stored once (mode
-//! `CONSTANT`), which keeps LZ4's work to the tables that need it. Unpacking restores every
-//! tag exactly.
+//! The unit is one tag table (one level of one page, `2^table_bits` tags), encoded as its
+//! element-wise difference from the level above ([`Tag::delta_from`]; a level with no table
+//! above counts as default), little endian, then compressed with LZ4 (`lz4_flex`'s block
+//! format). [`Packer::pack`] picks the cheapest exact form of a table:
 //!
-//! Which tables stay unpacked is decided by a [`Clock`] list of bounded capacity (second
-//! chance): touching a listed table sets its reference bit; a table not listed is unpacked
-//! and listed, and the list evicts (packs) the first table whose bit is clear, clearing bits
-//! as the hand passes. It acts as the paper's victim cache behind the VCache.
+//! - [`Packing::Absent`]: every tag is default; the table can simply be released.
+//! - [`Packing::Constant`]: every tag differs from the level above by the same delta. HCPA
+//!   stores write one timestamp to every level (§6.3), so most levels are this; the delta is
+//!   one tag, and a tag of the level is read in O(1) from the level above, with no
+//!   unpacking at all (see `vstorage`).
+//! - [`Packing::Packed`]: the deltas (or the tags themselves, when that gives more zero
+//!   tags, as for a sparse inner level under a dense one) compressed with LZ4.
+//! - [`Packing::Incompressible`]: LZ4 did not halve the table (or, for a table of 2 KiB or
+//!   more, its first eighth): it is better kept as it is (the caller remembers this in a
+//!   per-table bit and does not try again).
+//!
+//! Unpacking restores every tag exactly. Which tables stay unpacked is decided by a
+//! [`Clock`] list of level tables (second chance): touching a listed level table sets its
+//! reference bit; one not listed is listed and unpacked, and the list evicts (packs) the
+//! first level table whose bit is clear, clearing bits as the hand passes, so a table is
+//! packed only after a whole sweep of the hand without being touched. The list's capacity
+//! adapts (`vstorage`), as the paper's clock list acts as a victim cache behind the VCache.
 
 use crate::Tag;
 
-/// Level modes in a packed level table's header.
-const ABSENT: u8 = 0;
-/// Every tag differs from the level above by the same delta: stored once.
-const CONSTANT: u8 = 1;
-/// The deltas, one per tag.
-const TABLE: u8 = 2;
+/// LZ4 output larger than `raw / INCOMPRESSIBLE` counts as incompressible.
+const INCOMPRESSIBLE: usize = 2;
+/// Tables of at least this many bytes are first judged by a sample, their first eighth.
+const SAMPLE_FROM: usize = 2048;
 
-/// A packed level table.
+/// An LZ4-compressed tag table: one byte saying whether the values are differences from
+/// the level above (1) or the tags (0), then the LZ4 block. (One boxed slice, so that a
+/// level holding it fits in 24 bytes.)
 #[derive(Debug)]
-pub struct PackedLevels {
+pub struct PackedTable {
     bytes: Box<[u8]>,
-    raw_len: u32,
-    levels: u32,
 }
 
-impl PackedLevels {
+impl PackedTable {
     /// Bytes on the heap.
     pub fn heap_bytes(&self) -> usize {
         self.bytes.len()
     }
 
-    /// Levels (present or not) the table had.
-    pub fn levels(&self) -> usize {
-        self.levels as usize
+    /// Whether the table was encoded as differences from the level above.
+    pub fn is_delta(&self) -> bool {
+        self.bytes[0] == 1
     }
 }
 
-/// Packs and unpacks level tables, reusing its scratch buffers (whose capacity it counts).
+/// What [`Packer::pack`] made of a table.
+#[derive(Debug)]
+pub enum Packing<T> {
+    /// Every tag is default.
+    Absent,
+    /// Every tag is `T::undelta(delta, above)`, `above` being the level above's tag at the
+    /// same address (default when there is no level above or it has no table).
+    Constant(T),
+    /// Compressed.
+    Packed(PackedTable),
+    /// LZ4 would not even halve it.
+    Incompressible,
+}
+
+/// Packs and unpacks tag tables, reusing its scratch buffers (whose capacity it counts).
 #[derive(Debug, Default)]
 pub struct Packer {
     raw: Vec<u8>,
     compressed: Vec<u8>,
 }
 
+#[inline]
+fn above_at<T: Tag>(above: Option<&[T]>, index: usize) -> T {
+    above.map_or(T::default(), |above| above[index])
+}
+
 impl Packer {
-    /// Packs `levels` (each a table of `units` tags, or `None` for all default).
-    pub fn pack<T: Tag>(&mut self, levels: &[Option<Box<[T]>>], units: usize) -> PackedLevels {
+    /// Packs `table`; `above` holds the level above's tags (`None`: all default).
+    pub fn pack<T: Tag>(&mut self, table: &[T], above: Option<&[T]>) -> Packing<T> {
+        debug_assert!(above.is_none_or(|above| above.len() == table.len()));
+        let first = table[0].delta_from(above_at(above, 0));
+        let (mut constant, mut plain_zeros, mut delta_zeros) = (true, 0usize, 0usize);
+        for (index, &tag) in table.iter().enumerate() {
+            let delta = tag.delta_from(above_at(above, index));
+            constant &= delta == first;
+            plain_zeros += (tag == T::default()) as usize;
+            delta_zeros += (delta == T::default()) as usize;
+        }
+        if plain_zeros == table.len() {
+            return Packing::Absent;
+        }
+        if constant {
+            return Packing::Constant(first);
+        }
+        let delta = above.is_some() && delta_zeros >= plain_zeros;
         self.raw.clear();
-        self.raw.resize(levels.len(), ABSENT);
-        let mut above: Option<&[T]> = None;
-        for (level, table) in levels.iter().enumerate() {
-            let Some(table) = table.as_deref() else {
-                above = None;
-                continue;
-            };
-            let at = self.raw.len();
-            let first = table[0].delta_from(above.map_or(T::default(), |above| above[0]));
-            let constant = match above {
-                Some(above) => table
-                    .iter()
-                    .zip(above)
-                    .all(|(&tag, &above)| tag.delta_from(above) == first),
-                None => table.iter().all(|&tag| tag == first),
-            };
-            if constant {
-                self.raw[level] = CONSTANT;
-                self.raw.resize(at + T::BYTES, 0);
-                first.write_le(&mut self.raw[at..]);
-            } else {
-                self.raw[level] = TABLE;
-                self.raw.resize(at + units * T::BYTES, 0);
-                let out = self.raw[at..].chunks_exact_mut(T::BYTES);
-                match above {
-                    Some(above) => {
-                        for ((bytes, &tag), &above) in out.zip(table).zip(above) {
-                            tag.delta_from(above).write_le(bytes);
-                        }
-                    }
-                    None => {
-                        for (bytes, &tag) in out.zip(table) {
-                            tag.write_le(bytes);
-                        }
-                    }
+        self.raw.resize(table.len() * T::BYTES, 0);
+        let out = self.raw.chunks_exact_mut(T::BYTES);
+        match above {
+            Some(above) if delta => {
+                for ((bytes, &tag), &above) in out.zip(table).zip(above) {
+                    tag.delta_from(above).write_le(bytes);
                 }
             }
-            above = Some(table);
+            _ => {
+                for (bytes, &tag) in out.zip(table) {
+                    tag.delta_from(T::default()).write_le(bytes);
+                }
+            }
         }
-        let raw_len = self.raw.len();
-        let bound = lz4_flex::block::get_maximum_output_size(raw_len);
+        let bound = 1 + lz4_flex::block::get_maximum_output_size(self.raw.len());
         if self.compressed.len() < bound {
             self.compressed.resize(bound, 0);
         }
-        let written = lz4_flex::block::compress_into(&self.raw, &mut self.compressed)
-            .expect("kage-vsm: LZ4 output buffer sized by its bound");
-        PackedLevels {
-            bytes: Box::from(&self.compressed[..written]),
-            raw_len: u32::try_from(raw_len).expect("kage-vsm: level table over 4 GiB"),
-            levels: levels.len() as u32,
+        // LZ4 is slowest on what it cannot compress: judge a large table by its first
+        // eighth before compressing all of it.
+        if self.raw.len() >= SAMPLE_FROM {
+            let sample = &self.raw[..self.raw.len() / 8];
+            let written = lz4_flex::block::compress_into(sample, &mut self.compressed)
+                .expect("kage-vsm: LZ4 output buffer sized by its bound");
+            if written * INCOMPRESSIBLE > sample.len() {
+                return Packing::Incompressible;
+            }
         }
+        let written = lz4_flex::block::compress_into(&self.raw, &mut self.compressed[1..])
+            .expect("kage-vsm: LZ4 output buffer sized by its bound");
+        if written * INCOMPRESSIBLE > self.raw.len() {
+            return Packing::Incompressible;
+        }
+        self.compressed[0] = delta as u8;
+        Packing::Packed(PackedTable {
+            bytes: Box::from(&self.compressed[..1 + written]),
+        })
     }
 
-    /// Appends the tables of `packed` to `levels` (which should be empty), taking each new
-    /// table (`units` tags, any contents: every tag is overwritten) from `new_table`.
-    pub fn unpack<T: Tag>(
-        &mut self,
-        packed: &PackedLevels,
-        units: usize,
-        levels: &mut Vec<Option<Box<[T]>>>,
-        mut new_table: impl FnMut() -> Box<[T]>,
-    ) {
-        let raw_len = packed.raw_len as usize;
+    /// Restores a packed table into `out` (every tag is overwritten); `above` must hold the
+    /// level above's tags as they were when it was packed, wherever `out`'s tags matter.
+    pub fn unpack<T: Tag>(&mut self, packed: &PackedTable, above: Option<&[T]>, out: &mut [T]) {
+        let raw_len = out.len() * T::BYTES;
         if self.raw.len() < raw_len {
             self.raw.resize(raw_len, 0);
         }
-        let read = lz4_flex::block::decompress_into(&packed.bytes, &mut self.raw[..raw_len])
-            .expect("kage-vsm: corrupt packed level table");
+        let read = lz4_flex::block::decompress_into(&packed.bytes[1..], &mut self.raw[..raw_len])
+            .expect("kage-vsm: corrupt packed tag table");
         assert_eq!(
             read, raw_len,
-            "kage-vsm: packed level table of the wrong size"
+            "kage-vsm: packed tag table of the wrong size"
         );
-        let (modes, mut data) = self.raw[..raw_len].split_at(packed.levels as usize);
-        let first = levels.len();
-        for &mode in modes {
-            if mode == ABSENT {
-                levels.push(None);
-                continue;
-            }
-            let mut table = new_table();
-            debug_assert_eq!(table.len(), units);
-            let above = match levels.last() {
-                Some(level) if levels.len() > first => level.as_deref(),
-                _ => None,
-            };
-            let width = if mode == CONSTANT {
-                T::BYTES
-            } else {
-                units * T::BYTES
-            };
-            let (chunk, rest) = data.split_at(width);
-            data = rest;
-            // A constant delta is the same bytes for every tag: repeat them.
-            let deltas = chunk.chunks_exact(T::BYTES).cycle();
-            match above {
-                Some(above) => {
-                    for ((slot, bytes), &above) in table.iter_mut().zip(deltas).zip(above) {
-                        *slot = T::undelta(T::read_le(bytes), above);
-                    }
-                }
-                None => {
-                    for (slot, bytes) in table.iter_mut().zip(deltas) {
-                        *slot = T::read_le(bytes);
-                    }
+        let values = self.raw[..raw_len].chunks_exact(T::BYTES);
+        match above {
+            Some(above) if packed.is_delta() => {
+                for ((slot, bytes), &above) in out.iter_mut().zip(values).zip(above) {
+                    *slot = T::undelta(T::read_le(bytes), above);
                 }
             }
-            levels.push(Some(table));
+            _ => {
+                debug_assert!(!packed.is_delta() || above.is_none());
+                for (slot, bytes) in out.iter_mut().zip(values) {
+                    // Deltas from an all-default level above are the tags' own deltas
+                    // from default.
+                    *slot = T::undelta(T::read_le(bytes), T::default());
+                }
+            }
         }
     }
 
@@ -170,7 +172,7 @@ impl Packer {
     }
 }
 
-/// Bounded second-chance ("clock") list of keys.
+/// Bounded second-chance ("clock") list of keys whose capacity can change.
 #[derive(Debug)]
 pub struct Clock {
     keys: Vec<u64>,
@@ -207,13 +209,39 @@ impl Clock {
         }
         while self.referenced[self.hand] {
             self.referenced[self.hand] = false;
-            self.hand = (self.hand + 1) % self.capacity;
+            self.hand = (self.hand + 1) % self.keys.len();
         }
         let slot = self.hand;
         let victim = std::mem::replace(&mut self.keys[slot], key);
         self.referenced[slot] = true;
-        self.hand = (slot + 1) % self.capacity;
+        self.hand = (slot + 1) % self.keys.len();
         (slot, Some(victim))
+    }
+
+    /// The most keys listed at once.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Changes the capacity (at least 1). When it shrinks below [`len`](Self::len), the
+    /// caller evicts the excess with [`pop_excess`](Self::pop_excess).
+    pub fn set_capacity(&mut self, capacity: usize) {
+        assert!(capacity >= 1, "kage-vsm: clock list of capacity 0");
+        self.capacity = capacity;
+    }
+
+    /// Evicts the key in the last slot if more keys are listed than the capacity allows
+    /// (slots of the other keys do not change).
+    pub fn pop_excess(&mut self) -> Option<u64> {
+        if self.keys.len() <= self.capacity {
+            return None;
+        }
+        self.referenced.pop();
+        let key = self.keys.pop();
+        if self.hand >= self.keys.len() {
+            self.hand = 0;
+        }
+        key
     }
 
     /// Listed keys.
@@ -236,95 +264,120 @@ impl Clock {
 mod tests {
     use super::*;
 
-    fn round_trip<T: Tag>(levels: Vec<Option<Box<[T]>>>, units: usize) -> usize {
+    /// Packs and unpacks `table` under `above`; returns the packing's bytes (0 when not LZ4).
+    fn round_trip<T: Tag>(table: &[T], above: Option<&[T]>) -> Packing<T> {
         let mut packer = Packer::default();
-        let packed = packer.pack(&levels, units);
-        let mut back = Vec::new();
-        packer.unpack(&packed, units, &mut back, || {
-            vec![T::default(); units].into_boxed_slice()
-        });
-        assert_eq!(back, levels);
-        packed.heap_bytes()
+        let packing = packer.pack(table, above);
+        match &packing {
+            Packing::Absent => assert!(table.iter().all(|&t| t == T::default())),
+            Packing::Constant(delta) => {
+                for (index, &tag) in table.iter().enumerate() {
+                    assert_eq!(T::undelta(*delta, above_at(above, index)), tag);
+                }
+            }
+            Packing::Packed(packed) => {
+                let mut back = vec![T::default(); table.len()];
+                packer.unpack(packed, above, &mut back);
+                assert_eq!(back, table);
+                // Unpacking overwrites whatever the table held.
+                let mut dirty = table.to_vec();
+                dirty.reverse();
+                packer.unpack(packed, above, &mut dirty);
+                assert_eq!(dirty, table);
+            }
+            Packing::Incompressible => {}
+        }
+        packing
     }
 
-    #[test]
-    fn packing_is_exactly_reversible() {
-        let units = 512;
-        let timestamps =
-            |base: u64| -> Box<[u64]> { (0..units as u64).map(|u| base + 3 * u).collect() };
-        let noise = |seed: u64| -> Box<[u64]> {
-            let mut x = seed | 1;
-            (0..units)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x
-                })
-                .collect()
-        };
-        round_trip::<u64>(vec![], units);
-        round_trip::<u64>(vec![None, None], units);
-        round_trip(
-            vec![
-                Some(timestamps(100)),
-                None,
-                Some(noise(7)),
-                Some(noise(9)),
-                None,
-            ],
-            units,
-        );
-        round_trip(
-            vec![
-                Some(vec![u64::MAX; units].into_boxed_slice()),
-                Some(timestamps(0)),
-            ],
-            units,
-        );
-        let ts = timestamps;
-        round_trip(
-            vec![
-                Some(ts(5)),
-                Some(ts(7)),
-                None,
-                Some(ts(7)),
-                Some(ts(7)),
-                Some(noise(3)),
-            ],
-            units,
-        );
-        round_trip(
-            vec![
-                Some(vec![4u64; 1].into_boxed_slice()),
-                Some(vec![9u64; 1].into_boxed_slice()),
-            ],
-            1,
-        );
-        let bits: Box<[bool]> = (0..units).map(|u| u % 3 == 0).collect();
-        round_trip(vec![Some(bits.clone()), None, Some(bits)], units);
-        round_trip(
-            vec![Some((0..units).map(|u| u as u8).collect::<Box<[u8]>>())],
-            units,
-        );
-    }
-
-    #[test]
-    fn level_deltas_make_offset_timestamps_small() {
-        // Levels whose timestamps differ by a constant: the deltas are constant tables.
-        let units = 512;
-        let levels: Vec<Option<Box<[u64]>>> = (0..16u64)
-            .map(|level| {
-                Some(
-                    (0..units as u64)
-                        .map(|u| ((u * 7919) ^ 0x5555) + level * 1000)
-                        .collect(),
-                )
+    fn noise(seed: u64, units: usize) -> Vec<u64> {
+        let mut x = seed | 1;
+        (0..units)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
             })
-            .collect();
-        let raw = 16 * units * 8;
-        let packed = round_trip(levels, units);
-        assert!(packed * 8 < raw, "{packed} of {raw}");
+            .collect()
+    }
+
+    #[test]
+    fn each_form_round_trips_exactly() {
+        let units = 512;
+        let stamps: Vec<u64> = (0..units as u64).map(|u| 1000 + 3 * u).collect();
+        // All default, with or without a level above.
+        assert!(matches!(
+            round_trip(&vec![0u64; units], Some(&stamps)),
+            Packing::Absent
+        ));
+        // One timestamp written to every level: a zero delta from the level above.
+        assert!(matches!(
+            round_trip(&stamps, Some(&stamps)),
+            Packing::Constant(0)
+        ));
+        let offset: Vec<u64> = stamps.iter().map(|s| s.wrapping_add(7)).collect();
+        assert!(matches!(
+            round_trip(&offset, Some(&stamps)),
+            Packing::Constant(7)
+        ));
+        assert!(matches!(
+            round_trip(&vec![u64::MAX; units], None),
+            Packing::Constant(u64::MAX)
+        ));
+        // Sparse inner level under a dense one: the tags, not the deltas, are mostly zero.
+        let mut sparse = vec![0u64; units];
+        sparse[5] = stamps[5];
+        sparse[300] = 99;
+        match round_trip(&sparse, Some(&stamps)) {
+            Packing::Packed(packed) => {
+                assert!(!packed.is_delta());
+                assert!(
+                    packed.heap_bytes() * 20 < units * 8,
+                    "{}",
+                    packed.heap_bytes()
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Mostly equal to the level above: deltas.
+        let mut close = stamps.clone();
+        close[17] = 5;
+        close[200] = 0;
+        match round_trip(&close, Some(&stamps)) {
+            Packing::Packed(packed) => assert!(packed.is_delta()),
+            other => panic!("{other:?}"),
+        }
+        // Random 64-bit values do not compress.
+        assert!(matches!(
+            round_trip(&noise(7, units), Some(&stamps)),
+            Packing::Incompressible
+        ));
+        assert!(matches!(
+            round_trip(&noise(9, units), None),
+            Packing::Incompressible
+        ));
+        // A large table is judged by its first eighth: noise there marks it incompressible
+        // even when the rest is zero (a heuristic that saves LZ4 time, never exactness).
+        let mut noisy_head = vec![0u64; units];
+        noisy_head[..units / 8].copy_from_slice(&noise(5, units / 8));
+        assert!(matches!(
+            round_trip(&noisy_head, None),
+            Packing::Incompressible
+        ));
+        let mut noisy_tail = vec![0u64; units];
+        noisy_tail[units - units / 8..].copy_from_slice(&noise(5, units / 8));
+        assert!(matches!(round_trip(&noisy_tail, None), Packing::Packed(_)));
+        // Small tag types and tiny tables.
+        let bits: Vec<bool> = (0..units).map(|u| u % 3 == 0).collect();
+        round_trip(&bits, None);
+        let shifted: Vec<bool> = (0..units).map(|u| u % 3 == 1).collect();
+        round_trip(&shifted, Some(&bits));
+        round_trip(&(0..units).map(|u| u as u8).collect::<Vec<u8>>(), None);
+        assert!(matches!(
+            round_trip(&[4u64], Some(&[9])),
+            Packing::Constant(_)
+        ));
     }
 
     #[test]
@@ -344,5 +397,24 @@ mod tests {
             "the second chance is used up"
         );
         assert_eq!(clock.len(), 3);
+    }
+
+    #[test]
+    fn clock_grows_and_shrinks() {
+        let mut clock = Clock::new(2);
+        clock.insert(1);
+        clock.insert(2);
+        clock.set_capacity(4);
+        assert_eq!(clock.insert(3), (2, None), "room after growing");
+        assert_eq!(clock.insert(4), (3, None));
+        assert_eq!(clock.pop_excess(), None);
+        clock.set_capacity(2);
+        assert_eq!(clock.pop_excess(), Some(4));
+        assert_eq!(clock.pop_excess(), Some(3));
+        assert_eq!(clock.pop_excess(), None);
+        // Slots 0 and 1 kept their keys; the hand wraps within the smaller list.
+        assert_eq!(clock.insert(5), (0, Some(1)));
+        assert_eq!(clock.insert(6), (1, Some(2)));
+        assert_eq!(clock.len(), 2);
     }
 }

@@ -31,14 +31,15 @@
 //!   SlimTV in front of a [`vstorage`] organised by level (top table → segment table → level
 //!   table → tag tables) using BulkTV. Kind `gc` adds garbage collection (tag tables of exited
 //!   levels go to a bounded free list and are reused), kind `compress` adds dynamic
-//!   compression of cold level tables (§5.2, §6.3: [`compress`], level deltas + LZ4, a clock
-//!   list of uncompressed tables as victim cache).
+//!   compression of the tag tables of cold level tables (§5.2, §6.3: [`compress`], level
+//!   deltas + LZ4, constant deltas kept as one tag, an adaptive clock list of uncompressed
+//!   level tables as victim cache).
 //!
 //! Every implementation reports the exact bytes it holds on the heap
 //! ([`VectorShadow::heap_bytes`]; the `accounting` test checks it against a counting
 //! allocator), so memory expansion is measured, not estimated. No access allocates unless
 //! the structure grows (a new page, a deeper vector, a new tag table when the free list is
-//! empty), with one exception: compression allocates each packed level table's buffer (and
+//! empty), with one exception: compression allocates each packed tag table's buffer (and
 //! the tag tables it unpacks beyond the free list), on VCache misses to cold pages.
 //!
 //! The building blocks are public for tools with their own tag encodings (the footprint
@@ -52,6 +53,7 @@ use std::str::FromStr;
 pub mod baseline;
 pub mod bulk;
 pub mod compress;
+pub mod footprint;
 pub mod page_table;
 pub mod slim;
 mod strided;
@@ -61,6 +63,7 @@ pub mod vstorage;
 
 pub use baseline::BaselineVsm;
 pub use bulk::BulkVsm;
+pub use footprint::{Footprint, FpConfig, FpKind, Touched};
 pub use page_table::PageTable;
 pub use slim::SlimVsm;
 pub use vcache::CachedVsm;
@@ -167,7 +170,8 @@ pub struct Config {
     pub segment_bits: u32,
     /// VCache lines (a power of two): one tag vector each, direct-mapped by address.
     pub vcache_lines: usize,
-    /// Level tables kept uncompressed by the clock list when compression is on (at least 1).
+    /// Level tables kept uncompressed by the clock list when compression is on (at least
+    /// 1): the list's initial capacity; it adapts between an eighth and 8 times this.
     pub victim_tables: usize,
     /// With garbage collection, free tag tables kept for reuse; more are released.
     pub free_tables: usize,
@@ -264,14 +268,18 @@ pub struct Stats {
     pub tag_tables: usize,
     /// Tag tables on the garbage collector's free list.
     pub free_tables: usize,
-    /// Level tables currently compressed.
+    /// Tag tables currently stored as a constant difference from the level above.
+    pub constant_tables: usize,
+    /// Tag tables currently compressed with LZ4.
     pub packed_tables: usize,
-    /// Bytes of compressed level tables.
+    /// Bytes of LZ4-compressed tag tables.
     pub packed_bytes: usize,
-    /// Level tables compressed so far.
+    /// Tag tables packed so far (to a constant, LZ4, or released as all default).
     pub packs: u64,
-    /// Level tables decompressed so far.
+    /// Tag tables decompressed so far.
     pub unpacks: u64,
+    /// The clock list's current capacity in level tables (it adapts).
+    pub victim_tables: usize,
 }
 
 /// A vector shadow memory. See the crate docs for the observable semantics, which every

@@ -70,7 +70,7 @@ impl<P> PageTable<P> {
     }
 
     /// The page, created by `make` if it does not exist yet.
-    #[inline]
+    #[inline(always)]
     pub fn get_or_insert_with(&mut self, page: u64, make: impl FnOnce() -> P) -> &mut P {
         let (key, index) = self.split(page);
         let at = match self.find(key) {

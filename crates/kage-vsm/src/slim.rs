@@ -9,18 +9,13 @@
 
 use std::ops::Range;
 
-use crate::page_table::PageTable;
-use crate::strided::{restride, slice_bytes, Addressing};
+use crate::strided::{restride, set_levels, slice_bytes, Strided, StridedPage};
 use crate::{max_valid_level, Config, Stats, Tag, VectorShadow, VersionStack};
 
 /// SlimTV vector shadow memory: a version per address.
 #[derive(Debug)]
 pub struct SlimVsm<T: Tag> {
-    addressing: Addressing,
-    versions: VersionStack,
-    stride: usize,
-    pages: PageTable<SlimPage<T>>,
-    relayouts: u64,
+    flat: Strided<SlimPage<T>>,
 }
 
 #[derive(Debug)]
@@ -52,52 +47,53 @@ impl<T: Tag> SlimPage<T> {
     }
 }
 
+impl<T: Tag> StridedPage for SlimPage<T> {
+    fn restride(&mut self, units: usize, old: usize, new: usize) {
+        self.tags = restride(&self.tags, units, old, new, T::default());
+    }
+
+    fn heap_bytes(units: usize, stride: usize) -> usize {
+        slice_bytes::<T>(units * stride) + slice_bytes::<u64>(units)
+    }
+}
+
 impl<T: Tag> SlimVsm<T> {
     /// An empty shadow.
     pub fn new(config: &Config) -> Self {
-        config.check();
         Self {
-            addressing: Addressing::new(config),
-            versions: VersionStack::new(),
-            stride: 0,
-            pages: PageTable::new(config.segment_bits),
-            relayouts: 0,
+            flat: Strided::new(config),
         }
     }
 
-    fn relayout(&mut self, stride: usize) {
-        let (units, old) = (self.addressing.units(), self.stride);
-        self.pages.for_each_mut(|_, page| {
-            page.tags = restride(&page.tags, units, old, stride, T::default());
-        });
-        self.stride = stride;
-        self.relayouts += 1;
+    /// The address's validated vector (its page created if new).
+    #[inline]
+    fn vector(&mut self, addr: u64) -> &mut [T] {
+        let stride = self.flat.stride;
+        let (page, offset, current) = self.flat.page(addr, SlimPage::new);
+        page.validate(offset, stride, current)
     }
 }
 
 impl<T: Tag> VectorShadow<T> for SlimVsm<T> {
     fn enter(&mut self) {
-        self.versions.enter();
-        if self.versions.depth() > self.stride {
-            self.relayout(self.versions.depth());
-        }
+        self.flat.enter();
     }
 
     fn exit(&mut self) {
-        self.versions.exit();
+        self.flat.versions.exit();
     }
 
     fn versions(&self) -> &VersionStack {
-        &self.versions
+        &self.flat.versions
     }
 
     #[inline]
     fn read(&mut self, addr: u64, out: &mut Vec<T>) {
         out.clear();
-        let current = self.versions.as_slice();
-        let (page, offset) = self.addressing.split(addr);
-        match self.pages.get_mut(page) {
-            Some(page) => out.extend_from_slice(page.validate(offset, self.stride, current)),
+        let current = self.flat.versions.as_slice();
+        let (page, offset) = self.flat.addressing.split(addr);
+        match self.flat.pages.get_mut(page) {
+            Some(page) => out.extend_from_slice(page.validate(offset, self.flat.stride, current)),
             None => out.resize(current.len(), T::default()),
         }
     }
@@ -117,19 +113,8 @@ impl<T: Tag> VectorShadow<T> for SlimVsm<T> {
         if levels.is_empty() {
             return;
         }
-        let (page, offset) = self.addressing.split(addr);
-        let (units, stride) = (self.addressing.units(), self.stride);
-        let page = self
-            .pages
-            .get_or_insert_with(page, || SlimPage::new(units, stride));
-        let vector = page.validate(offset, stride, self.versions.as_slice());
         let start = levels.start;
-        for (level, slot) in vector[levels].iter_mut().enumerate() {
-            if *slot == T::default() && tag != T::default() {
-                on_set(start + level);
-            }
-            *slot = tag;
-        }
+        set_levels(&mut self.vector(addr)[levels], start, tag, on_set);
     }
 
     #[inline]
@@ -137,26 +122,15 @@ impl<T: Tag> VectorShadow<T> for SlimVsm<T> {
         if self.depth() == 0 {
             return f(&mut []);
         }
-        let (page, offset) = self.addressing.split(addr);
-        let (units, stride) = (self.addressing.units(), self.stride);
-        let page = self
-            .pages
-            .get_or_insert_with(page, || SlimPage::new(units, stride));
-        f(page.validate(offset, stride, self.versions.as_slice()));
+        f(self.vector(addr));
     }
 
     fn heap_bytes(&self) -> usize {
-        let units = self.addressing.units();
-        let per_page = slice_bytes::<T>(units * self.stride) + slice_bytes::<u64>(units);
-        self.versions.heap_bytes() + self.pages.heap_bytes() + self.pages.len() * per_page
+        self.flat.heap_bytes()
     }
 
     fn stats(&self) -> Stats {
-        Stats {
-            relayouts: self.relayouts,
-            tag_tables: self.pages.len(),
-            ..Stats::default()
-        }
+        self.flat.stats()
     }
 }
 
@@ -181,14 +155,14 @@ mod tests {
             vsm.enter();
         }
         assert_eq!(vsm.versions().as_slice(), &[1, 5, 6, 7]);
-        let (page, offset) = vsm.addressing.split(0x1000);
-        let stored = vsm.pages.get(page).unwrap();
+        let (page, offset) = vsm.flat.addressing.split(0x1000);
+        let stored = vsm.flat.pages.get(page).unwrap();
         assert_eq!(stored.vector_versions[offset], 4);
         assert_eq!(&stored.tags[offset * 4..offset * 4 + 4], &[42, 42, 42, 42]);
         let mut out = Vec::new();
         vsm.read(0x1000, &mut out);
         assert_eq!(out, [42, 0, 0, 0]);
-        let stored = vsm.pages.get(page).unwrap();
+        let stored = vsm.flat.pages.get(page).unwrap();
         assert_eq!(
             &stored.tags[offset * 4..offset * 4 + 4],
             &[42, 0, 0, 0],

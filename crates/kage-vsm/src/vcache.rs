@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use crate::strided::{restride, slice_bytes};
+use crate::strided::{restride, set_levels, slice_bytes};
 use crate::vstorage::VStorage;
 use crate::{max_valid_level, Config, Stats, Tag, VectorShadow, VersionStack, VsmKind};
 
@@ -227,21 +227,13 @@ impl<T: Tag> VectorShadow<T> for CachedVsm<T> {
         let index = self.line(addr >> self.shift, true);
         let (vector, len) = self.vector(index);
         let old_len = *len as usize;
-        if levels.start > old_len {
-            vector[old_len..levels.start].fill(T::default());
+        if levels.end > old_len {
+            // Levels from the length on hold stale tags: they read as default.
+            vector[old_len..levels.end].fill(T::default());
+            *len = levels.end as u32;
         }
-        *len = old_len.max(levels.end) as u32;
-        for level in levels {
-            let old = if level < old_len {
-                vector[level]
-            } else {
-                T::default()
-            };
-            if old == T::default() && tag != T::default() {
-                on_set(level);
-            }
-            vector[level] = tag;
-        }
+        let start = levels.start;
+        set_levels(&mut vector[levels], start, tag, on_set);
     }
 
     #[inline]

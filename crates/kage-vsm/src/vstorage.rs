@@ -14,19 +14,72 @@
 //! not the deepest ever seen. Collection is lazy, as in the paper: a page's dead tables are
 //! found the next time the page is fetched from, evicted to or packed.
 //!
-//! With compression, only the level tables on the clock list stay unpacked ([`compress`]);
-//! a page is unpacked when it is touched and packed when the list evicts it (after a BulkTV
-//! validation, so that dead levels are not packed).
+//! With compression (which also collects dead levels), each level of a level table is one
+//! of: absent (all default), a tag table, a constant difference from the level above, or a
+//! tag table compressed with LZ4 ([`compress`]). A page goes on the clock list when it gets
+//! a tag table not yet tried for packing (a store made one, or it was unpacked); only pages
+//! off the list hold compressed tables: touching such a page validates it (dropping dead
+//! levels unopened), unpacks what is left and lists it. The clock list's victim is
+//! validated and each of its tag tables packed into the cheapest form. Pages with nothing
+//! to pack or unpack (constants, incompressible tables) stay off the list, so accessing
+//! them costs no list work. A constant level is read and written where it is, in
+//! O(1) from the level above (a store that breaks the constant turns it back into a table),
+//! so it never needs unpacking; a table LZ4 cannot halve is marked incompressible and kept.
+//! The list's capacity adapts to the re-decompression rate: every 4 × capacity storage
+//! accesses it grows by a quarter (up to 8× [`Config::victim_tables`]) when more than 1 in
+//! 128 of them had to unpack something, and shrinks by an eighth (down to an eighth of it)
+//! when fewer than 1 in 1024 did, packing the level tables it drops: memory goes down while
+//! time allows.
 //!
 //! [`compress`]: crate::compress
 //! [`Config::free_tables`]: crate::Config::free_tables
+//! [`Config::victim_tables`]: crate::Config::victim_tables
 
-use crate::compress::{Clock, PackedLevels, Packer};
+use crate::compress::{Clock, PackedTable, Packer, Packing};
 use crate::page_table::PageTable;
 use crate::strided::{slice_bytes, Addressing};
 use crate::{max_valid_level, Config, Stats, Tag};
 
 const NOT_LISTED: u32 = u32::MAX;
+/// The clock list adapts every `ADAPT_WINDOW × capacity` storage accesses.
+const ADAPT_WINDOW: u64 = 4;
+/// It grows when more than 1 access in `GROW_BELOW` unpacked something (an unpack and the
+/// pack that follows cost about as much as a few dozen accesses)...
+const GROW_BELOW: u64 = 128;
+/// ...and shrinks when fewer than 1 in `SHRINK_BELOW` did.
+const SHRINK_BELOW: u64 = 1024;
+
+/// One level of a page's level table.
+#[derive(Debug)]
+enum Level<T> {
+    /// Every tag is default.
+    Absent,
+    /// A tag table; `incompressible`: LZ4 could not halve it, so it is not tried again.
+    Table {
+        tags: Box<[T]>,
+        incompressible: bool,
+    },
+    /// Every tag is `T::undelta(delta, above)`, `above` being the level above's tag.
+    Constant(T),
+    /// A compressed tag table (only in pages off the clock list).
+    Packed(PackedTable),
+}
+
+impl<T: Tag> Level<T> {
+    /// The tag at `offset`, given the level above's tag there.
+    #[inline]
+    fn get(&self, offset: usize, above: T) -> T {
+        if let Level::Table { tags, .. } = self {
+            return tags[offset];
+        }
+        match self {
+            Level::Absent => T::default(),
+            Level::Table { tags, .. } => tags[offset],
+            Level::Constant(delta) => T::undelta(*delta, above),
+            Level::Packed(_) => unreachable!("kage-vsm: packed level in a listed page"),
+        }
+    }
+}
 
 /// One page of the VStorage: the segment table entry's version and level table.
 #[derive(Debug)]
@@ -37,10 +90,13 @@ pub struct StoragePage<T> {
     dirty: usize,
     /// Slot on the clock list, or `NOT_LISTED`.
     clock_slot: u32,
-    /// The level table: one tag table per level, `None` when all default.
-    levels: Vec<Option<Box<[T]>>>,
-    /// The level table while compressed (then `levels` is empty).
-    packed: Option<PackedLevels>,
+    /// Some level may be packed (then the page is unpacked before any access).
+    packed: bool,
+    /// Some level may be a tag table that was never tried for packing (then the page is
+    /// listed, to be packed once it is cold).
+    packable: bool,
+    /// The level table.
+    levels: Vec<Level<T>>,
 }
 
 impl<T> StoragePage<T> {
@@ -49,17 +105,22 @@ impl<T> StoragePage<T> {
             version: 0,
             dirty: 0,
             clock_slot: NOT_LISTED,
+            packed: false,
+            packable: false,
             levels: Vec::new(),
-            packed: None,
         }
     }
 }
 
-/// Tag table allocation, the garbage collector's free list and their accounting.
+/// Tag table allocation, the garbage collector's free list, the other forms of a level and
+/// their accounting.
 #[derive(Debug)]
 struct Tables<T> {
     units: usize,
+    /// Free tables are kept for reuse.
     gc: bool,
+    /// Dead levels leave the level table (else their tables are scrubbed in place).
+    collect: bool,
     /// Tag tables in level tables.
     in_use: usize,
     free: Vec<Box<[T]>>,
@@ -67,15 +128,21 @@ struct Tables<T> {
     /// Bytes of the level tables' vectors (their capacity).
     level_bytes: usize,
     page_scrubs: u64,
+    constant_tables: usize,
+    packed_tables: usize,
+    packed_bytes: usize,
 }
 
-/// Compression state: the clock list, the packer and the packed bytes.
+/// Compression state: the clock list, the packer and the list's adaptation.
 #[derive(Debug)]
 struct Compression {
     clock: Clock,
     packer: Packer,
-    packed_tables: usize,
-    packed_bytes: usize,
+    min_capacity: usize,
+    max_capacity: usize,
+    /// Storage accesses since the last adaptation, and how many of them unpacked something.
+    accesses: u64,
+    refaults: u64,
     packs: u64,
     unpacks: u64,
 }
@@ -87,6 +154,8 @@ pub struct VStorage<T: Tag> {
     pages: PageTable<StoragePage<T>>,
     tables: Tables<T>,
     compression: Option<Compression>,
+    /// The tags of one level, when they must be derived through constant levels.
+    scratch: Vec<T>,
 }
 
 impl<T: Tag> Tables<T> {
@@ -119,17 +188,30 @@ impl<T: Tag> Tables<T> {
         }
     }
 
+    /// Releases whatever a level holds.
+    fn release(&mut self, level: Level<T>) {
+        match level {
+            Level::Absent => {}
+            Level::Table { tags, .. } => self.give(tags),
+            Level::Constant(_) => self.constant_tables -= 1,
+            Level::Packed(packed) => {
+                self.packed_tables -= 1;
+                self.packed_bytes -= packed.heap_bytes();
+            }
+        }
+    }
+
     /// Applies `f` to a page's level table, keeping `level_bytes` exact.
     #[inline]
     fn resize_levels<R>(
         &mut self,
-        levels: &mut Vec<Option<Box<[T]>>>,
-        f: impl FnOnce(&mut Vec<Option<Box<[T]>>>) -> R,
+        levels: &mut Vec<Level<T>>,
+        f: impl FnOnce(&mut Vec<Level<T>>) -> R,
     ) -> R {
         let before = levels.capacity();
         let result = f(levels);
-        self.level_bytes = self.level_bytes + levels.capacity() * size_of::<Option<Box<[T]>>>()
-            - before * size_of::<Option<Box<[T]>>>();
+        self.level_bytes = self.level_bytes + levels.capacity() * size_of::<Level<T>>()
+            - before * size_of::<Level<T>>();
         result
     }
 
@@ -146,25 +228,25 @@ impl<T: Tag> Tables<T> {
         }
         self.page_scrubs += 1;
         let dirty = std::mem::replace(&mut page.dirty, scrub_start);
-        if self.gc {
-            let dead = page.levels.len().saturating_sub(scrub_start);
-            for _ in 0..dead {
-                if let Some(table) = page.levels.pop().flatten() {
-                    self.give(table);
-                }
+        if self.collect {
+            while page.levels.len() > scrub_start {
+                let level = page.levels.pop().expect("longer than scrub_start");
+                self.release(level);
             }
             self.trim(&mut page.levels);
         } else {
             let end = dirty.min(page.levels.len());
-            for table in page.levels[scrub_start.min(end)..end].iter_mut().flatten() {
-                table.fill(T::default());
+            for level in &mut page.levels[scrub_start.min(end)..end] {
+                if let Level::Table { tags, .. } = level {
+                    tags.fill(T::default());
+                }
             }
         }
     }
 
-    /// Drops trailing empty levels and, when the level table is mostly slack, its capacity.
-    fn trim(&mut self, levels: &mut Vec<Option<Box<[T]>>>) {
-        while let Some(None) = levels.last() {
+    /// Drops trailing absent levels and, when the level table is mostly slack, its capacity.
+    fn trim(&mut self, levels: &mut Vec<Level<T>>) {
+        while let Some(Level::Absent) = levels.last() {
             levels.pop();
         }
         if levels.capacity() > 2 * levels.len().max(4) {
@@ -172,10 +254,233 @@ impl<T: Tag> Tables<T> {
         }
     }
 
+    /// Stores `tag` at `offset` of level `level` of `levels`, which is absent or constant
+    /// and does not hold `tag` there already; `above` is the new tag of the level above
+    /// there. Returns whether it made a table.
+    #[inline(never)]
+    fn store_other(
+        &mut self,
+        levels: &mut [Level<T>],
+        level: usize,
+        offset: usize,
+        tag: T,
+        above: T,
+        scratch: &mut Vec<T>,
+    ) -> bool {
+        match levels[level] {
+            Level::Absent if tag != T::default() => {
+                let mut table = self.take();
+                table[offset] = tag;
+                levels[level] = Level::Table {
+                    tags: table,
+                    incompressible: false,
+                };
+                true
+            }
+            Level::Constant(delta) if T::undelta(delta, above) != tag => {
+                self.materialize(levels, level, scratch);
+                if let Level::Table { tags, .. } = &mut levels[level] {
+                    tags[offset] = tag;
+                }
+                true
+            }
+            Level::Absent | Level::Constant(_) => false,
+            Level::Table { .. } => unreachable!("not a table"),
+            Level::Packed(_) => unreachable!("kage-vsm: packed level in a listed page"),
+        }
+    }
+
+    /// Turns constant level `level` back into a tag table (a store broke the constant).
+    #[cold]
+    fn materialize(&mut self, levels: &mut [Level<T>], level: usize, scratch: &mut Vec<T>) {
+        let (upper, rest) = levels.split_at_mut(level);
+        let Level::Constant(delta) = rest[0] else {
+            unreachable!("materializing a constant level")
+        };
+        let above = level_values(upper, self.units, scratch);
+        let mut tags = self.take_unscrubbed();
+        for (index, tag) in tags.iter_mut().enumerate() {
+            *tag = T::undelta(delta, above.map_or(T::default(), |above| above[index]));
+        }
+        self.constant_tables -= 1;
+        rest[0] = Level::Table {
+            tags,
+            incompressible: false,
+        };
+    }
+
     fn heap_bytes(&self) -> usize {
         (self.in_use + self.free.len()) * slice_bytes::<T>(self.units)
             + self.free.capacity() * size_of::<Box<[T]>>()
             + self.level_bytes
+            + self.packed_bytes
+    }
+}
+
+/// The tags of the last level of `levels` (none packed) at every offset: its table, or
+/// `scratch` derived from the nearest table above through the constant levels, or `None`
+/// when they are all default (also when `levels` is empty: above level 0).
+fn level_values<'a, T: Tag>(
+    levels: &'a [Level<T>],
+    units: usize,
+    scratch: &'a mut Vec<T>,
+) -> Option<&'a [T]> {
+    let last = levels.len().checked_sub(1)?;
+    let base = levels
+        .iter()
+        .rposition(|level| !matches!(level, Level::Constant(_)));
+    let from = match base.map(|base| &levels[base]) {
+        Some(Level::Table { tags, .. }) if base == Some(last) => return Some(tags),
+        Some(Level::Absent) if base == Some(last) => return None,
+        Some(Level::Packed(_)) => unreachable!("kage-vsm: deriving from a packed level"),
+        Some(Level::Table { tags, .. }) => {
+            scratch.clear();
+            scratch.extend_from_slice(tags);
+            base.expect("some") + 1
+        }
+        _ => {
+            scratch.clear();
+            scratch.resize(units, T::default());
+            base.map_or(0, |base| base + 1)
+        }
+    };
+    for level in &levels[from..] {
+        if let Level::Constant(delta) = *level {
+            for tag in scratch.iter_mut() {
+                *tag = T::undelta(delta, *tag);
+            }
+        }
+    }
+    Some(scratch)
+}
+
+impl Compression {
+    /// Grows the clock list by a quarter when more than 1 in `GROW_BELOW` storage accesses
+    /// since the last adaptation unpacked something, shrinks it by an eighth when fewer
+    /// than 1 in `SHRINK_BELOW` did (packing the level tables it drops).
+    #[cold]
+    fn adapt<T: Tag>(
+        &mut self,
+        pages: &mut PageTable<StoragePage<T>>,
+        tables: &mut Tables<T>,
+        scratch: &mut Vec<T>,
+        current: &[u64],
+    ) {
+        let capacity = self.clock.capacity();
+        let capacity = if self.refaults * GROW_BELOW > self.accesses {
+            (capacity + capacity / 4 + 1).min(self.max_capacity)
+        } else if self.refaults * SHRINK_BELOW < self.accesses {
+            (capacity - (capacity / 8).max(1)).max(self.min_capacity)
+        } else {
+            capacity
+        };
+        self.clock.set_capacity(capacity);
+        self.accesses = 0;
+        self.refaults = 0;
+        while let Some(victim) = self.clock.pop_excess() {
+            self.unlist(pages, tables, scratch, victim, current);
+        }
+    }
+
+    /// Takes page `page_no` off the clock list: validates and packs it.
+    fn unlist<T: Tag>(
+        &mut self,
+        pages: &mut PageTable<StoragePage<T>>,
+        tables: &mut Tables<T>,
+        scratch: &mut Vec<T>,
+        page_no: u64,
+        current: &[u64],
+    ) {
+        let page = pages.get_mut(page_no).expect("listed page exists");
+        page.clock_slot = NOT_LISTED;
+        tables.validate(page, current);
+        self.pack(&mut page.levels, tables, scratch);
+        page.packed = page
+            .levels
+            .iter()
+            .any(|level| matches!(level, Level::Packed(_)));
+        page.packable = false;
+        if page.levels.is_empty() {
+            tables.resize_levels(&mut page.levels, |levels| *levels = Vec::new());
+        }
+    }
+
+    /// Packs every tag table of a level table (none packed) into its cheapest form,
+    /// deepest first, so that each is encoded against the level above as it still is.
+    fn pack<T: Tag>(
+        &mut self,
+        levels: &mut Vec<Level<T>>,
+        tables: &mut Tables<T>,
+        scratch: &mut Vec<T>,
+    ) {
+        for level in (0..levels.len()).rev() {
+            let (upper, rest) = levels.split_at_mut(level);
+            let Level::Table {
+                tags,
+                incompressible: false,
+            } = &rest[0]
+            else {
+                continue;
+            };
+            let above = level_values(upper, tables.units, scratch);
+            let packed = match self.packer.pack(tags, above) {
+                Packing::Absent => Level::Absent,
+                Packing::Constant(delta) => {
+                    tables.constant_tables += 1;
+                    Level::Constant(delta)
+                }
+                Packing::Packed(packed) => {
+                    tables.packed_tables += 1;
+                    tables.packed_bytes += packed.heap_bytes();
+                    Level::Packed(packed)
+                }
+                Packing::Incompressible => {
+                    if let Level::Table { incompressible, .. } = &mut rest[0] {
+                        *incompressible = true;
+                    }
+                    continue;
+                }
+            };
+            self.packs += 1;
+            let table = std::mem::replace(&mut rest[0], packed);
+            tables.release(table);
+        }
+        tables.trim(levels);
+    }
+
+    /// Unpacks the packed tables of a level table, outermost first (each is decoded against
+    /// the level above, already unpacked). Returns how many there were.
+    fn unpack<T: Tag>(
+        &mut self,
+        levels: &mut [Level<T>],
+        tables: &mut Tables<T>,
+        scratch: &mut Vec<T>,
+    ) -> usize {
+        let mut unpacked = 0;
+        for level in 0..levels.len() {
+            let (upper, rest) = levels.split_at_mut(level);
+            let Level::Packed(packed) = &rest[0] else {
+                continue;
+            };
+            let above = if packed.is_delta() {
+                level_values(upper, tables.units, scratch)
+            } else {
+                None
+            };
+            let mut tags = tables.take_unscrubbed();
+            self.packer.unpack(packed, above, &mut tags);
+            let packed = std::mem::replace(
+                &mut rest[0],
+                Level::Table {
+                    tags,
+                    incompressible: false,
+                },
+            );
+            tables.release(packed);
+            unpacked += 1;
+        }
+        self.unpacks += unpacked as u64;
+        unpacked
     }
 }
 
@@ -189,20 +494,27 @@ impl<T: Tag> VStorage<T> {
             tables: Tables {
                 units: addressing.units(),
                 gc,
+                collect: gc || compress,
                 in_use: 0,
                 free: Vec::new(),
                 free_max: if gc { config.free_tables } else { 0 },
                 level_bytes: 0,
                 page_scrubs: 0,
+                constant_tables: 0,
+                packed_tables: 0,
+                packed_bytes: 0,
             },
             compression: compress.then(|| Compression {
                 clock: Clock::new(config.victim_tables),
                 packer: Packer::default(),
-                packed_tables: 0,
-                packed_bytes: 0,
+                min_capacity: (config.victim_tables / 8).max(1),
+                max_capacity: config.victim_tables.saturating_mul(8),
+                accesses: 0,
+                refaults: 0,
                 packs: 0,
                 unpacks: 0,
             }),
+            scratch: Vec::new(),
         }
     }
 
@@ -226,21 +538,19 @@ impl<T: Tag> VStorage<T> {
     /// returns its length: levels from there on are default.
     pub fn fetch(&mut self, unit: u64, current: &[u64], out: &mut [T]) -> usize {
         let (page_no, offset) = self.split_unit(unit);
+        if self.compression.is_some() && !self.touch(page_no, current, false) {
+            return 0;
+        }
         let Some(page) = self.pages.get_mut(page_no) else {
             return 0;
-        };
-        let page = if self.compression.is_some() {
-            let slot = page.clock_slot;
-            self.list(page_no, slot, current);
-            self.pages.get_mut(page_no).expect("listed page exists")
-        } else {
-            page
         };
         self.tables.validate(page, current);
         let len = page.dirty.min(page.levels.len());
         debug_assert!(len <= current.len());
+        let mut above = T::default();
         for (slot, level) in out[..len].iter_mut().zip(&page.levels) {
-            *slot = level.as_ref().map_or(T::default(), |table| table[offset]);
+            above = level.get(offset, above);
+            *slot = above;
         }
         len
     }
@@ -253,115 +563,143 @@ impl<T: Tag> VStorage<T> {
             .iter()
             .rposition(|&tag| tag != T::default())
             .map_or(0, |last| last + 1);
-        let page = if used == 0 {
+        if self.compression.is_some() && !self.touch(page_no, current, used > 0) {
+            return;
+        }
+        let page = if used > 0 {
+            self.pages.get_or_insert_with(page_no, StoragePage::new)
+        } else {
             // Nothing to store: only an existing page can hold stale values to clear.
             match self.pages.get_mut(page_no) {
                 Some(page) => page,
                 None => return,
             }
-        } else {
-            self.pages.get_or_insert_with(page_no, StoragePage::new)
-        };
-        let page = if self.compression.is_some() {
-            let slot = page.clock_slot;
-            self.list(page_no, slot, current);
-            self.pages.get_mut(page_no).expect("listed page exists")
-        } else {
-            page
         };
         let tables = &mut self.tables;
         tables.validate(page, current);
         if page.levels.len() < used {
-            tables.resize_levels(&mut page.levels, |levels| levels.resize_with(used, || None));
-        }
-        for (level, &tag) in tags.iter().enumerate() {
-            if tag != T::default() {
-                page.levels[level].get_or_insert_with(|| tables.take())[offset] = tag;
-            } else if let Some(Some(table)) = page.levels.get_mut(level) {
-                table[offset] = T::default();
-            }
+            tables.resize_levels(&mut page.levels, |levels| {
+                levels.resize_with(used, || Level::Absent)
+            });
         }
         // The VCache line was the address's only valid copy: deeper levels hold nothing.
-        let end = page.dirty.min(page.levels.len());
-        for table in page.levels[tags.len().min(end)..end].iter_mut().flatten() {
-            table[offset] = T::default();
+        let end = page.levels.len().min(page.dirty.max(used));
+        let levels = &mut page.levels[..end];
+        let mut above = T::default();
+        for level in 0..levels.len() {
+            let tag = tags.get(level).copied().unwrap_or_default();
+            // Tables first, in a tight loop; the other forms are rarer.
+            let entry = &mut levels[level];
+            if let Level::Table { tags, .. } = entry {
+                tags[offset] = tag;
+            } else {
+                let unchanged = match *entry {
+                    Level::Constant(delta) => T::undelta(delta, above) == tag,
+                    Level::Absent => tag == T::default(),
+                    _ => false,
+                };
+                if !unchanged
+                    && tables.store_other(levels, level, offset, tag, above, &mut self.scratch)
+                {
+                    page.packable = true;
+                }
+            }
+            above = tag;
         }
         page.dirty = page.dirty.max(used);
+        if page.packable && page.clock_slot == NOT_LISTED && self.compression.is_some() {
+            self.list(page_no, current);
+        }
     }
 
-    /// Marks page `page_no` (which exists, in clock slot `slot`) as recently used or, when
-    /// it is not listed, lists it: packs the list's victim and unpacks the page.
+    /// Before an access to page `page_no` with compression: marks it as
+    /// recently used if it is on the clock list, or lists and unpacks it if it holds packed
+    /// levels (pages holding only constants, incompressible tables and absent levels need
+    /// neither). Every `ADAPT_WINDOW × capacity` storage accesses, the list's capacity
+    /// adapts to how many of them had to unpack something.
+    /// Returns whether the page exists (created first if `create`).
     #[inline]
-    fn list(&mut self, page_no: u64, slot: u32, current: &[u64]) {
+    fn touch(&mut self, page_no: u64, current: &[u64], create: bool) -> bool {
+        let Self {
+            pages,
+            tables,
+            compression,
+            scratch,
+            ..
+        } = self;
+        let compression = compression.as_mut().expect("compression on");
+        compression.accesses += 1;
+        if compression.accesses >= ADAPT_WINDOW * compression.clock.capacity() as u64 {
+            compression.adapt(pages, tables, scratch, current);
+        }
+        let page = if create {
+            pages.get_or_insert_with(page_no, StoragePage::new)
+        } else {
+            match pages.get_mut(page_no) {
+                Some(page) => page,
+                None => return false,
+            }
+        };
+        if page.clock_slot != NOT_LISTED {
+            compression.clock.reference(page.clock_slot as usize);
+        } else if page.packed {
+            tables.validate(page, current);
+            if compression.unpack(&mut page.levels, tables, scratch) > 0 {
+                compression.refaults += 1;
+                page.packable = true;
+            }
+            page.packed = false;
+            self.list(page_no, current);
+        }
+        true
+    }
+
+    /// Lists page `page_no` (which exists, is not listed and holds no packed level) on the
+    /// clock list as recently used; the list's victim, if any, is validated and packed.
+    fn list(&mut self, page_no: u64, current: &[u64]) {
         let compression = self.compression.as_mut().expect("compression on");
-        if slot != NOT_LISTED {
-            compression.clock.reference(slot as usize);
-            return;
-        }
         let (slot, victim) = compression.clock.insert(page_no);
-        if let Some(victim) = victim {
-            let victim = self.pages.get_mut(victim).expect("listed page exists");
-            victim.clock_slot = NOT_LISTED;
-            self.tables.validate(victim, current);
-            let tables = &mut self.tables;
-            let keep = victim.dirty.min(victim.levels.len());
-            for table in victim.levels.drain(keep..).flatten() {
-                tables.give(table);
-            }
-            if victim.levels.iter().any(Option::is_some) {
-                let packed = compression.packer.pack(&victim.levels, tables.units);
-                compression.packed_tables += 1;
-                compression.packed_bytes += packed.heap_bytes();
-                compression.packs += 1;
-                victim.packed = Some(packed);
-            }
-            for table in victim.levels.drain(..).flatten() {
-                tables.give(table);
-            }
-            tables.resize_levels(&mut victim.levels, |levels| *levels = Vec::new());
-        }
-        let page = self.pages.get_mut(page_no).expect("listed page exists");
+        let page = self.pages.get_mut(page_no).expect("page exists");
+        debug_assert!(page.clock_slot == NOT_LISTED && !page.packed);
         page.clock_slot = slot as u32;
-        if let Some(packed) = page.packed.take() {
-            let tables = &mut self.tables;
-            tables.resize_levels(&mut page.levels, |levels| {
-                levels.reserve_exact(packed.levels())
-            });
-            compression
-                .packer
-                .unpack(&packed, tables.units, &mut page.levels, || {
-                    tables.take_unscrubbed()
-                });
-            compression.packed_tables -= 1;
-            compression.packed_bytes -= packed.heap_bytes();
-            compression.unpacks += 1;
+        if let Some(victim) = victim {
+            compression.unlist(
+                &mut self.pages,
+                &mut self.tables,
+                &mut self.scratch,
+                victim,
+                current,
+            );
         }
     }
 
     /// Exact bytes held on the heap.
     pub fn heap_bytes(&self) -> usize {
         let compression = self.compression.as_ref().map_or(0, |compression| {
-            compression.clock.heap_bytes()
-                + compression.packer.heap_bytes()
-                + compression.packed_bytes
+            compression.clock.heap_bytes() + compression.packer.heap_bytes()
         });
-        self.pages.heap_bytes() + self.tables.heap_bytes() + compression
+        self.pages.heap_bytes()
+            + self.tables.heap_bytes()
+            + compression
+            + slice_bytes::<T>(self.scratch.capacity())
     }
 
     /// The store's counters (tables, scrubs, compression).
     pub fn stats(&self) -> Stats {
-        let (packed_tables, packed_bytes, packs, unpacks) =
-            self.compression.as_ref().map_or((0, 0, 0, 0), |c| {
-                (c.packed_tables, c.packed_bytes, c.packs, c.unpacks)
-            });
+        let (packs, unpacks, victim_tables) = self
+            .compression
+            .as_ref()
+            .map_or((0, 0, 0), |c| (c.packs, c.unpacks, c.clock.capacity()));
         Stats {
             page_scrubs: self.tables.page_scrubs,
             tag_tables: self.tables.in_use + self.tables.free.len(),
             free_tables: self.tables.free.len(),
-            packed_tables,
-            packed_bytes,
+            constant_tables: self.tables.constant_tables,
+            packed_tables: self.tables.packed_tables,
+            packed_bytes: self.tables.packed_bytes,
             packs,
             unpacks,
+            victim_tables,
             ..Stats::default()
         }
     }
@@ -371,6 +709,13 @@ impl<T: Tag> VStorage<T> {
 mod tests {
     use super::*;
     use crate::VersionStack;
+
+    #[test]
+    fn a_level_takes_three_words() {
+        // An 8-level table spans three 64-byte cache lines, not four.
+        assert_eq!(size_of::<Level<u64>>(), 24);
+        assert_eq!(size_of::<Level<bool>>(), 24);
+    }
 
     fn config() -> Config {
         Config {
@@ -382,13 +727,37 @@ mod tests {
         }
     }
 
+    fn versions(depth: usize) -> VersionStack {
+        let mut versions = VersionStack::new();
+        (0..depth).for_each(|_| {
+            versions.enter();
+        });
+        versions
+    }
+
+    /// The forms of page `page_no`'s levels: `-` absent, `T` table, `I` incompressible
+    /// table, `C` constant, `P` packed.
+    fn forms<T: Tag>(storage: &VStorage<T>, page_no: u64) -> String {
+        let page = storage.pages.get(page_no).expect("page");
+        page.levels
+            .iter()
+            .map(|level| match level {
+                Level::Absent => '-',
+                Level::Table {
+                    incompressible: false,
+                    ..
+                } => 'T',
+                Level::Table { .. } => 'I',
+                Level::Constant(_) => 'C',
+                Level::Packed(_) => 'P',
+            })
+            .collect()
+    }
+
     #[test]
     fn garbage_collection_reuses_the_tables_of_exited_levels() {
-        let mut versions = VersionStack::new();
+        let mut versions = versions(4);
         let mut storage = VStorage::<u64>::new(&config(), true, false);
-        for _ in 0..4 {
-            versions.enter();
-        }
         storage.store(0, versions.as_slice(), &[1, 2, 3, 4]);
         assert_eq!(storage.stats().tag_tables, 4);
         // Two levels exit; the next access to the page collects their tables.
@@ -397,13 +766,13 @@ mod tests {
         let mut out = [0; 4];
         assert_eq!(storage.fetch(1, versions.as_slice(), &mut out), 2);
         assert_eq!(storage.stats().free_tables, 2);
-        let page = storage.pages.get(0).unwrap();
-        assert_eq!(page.levels.len(), 2);
+        assert_eq!(forms(&storage, 0), "TT");
         // Another page reuses them, scrubbed.
         versions.enter();
         storage.store(4, versions.as_slice(), &[0, 0, 9]);
         assert_eq!(storage.stats().free_tables, 1);
         assert_eq!(storage.stats().tag_tables, 4);
+        assert_eq!(forms(&storage, 1), "--T");
         assert_eq!(storage.fetch(5, versions.as_slice(), &mut out), 3);
         assert_eq!(&out[..3], &[0, 0, 0]);
         assert_eq!(storage.fetch(4, versions.as_slice(), &mut out), 3);
@@ -412,44 +781,246 @@ mod tests {
 
     #[test]
     fn without_garbage_collection_dead_tables_are_scrubbed_in_place() {
-        let mut versions = VersionStack::new();
+        let mut versions = versions(4);
         let mut storage = VStorage::<u64>::new(&config(), false, false);
-        for _ in 0..4 {
-            versions.enter();
-        }
         storage.store(0, versions.as_slice(), &[1, 2, 3, 4]);
         versions.exit();
         versions.exit();
         let mut out = [0; 4];
         assert_eq!(storage.fetch(0, versions.as_slice(), &mut out), 2);
         assert_eq!(&out[..2], &[1, 2]);
+        assert_eq!(forms(&storage, 0), "TTTT");
         let page = storage.pages.get(0).unwrap();
-        assert_eq!(page.levels.len(), 4);
-        assert!(page.levels[2..]
-            .iter()
-            .all(|t| t.as_ref().unwrap().iter().all(|&tag| tag == 0)));
+        assert!(page.levels[2..].iter().all(|level| matches!(
+            level,
+            Level::Table { tags, .. } if tags.iter().all(|&tag| tag == 0)
+        )));
         assert_eq!(storage.stats().tag_tables, 4);
     }
 
     #[test]
-    fn packed_pages_come_back_exactly() {
-        let mut versions = VersionStack::new();
-        let mut storage = VStorage::<u64>::new(&config(), true, true);
-        for _ in 0..3 {
-            versions.enter();
+    fn each_tag_table_takes_its_own_form_and_comes_back_exactly() {
+        let config = Config {
+            table_bits: 6,
+            ..config()
+        };
+        let versions = versions(5);
+        let current = versions.as_slice();
+        let mut storage = VStorage::<u64>::new(&config, true, true);
+        // Page 0, 64 words: level 0 noise, level 1 the same (constant delta 0), level 2 the
+        // same plus 5 (constant delta 5), level 3 sparse, level 4 never written.
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut expected = Vec::new();
+        for unit in 0..64u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let sparse = if unit % 16 == 3 { unit + 1 } else { 0 };
+            let vector = [x, x, x.wrapping_add(5), sparse];
+            storage.store(unit, current, &vector);
+            expected.push(vector);
         }
-        storage.store(0, versions.as_slice(), &[5, 6, 7]);
-        storage.store(3, versions.as_slice(), &[8, 0, 10]);
-        storage.store(4, versions.as_slice(), &[1]); // another page: packs page 0
+        assert_eq!(forms(&storage, 0), "TTTT");
+        storage.store(64, current, &[1]); // page 1 is listed: page 0 is packed
+        assert_eq!(forms(&storage, 0), "ICCP");
         let stats = storage.stats();
-        assert_eq!((stats.packed_tables, stats.packs), (1, 1));
-        assert!(storage.pages.get(0).unwrap().levels.is_empty());
-        let mut out = [0; 3];
-        assert_eq!(storage.fetch(3, versions.as_slice(), &mut out), 3);
-        assert_eq!(out, [8, 0, 10]);
-        assert_eq!(storage.fetch(0, versions.as_slice(), &mut out), 3);
-        assert_eq!(out, [5, 6, 7]);
+        assert_eq!(
+            (stats.constant_tables, stats.packed_tables, stats.packs),
+            (2, 1, 3)
+        );
+        assert_eq!(
+            stats.tag_tables - stats.free_tables,
+            1 + 1,
+            "the incompressible table and page 1's"
+        );
+        assert!(stats.packed_bytes > 0 && stats.packed_bytes < 64 * 8 / 4);
+        // Back on the list (page 1 packed in turn): only the LZ4 table is unpacked.
+        let mut out = [0; 5];
+        assert_eq!(storage.fetch(3, current, &mut out), 4);
+        assert_eq!(out[..4], expected[3]);
+        assert_eq!(forms(&storage, 0), "ICCT");
         assert_eq!(storage.stats().unpacks, 1);
-        assert_eq!(storage.stats().packs, 2, "page 1 was packed in turn");
+        for (unit, vector) in expected.iter().enumerate() {
+            assert_eq!(storage.fetch(unit as u64, current, &mut out), 4);
+            assert_eq!(&out[..4], vector, "unit {unit}");
+        }
+        // A store consistent with the constants keeps them; one that is not turns the
+        // broken level back into a table, and the others still read right.
+        storage.store(7, current, &[11, 11, 16, 0]);
+        assert_eq!(forms(&storage, 0), "ICCT");
+        expected[7] = [11, 11, 16, 0];
+        storage.store(9, current, &[12, 13, 18, 1]);
+        expected[9] = [12, 13, 18, 1];
+        assert_eq!(forms(&storage, 0), "ITCT");
+        assert_eq!(storage.stats().constant_tables, 1);
+        for (unit, vector) in expected.iter().enumerate() {
+            assert_eq!(storage.fetch(unit as u64, current, &mut out), 4);
+            assert_eq!(&out[..4], vector, "unit {unit}");
+        }
+        // Off the list again (fresh pages push it out): level 1 is constant again except at
+        // unit 9, so LZ4 this time (deltas from level 0).
+        for page in 2..=12 {
+            storage.store(page * 64, current, &[2]);
+        }
+        assert_eq!(forms(&storage, 0), "IPCP");
+        for (unit, vector) in expected.iter().enumerate() {
+            assert_eq!(storage.fetch(unit as u64, current, &mut out), 4);
+            assert_eq!(&out[..4], vector, "unit {unit}");
+        }
+    }
+
+    #[test]
+    fn pages_with_nothing_to_pack_stay_off_the_list() {
+        let config = Config {
+            table_bits: 6,
+            ..config()
+        };
+        let versions = versions(3);
+        let current = versions.as_slice();
+        let mut storage = VStorage::<u64>::new(&config, true, true);
+        let listed = |storage: &VStorage<u64>, page: u64| {
+            storage.pages.get(page).unwrap().clock_slot != NOT_LISTED
+        };
+        // One timestamp per store at every level: level 0 all 7s, the others constants.
+        for unit in 0..64 {
+            storage.store(unit, current, &[7, 7, 7]);
+        }
+        assert!(listed(&storage, 0));
+        storage.store(64, current, &[1]); // lists page 1, packs page 0
+        assert_eq!(forms(&storage, 0), "CCC");
+        assert!(!listed(&storage, 0));
+        // Reads and stores that keep the constants need no list work.
+        let mut out = [0; 3];
+        assert_eq!(storage.fetch(5, current, &mut out), 3);
+        assert_eq!(out, [7, 7, 7]);
+        storage.store(6, current, &[7, 7, 7]);
+        assert!(!listed(&storage, 0) && listed(&storage, 1));
+        // A store that breaks one makes a table, and the page goes back on the list.
+        storage.store(6, current, &[7, 8, 8]);
+        assert_eq!(forms(&storage, 0), "CTC");
+        assert!(listed(&storage, 0) && !listed(&storage, 1));
+        assert_eq!(storage.stats().unpacks, 0);
+        for unit in 0..64 {
+            let expected = if unit == 6 { [7, 8, 8] } else { [7, 7, 7] };
+            assert_eq!(storage.fetch(unit, current, &mut out), 3);
+            assert_eq!(out, expected, "unit {unit}");
+        }
+    }
+
+    #[test]
+    fn an_incompressible_table_is_not_tried_again() {
+        let units = 64;
+        let mut tables = Tables::<u64> {
+            units,
+            gc: true,
+            collect: true,
+            in_use: 2,
+            free: Vec::new(),
+            free_max: 8,
+            level_bytes: 0,
+            page_scrubs: 0,
+            constant_tables: 0,
+            packed_tables: 0,
+            packed_bytes: 0,
+        };
+        let mut compression = Compression {
+            clock: Clock::new(1),
+            packer: Packer::default(),
+            min_capacity: 1,
+            max_capacity: 1,
+            accesses: 0,
+            refaults: 0,
+            packs: 0,
+            unpacks: 0,
+        };
+        // Both tables are all 7s (constant), but the first is marked incompressible.
+        let table = || vec![7u64; units].into_boxed_slice();
+        let mut levels = vec![
+            Level::Table {
+                tags: table(),
+                incompressible: true,
+            },
+            Level::Table {
+                tags: table(),
+                incompressible: false,
+            },
+        ];
+        compression.pack(&mut levels, &mut tables, &mut Vec::new());
+        assert!(matches!(
+            levels[0],
+            Level::Table {
+                incompressible: true,
+                ..
+            }
+        ));
+        assert!(matches!(levels[1], Level::Constant(0)));
+        assert_eq!(
+            (compression.packs, tables.in_use, tables.constant_tables),
+            (1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn dead_packed_levels_are_dropped_without_unpacking() {
+        let config = Config {
+            table_bits: 6,
+            ..config()
+        };
+        let mut versions = versions(3);
+        let mut storage = VStorage::<u64>::new(&config, true, true);
+        storage.store(0, versions.as_slice(), &[1, 2, 0]);
+        storage.store(1, versions.as_slice(), &[1, 0, 7]);
+        storage.store(64, versions.as_slice(), &[1]); // packs page 0
+        assert_eq!(forms(&storage, 0), "PPP");
+        versions.exit();
+        versions.exit();
+        versions.enter();
+        let mut out = [0; 2];
+        assert_eq!(storage.fetch(1, versions.as_slice(), &mut out), 1);
+        assert_eq!(out[0], 1);
+        assert_eq!(forms(&storage, 0), "T");
+        let stats = storage.stats();
+        assert_eq!(stats.unpacks, 1, "only level 0");
+        assert_eq!(stats.packed_tables, 1, "page 1's level 0, packed in turn");
+    }
+
+    #[test]
+    fn the_clock_list_grows_when_pages_keep_coming_back_and_shrinks_when_not() {
+        let config = Config {
+            victim_tables: 8,
+            ..config()
+        };
+        let versions = versions(2);
+        let current = versions.as_slice();
+        let mut storage = VStorage::<u64>::new(&config, true, true);
+        let mut out = [0; 2];
+        // 40 pages whose level 1 is sparse (LZ4), visited round-robin: every listing of a
+        // page that was packed unpacks it.
+        for round in 0..30u64 {
+            for page in 0..40u64 {
+                storage.store(page * 4, current, &[round + 1, round + page]);
+            }
+        }
+        let grown = storage.stats().victim_tables;
+        assert!(grown > 8 && grown <= 64, "{grown}");
+        for page in 0..40u64 {
+            assert_eq!(storage.fetch(page * 4, current, &mut out), 2);
+            assert_eq!(out, [30, 29 + page]);
+        }
+        // Pages whose levels are all constant never need unpacking: the list shrinks to an
+        // eighth of its initial size, packing what it drops.
+        let unpacks = storage.stats().unpacks;
+        for round in 0..100u64 {
+            for unit in 400..1600u64 {
+                storage.store(unit, current, &[round + 1, round + 1]);
+            }
+        }
+        assert_eq!(storage.stats().unpacks, unpacks);
+        assert_eq!(storage.stats().victim_tables, 1);
+        assert!(storage.compression.as_ref().unwrap().clock.len() <= 1);
+        for page in 0..40u64 {
+            assert_eq!(storage.fetch(page * 4, current, &mut out), 2);
+            assert_eq!(out, [30, 29 + page]);
+        }
     }
 }

@@ -9,7 +9,7 @@ mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use common::{address, random_program, resolve_levels, Op, Rng, TestTag};
+use common::{address, compressible_config, random_program, resolve_levels, Op, Rng, TestTag};
 use kage_vsm::{AnyVsm, Config, Granularity, VectorShadow, VsmKind};
 
 struct Counting;
@@ -191,7 +191,13 @@ fn configs() -> Vec<Config> {
         vcache_lines: 1024,
         ..Config::hcpa()
     };
-    vec![tiny, medium, hcpa_small_cache, Config::footprint()]
+    vec![
+        tiny,
+        medium,
+        compressible_config(),
+        hcpa_small_cache,
+        Config::footprint(),
+    ]
 }
 
 #[test]
@@ -207,7 +213,7 @@ fn heap_bytes_is_exact_u64() {
 
 #[test]
 fn heap_bytes_is_exact_bool() {
-    for (n, config) in configs().iter().take(2).enumerate() {
+    for (n, config) in configs().iter().take(3).enumerate() {
         let mut rng = Rng(0x8765_4321 + n as u64);
         let program = random_program(&mut rng, 6000, 1 << 14);
         for kind in VsmKind::ALL {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{check_program, random_program, Op, Rng, TestTag};
+use common::{check_program, compressible_config, random_program, Op, Rng, TestTag};
 use kage_vsm::{Config, Granularity};
 use proptest::prelude::*;
 
@@ -19,12 +19,13 @@ fn granularity() -> impl Strategy<Value = Granularity> {
     ]
 }
 
-/// Small structures: tag tables of 1 to 16 units, segment tables of 1 to 8 slots, a VCache
-/// of 1 to 8 lines, 1 or 2 uncompressed level tables, 0 to 3 free tables.
+/// Small structures: tag tables of 1 to 64 units (from 32 units on, LZ4 can halve a
+/// table), segment tables of 1 to 8 slots, a VCache of 1 to 8 lines, 1 or 2 uncompressed
+/// level tables (adapting between 1 and 16), 0 to 3 free tables.
 fn small_config() -> impl Strategy<Value = Config> {
     (
         granularity(),
-        0u32..=4,
+        0u32..=6,
         0u32..=3,
         prop::sample::select(vec![1usize, 2, 4, 8]),
         1usize..=2,
@@ -128,6 +129,7 @@ fn long_runs_match_the_model() {
     let runs = [
         (tiny, 200_000, 1),
         (medium, 100_000, 2),
+        (compressible_config(), 20_000, 4),
         (Config::hcpa(), 20_000, 3),
     ];
     for (config, len, seed) in runs {
@@ -172,4 +174,49 @@ fn paper_worked_example_on_every_kind() {
         vsm.read(0x40, &mut out);
         assert_eq!(out, [42, 0, 0, 0], "{kind}");
     }
+}
+
+/// The compression paths the differential runs rely on do run: with tiny structures, tag
+/// tables become constants and LZ4 tables, are unpacked again, and the clock list both grows
+/// and shrinks, all while matching the model.
+#[test]
+fn compression_paths_are_exercised() {
+    use common::{apply, Model};
+    use kage_vsm::{AnyVsm, VectorShadow, VsmKind};
+    let config = Config {
+        victim_tables: 2,
+        ..compressible_config()
+    };
+    let mut rng = Rng(0x00c0_ffee);
+    let program = random_program(&mut rng, 30_000, 4096);
+    let mut model = Model::<u64>::new(config.granularity);
+    let mut vsm = AnyVsm::<u64>::new(VsmKind::Compress, &config);
+    let (mut touched, mut expected, mut got) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut constants, mut packed, mut lists) = (0, 0, std::collections::BTreeSet::new());
+    for op in &program {
+        let before = touched.len();
+        expected.clear();
+        got.clear();
+        apply(&mut model, op, 72, &mut touched, &mut expected);
+        touched.truncate(before);
+        apply(&mut vsm, op, 72, &mut touched, &mut got);
+        assert_eq!(got, expected, "{op:?}");
+        let stats = vsm.stats();
+        constants = constants.max(stats.constant_tables);
+        packed = packed.max(stats.packed_tables);
+        lists.insert(stats.victim_tables);
+    }
+    let stats = vsm.stats();
+    assert!(
+        constants > 0 && packed > 0,
+        "{constants} constant, {packed} LZ4 tables"
+    );
+    assert!(
+        stats.unpacks > 0 && stats.packs > stats.unpacks,
+        "{stats:?}"
+    );
+    assert!(
+        lists.len() > 2 && lists.contains(&1),
+        "the list's capacities: {lists:?}"
+    );
 }

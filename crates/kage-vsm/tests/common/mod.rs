@@ -331,6 +331,19 @@ pub fn check_program<T: TestTag>(config: &Config, program: &[Op], max_depth: usi
     }
 }
 
+/// Tiny structures over tag tables that LZ4 can halve (64 words): a two-line VCache and a
+/// clock list that adapts from 1 level table, so that compression works all the time.
+pub fn compressible_config() -> Config {
+    Config {
+        granularity: Granularity::Word,
+        table_bits: 6,
+        segment_bits: 2,
+        vcache_lines: 2,
+        victim_tables: 1,
+        free_tables: 2,
+    }
+}
+
 /// A xorshift64* generator, so long runs need no dependency and repeat exactly.
 pub struct Rng(pub u64);
 

@@ -1,0 +1,151 @@
+//! The footprint shadow's `heap_bytes()` equals, to the byte, what a counting allocator saw
+//! it allocate and not free, after every step of programs that create tag tables, compress
+//! and expand them and grow the level stack; and `take_changed()` reports every change.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use kage_vsm::footprint::{Footprint, FpConfig, FpKind, MAX_LEVELS};
+
+struct Counting;
+
+thread_local! {
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
+
+fn count(bytes: isize) {
+    let _ = LIVE.try_with(|live| live.set(live.get() + bytes));
+}
+
+fn live() -> isize {
+    LIVE.with(Cell::get)
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so the
+// `GlobalAlloc` contract is `System`'s; counting touches only a thread-local integer.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded contract (see the impl).
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            count(layout.size() as isize);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded contract (see the impl).
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            count(layout.size() as isize);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded contract (see the impl).
+        unsafe { System.dealloc(ptr, layout) };
+        count(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded contract (see the impl).
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            count(new_size as isize - layout.size() as isize);
+        }
+        new
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn run(config: FpConfig, seed: u64) {
+    let start = live();
+    let mut fp = Footprint::new(config);
+    let mut last = fp.heap_bytes();
+    assert_eq!(
+        live() - start,
+        last as isize,
+        "{config:?}: after construction"
+    );
+    let mut rng = Rng(seed);
+    let mut peak = 0;
+    for step in 0..6000 {
+        let r = rng.next();
+        match r % 16 {
+            0..=2 => {
+                if fp.depth() < 80 {
+                    fp.enter();
+                }
+            }
+            3..=5 => {
+                if fp.depth() > 0 {
+                    fp.exit();
+                }
+            }
+            6 => {
+                // A sweep: tables fill up and collapse to one value.
+                let base = (r >> 8) % 4 * 4096;
+                for i in 0..512 {
+                    fp.access(base + i * 8, 8);
+                }
+            }
+            _ => {
+                let addr = (r >> 8) % 40_000 + ((r >> 40) % 3 << 32);
+                fp.access(addr, 1 + (r >> 50) % 64);
+            }
+        }
+        let held = live() - start;
+        peak = peak.max(held);
+        assert_eq!(held, fp.heap_bytes() as isize, "{config:?}: step {step}");
+        let changed = fp.take_changed();
+        if fp.heap_bytes() != last {
+            assert!(changed, "{config:?}: step {step}: heap changed unreported");
+        }
+        last = fp.heap_bytes();
+    }
+    assert!(peak > 0);
+    drop(fp);
+    assert_eq!(live() - start, 0, "{config:?}: after drop");
+}
+
+#[test]
+fn heap_bytes_is_exact() {
+    for kind in FpKind::ALL {
+        for (location_shift, line_shift) in [(0, 6), (3, 6), (6, 6)] {
+            for table_bits in [Some(6), Some(9), None] {
+                let config = FpConfig {
+                    kind,
+                    location_shift,
+                    line_shift,
+                    table_bits,
+                };
+                run(config, 0x9e37_79b9_7f4a_7c15 ^ location_shift as u64);
+            }
+        }
+    }
+}
+
+#[test]
+fn depth_is_bounded_by_the_byte_tag() {
+    let mut fp = Footprint::new(FpConfig::new(FpKind::Palette));
+    for _ in 0..MAX_LEVELS - 1 {
+        assert!(fp.enter());
+    }
+    assert!(!fp.enter(), "a level beyond the byte's range is refused");
+    fp.access(0, 1);
+    assert_eq!(fp.current(MAX_LEVELS - 2).locations, 1);
+}
