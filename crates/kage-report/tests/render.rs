@@ -160,7 +160,7 @@ fn incomplete_report_from_a_signal_as_text() {
 #[test]
 fn unknown_tool_gets_a_generic_tree() {
     let report = parse(
-        r#"{"format":"kage-report","version":1,"tool":"footprint","program":"/bin/ws",
+        r#"{"format":"kage-report","version":1,"tool":"hot-lines","program":"/bin/ws",
             "args":[],"pid":9,"end":{"how":"exit","code":3},"complete":true,"threads":1,
             "options":{"interval":"10ms"},
             "regions":[

@@ -218,10 +218,15 @@ fn html_and_perfetto_refuse_other_tools() {
             "totals":{"loads":1,"stores":2,"bytes_read":3,"bytes_written":4}}"#,
     )
     .unwrap();
-    let expected =
-        "html and perfetto views exist for the working-set tool; this report is from `count`";
-    assert_eq!(render::html(&count).unwrap_err().to_string(), expected);
-    assert_eq!(render::perfetto(&count).unwrap_err().to_string(), expected);
+    assert_eq!(
+        render::html(&count).unwrap_err().to_string(),
+        "the html view exists for the working-set and footprint tools; \
+         this report is from `count`"
+    );
+    assert_eq!(
+        render::perfetto(&count).unwrap_err().to_string(),
+        "the perfetto view exists for the working-set tool; this report is from `count`"
+    );
 }
 
 #[test]

@@ -15,7 +15,7 @@ use std::path::PathBuf;
                   CC=kage-cc CXX=kage-c++ make        (or: kage cc -O2 prog.c -o prog)\n  \
                   kage run -- ./prog args\n  \
                   kage report kage.prog.1234.json\n  \
-                  kage report kage.prog.1234.json --format html -o prog.html   (working-set reports)"
+                  kage report kage.prog.1234.json --format html -o prog.html   (working-set and footprint reports)"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -32,8 +32,9 @@ pub enum Command {
     Cxx(CompilerArgs),
     /// Run an instrumented program, then summarise its report on stderr
     Run(RunArgs),
-    /// Show a report: a region tree or working-set chart (text), JSON, or for working-set
-    /// reports an HTML page with a plot or a Perfetto trace
+    /// Show a report: a region tree or working-set chart (text), JSON, for working-set
+    /// reports an HTML page with a plot or a Perfetto trace, for footprint reports an HTML
+    /// page with an icicle view
     Report(ReportArgs),
 }
 
@@ -72,7 +73,8 @@ pub enum FormatArg {
     Text,
     /// The report itself, pretty-printed
     Json,
-    /// Working-set reports: a self-contained HTML page with a plot (use with -o)
+    /// Working-set reports: a self-contained HTML page with a plot; footprint reports: one
+    /// with an icicle view of the region tree (use with -o)
     Html,
     /// Working-set reports: a trace for ui.perfetto.dev or chrome://tracing (use with -o)
     Perfetto,

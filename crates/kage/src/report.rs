@@ -1,6 +1,6 @@
 //! `kage report FILE`: show a report as text (a region tree, or for the working-set tool a
-//! chart of its snapshots), as JSON, and working-set reports as an HTML page with a plot or as
-//! a trace for Perfetto.
+//! chart of its snapshots), as JSON, working-set reports as an HTML page with a plot or as a
+//! trace for Perfetto, and footprint reports as an HTML page with an icicle view.
 
 use crate::exit_code;
 use kage_report::render::{self, ViewError};
@@ -15,7 +15,8 @@ pub enum ReportFormat {
     Text,
     /// The report re-serialised, pretty-printed.
     Json,
-    /// Working-set reports: a self-contained HTML page with a plot.
+    /// Working-set reports: a self-contained HTML page with a plot; footprint reports: one
+    /// with an icicle view of the region tree.
     Html,
     /// Working-set reports: a Chrome JSON trace for ui.perfetto.dev or chrome://tracing.
     Perfetto,
@@ -41,8 +42,8 @@ fn render(report: &Report, format: ReportFormat) -> Result<String, ViewError> {
 /// What to do about a view that cannot be made, beyond what the error already says.
 fn view_hint(error: &ViewError) -> Option<&'static str> {
     match error {
-        ViewError::NotWorkingSet { .. } => Some("--format text or --format json show any report"),
-        ViewError::Malformed(_) => {
+        ViewError::NotForTool { .. } => Some("--format text or --format json show any report"),
+        ViewError::Malformed { .. } => {
             Some("the report was written by a different kage; --format json shows it as it is")
         }
         ViewError::Plot(_) => None,
@@ -80,8 +81,9 @@ fn hint(error: &ReadError) -> Option<&'static str> {
 
 /// Reads the report and writes it to `out`, or to the `output` file; messages go to `err`.
 /// Returns the exit code: 0, also when `out` is a pipe its reader closed early
-/// (`kage report f | head`), 2 when the report cannot be read or has no such view (html and
-/// perfetto are for working-set reports), 1 when the output cannot be written.
+/// (`kage report f | head`), 2 when the report cannot be read or has no such view (html is
+/// for working-set and footprint reports, perfetto for working-set reports), 1 when the
+/// output cannot be written.
 pub fn report(options: &ReportOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let report = match read_report(&options.file) {
         Ok(report) => report,
@@ -215,6 +217,42 @@ mod tests {
         let mut err = Vec::new();
         assert_eq!(report(&options, &mut Vec::new(), &mut err), 1);
         assert!(String::from_utf8(err).unwrap().contains("cannot write"));
+    }
+
+    const FOOTPRINT: &str = include_str!("../../kage-report/tests/fixtures/footprint.json");
+
+    #[test]
+    fn footprint_formats() {
+        let (dir, mut options) = options_for(FOOTPRINT);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(report(&options, &mut out, &mut err), 0);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("total footprint"), "{text}");
+        assert!(text.contains("function main"), "{text}");
+
+        options.format = ReportFormat::Html;
+        options.output = Some(dir.path().join("fp.html"));
+        assert_eq!(report(&options, &mut Vec::new(), &mut err), 0);
+        let html = std::fs::read_to_string(dir.path().join("fp.html")).unwrap();
+        assert!(html.contains("<svg class=\"icicle\""), "{html}");
+        assert!(String::from_utf8(err)
+            .unwrap()
+            .contains("open it in a web browser"));
+
+        options.format = ReportFormat::Perfetto;
+        options.output = Some(dir.path().join("fp.trace"));
+        let mut err = Vec::new();
+        assert_eq!(report(&options, &mut Vec::new(), &mut err), 2);
+        let err = String::from_utf8(err).unwrap();
+        assert!(
+            err.contains(
+                "the perfetto view exists for the working-set tool; \
+                 this report is from `footprint`"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("--format text or --format json"), "{err}");
+        assert!(!dir.path().join("fp.trace").exists());
     }
 
     #[test]

@@ -376,7 +376,10 @@ fn html_of_a_count_report_is_an_error() {
         "kage.work.31.json",
         &report_json(&[region(0, "function", None, 1, 7)]),
     );
-    for format in ["html", "perfetto"] {
+    for (format, tools) in [
+        ("html", "the working-set and footprint tools"),
+        ("perfetto", "the working-set tool"),
+    ] {
         let output = dir.path().join(format!("out.{format}"));
         let mut command = kage();
         command
@@ -387,10 +390,9 @@ fn html_of_a_count_report_is_an_error() {
         let out = run(command);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         assert!(
-            stderr(&out).contains(
-                "html and perfetto views exist for the working-set tool; \
-                 this report is from `count`"
-            ),
+            stderr(&out).contains(&format!(
+                "the {format} view exists for {tools}; this report is from `count`"
+            )),
             "{}",
             stderr(&out)
         );

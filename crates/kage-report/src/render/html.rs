@@ -3,10 +3,8 @@
 //! the share of snapshots that fit in each cache, and a table of every snapshot. No scripts,
 //! no external resources: the file can be mailed or attached as it is.
 
-use super::working_set::{
-    bytes_label, facts, percent_label, seconds_decimals, working_set_of, ViewError,
-};
-use super::{common_facts, flat_label, FileNames};
+use super::working_set::{facts, seconds_decimals, working_set_of};
+use super::{bytes_label, common_facts, flat_label, percent_label, FileNames, View, ViewError};
 use crate::model::{CacheFit, Report, Snapshot, WorkingSet};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -32,15 +30,10 @@ const CACHE_COLORS: [RGBColor; 4] = [
 
 /// The working-set report as an HTML page. Every text that comes from the report (program,
 /// arguments, region and file names) is escaped.
-pub fn html(report: &Report) -> Result<String, ViewError> {
-    let ws = working_set_of(report)?;
+pub(crate) fn html(report: &Report) -> Result<String, ViewError> {
+    let ws = working_set_of(report, View::Html)?;
     let svg = plot(&ws)?;
-    let program = report
-        .program
-        .rsplit('/')
-        .next()
-        .filter(|name| !name.is_empty())
-        .unwrap_or(&report.program);
+    let program = program_name(report);
     let mut out = String::new();
     let _ = write!(
         out,
@@ -86,7 +79,19 @@ pub fn html(report: &Report) -> Result<String, ViewError> {
     Ok(out)
 }
 
-const STYLE: &str = "body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+/// The executable's base name ("stencil" for "/home/ada/stencil/build/stencil").
+pub(crate) fn program_name(report: &Report) -> &str {
+    report
+        .program
+        .rsplit('/')
+        .next()
+        .filter(|name| !name.is_empty())
+        .unwrap_or(&report.program)
+}
+
+/// The style every page shares.
+pub(crate) const STYLE: &str =
+    "body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 code { font-size: 0.95em; }
 figure { margin: 1em 0; }
 figure svg { max-width: 100%; height: auto; }

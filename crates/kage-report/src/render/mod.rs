@@ -1,25 +1,101 @@
-//! Views of a report for people ([`text`], [`summary`], and for working-set reports [`html`])
-//! and for programs ([`json`], and for working-set reports [`perfetto`]).
+//! Views of a report for people ([`text`], [`summary`], and for working-set and footprint
+//! reports [`html`]) and for programs ([`json`], and for working-set reports [`perfetto`]).
 //!
 //! Renderers return a `String` instead of writing to a stream, so the caller decides what a
 //! write error means (for `kage report`, a closed pipe is not an error) and tests can compare
-//! the output with snapshots. The views that exist only for the working-set tool return a
+//! the output with snapshots. The views that exist only for some tools return a
 //! [`ViewError`] for other reports.
 
+mod footprint;
+#[cfg(feature = "html")]
+mod footprint_html;
 #[cfg(feature = "html")]
 mod html;
 mod perfetto;
 mod table;
 mod text;
+mod tree;
 mod working_set;
 
-#[cfg(feature = "html")]
-pub use html::html;
+pub use footprint::{icicle, IcicleCell};
 pub use perfetto::perfetto;
 pub use text::{summary, text, MAX_CHART_ROWS};
-pub use working_set::{display_rows, DisplayRow, ViewError};
+pub use working_set::{display_rows, DisplayRow};
 
-use crate::model::{ProgramEnd, Region, RegionKind, Report};
+use crate::model::{ProgramEnd, Region, RegionKind, Report, FOOTPRINT_TOOL, WORKING_SET_TOOL};
+use std::fmt;
+
+/// The report as one self-contained HTML page: for the working-set tool a plot of the
+/// snapshots, for the footprint tool an icicle view of the region tree; a [`ViewError`] for
+/// other tools.
+#[cfg(feature = "html")]
+pub fn html(report: &Report) -> Result<String, ViewError> {
+    match report.tool.as_str() {
+        FOOTPRINT_TOOL => footprint_html::html(report),
+        _ => html::html(report),
+    }
+}
+
+/// The views that exist only for some tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Html,
+    Perfetto,
+}
+
+impl View {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            View::Html => "html",
+            View::Perfetto => "perfetto",
+        }
+    }
+
+    /// The tools whose reports have this view.
+    pub fn tools(self) -> &'static [&'static str] {
+        match self {
+            View::Html => &[WORKING_SET_TOOL, FOOTPRINT_TOOL],
+            View::Perfetto => &[WORKING_SET_TOOL],
+        }
+    }
+}
+
+/// Why a view cannot be made of a report.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ViewError {
+    /// The view does not exist for the report's tool (`tool`).
+    NotForTool { view: View, tool: String },
+    /// The report's tool-specific fields do not match the schema.
+    Malformed { tool: &'static str, error: String },
+    /// The plot could not be drawn.
+    Plot(String),
+}
+
+impl fmt::Display for ViewError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ViewError::NotForTool { view, tool } => {
+                let tools = match view.tools() {
+                    [one] => format!("the {one} tool"),
+                    [first @ .., last] => format!("the {} and {last} tools", first.join(", ")),
+                    [] => "no tool".to_string(),
+                };
+                write!(
+                    f,
+                    "the {} view exists for {tools}; this report is from `{tool}`",
+                    view.as_str()
+                )
+            }
+            ViewError::Malformed { tool, error } => write!(
+                f,
+                "the {tool} fields of this report do not match docs/report-schema.md: {error}"
+            ),
+            ViewError::Plot(e) => write!(f, "cannot draw the plot: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ViewError {}
 
 /// The report as pretty-printed JSON, ending with a newline.
 pub fn json(report: &Report) -> String {
@@ -184,5 +260,100 @@ pub(crate) fn flat_label(region: &Region) -> String {
         RegionKind::Function => name,
         RegionKind::Loop => format!("loop in {name}"),
         RegionKind::LoopBody => format!("loop body in {name}"),
+    }
+}
+
+/// A byte count for people: "640 B", "32 KiB", "1.5 MiB", "312 KiB".
+pub(crate) fn bytes_label(bytes: u64) -> String {
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    scaled_bytes_label(bytes as f64)
+}
+
+/// An average byte count for people: "40.5 B", "16 B", "1.21 KiB".
+pub(crate) fn average_bytes_label(bytes: f64) -> String {
+    if bytes < 1024.0 {
+        return format!("{} B", decimal_label(bytes));
+    }
+    scaled_bytes_label(bytes)
+}
+
+/// At least 1024 bytes in KiB, MiB, ...
+fn scaled_bytes_label(bytes: f64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    // 1023.999 KiB shows as "1024 KiB", never as "1.02e3".
+    format!("{} {}", three_digits(value), UNITS[unit])
+}
+
+/// About three significant digits, without trailing zeros: 1.5, 31.25 -> 31.2, 312.5 -> 312.
+pub(crate) fn three_digits(value: f64) -> String {
+    let decimals = if value < 10.0 {
+        2
+    } else if value < 100.0 {
+        1
+    } else {
+        0
+    };
+    trim_zeros(format!("{value:.decimals$}"))
+}
+
+/// A number with at most one decimal, without a trailing ".0": 26.5, 3, 1.1.
+pub(crate) fn decimal_label(value: f64) -> String {
+    trim_zeros(format!("{value:.1}"))
+}
+
+fn trim_zeros(s: String) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A share as a percentage: "12.5%", "100%", "<0.1%". Never rounds a share below 1 up to
+/// 100%, nor a share above 0 down to 0%.
+pub(crate) fn percent_label(share: f64) -> String {
+    let percent = share * 100.0;
+    let mut s = format!("{percent:.1}");
+    if s == "100.0" && share < 1.0 {
+        s = "99.9".to_string();
+    }
+    if s == "0.0" && share > 0.0 {
+        return "<0.1%".to_string();
+    }
+    format!("{}%", s.trim_end_matches(".0"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_shares_read_well() {
+        assert_eq!(bytes_label(640), "640 B");
+        assert_eq!(bytes_label(32 * 1024), "32 KiB");
+        assert_eq!(bytes_label(1536 * 1024), "1.5 MiB");
+        assert_eq!(bytes_label(320_000), "312 KiB");
+        assert_eq!(bytes_label(32 << 20), "32 MiB");
+        assert_eq!(average_bytes_label(40.5), "40.5 B");
+        assert_eq!(average_bytes_label(16.0), "16 B");
+        assert_eq!(average_bytes_label(130.66), "130.7 B");
+        assert_eq!(average_bytes_label(8024.0), "7.84 KiB");
+        assert_eq!(average_bytes_label(1023.96), "1024 B");
+        assert_eq!(decimal_label(26.5), "26.5");
+        assert_eq!(decimal_label(3.0), "3");
+        assert_eq!(decimal_label(1.04), "1");
+        assert_eq!(percent_label(0.125), "12.5%");
+        assert_eq!(percent_label(1.0), "100%");
+        assert_eq!(percent_label(0.0), "0%");
+        assert_eq!(percent_label(0.99999), "99.9%");
+        assert_eq!(percent_label(0.0002), "<0.1%");
     }
 }

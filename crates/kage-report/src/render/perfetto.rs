@@ -2,8 +2,8 @@
 //! chrome://tracing open: a counter track with the lines (and new lines) of each snapshot, and
 //! a track of slices, one per snapshot, named after the innermost region of its stack.
 
-use super::working_set::{innermost_label, region_label, working_set_of, ViewError};
-use super::FileNames;
+use super::working_set::{innermost_label, region_label, working_set_of};
+use super::{FileNames, View, ViewError};
 use crate::model::Report;
 use serde_json::{json, Value};
 
@@ -23,7 +23,7 @@ const PHASES_TID: u32 = 1;
 /// (`"ph": "X"`) per snapshot on the slice track, named after the innermost region of its
 /// stack, with the whole stack and its counts in `args`.
 pub fn perfetto(report: &Report) -> Result<String, ViewError> {
-    let ws = working_set_of(report)?;
+    let ws = working_set_of(report, View::Perfetto)?;
     let pid = report.pid;
     let files = FileNames::for_report(report);
     let program = report

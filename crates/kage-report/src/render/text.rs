@@ -1,13 +1,15 @@
 //! The text views: the whole region tree (`kage report`) and the short summary (`kage run`).
 
+use super::footprint::{self, footprint_tree, stat_cells, STAT_COLUMNS};
 use super::table::{Align, Table};
+use super::tree::{tree_label, RegionTree};
 use super::working_set::{
-    bytes_label, display_rows, facts, innermost_label, interval_label, peak_label, percent_label,
-    seconds_decimals,
+    display_rows, facts, innermost_label, interval_label, peak_label, seconds_decimals,
 };
-use super::{common_facts, describe_end, flat_label, short_name, FileNames};
+use super::{bytes_label, common_facts, describe_end, flat_label, percent_label, FileNames};
 use crate::model::{
-    CountStats, Counters, ProgramEnd, Region, RegionKind, Report, WorkingSet, WORKING_SET_TOOL,
+    CountStats, Counters, Footprint, ProgramEnd, Region, RegionKind, Report, WorkingSet,
+    FOOTPRINT_TOOL, WORKING_SET_TOOL,
 };
 use serde_json::Value;
 use std::fmt::Write;
@@ -18,35 +20,43 @@ const COUNT_TOOL: &str = "count";
 /// The whole report for a person: a header, then every region as a tree by static parent.
 ///
 /// For the `working-set` tool the header is followed by a bar chart of the snapshots and how
-/// many of them fit in each cache instead of the tree (see [`working_set_text`]). For the `count` tool each region gets its counters in columns (inclusive ones first, then
-/// the `self_` ones) and the totals follow; for any other tool each region lists its metrics
-/// as `name=value` and the tool's top-level fields follow.
+/// many of them fit in each cache instead of the tree (see `working_set_text`). For the
+/// `count` tool each region gets its counters in columns (inclusive ones first, then the
+/// `self_` ones) and the totals follow. For the `footprint` tool each region gets its
+/// footprints in columns, siblings largest first (see `footprint_text`). For any other
+/// tool, or when a tool's fields do not match the schema, each region lists its metrics as
+/// `name=value` and the tool's top-level fields follow.
 pub fn text(report: &Report) -> String {
     let mut out = String::new();
-    if report.tool == WORKING_SET_TOOL {
-        match report.working_set() {
+    let malformed = match report.tool.as_str() {
+        WORKING_SET_TOOL => match report.working_set() {
             Ok(ws) => {
                 working_set_text(report, &ws, &mut out);
                 return out;
             }
-            Err(error) => {
-                header(report, &[], &mut out);
-                let _ = writeln!(
-                    out,
-                    "warning: the {WORKING_SET_TOOL} fields do not match docs/report-schema.md \
-                     ({error}); here they are as written"
-                );
+            Err(error) => Some(error.to_string()),
+        },
+        FOOTPRINT_TOOL => match report.footprint() {
+            Ok(fp) => {
+                footprint_text(report, &fp, &mut out);
+                return out;
             }
-        }
-    } else {
-        header(report, &[], &mut out);
+            Err(error) => Some(error.to_string()),
+        },
+        _ => None,
+    };
+    header(report, &[], &mut out);
+    if let Some(error) = malformed {
+        let _ = writeln!(
+            out,
+            "warning: the {} fields do not match docs/report-schema.md ({error}); \
+             here they are as written",
+            report.tool
+        );
     }
     out.push('\n');
     if report.regions.is_empty() {
-        out.push_str(
-            "no instrumented regions: build the program with kage-cc / kage-c++ \
-             (or `kage cc`) so that its code is instrumented\n",
-        );
+        out.push_str(NO_REGIONS);
     }
     if report.tool == COUNT_TOOL {
         count_tree(report, &mut out);
@@ -55,6 +65,10 @@ pub fn text(report: &Report) -> String {
     }
     out
 }
+
+/// What a report without regions means.
+const NO_REGIONS: &str = "no instrumented regions: build the program with kage-cc / kage-c++ \
+                          (or `kage cc`) so that its code is instrumented\n";
 
 fn header(report: &Report, extra: &[(String, String)], out: &mut String) {
     let mut fields = Table::new(&[("", Align::Left), ("", Align::Left)]);
@@ -73,40 +87,6 @@ fn header(report: &Report, extra: &[(String, String)], out: &mut String) {
             "warning: the report is incomplete: it was written from a fatal signal handler, \
              so accesses of regions that other threads had open at that moment may be missing\n",
         );
-    }
-}
-
-/// Regions in tree order (pre-order by static parent, siblings by id) with their depth.
-fn tree_order(report: &Report) -> Vec<(&Region, usize)> {
-    let mut children: Vec<Vec<u32>> = vec![Vec::new(); report.regions.len()];
-    let mut roots = Vec::new();
-    for region in &report.regions {
-        match region.parent {
-            Some(parent) if (parent as usize) < report.regions.len() => {
-                children[parent as usize].push(region.id)
-            }
-            _ => roots.push(region.id),
-        }
-    }
-    let mut order = Vec::with_capacity(report.regions.len());
-    let mut stack: Vec<(u32, usize)> = roots.iter().rev().map(|&id| (id, 0)).collect();
-    while let Some((id, depth)) = stack.pop() {
-        order.push((&report.regions[id as usize], depth));
-        stack.extend(
-            children[id as usize]
-                .iter()
-                .rev()
-                .map(|&child| (child, depth + 1)),
-        );
-    }
-    order
-}
-
-fn tree_label(region: &Region, depth: usize) -> String {
-    let indent = "  ".repeat(depth);
-    match region.kind {
-        RegionKind::Function => format!("{indent}function {}", short_name(&region.name)),
-        kind => format!("{indent}{}", kind.as_str()),
     }
 }
 
@@ -134,7 +114,7 @@ fn count_tree(report: &Report, out: &mut String) {
         ("self_bytes_read", Align::Right),
         ("self_bytes_written", Align::Right),
     ]);
-    for (region, depth) in tree_order(report) {
+    for (region, depth) in RegionTree::new(report).walk(report) {
         let mut cells = vec![tree_label(region, depth), files.location(region)];
         match CountStats::of(region) {
             Some(stats) => {
@@ -177,7 +157,7 @@ fn generic_tree(report: &Report, out: &mut String) {
         ("location", Align::Left),
         ("metrics", Align::Left),
     ]);
-    for (region, depth) in tree_order(report) {
+    for (region, depth) in RegionTree::new(report).walk(report) {
         let metrics: Vec<String> = region
             .metrics
             .iter()
@@ -202,7 +182,9 @@ fn generic_tree(report: &Report, out: &mut String) {
 
 /// A few lines for the end of `kage run`: where the report is, how the program ended, and for
 /// the `count` tool the `top` functions and loops with the most accesses (callees included);
-/// for the `working-set` tool the total and peak working sets and how often they fit in cache.
+/// for the `working-set` tool the total and peak working sets and how often they fit in cache;
+/// for the `footprint` tool the total footprint and the `top` functions and loops with the
+/// largest footprints.
 pub fn summary(report: &Report, report_path: &str, top: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "kage: {} report written to {report_path}", report.tool);
@@ -224,6 +206,10 @@ pub fn summary(report: &Report, report_path: &str, top: usize) -> String {
     }
     if report.tool == WORKING_SET_TOOL {
         working_set_summary(report, report_path, &mut out);
+        return out;
+    }
+    if report.tool == FOOTPRINT_TOOL {
+        footprint_summary(report, report_path, top, &mut out);
         return out;
     }
     if report.tool == COUNT_TOOL {
@@ -300,10 +286,8 @@ fn working_set_text(report: &Report, ws: &WorkingSet, out: &mut String) {
     header(report, &facts(report, ws), out);
     out.push('\n');
     if report.regions.is_empty() {
-        out.push_str(
-            "no instrumented regions: build the program with kage-cc / kage-c++ \
-             (or `kage cc`) so that its code is instrumented\n\n",
-        );
+        out.push_str(NO_REGIONS);
+        out.push('\n');
     }
     working_set_chart(report, ws, out);
     out.push('\n');
@@ -439,5 +423,106 @@ fn working_set_summary(report: &Report, report_path: &str, out: &mut String) {
         out,
         "kage: a chart of the snapshots: kage report {report_path}\n\
          kage: a plot: kage report {report_path} --format html -o working-set.html"
+    );
+}
+
+/// The footprint view: the header with the tool's facts, then every region as a tree by
+/// static parent, siblings by largest footprint first, with its footprints in columns.
+fn footprint_text(report: &Report, fp: &Footprint, out: &mut String) {
+    header(report, &footprint::facts(report, fp), out);
+    out.push('\n');
+    if report.regions.is_empty() {
+        out.push_str(NO_REGIONS);
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "footprint of an instance: the distinct memory it touched ({} granularity), nested \
+         loops and callees included;\nshare: the largest instance's share of the total footprint",
+        fp.granularity.as_str()
+    );
+    let mut columns = vec![("region", Align::Left), ("location", Align::Left)];
+    columns.extend(STAT_COLUMNS.iter().map(|&c| (c, Align::Right)));
+    let mut table = Table::new(&columns);
+    let files = FileNames::for_report(report);
+    for (region, depth) in footprint_tree(report, fp).walk(report) {
+        let mut cells = vec![tree_label(region, depth), files.location(region)];
+        cells.extend(stat_cells(&fp.stats(region.id)));
+        table.row(cells);
+    }
+    table.render("", out);
+}
+
+fn footprint_summary(report: &Report, report_path: &str, top: usize, out: &mut String) {
+    let fp = match report.footprint() {
+        Ok(fp) => fp,
+        Err(error) => {
+            let _ = writeln!(
+                out,
+                "kage: warning: the {FOOTPRINT_TOOL} fields do not match \
+                 docs/report-schema.md ({error})"
+            );
+            let _ = writeln!(out, "kage: the whole report: kage report {report_path}");
+            return;
+        }
+    };
+    let threads = if report.threads > 1 {
+        format!(" (summed over {} threads)", report.threads)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "kage: total footprint {} ({} lines){threads} at {} granularity; \
+         shadow memory ({}) peaked at {}",
+        bytes_label(fp.total_bytes),
+        fp.total_lines,
+        fp.granularity.as_str(),
+        fp.vsm,
+        bytes_label(fp.shadow_peak_bytes)
+    );
+    // Loop bodies are left out: a body's footprint is one iteration of its loop's.
+    let mut ranked: Vec<(&Region, u64)> = report
+        .regions
+        .iter()
+        .filter(|r| r.kind != RegionKind::LoopBody)
+        .map(|r| (r, fp.stats(r.id).max_bytes))
+        .filter(|&(_, max)| max > 0)
+        .collect();
+    ranked.sort_by_key(|&(r, max)| (std::cmp::Reverse(max), r.id));
+    ranked.truncate(top);
+    if ranked.is_empty() {
+        out.push_str("kage: no region touched any memory\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "kage: top regions by footprint (largest instance, callees included):"
+        );
+        let files = FileNames::for_report(report);
+        let mut table = Table::new(&[
+            ("max", Align::Right),
+            ("avg", Align::Right),
+            ("instances", Align::Right),
+            ("share", Align::Right),
+            ("region", Align::Left),
+            ("location", Align::Left),
+        ]);
+        for (region, _) in ranked {
+            let [instances, avg, _, max, _, _, _, share] = stat_cells(&fp.stats(region.id));
+            table.row(vec![
+                max,
+                avg,
+                instances,
+                share,
+                flat_label(region),
+                files.location(region),
+            ]);
+        }
+        table.render("kage:   ", out);
+    }
+    let _ = writeln!(
+        out,
+        "kage: the whole region tree: kage report {report_path}\n\
+         kage: an icicle view: kage report {report_path} --format html -o footprint.html"
     );
 }

@@ -1,52 +1,22 @@
 //! What every view of a working-set report shares: checking that a report is one, the facts
-//! of its header, labels for regions, sizes and times, and the rows of a chart that has room
+//! of its header, labels for regions and times, and the rows of a chart that has room
 //! for fewer rows than there are snapshots.
 
-use super::{flat_label, FileNames};
+use super::{bytes_label, flat_label, three_digits, FileNames, View, ViewError};
 use crate::model::{IntervalUnit, Report, Snapshot, WorkingSet, WORKING_SET_TOOL};
-use std::fmt;
-
-/// Why a view cannot be made of a report.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ViewError {
-    /// The view exists only for the working-set tool; the report is from `tool`.
-    NotWorkingSet { tool: String },
-    /// A working-set report whose working-set fields do not match the schema.
-    Malformed(String),
-    /// The plot could not be drawn.
-    Plot(String),
-}
-
-impl fmt::Display for ViewError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ViewError::NotWorkingSet { tool } => write!(
-                f,
-                "html and perfetto views exist for the {WORKING_SET_TOOL} tool; \
-                 this report is from `{tool}`"
-            ),
-            ViewError::Malformed(e) => write!(
-                f,
-                "the {WORKING_SET_TOOL} fields of this report do not match \
-                 docs/report-schema.md: {e}"
-            ),
-            ViewError::Plot(e) => write!(f, "cannot draw the plot: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for ViewError {}
 
 /// The working-set fields of a report the html and perfetto views are asked for.
-pub(crate) fn working_set_of(report: &Report) -> Result<WorkingSet, ViewError> {
+pub(crate) fn working_set_of(report: &Report, view: View) -> Result<WorkingSet, ViewError> {
     if report.tool != WORKING_SET_TOOL {
-        return Err(ViewError::NotWorkingSet {
+        return Err(ViewError::NotForTool {
+            view,
             tool: report.tool.clone(),
         });
     }
-    report
-        .working_set()
-        .map_err(|e| ViewError::Malformed(e.to_string()))
+    report.working_set().map_err(|e| ViewError::Malformed {
+        tool: WORKING_SET_TOOL,
+        error: e.to_string(),
+    })
 }
 
 /// One row of a chart: one snapshot, or several adjacent ones combined for display.
@@ -96,38 +66,6 @@ pub fn display_rows(snapshots: &[Snapshot], max_rows: usize) -> Vec<DisplayRow> 
         .collect()
 }
 
-/// A byte count for people: "640 B", "32 KiB", "1.5 MiB", "312 KiB".
-pub(crate) fn bytes_label(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{} {}", three_digits(value), UNITS[unit])
-}
-
-/// About three significant digits, without trailing zeros: 1.5, 31.25 -> 31.2, 312.5 -> 312.
-fn three_digits(value: f64) -> String {
-    let decimals = if value < 10.0 {
-        2
-    } else if value < 100.0 {
-        1
-    } else {
-        0
-    };
-    let s = format!("{value:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
-}
-
 /// A duration in nanoseconds for people: "10 ms", "1.5 s", "250 µs", "80 ns".
 pub(crate) fn nanoseconds_label(ns: u64) -> String {
     let ns_f = ns as f64;
@@ -159,16 +97,6 @@ pub(crate) fn interval_label(length: u64, unit: IntervalUnit) -> String {
         IntervalUnit::CpuNs => format!("{length} of CPU time"),
         IntervalUnit::Accesses | IntervalUnit::Instructions => length,
     }
-}
-
-/// A share as a percentage: "12.5%", "100%". Never rounds a share below 1 up to 100%.
-pub(crate) fn percent_label(share: f64) -> String {
-    let percent = share * 100.0;
-    let mut s = format!("{percent:.1}");
-    if s == "100.0" && share < 1.0 {
-        s = "99.9".to_string();
-    }
-    format!("{}%", s.trim_end_matches(".0"))
 }
 
 /// How many decimals show times whose rows are `step` seconds apart: at least milliseconds,
@@ -267,20 +195,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_and_times_read_well() {
-        assert_eq!(bytes_label(640), "640 B");
-        assert_eq!(bytes_label(32 * 1024), "32 KiB");
-        assert_eq!(bytes_label(1536 * 1024), "1.5 MiB");
-        assert_eq!(bytes_label(320_000), "312 KiB");
-        assert_eq!(bytes_label(32 << 20), "32 MiB");
+    fn times_read_well() {
         assert_eq!(nanoseconds_label(10_000_000), "10 ms");
         assert_eq!(nanoseconds_label(1_500_000_000), "1.5 s");
         assert_eq!(nanoseconds_label(250_000), "250 µs");
         assert_eq!(nanoseconds_label(80), "80 ns");
-        assert_eq!(percent_label(0.125), "12.5%");
-        assert_eq!(percent_label(1.0), "100%");
-        assert_eq!(percent_label(0.0), "0%");
-        assert_eq!(percent_label(0.99999), "99.9%");
         assert_eq!(seconds_decimals(0.01), 3);
         assert_eq!(seconds_decimals(0.0002), 4);
         assert_eq!(seconds_decimals(0.0), 9);
