@@ -27,6 +27,9 @@ pub struct Cli {
     /// Tiny problem sizes and one run: a smoke test of the whole pipeline, not a measurement.
     #[arg(long)]
     quick: bool,
+    /// Problem sizes running about a tenth of the full native time (for slow tools).
+    #[arg(long, conflicts_with = "quick")]
+    medium: bool,
     /// Write the markdown report to this file as well as printing it.
     #[arg(long)]
     output: Option<PathBuf>,
@@ -45,6 +48,15 @@ pub struct Cli {
     /// List the programs of the suite and exit.
     #[arg(long)]
     list: bool,
+    /// Compare several runtime configurations of the tool instead of one: each is more
+    /// KAGE_OPTIONS items (`vsm=bulk:granularity=line`); repeatable. The table then has a
+    /// memory expansion and a slowdown column per variant (the Skadu paper's Figure 7).
+    #[arg(long = "variant")]
+    variants: Vec<String>,
+    /// With --variant: limit each instrumented run's address space (RLIMIT_AS) to this
+    /// many GiB; a run that runs out shows as "> N GiB" instead of exhausting the machine.
+    #[arg(long)]
+    mem_limit_gib: Option<f64>,
 }
 
 /// What the harness was asked to do.
@@ -56,14 +68,31 @@ pub struct Options {
     pub tool: String,
     pub filters: Vec<String>,
     pub quick: bool,
+    pub medium: bool,
     pub output: Option<PathBuf>,
     pub work_dir: PathBuf,
     pub kage_cc: Option<PathBuf>,
     pub native_cc: String,
     pub rebuild: bool,
     pub list: bool,
+    /// Runtime option sets to compare (empty: the one `tool` run).
+    pub variants: Vec<String>,
+    /// Address-space limit for instrumented runs, GiB.
+    pub mem_limit_gib: Option<f64>,
     /// The command line as typed, for the report's "reproduce with" line.
     pub command_line: Vec<String>,
+}
+
+impl Options {
+    /// The problem sizes asked for.
+    pub fn size(&self) -> crate::suite::Size {
+        use crate::suite::Size;
+        match (self.quick, self.medium) {
+            (true, _) => Size::Quick,
+            (_, true) => Size::Medium,
+            _ => Size::Full,
+        }
+    }
 }
 
 impl Cli {
@@ -80,12 +109,15 @@ impl Cli {
             tool: self.tool,
             filters: self.filter.into_iter().filter(|f| !f.is_empty()).collect(),
             quick: self.quick,
+            medium: self.medium,
             output: self.output,
             work_dir: self.work_dir,
             kage_cc: self.kage_cc,
             native_cc: self.native_cc,
             rebuild: self.rebuild,
             list: self.list,
+            variants: self.variants,
+            mem_limit_gib: self.mem_limit_gib,
             command_line: std::env::args().collect(),
         }
     }

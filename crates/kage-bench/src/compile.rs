@@ -32,7 +32,8 @@ impl Compiler {
     }
 
     /// kage-cc, rebuilding when the wrapper, the pass plugin or the runtime next to it change.
-    /// Tools with instrumentation of their own (`working-set`) are built for it (`KAGE_TOOL`).
+    /// Tools with instrumentation of their own (`working-set`, `footprint`) are built for it
+    /// (`KAGE_TOOL`).
     pub fn kage(kage_cc: &Path, tool: &str) -> Self {
         let dir = kage_cc.parent().unwrap_or(Path::new("."));
         let depends_on = [
@@ -43,7 +44,7 @@ impl Compiler {
         .into_iter()
         .filter(|p| p.exists())
         .collect();
-        let env = if tool == "working-set" {
+        let env = if tool == "working-set" || tool == "footprint" {
             vec![("KAGE_TOOL".to_string(), tool.to_string())]
         } else {
             vec![]

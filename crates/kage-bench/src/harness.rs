@@ -10,7 +10,7 @@ use crate::machine::Machine;
 use crate::measure::{self, Measurement, Variant};
 use crate::sources::CrateSources;
 use crate::suite::{self, Program};
-use crate::table::{self, ProgramResult, Report, Samples};
+use crate::table::{self, ProgramResult, Report, Samples, VariantResult};
 
 /// Runs the whole benchmark; `Ok(false)` when some instrumented or peer output differed
 /// from the native one.
@@ -27,7 +27,7 @@ pub fn run(options: &Options) -> Result<bool> {
             println!(
                 "{}\t{}",
                 program.name,
-                program.args(options.quick).join(" ")
+                program.args(options.size()).join(" ")
             );
         }
         return Ok(true);
@@ -106,13 +106,17 @@ fn measure_program(
     native_exe: &Path,
     kage_exe: &Path,
 ) -> Result<ProgramResult> {
-    let args = program.args(options.quick);
+    let args = program.args(options.size());
     let scratch = options.work_dir.join("runs").join(program.name);
     std::fs::create_dir_all(&scratch)?;
     let kage_variant = Variant::Kage {
         tool: options.tool.clone(),
+        options: String::new(),
         report: scratch.join(format!("kage.{}.json", program.name)),
     };
+    if !options.variants.is_empty() {
+        return measure_variants(options, program, native_exe, kage_exe, &scratch);
+    }
 
     let mut result = ProgramResult::new(program.name);
     let mut reference: Option<String> = None;
@@ -161,6 +165,91 @@ fn measure_program(
     }
     if let Variant::Kage { report, .. } = &kage_variant {
         result.touched_shadow_mb = touched_shadow_mb(report);
+    }
+    if let Some(mismatch) = &result.mismatch {
+        eprintln!("kage-bench: {}: OUTPUTS DIFFER: {mismatch}", program.name);
+    }
+    Ok(result)
+}
+
+/// The footprint shadow's own peak heap, from the report, MB.
+fn shadow_peak_mb(report: &Path) -> Option<f64> {
+    let report = kage_report::read_report(report).ok()?;
+    Some(report.tool_data.get("shadow_peak_bytes")?.as_f64()? / 1e6)
+}
+
+/// `--variant`: native, then each variant, alternately, `--runs` times.
+fn measure_variants(
+    options: &Options,
+    program: &Program,
+    native_exe: &Path,
+    kage_exe: &Path,
+    scratch: &Path,
+) -> Result<ProgramResult> {
+    let args = program.args(options.size());
+    let limit = options
+        .mem_limit_gib
+        .map(|gib| (gib * (1u64 << 30) as f64) as u64);
+    let variants: Vec<Variant> = options
+        .variants
+        .iter()
+        .enumerate()
+        .map(|(n, extra)| Variant::Kage {
+            tool: options.tool.clone(),
+            options: extra.clone(),
+            report: scratch.join(format!("kage.{}.{n}.json", program.name)),
+        })
+        .collect();
+    let mut result = ProgramResult::new(program.name);
+    result.variants = options
+        .variants
+        .iter()
+        .map(|_| VariantResult::new())
+        .collect();
+    let mut reference: Option<String> = None;
+    let mut check = |label: &str, stdout: &str, result: &mut ProgramResult| match &reference {
+        None => reference = Some(stdout.to_owned()),
+        Some(expected) if expected != stdout && result.mismatch.is_none() => {
+            result.mismatch = Some(format!(
+                "{label} printed {:?}, native printed {:?}",
+                stdout.trim(),
+                expected.trim()
+            ));
+        }
+        Some(_) => {}
+    };
+    for run in 0..options.runs {
+        eprintln!(
+            "kage-bench: {} run {}/{}",
+            program.name,
+            run + 1,
+            options.runs
+        );
+        let m = measure::run_once(&Variant::Native, native_exe, &args, scratch)?;
+        check("native", &m.stdout, &mut result);
+        result.native.push(&m);
+        for (n, variant) in variants.iter().enumerate() {
+            if result.variants[n].exceeded {
+                continue;
+            }
+            eprintln!("kage-bench: {} [{}]", program.name, options.variants[n]);
+            match measure::run_limited(variant, kage_exe, &args, scratch, limit)? {
+                Some(m) => {
+                    check(&options.variants[n], &m.stdout, &mut result);
+                    result.variants[n].samples.push(&m);
+                    if let Variant::Kage { report, .. } = variant {
+                        result.variants[n].shadow_peak_mb = shadow_peak_mb(report);
+                    }
+                }
+                None => {
+                    eprintln!(
+                        "kage-bench: {} [{}] exceeded the memory limit",
+                        program.name, options.variants[n]
+                    );
+                    result.variants[n].exceeded = true;
+                }
+            }
+        }
     }
     if let Some(mismatch) = &result.mismatch {
         eprintln!("kage-bench: {}: OUTPUTS DIFFER: {mismatch}", program.name);

@@ -13,9 +13,11 @@ use anyhow::{bail, Context, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Variant {
     Native,
-    /// The instrumented build under `KAGE_OPTIONS=tool=<tool>`, its report written to `report`.
+    /// The instrumented build under `KAGE_OPTIONS=tool=<tool>` (plus `options`, more
+    /// `key=value` items separated by `:`), its report written to `report`.
     Kage {
         tool: String,
+        options: String,
         report: PathBuf,
     },
     /// The native build under `valgrind --tool=cachegrind`.
@@ -52,11 +54,20 @@ impl Variant {
                 command.args(args);
                 command
             }
-            Variant::Kage { tool, report } => {
+            Variant::Kage {
+                tool,
+                options,
+                report,
+            } => {
                 let mut command = Command::new(executable);
+                let extra = if options.is_empty() {
+                    String::new()
+                } else {
+                    format!(":{options}")
+                };
                 command.args(args).env(
                     "KAGE_OPTIONS",
-                    format!("tool={tool}:output={}", report.display()),
+                    format!("tool={tool}:output={}{extra}", report.display()),
                 );
                 command
             }
@@ -84,6 +95,20 @@ pub fn run_once(
     args: &[String],
     scratch: &Path,
 ) -> Result<Measurement> {
+    run_limited(variant, executable, args, scratch, None)?
+        .ok_or_else(|| anyhow::anyhow!("no memory limit, yet the run exceeded it"))
+}
+
+/// [`run_once`] with the child's address space limited to `limit` bytes (`RLIMIT_AS`):
+/// `Ok(None)` when the run failed for want of memory (the limit was exceeded) instead of
+/// taking the machine down.
+pub fn run_limited(
+    variant: &Variant,
+    executable: &Path,
+    args: &[String],
+    scratch: &Path,
+    limit: Option<u64>,
+) -> Result<Option<Measurement>> {
     let stdout_path = scratch.join(format!("{}.stdout", variant.label()));
     let stderr_path = scratch.join(format!("{}.stderr", variant.label()));
     if let Variant::Kage { report, .. } = variant {
@@ -100,8 +125,20 @@ pub fn run_once(
     // child would inherit the harness's whole RSS as a floor. A pre_exec hook makes std use
     // a real fork, whose copied address space counts only the harness's few private pages.
     // SAFETY: the hook does nothing, so it is trivially async-signal-safe.
+    // With a limit, the hook also sets RLIMIT_AS (setrlimit is async-signal-safe).
     unsafe {
-        command.pre_exec(|| Ok(()));
+        command.pre_exec(move || {
+            if let Some(bytes) = limit {
+                let rlimit = libc::rlimit {
+                    rlim_cur: bytes as libc::rlim_t,
+                    rlim_max: bytes as libc::rlim_t,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
     }
     let start = Instant::now();
     let child = command
@@ -112,6 +149,16 @@ pub fn run_once(
 
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        let out_of_memory = [
+            "memory allocation of",
+            "out of memory",
+            "Cannot allocate memory",
+        ]
+        .iter()
+        .any(|m| stderr.contains(m));
+        if limit.is_some() && out_of_memory {
+            return Ok(None);
+        }
         bail!(
             "{command:?} failed (wait status {status:#x}):\n{}",
             tail(&stderr, 20)
@@ -127,12 +174,12 @@ pub fn run_once(
             );
         }
     }
-    Ok(Measurement {
+    Ok(Some(Measurement {
         wall,
         // Linux reports ru_maxrss in KiB.
         peak_rss: usage.ru_maxrss as u64 * 1024,
         stdout: std::fs::read_to_string(&stdout_path)?,
-    })
+    }))
 }
 
 /// Reaps `pid` with `wait4`, which also returns the child's resource usage (its own, not

@@ -37,54 +37,74 @@ pub struct Program {
     pub origin: Origin,
     full_args: &'static [&'static str],
     quick_args: &'static [&'static str],
+    /// `--medium`: about a tenth of the full run's native time, for tools too slow (or too
+    /// memory-hungry, like the footprint profiler's baseline) to run the full suite often.
+    medium_args: &'static [&'static str],
 }
 
-const fn kernel(name: &'static str, quick_size: &'static [&'static str]) -> Program {
+/// How big a run: `--quick`, `--medium` or full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    Quick,
+    Medium,
+    Full,
+}
+
+const fn kernel(
+    name: &'static str,
+    quick_size: &'static [&'static str],
+    medium_size: &'static [&'static str],
+) -> Program {
     Program {
         name,
         origin: Origin::Kernel,
         full_args: &[],
         quick_args: quick_size,
+        medium_args: medium_size,
     }
 }
 
 /// Every program, in the order of the table.
 pub const SUITE: &[Program] = &[
-    kernel("gemm", &["60"]),
-    kernel("2mm", &["50"]),
-    kernel("lu", &["80"]),
-    kernel("covariance", &["60"]),
-    kernel("atax", &["100"]),
-    kernel("jacobi-2d", &["40"]),
-    kernel("seidel-2d", &["40"]),
-    kernel("nbody", &["100"]),
-    kernel("stream-triad", &["10000"]),
-    kernel("list-chase", &["10000"]),
-    kernel("hash-table", &["10000"]),
-    kernel("sort", &["10000"]),
+    kernel("gemm", &["60"], &["700"]),
+    kernel("2mm", &["50"], &["600"]),
+    kernel("lu", &["80"], &["900"]),
+    kernel("covariance", &["60"], &["550"]),
+    kernel("atax", &["100"], &["1300"]),
+    kernel("jacobi-2d", &["40"], &["650"]),
+    kernel("seidel-2d", &["40"], &["650"]),
+    kernel("nbody", &["100"], &["1600"]),
+    kernel("stream-triad", &["10000"], &["1000000"]),
+    kernel("list-chase", &["10000"], &["100000"]),
+    kernel("hash-table", &["10000"], &["300000"]),
+    kernel("sort", &["10000"], &["1200000"]),
     Program {
         name: "lua",
         origin: Origin::Lua,
         full_args: &["150"],
         quick_args: &["1"],
+        medium_args: &["15"],
     },
     Program {
         name: "sqlite",
         origin: Origin::Sqlite,
         full_args: &[],
         quick_args: &["500"],
+        medium_args: &["50000"],
     },
     Program {
         name: "zstd",
         origin: Origin::Zstd,
         full_args: &[],
         quick_args: &["0.05"],
+        medium_args: &["3"],
     },
     Program {
         name: "bzip2",
         origin: Origin::Bzip2,
         full_args: &[],
         quick_args: &["0.05"],
+        medium_args: &["0.6"],
     },
 ];
 
@@ -109,11 +129,11 @@ pub struct Recipe {
 
 impl Program {
     /// The arguments to run the program with.
-    pub fn args(&self, quick: bool) -> Vec<String> {
-        let size = if quick {
-            self.quick_args
-        } else {
-            self.full_args
+    pub fn args(&self, size: Size) -> Vec<String> {
+        let size = match size {
+            Size::Quick => self.quick_args,
+            Size::Medium => self.medium_args,
+            Size::Full => self.full_args,
         };
         let script = match self.origin {
             Origin::Lua => vec![bench_dir()

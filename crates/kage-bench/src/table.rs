@@ -40,6 +40,34 @@ pub struct ProgramResult {
     pub mismatch: Option<String>,
     /// working-set: the shadow of the memory the program touched (one byte per line), MB.
     pub touched_shadow_mb: Option<f64>,
+    /// `--variant`: one result per runtime configuration, in the order given.
+    pub variants: Vec<VariantResult>,
+}
+
+/// One `--variant` of one program.
+#[derive(Debug, Clone)]
+pub struct VariantResult {
+    pub samples: Samples,
+    /// The run ran out of the `--mem-limit-gib` address space.
+    pub exceeded: bool,
+    /// footprint: the shadow's own peak heap (`shadow_peak_bytes`), MB.
+    pub shadow_peak_mb: Option<f64>,
+}
+
+impl Default for VariantResult {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl VariantResult {
+    pub fn new() -> Self {
+        Self {
+            samples: Samples::default(),
+            exceeded: false,
+            shadow_peak_mb: None,
+        }
+    }
 }
 
 impl ProgramResult {
@@ -52,6 +80,7 @@ impl ProgramResult {
             dhat: None,
             mismatch: None,
             touched_shadow_mb: None,
+            variants: Vec::new(),
         }
     }
 
@@ -104,8 +133,18 @@ pub fn render(report: &Report) -> String {
         } else {
             String::new()
         },
-        if options.quick { ". **--quick: tiny sizes, a smoke test, not a measurement**" } else { "" },
+        if options.quick {
+            ". **--quick: tiny sizes, a smoke test, not a measurement**"
+        } else if options.medium {
+            ". **--medium: problem sizes running about a tenth of the full native time** (`--list --medium` shows them)"
+        } else {
+            ""
+        },
     ));
+    if !options.variants.is_empty() {
+        out.push_str(&variants_table(report));
+        return out;
+    }
     out.push_str(HEADER);
     for r in &report.results {
         out.push_str(&format!(
@@ -175,6 +214,140 @@ fn memory_table(results: &[ProgramResult]) -> String {
     out
 }
 
+impl ProgramResult {
+    /// Memory expansion (peak RSS / native) and slowdown of variant `n`.
+    fn variant_ratios(&self, n: usize) -> (Option<f64>, Option<f64>) {
+        let v = &self.variants[n];
+        let rss = v
+            .samples
+            .median_rss_mb()
+            .zip(self.native.median_rss_mb())
+            .map(|(k, n)| k / n);
+        (rss, self.time_ratio(&v.samples))
+    }
+}
+
+/// `--variant`: per program, native time and RSS, then per variant the memory expansion
+/// factor and the slowdown; geometric means; and each variant's reduction of the memory
+/// expansion against the first variant (geometric mean over the programs both completed).
+fn variants_table(report: &Report) -> String {
+    let options = &report.options;
+    let limit = options
+        .mem_limit_gib
+        .map_or(String::new(), |g| format!("> {g} GiB"));
+    let mut out = String::new();
+    out.push_str(&format!(
+        "Variants (extra `KAGE_OPTIONS` of each instrumented run): {}. Memory expansion = \
+         median peak RSS instrumented / native; slowdown = median wall time instrumented / \
+         native.{}\n\n",
+        options
+            .variants
+            .iter()
+            .enumerate()
+            .map(|(n, v)| format!("**{}** `{v}`", n + 1))
+            .collect::<Vec<_>>()
+            .join(", "),
+        options.mem_limit_gib.map_or(String::new(), |g| format!(
+            " Instrumented runs are limited to {g} GiB of address space (`RLIMIT_AS`); \
+             `{limit}` marks a run that exceeded it."
+        )),
+    ));
+    out.push_str("| program | native s | native RSS MB |");
+    let mut rule = String::from("|---|--:|--:|");
+    for (n, _) in options.variants.iter().enumerate() {
+        out.push_str(&format!(" {0} mem | {0} slow |", n + 1));
+        rule.push_str("--:|--:|");
+    }
+    out.push_str(" outputs |\n");
+    out.push_str(&rule);
+    out.push_str("---|\n");
+    for r in &report.results {
+        out.push_str(&format!(
+            "| {} | {} | {} |",
+            r.name,
+            number(r.native.median_seconds(), 3),
+            number(r.native.median_rss_mb(), 1)
+        ));
+        for (n, v) in r.variants.iter().enumerate() {
+            if v.exceeded {
+                out.push_str(&format!(" {limit} | – |"));
+            } else {
+                let (rss, time) = r.variant_ratios(n);
+                out.push_str(&format!(" {} | {} |", ratio(rss), ratio(time)));
+            }
+        }
+        out.push_str(if r.mismatch.is_some() {
+            " **DIFFER** |\n"
+        } else {
+            " match |\n"
+        });
+    }
+    out.push_str("| **geometric mean** | | |");
+    for n in 0..options.variants.len() {
+        let col = |f: &dyn Fn(&ProgramResult) -> Option<f64>| {
+            ratio(geometric_mean(
+                &report.results.iter().filter_map(f).collect::<Vec<_>>(),
+            ))
+        };
+        out.push_str(&format!(
+            " {} | {} |",
+            col(&|r| r.variant_ratios(n).0),
+            col(&|r| r.variant_ratios(n).1)
+        ));
+    }
+    out.push_str(" |\n");
+    out.push_str(&format!(
+        "| **reduction vs 1** (memory expansion of variant 1 / this one) | | |"
+    ));
+    for n in 0..options.variants.len() {
+        let reductions: Vec<f64> = report
+            .results
+            .iter()
+            .filter_map(|r| Some(r.variant_ratios(0).0? / r.variant_ratios(n).0?))
+            .collect();
+        out.push_str(&format!(
+            " {} ({} programs) | |",
+            ratio(geometric_mean(&reductions)),
+            reductions.len()
+        ));
+    }
+    out.push_str(" |\n");
+    if report
+        .results
+        .iter()
+        .any(|r| r.variants.iter().any(|v| v.shadow_peak_mb.is_some()))
+    {
+        out.push_str(
+            "\nThe shadow's own peak heap (`shadow_peak_bytes` of the report), MB:\n\n| program |",
+        );
+        let mut rule = String::from("|---|");
+        for (n, _) in options.variants.iter().enumerate() {
+            out.push_str(&format!(" {} |", n + 1));
+            rule.push_str("--:|");
+        }
+        out.push('\n');
+        out.push_str(&rule);
+        out.push('\n');
+        for r in &report.results {
+            out.push_str(&format!("| {} |", r.name));
+            for v in &r.variants {
+                if v.exceeded {
+                    out.push_str(&format!(" {limit} |"));
+                } else {
+                    out.push_str(&format!(" {} |", number(v.shadow_peak_mb, 1)));
+                }
+            }
+            out.push('\n');
+        }
+    }
+    for r in &report.results {
+        if let Some(mismatch) = &r.mismatch {
+            out.push_str(&format!("\n{}: outputs differ: {}\n", r.name, mismatch));
+        }
+    }
+    out
+}
+
 fn number(value: Option<f64>, decimals: usize) -> String {
     value.map_or("–".into(), |v| format!("{v:.decimals$}"))
 }
@@ -201,4 +374,84 @@ fn command(options: &Options) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(seconds: f64, rss_mb: f64) -> Samples {
+        Samples {
+            seconds: vec![seconds],
+            rss_bytes: vec![rss_mb * 1e6],
+        }
+    }
+
+    fn variant(seconds: f64, rss_mb: f64) -> VariantResult {
+        VariantResult {
+            samples: samples(seconds, rss_mb),
+            ..VariantResult::new()
+        }
+    }
+
+    #[test]
+    fn variants_table_ratios_geomeans_reductions_and_the_limit() {
+        let mut a = ProgramResult::new("a");
+        a.native = samples(1.0, 10.0);
+        a.variants = vec![variant(40.0, 200.0), variant(5.0, 12.5)];
+        let mut b = ProgramResult::new("b");
+        b.native = samples(2.0, 100.0);
+        b.variants = vec![VariantResult::new(), variant(4.0, 125.0)];
+        b.variants[0].exceeded = true;
+        let options = Options {
+            runs: 1,
+            peers: false,
+            peer_runs: 1,
+            tool: "footprint".into(),
+            filters: vec![],
+            quick: false,
+            medium: false,
+            output: None,
+            work_dir: "/tmp".into(),
+            kage_cc: None,
+            native_cc: "clang-22".into(),
+            rebuild: false,
+            list: false,
+            variants: vec!["vsm=baseline".into(), "vsm=palette".into()],
+            mem_limit_gib: Some(8.0),
+            command_line: vec!["kage-bench".into()],
+        };
+        let machine = Machine {
+            cpu: "cpu".into(),
+            cores: 2,
+            memory_gib: 1.0,
+            kernel: "k".into(),
+            compiler: "c".into(),
+            valgrind: None,
+            date: "d".into(),
+        };
+        let text = variants_table(&Report {
+            results: vec![a, b],
+            machine,
+            options,
+        });
+        assert!(
+            text.contains("| a | 1.000 | 10.0 | 20.00× | 40.00× | 1.25× | 5.00× | match |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| b | 2.000 | 100.0 | > 8 GiB | – | 1.25× | 2.00× | match |"),
+            "{text}"
+        );
+        // Geometric means over the programs that completed: baseline only a; palette both.
+        assert!(
+            text.contains("| **geometric mean** | | | 20.00× | 40.00× | 1.25× | 3.16× |"),
+            "{text}"
+        );
+        // Reduction: only a has both (20 / 1.25 = 16).
+        assert!(
+            text.contains("1.00× (1 programs) | | 16.00× (1 programs) |"),
+            "{text}"
+        );
+    }
 }

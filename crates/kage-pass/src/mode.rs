@@ -24,7 +24,7 @@ impl Instrumentation {
     /// warning to print when `KAGE_TOOL` names nothing the pass knows.
     pub fn from_settings(tool: Option<&str>, trace: Option<&str>) -> (Self, Option<String>) {
         match tool.unwrap_or("") {
-            "" | "count" => (Instrumentation::Calls, None),
+            "" | "count" | "footprint" => (Instrumentation::Calls, None),
             "working-set" if trace == Some("1") => (Instrumentation::WorkingSetTrace, None),
             "working-set" => (Instrumentation::WorkingSet, None),
             other => (
@@ -80,6 +80,7 @@ mod tests {
         assert_eq!(mode(None, None), Calls);
         assert_eq!(mode(Some(""), None), Calls);
         assert_eq!(mode(Some("count"), None), Calls);
+        assert_eq!(mode(Some("footprint"), None), Calls);
         // The trace switch only means something for the working-set tool.
         assert_eq!(mode(Some("count"), Some("1")), Calls);
         assert_eq!(mode(None, Some("1")), Calls);

@@ -26,6 +26,12 @@ pub struct Options {
     pub snapshot_mib: u32,
     /// working-set, test-only: file that receives every traced access.
     pub trace: String,
+    /// footprint: the vector shadow memory implementation (`kage_vsm::footprint::FpKind`).
+    pub vsm: String,
+    /// footprint: what a location is: `byte`, `word` or `line`.
+    pub granularity: String,
+    /// footprint: loop bodies (one instance per iteration) are regions too.
+    pub loop_bodies: bool,
 }
 
 /// The unit of working-set intervals.
@@ -173,7 +179,7 @@ pub static OPTIONS: &[OptionDef] = &[
     OptionDef {
         name: "line_size",
         default: "64",
-        help: "working-set: cache line size in bytes (a power of two from 16 to 4096)",
+        help: "working-set, footprint: cache line size in bytes (a power of two from 16 to 4096)",
         set: |o, v| match v.parse::<u64>() {
             Ok(n) if n.is_power_of_two() && (16..=4096).contains(&n) => {
                 o.line_size = n;
@@ -252,6 +258,39 @@ pub static OPTIONS: &[OptionDef] = &[
         get: |o| o.trace.clone(),
     },
     OptionDef {
+        name: "vsm",
+        default: "palette",
+        help: "footprint: the vector shadow memory: baseline (a version per tag), slim \
+               (SlimTV), bulk (SlimTV+BulkTV, 64 KiB tag tables), palette (BulkTV, 4 KiB \
+               tag tables stored as one value, a bit or a byte per location)",
+        set: |o, v| {
+            v.parse::<kage_vsm::FpKind>()?;
+            o.vsm = v.to_string();
+            Ok(())
+        },
+        get: |o| o.vsm.clone(),
+    },
+    OptionDef {
+        name: "granularity",
+        default: "byte",
+        help: "footprint: what a location is: byte, word (8 bytes) or line (line_size bytes)",
+        set: |o, v| match v {
+            "byte" | "word" | "line" => {
+                o.granularity = v.to_string();
+                Ok(())
+            }
+            _ => Err("expected byte, word or line".into()),
+        },
+        get: |o| o.granularity.clone(),
+    },
+    OptionDef {
+        name: "loop_bodies",
+        default: "0",
+        help: "footprint: 1: loop bodies are regions too (one instance per iteration)",
+        set: |o, v| parse_bool(v).map(|b| o.loop_bodies = b),
+        get: |o| (o.loop_bodies as u8).to_string(),
+    },
+    OptionDef {
         name: "help",
         default: "0",
         help: "1: print every option with its default and help to stderr, then run",
@@ -275,6 +314,9 @@ impl Default for Options {
             snapshots: 128,
             snapshot_mib: 2,
             trace: String::new(),
+            vsm: String::new(),
+            granularity: String::new(),
+            loop_bodies: false,
         };
         for d in OPTIONS {
             // The declared defaults are valid by construction (tested below).

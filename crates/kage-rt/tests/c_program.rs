@@ -153,7 +153,7 @@ fn basic_counts_are_exact() {
     opts.sort();
     assert_eq!(
         opts,
-        ["enabled", "handle_signals", "help", "interval", "interval_unit", "line_size", "output", "snapshot_mib", "snapshots", "tool", "trace", "verbosity"]
+        ["enabled", "granularity", "handle_signals", "help", "interval", "interval_unit", "line_size", "loop_bodies", "output", "snapshot_mib", "snapshots", "tool", "trace", "verbosity", "vsm"]
     );
     assert_eq!(r.options["tool"], "count");
     assert_eq!(r.options["enabled"], "1");
@@ -351,12 +351,12 @@ fn unknown_option_bad_value_unknown_tool_and_help() {
     let run = run("basic", "bogus=1:enabled=yes:tool=nope:help=1:verbosity=1");
     assert_eq!(run.out.status.code(), Some(7));
     let err = run.stderr();
-    assert!(err.contains("kage: warning: KAGE_OPTIONS: unknown option 'bogus' ignored; known options: tool, output, enabled, handle_signals, verbosity, line_size, interval_unit, interval, snapshots, snapshot_mib, trace, help"), "{err}");
+    assert!(err.contains("kage: warning: KAGE_OPTIONS: unknown option 'bogus' ignored; known options: tool, output, enabled, handle_signals, verbosity, line_size, interval_unit, interval, snapshots, snapshot_mib, trace, vsm, granularity, loop_bodies, help"), "{err}");
     assert!(
         err.contains("bad value 'yes' for option 'enabled'"),
         "{err}"
     );
-    assert!(err.contains("kage: error: unknown tool 'nope'; available tools: count, working-set; using the 'count' tool instead"), "{err}");
+    assert!(err.contains("kage: error: unknown tool 'nope'; available tools: count, working-set, footprint; using the 'count' tool instead"), "{err}");
     for line in [
         "tool",
         "output",

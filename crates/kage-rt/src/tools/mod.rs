@@ -14,6 +14,7 @@ use crate::options::Options;
 use serde_json::{Map, Value};
 
 pub mod count;
+pub mod footprint;
 pub mod working_set;
 
 /// What a tool adds to the report.
@@ -85,6 +86,12 @@ ToolInfo {
     help: "distinct cache lines touched per interval over time (build with KAGE_TOOL=working-set \
            for the inline fast path)",
     make: working_set::make,
+},
+ToolInfo {
+    name: "footprint",
+    help: "distinct bytes and lines each region instance touched (inclusive): per region \
+           instances, average, minimum and maximum (options vsm=, granularity=, loop_bodies=)",
+    make: footprint::make,
 }];
 
 /// The tool called `name`; an unknown name is an error that lists the tools.

@@ -22,12 +22,13 @@ use std::process::Command;
 /// Set to print the real compiler's command line on stderr before running it.
 pub const VERBOSE_ENV_VAR: &str = "KAGE_CC_VERBOSE";
 
-/// Chooses the instrumentation at build time (read by the pass, see docs/abi.md): unset or
-/// `count` builds for every tool, `working-set` for the working-set tool's inline fast path.
+/// Chooses the instrumentation at build time (read by the pass, see docs/abi.md): unset,
+/// `count` or `footprint` builds for every tool (call hooks), `working-set` for the
+/// working-set tool's inline fast path.
 pub const TOOL_ENV_VAR: &str = "KAGE_TOOL";
 
 /// The values [`TOOL_ENV_VAR`] may take.
-pub const BUILD_TOOLS: &[&str] = &["count", "working-set"];
+pub const BUILD_TOOLS: &[&str] = &["count", "working-set", "footprint"];
 
 /// Checks a `KAGE_TOOL` value; the error names the valid ones.
 pub fn check_build_tool(value: Option<&std::ffi::OsStr>) -> Result<(), String> {

@@ -8,7 +8,10 @@ use std::process::{Command, Output};
 
 /// `tests/c` at the repository's root.
 pub fn c_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/c").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/c")
+        .canonicalize()
+        .unwrap()
 }
 
 pub fn kage_cc() -> PathBuf {
@@ -30,7 +33,9 @@ pub struct Work {
 
 impl Work {
     pub fn new() -> Work {
-        Work { dir: tempfile::tempdir().unwrap() }
+        Work {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -75,9 +80,16 @@ impl Work {
             flags.join("").replace('-', "_"),
             env_tag.replace(['-', '='], "_")
         ));
-        let wrapper = if source.ends_with(".cpp") { kage_cxx() } else { kage_cc() };
+        let wrapper = if source.ends_with(".cpp") {
+            kage_cxx()
+        } else {
+            kage_cc()
+        };
         let mut args: Vec<&str> = flags.to_vec();
-        let (src_s, exe_s) = (src.to_str().unwrap().to_owned(), exe.to_str().unwrap().to_owned());
+        let (src_s, exe_s) = (
+            src.to_str().unwrap().to_owned(),
+            exe.to_str().unwrap().to_owned(),
+        );
         args.extend([src_s.as_str(), "-o", exe_s.as_str(), "-lpthread"]);
         self.wrap_with_env(&wrapper, &args, env);
         exe
@@ -112,10 +124,24 @@ impl Work {
 
 /// The function region called `name` (for C++, `name(...)` with any parameters).
 pub fn func<'r>(report: &'r Report, name: &str) -> &'r Region {
-    let named = |r: &&Region| r.name == name || r.name.strip_prefix(name).is_some_and(|rest| rest.starts_with('('));
-    let mut found = report.regions.iter().filter(|r| r.kind == RegionKind::Function).filter(named);
-    let region = found.next().unwrap_or_else(|| panic!("no function region named {name}"));
-    assert!(found.next().is_none(), "several function regions named {name}");
+    let named = |r: &&Region| {
+        r.name == name
+            || r.name
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('('))
+    };
+    let mut found = report
+        .regions
+        .iter()
+        .filter(|r| r.kind == RegionKind::Function)
+        .filter(named);
+    let region = found
+        .next()
+        .unwrap_or_else(|| panic!("no function region named {name}"));
+    assert!(
+        found.next().is_none(),
+        "several function regions named {name}"
+    );
     region
 }
 
@@ -133,13 +159,23 @@ pub fn loops_in<'r>(report: &'r Report, parent: &Region) -> Vec<&'r Region> {
 /// The only loop whose static parent is `parent`.
 pub fn only_loop<'r>(report: &'r Report, parent: &Region) -> &'r Region {
     let loops = loops_in(report, parent);
-    assert_eq!(loops.len(), 1, "expected one loop in {} {}, found {}", parent.kind.as_str(), parent.name, loops.len());
+    assert_eq!(
+        loops.len(),
+        1,
+        "expected one loop in {} {}, found {}",
+        parent.kind.as_str(),
+        parent.name,
+        loops.len()
+    );
     loops[0]
 }
 
 /// The body region of `lp`.
 pub fn body_of<'r>(report: &'r Report, lp: &Region) -> &'r Region {
-    let mut bodies = report.regions.iter().filter(|r| r.kind == RegionKind::LoopBody && r.parent == Some(lp.id));
+    let mut bodies = report
+        .regions
+        .iter()
+        .filter(|r| r.kind == RegionKind::LoopBody && r.parent == Some(lp.id));
     let body = bodies.next().expect("loop without a body region");
     assert!(bodies.next().is_none());
     body
@@ -151,14 +187,24 @@ pub fn stats(region: &Region) -> CountStats {
 
 /// Counters in the order loads, stores, bytes read, bytes written.
 pub fn c(loads: u64, stores: u64, bytes_read: u64, bytes_written: u64) -> Counters {
-    Counters { loads, stores, bytes_read, bytes_written }
+    Counters {
+        loads,
+        stores,
+        bytes_read,
+        bytes_written,
+    }
 }
 
 /// Checks a region's instances and its inclusive and exclusive counters exactly.
 #[track_caller]
 pub fn assert_counts(region: &Region, instances: u64, inclusive: Counters, exclusive: Counters) {
     let s = stats(region);
-    let what = format!("{} {} (line {})", region.kind.as_str(), region.name, region.line);
+    let what = format!(
+        "{} {} (line {})",
+        region.kind.as_str(),
+        region.name,
+        region.line
+    );
     assert_eq!(s.instances, instances, "instances of {what}");
     assert_eq!(s.inclusive, inclusive, "inclusive counters of {what}");
     assert_eq!(s.exclusive, exclusive, "exclusive counters of {what}");
@@ -172,8 +218,12 @@ pub fn assert_totals_consistent(report: &Report) {
     for r in &report.regions {
         sum.add(&stats(r).exclusive);
     }
-    let unattributed: Counters =
-        serde_json::from_value(report.tool_data["unattributed"].clone()).expect("unattributed counters");
+    let unattributed: Counters = serde_json::from_value(report.tool_data["unattributed"].clone())
+        .expect("unattributed counters");
     sum.add(&unattributed);
-    assert_eq!(Some(sum), report.count_totals(), "totals = sum of self counters + unattributed");
+    assert_eq!(
+        Some(sum),
+        report.count_totals(),
+        "totals = sum of self counters + unattributed"
+    );
 }

@@ -1,0 +1,542 @@
+//! Tool `footprint` (Skadu §5.1): for every dynamic region instance, the number of distinct
+//! locations (and cache lines) it touched, inclusive of its children; per static region the
+//! instances and the average, minimum and maximum footprint.
+//!
+//! The shadow is `kage_vsm::footprint::Footprint`, one per thread (regions belong to
+//! threads, so a thread's shadow sees exactly its own regions' accesses; its memory is the
+//! per-thread cost, a few hundred bytes plus the tag tables of what the thread touched).
+//! Region enters push a level, exits pop it and fold its counters into the region's record:
+//! instances, sums, minima and maxima, `AtomicU64`s written only by the owner thread so the
+//! report can read them at any time. Loop bodies are regions only with `loop_bodies=1`
+//! (one instance per iteration); otherwise their events are ignored here.
+//!
+//! Levels beyond the run-length byte's range (`MAX_LEVELS`, 254 nested regions) are not
+//! measured: such instances are counted in the top-level `untracked_instances`.
+
+use super::{ThreadTool, Tool, ToolResults};
+use crate::chunked::{bump, Chunked};
+use crate::options::Options;
+use crate::registry::{self, KIND_LOOP_BODY};
+use crate::sync::SpinLock;
+use kage_vsm::footprint::{Footprint, FpConfig, FpKind};
+#[cfg(test)]
+use serde_json::Value;
+use serde_json::{json, Map};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::OnceLock;
+
+// Record layout per region.
+const INSTANCES: usize = 0;
+const SUM: usize = 1;
+const MIN: usize = 2;
+const MAX: usize = 3;
+const SUM_LINES: usize = 4;
+const MIN_LINES: usize = 5;
+const MAX_LINES: usize = 6;
+const W: usize = 7;
+
+/// What `granularity=` selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Granularity {
+    Byte,
+    Word,
+    Line,
+}
+
+impl Granularity {
+    pub const ALL: [(&'static str, Granularity); 3] = [
+        ("byte", Granularity::Byte),
+        ("word", Granularity::Word),
+        ("line", Granularity::Line),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, g)| *g == self)
+            .map_or("byte", |(n, _)| n)
+    }
+}
+
+struct Settings {
+    config: FpConfig,
+    granularity: Granularity,
+    line_size: u64,
+    bodies: bool,
+}
+
+pub struct FootprintTool {
+    settings: OnceLock<Settings>,
+    epoch: AtomicU64,
+    threads: SpinLock<Vec<&'static ThreadStats>>,
+    /// Sum over threads of their shadows' current heap bytes, and its peak.
+    heap_now: AtomicU64,
+    heap_peak: AtomicU64,
+}
+
+/// One thread's statistics, readable by the report writer at any time.
+struct ThreadStats {
+    epoch: AtomicU64,
+    retired: AtomicBool,
+    accesses: AtomicU64,
+    /// The root level's counters, published at every region exit.
+    total_locations: AtomicU64,
+    total_lines: AtomicU64,
+    max_depth: AtomicU64,
+    untracked: AtomicU64,
+    regions: Chunked<W>,
+}
+
+pub struct FootprintThread {
+    tool: &'static FootprintTool,
+    s: &'static ThreadStats,
+    fp: Footprint,
+    /// Open regions this tool tracks: (region, whether it has a shadow level).
+    open: Vec<(u32, bool)>,
+    /// The heap bytes last added to the tool's sum.
+    heap: u64,
+    bodies: bool,
+}
+
+pub fn make() -> &'static dyn Tool {
+    Box::leak(Box::new(FootprintTool::new()))
+}
+
+impl Default for FootprintTool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FootprintTool {
+    pub fn new() -> Self {
+        FootprintTool {
+            settings: OnceLock::new(),
+            epoch: AtomicU64::new(0),
+            threads: SpinLock::new(Vec::new()),
+            heap_now: AtomicU64::new(0),
+            heap_peak: AtomicU64::new(0),
+        }
+    }
+
+    fn settings(&self) -> &Settings {
+        self.settings
+            .get_or_init(|| settings_from(&Options::default()))
+    }
+
+    fn heap_change(&self, old: u64, new: u64) {
+        if new >= old {
+            let now = self.heap_now.fetch_add(new - old, Relaxed) + (new - old);
+            self.heap_peak.fetch_max(now, Relaxed);
+        } else {
+            self.heap_now.fetch_sub(old - new, Relaxed);
+        }
+    }
+
+    /// Per region (by global id): (instances, sum, min, max of locations; sum, min, max of
+    /// lines), summed over threads; and the totals.
+    fn collect(&self, region_count: usize) -> (Vec<[u64; W]>, Totals) {
+        let mut regions = vec![[0u64; W]; region_count];
+        let mut totals = Totals::default();
+        let epoch = self.epoch.load(Acquire);
+        let threads = self.threads.lock().clone();
+        for t in threads {
+            if t.retired.load(Relaxed) || t.epoch.load(Acquire) != epoch {
+                continue;
+            }
+            totals.locations += t.total_locations.load(Relaxed);
+            totals.lines += t.total_lines.load(Relaxed);
+            totals.accesses += t.accesses.load(Relaxed);
+            totals.untracked += t.untracked.load(Relaxed);
+            totals.max_depth = totals.max_depth.max(t.max_depth.load(Relaxed));
+            t.regions.for_each(|r, rec| {
+                let Some(out) = regions.get_mut(r) else {
+                    return;
+                };
+                let v: [u64; W] = std::array::from_fn(|k| rec[k].load(Relaxed));
+                if v[INSTANCES] == 0 {
+                    return;
+                }
+                let first = out[INSTANCES] == 0;
+                out[INSTANCES] += v[INSTANCES];
+                out[SUM] += v[SUM];
+                out[SUM_LINES] += v[SUM_LINES];
+                out[MAX] = out[MAX].max(v[MAX]);
+                out[MAX_LINES] = out[MAX_LINES].max(v[MAX_LINES]);
+                out[MIN] = if first { v[MIN] } else { out[MIN].min(v[MIN]) };
+                out[MIN_LINES] = if first {
+                    v[MIN_LINES]
+                } else {
+                    out[MIN_LINES].min(v[MIN_LINES])
+                };
+            });
+        }
+        (regions, totals)
+    }
+}
+
+#[derive(Default, Debug)]
+struct Totals {
+    locations: u64,
+    lines: u64,
+    accesses: u64,
+    untracked: u64,
+    max_depth: u64,
+}
+
+fn settings_from(opts: &Options) -> Settings {
+    let kind: FpKind = opts.vsm.parse().unwrap_or(FpKind::DEFAULT);
+    let granularity = Granularity::ALL
+        .iter()
+        .find(|(n, _)| *n == opts.granularity)
+        .map_or(Granularity::Byte, |(_, g)| *g);
+    let line_shift = opts.line_size.trailing_zeros();
+    let location_shift = match granularity {
+        Granularity::Byte => 0,
+        Granularity::Word => 3.min(line_shift),
+        Granularity::Line => line_shift,
+    };
+    Settings {
+        config: FpConfig {
+            kind,
+            location_shift,
+            line_shift,
+            table_bits: None,
+        },
+        granularity,
+        line_size: opts.line_size,
+        bodies: opts.loop_bodies,
+    }
+}
+
+impl Tool for FootprintTool {
+    fn name(&self) -> &'static str {
+        "footprint"
+    }
+
+    fn init(&self, opts: &Options) {
+        let _ = self.settings.set(settings_from(opts));
+    }
+
+    fn new_thread(&'static self) -> Box<dyn ThreadTool> {
+        let settings = self.settings();
+        let s: &'static ThreadStats = Box::leak(Box::new(ThreadStats {
+            epoch: AtomicU64::new(self.epoch.load(Acquire)),
+            retired: AtomicBool::new(false),
+            accesses: AtomicU64::new(0),
+            total_locations: AtomicU64::new(0),
+            total_lines: AtomicU64::new(0),
+            max_depth: AtomicU64::new(0),
+            untracked: AtomicU64::new(0),
+            regions: Chunked::new(),
+        }));
+        self.threads.lock().push(s);
+        let fp = Footprint::new(settings.config);
+        let heap = fp.heap_bytes() as u64;
+        self.heap_change(0, heap);
+        Box::new(FootprintThread {
+            tool: self,
+            s,
+            fp,
+            open: Vec::with_capacity(64),
+            heap,
+            bodies: settings.bodies,
+        })
+    }
+
+    fn reset(&self) {
+        self.epoch.fetch_add(1, AcqRel);
+    }
+
+    fn fork_child(&self) {
+        for t in self.threads.lock().iter() {
+            t.retired.store(true, Relaxed);
+        }
+    }
+
+    fn finish(&self, region_count: usize) -> ToolResults {
+        let settings = self.settings();
+        let location_bytes = 1u64 << settings.config.location_shift;
+        let (regions, totals) = self.collect(region_count);
+        let total_bytes = totals.locations * location_bytes;
+        let regions = regions
+            .into_iter()
+            .map(|v| {
+                let n = v[INSTANCES];
+                let avg = |sum: u64, scale: u64| {
+                    if n == 0 {
+                        0.0
+                    } else {
+                        (sum * scale) as f64 / n as f64
+                    }
+                };
+                let max_bytes = v[MAX] * location_bytes;
+                let share = if total_bytes == 0 {
+                    0.0
+                } else {
+                    max_bytes as f64 / total_bytes as f64
+                };
+                let mut m = Map::new();
+                m.insert(
+                    "footprint".into(),
+                    json!({
+                        "instances": n,
+                        "avg_bytes": avg(v[SUM], location_bytes),
+                        "min_bytes": v[MIN] * location_bytes,
+                        "max_bytes": max_bytes,
+                        "avg_lines": avg(v[SUM_LINES], 1),
+                        "min_lines": v[MIN_LINES],
+                        "max_lines": v[MAX_LINES],
+                        "share": share,
+                    }),
+                );
+                m
+            })
+            .collect();
+        let mut top = Map::new();
+        top.insert("granularity".into(), json!(settings.granularity.name()));
+        top.insert("location_bytes".into(), json!(location_bytes));
+        top.insert("line_size".into(), json!(settings.line_size));
+        top.insert("vsm".into(), json!(settings.config.kind.name()));
+        top.insert("total_bytes".into(), json!(total_bytes));
+        top.insert("total_lines".into(), json!(totals.lines));
+        top.insert("max_depth".into(), json!(totals.max_depth));
+        top.insert("accesses".into(), json!(totals.accesses));
+        top.insert(
+            "shadow_peak_bytes".into(),
+            json!(self.heap_peak.load(Relaxed)),
+        );
+        top.insert("loop_bodies".into(), json!(settings.bodies));
+        top.insert("untracked_instances".into(), json!(totals.untracked));
+        ToolResults { regions, top }
+    }
+}
+
+impl FootprintThread {
+    /// Publishes the heap use to the tool's sum when it changed.
+    #[inline]
+    fn sync_heap(&mut self) {
+        if self.fp.take_changed() {
+            let now = self.fp.heap_bytes() as u64;
+            if now != self.heap {
+                self.tool.heap_change(self.heap, now);
+                self.heap = now;
+            }
+        }
+    }
+
+    fn publish_totals(&self) {
+        let total = self.fp.total();
+        self.s.total_locations.store(total.locations, Relaxed);
+        self.s.total_lines.store(total.lines, Relaxed);
+    }
+
+    /// Applies the tool's latest reset if this thread has not yet.
+    fn sync_epoch(&mut self) {
+        let e = self.tool.epoch.load(Acquire);
+        if self.s.epoch.load(Relaxed) != e {
+            self.zero();
+            self.s.epoch.store(e, Release);
+        }
+    }
+
+    /// Statistics and shadow start anew; the open regions stay open, as if entered now.
+    fn zero(&mut self) {
+        self.s.regions.for_each(|_, rec| {
+            for a in rec.iter() {
+                a.store(0, Relaxed);
+            }
+        });
+        for a in [
+            &self.s.accesses,
+            &self.s.total_locations,
+            &self.s.total_lines,
+            &self.s.max_depth,
+            &self.s.untracked,
+        ] {
+            a.store(0, Relaxed);
+        }
+        let mut fp = Footprint::new(*self.fp.config());
+        for _ in self.open.iter().filter(|(_, tracked)| *tracked) {
+            fp.enter();
+        }
+        self.fp = fp;
+        self.fp.take_changed();
+        let now = self.fp.heap_bytes() as u64;
+        self.tool.heap_change(self.heap, now);
+        self.heap = now;
+    }
+
+    fn is_tracked_kind(&self, region: u32) -> bool {
+        self.bodies || registry::meta(region).is_none_or(|m| m.kind != KIND_LOOP_BODY)
+    }
+}
+
+impl ThreadTool for FootprintThread {
+    fn enter(&mut self, region: u32) {
+        self.sync_epoch();
+        if !self.is_tracked_kind(region) {
+            return;
+        }
+        let tracked = self.fp.enter();
+        if !tracked {
+            bump(&self.s.untracked, 1);
+        }
+        self.open.push((region, tracked));
+        let depth = self.open.len() as u64;
+        if depth > self.s.max_depth.load(Relaxed) {
+            self.s.max_depth.store(depth, Relaxed);
+        }
+        self.sync_heap();
+    }
+
+    fn exit(&mut self, region: u32) {
+        self.sync_epoch();
+        if !self.is_tracked_kind(region) {
+            return;
+        }
+        if self.open.last().map(|o| o.0) != Some(region) {
+            debug_assert!(false, "unbalanced exit of region {region}");
+            return;
+        }
+        let Some((_, tracked)) = self.open.pop() else {
+            return;
+        };
+        if !tracked {
+            return;
+        }
+        let touched = self.fp.exit();
+        self.publish_totals();
+        self.sync_heap();
+        // SAFETY: only the owner thread allocates this thread's chunks.
+        let Some(rec) = (unsafe { self.s.regions.get_or_alloc(region as usize) }) else {
+            return;
+        };
+        let first = rec[INSTANCES].load(Relaxed) == 0;
+        bump(&rec[INSTANCES], 1);
+        bump(&rec[SUM], touched.locations);
+        bump(&rec[SUM_LINES], touched.lines);
+        let fold = |at: usize, value: u64, keep_min: bool| {
+            let old = rec[at].load(Relaxed);
+            let new = if first {
+                value
+            } else if keep_min {
+                old.min(value)
+            } else {
+                old.max(value)
+            };
+            rec[at].store(new, Relaxed);
+        };
+        fold(MIN, touched.locations, true);
+        fold(MAX, touched.locations, false);
+        fold(MIN_LINES, touched.lines, true);
+        fold(MAX_LINES, touched.lines, false);
+    }
+
+    #[inline]
+    fn access(&mut self, addr: usize, size: u64, _write: bool) {
+        bump(&self.s.accesses, 1);
+        self.fp.access(addr as u64, size);
+        self.sync_heap();
+    }
+
+    fn reset(&mut self) {
+        self.sync_epoch();
+    }
+
+    fn fork_survivor(&mut self) {
+        self.zero();
+        self.s.epoch.store(self.tool.epoch.load(Acquire), Release);
+        self.s.retired.store(false, Relaxed);
+    }
+
+    fn thread_exit(&mut self) {
+        self.publish_totals();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(vsm: &str, granularity: &str) -> &'static FootprintTool {
+        let t: &'static FootprintTool = Box::leak(Box::new(FootprintTool::new()));
+        let (opts, w) = Options::parse(&format!("vsm={vsm}:granularity={granularity}"));
+        assert!(w.is_empty(), "{w:?}");
+        t.init(&opts);
+        t
+    }
+
+    fn fp(res: &ToolResults, r: usize) -> &Value {
+        &res.regions[r]["footprint"]
+    }
+
+    #[test]
+    fn regions_threads_and_report_fields() {
+        for vsm in ["baseline", "slim", "bulk", "palette"] {
+            let t = tool(vsm, "byte");
+            let mut a = t.new_thread();
+            let mut b = t.new_thread();
+            // Thread a: f (region 0) twice; the second call re-touches 8 of the 16 bytes.
+            a.enter(0);
+            a.access(0x1000, 16, true);
+            a.exit(0);
+            a.enter(0);
+            a.access(0x1008, 4, false);
+            a.access(0x100c, 4, false);
+            a.exit(0);
+            // Thread b: f touching the same bytes counts for b (its own shadow).
+            b.enter(0);
+            b.access(0x1000, 64, false);
+            b.exit(0);
+            a.thread_exit();
+            b.thread_exit();
+            let res = t.finish(2);
+            let f = fp(&res, 0);
+            assert_eq!(f["instances"], 3, "{vsm}");
+            assert_eq!(f["min_bytes"], 8, "{vsm}");
+            assert_eq!(f["max_bytes"], 64, "{vsm}");
+            assert_eq!(f["avg_bytes"], (16.0 + 8.0 + 64.0) / 3.0, "{vsm}");
+            assert_eq!(f["max_lines"], 1, "{vsm}");
+            assert_eq!(res.top["total_bytes"], 16 + 64, "{vsm}");
+            assert_eq!(res.top["total_lines"], 2, "{vsm}");
+            assert_eq!(f["share"], 64.0 / 80.0, "{vsm}");
+            assert_eq!(fp(&res, 1)["instances"], 0);
+            assert_eq!(res.top["vsm"], vsm);
+            assert_eq!(res.top["accesses"], 4);
+            assert!(res.top["shadow_peak_bytes"].as_u64().unwrap() > 0);
+        }
+    }
+
+    #[test]
+    fn word_and_line_granularity() {
+        for (g, bytes, lines) in [("word", 24, 2), ("line", 128, 2)] {
+            let t = tool("palette", g);
+            let mut a = t.new_thread();
+            a.enter(0);
+            a.access(60, 8, false); // words 7, 8; lines 0, 1
+            a.access(64, 1, false); // word 8, line 1
+            a.access(72, 1, false); // word 9, line 1
+            a.exit(0);
+            let res = t.finish(1);
+            assert_eq!(fp(&res, 0)["max_bytes"], bytes, "{g}");
+            assert_eq!(fp(&res, 0)["max_lines"], lines, "{g}");
+            assert_eq!(res.top["granularity"], g);
+        }
+    }
+
+    #[test]
+    fn reset_starts_anew() {
+        let t = tool("palette", "byte");
+        let mut a = t.new_thread();
+        a.enter(0);
+        a.access(0, 100, false);
+        t.reset();
+        a.reset();
+        a.access(50, 100, false);
+        a.exit(0);
+        let res = t.finish(1);
+        assert_eq!(fp(&res, 0)["max_bytes"], 100);
+        assert_eq!(fp(&res, 0)["instances"], 1);
+    }
+}
