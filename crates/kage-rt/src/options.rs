@@ -274,12 +274,12 @@ pub static OPTIONS: &[OptionDef] = &[
         name: "granularity",
         default: "byte",
         help: "footprint: what a location is: byte, word (8 bytes) or line (line_size bytes)",
-        set: |o, v| match v {
-            "byte" | "word" | "line" => {
+        set: |o, v| match kage_vsm::Granularity::from_name(v) {
+            Some(_) => {
                 o.granularity = v.to_string();
                 Ok(())
             }
-            _ => Err("expected byte, word or line".into()),
+            None => Err("expected byte, word or line".into()),
         },
         get: |o| o.granularity.clone(),
     },

@@ -147,6 +147,30 @@ pub enum Granularity {
 }
 
 impl Granularity {
+    /// Every granularity with its name (`granularity=` of the footprint tool, the report's
+    /// `"granularity"`).
+    pub const NAMED: [(&'static str, Granularity); 3] = [
+        ("byte", Granularity::Byte),
+        ("word", Granularity::Word),
+        ("line", Granularity::Line),
+    ];
+
+    /// The granularity called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Granularity> {
+        Self::NAMED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, g)| g)
+    }
+
+    /// Its name: `byte`, `word` or `line`.
+    pub fn name(self) -> &'static str {
+        Self::NAMED
+            .iter()
+            .find(|(_, g)| *g == self)
+            .map_or("byte", |(n, _)| n)
+    }
+
     /// The right shift that turns an address into a shadowed unit.
     pub const fn shift(self) -> u32 {
         match self {
@@ -496,6 +520,15 @@ impl<T: Tag> VectorShadow<T> for AnyVsm<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn granularities_round_trip_through_their_names() {
+        for (name, g) in Granularity::NAMED {
+            assert_eq!(Granularity::from_name(name), Some(g));
+            assert_eq!(g.name(), name);
+        }
+        assert_eq!(Granularity::from_name("page"), None);
+    }
 
     #[test]
     fn kinds_round_trip_through_their_names() {

@@ -19,6 +19,7 @@ use crate::options::Options;
 use crate::registry::{self, KIND_LOOP_BODY};
 use crate::sync::SpinLock;
 use kage_vsm::footprint::{Footprint, FpConfig, FpKind};
+use kage_vsm::Granularity;
 #[cfg(test)]
 use serde_json::Value;
 use serde_json::{json, Map};
@@ -34,29 +35,6 @@ const SUM_LINES: usize = 4;
 const MIN_LINES: usize = 5;
 const MAX_LINES: usize = 6;
 const W: usize = 7;
-
-/// What `granularity=` selects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Granularity {
-    Byte,
-    Word,
-    Line,
-}
-
-impl Granularity {
-    pub const ALL: [(&'static str, Granularity); 3] = [
-        ("byte", Granularity::Byte),
-        ("word", Granularity::Word),
-        ("line", Granularity::Line),
-    ];
-
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, g)| *g == self)
-            .map_or("byte", |(n, _)| n)
-    }
-}
 
 struct Settings {
     config: FpConfig,
@@ -186,10 +164,8 @@ struct Totals {
 
 fn settings_from(opts: &Options) -> Settings {
     let kind: FpKind = opts.vsm.parse().unwrap_or(FpKind::DEFAULT);
-    let granularity = Granularity::ALL
-        .iter()
-        .find(|(n, _)| *n == opts.granularity)
-        .map_or(Granularity::Byte, |(_, g)| *g);
+    let granularity = Granularity::from_name(&opts.granularity).unwrap_or(Granularity::Byte);
+    // A line is `line_size=` bytes here, whatever `Granularity::shift` says.
     let line_shift = opts.line_size.trailing_zeros();
     let location_shift = match granularity {
         Granularity::Byte => 0,
