@@ -199,7 +199,11 @@ fn memory_table(results: &[ProgramResult]) -> String {
          |---|--:|--:|--:|--:|--:|\n",
     );
     for r in results {
-        let extra = r.kage.median_rss_mb().zip(r.native.median_rss_mb()).map(|(k, n)| k - n);
+        let extra = r
+            .kage
+            .median_rss_mb()
+            .zip(r.native.median_rss_mb())
+            .map(|(k, n)| k - n);
         let rest = extra.zip(r.touched_shadow_mb).map(|(e, s)| e - s);
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",

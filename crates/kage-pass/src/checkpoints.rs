@@ -205,7 +205,13 @@ mod tests {
         b.add('p', 0, 16);
         let met = Marked::meet_all([&a, &b].into_iter());
         assert!(met.covers('p', 0, 8) && !met.covers('q', 0, 8));
-        assert!(!met.covers('p', 8, 16), "only a's range survives, not b's wider one");
-        assert_eq!(Marked::<char>::meet_all(std::iter::empty()), Marked::default());
+        assert!(
+            !met.covers('p', 8, 16),
+            "only a's range survives, not b's wider one"
+        );
+        assert_eq!(
+            Marked::<char>::meet_all(std::iter::empty()),
+            Marked::default()
+        );
     }
 }

@@ -12,28 +12,37 @@ use crate::access::{classify_access, Access};
 use crate::debuginfo::{self, HookLocations};
 use crate::ir::{self, c_string, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
-use crate::mode::Instrumentation;
+use crate::mode::{self, Instrumentation};
 use crate::regions::{self, FunctionIdentity, FunctionSlots, LineRange, ModuleInfo, RegionEntry};
 use crate::working_set;
 
-/// Instruments `module` in place for the mode the environment selects (`KAGE_TOOL`).
+/// Instruments `module` in place for the mode the environment selects (`KAGE_TOOL`, and
+/// `KAGE_WS_LINE_SIZE` for the working-set modes).
 /// Modules without instrumentable functions are untouched. Returns the mode when the
 /// module was instrumented now, `None` when it was left alone.
 ///
 /// # Safety
 /// `module` must be a valid module that nothing else mutates meanwhile.
 pub unsafe fn instrument_module(module: LLVMModuleRef) -> Option<Instrumentation> {
-    instrument_module_for(module, Instrumentation::from_environment())
+    let mode = Instrumentation::from_environment();
+    let line_size = if mode.is_working_set() {
+        mode::line_size_from_environment()
+    } else {
+        mode::DEFAULT_LINE_SIZE
+    };
+    instrument_module_for(module, mode, line_size)
 }
 
-/// Instruments `module` in place for `mode`; returns `Some(mode)` when it did, `None` when
-/// the module was already instrumented or has nothing to instrument.
+/// Instruments `module` in place for `mode` (marking lines of `line_size` bytes in the
+/// working-set modes); returns `Some(mode)` when it did, `None` when the module was already
+/// instrumented or has nothing to instrument.
 ///
 /// # Safety
 /// `module` must be a valid module that nothing else mutates meanwhile.
 pub unsafe fn instrument_module_for(
     module: LLVMModuleRef,
     mode: Instrumentation,
+    line_size: u64,
 ) -> Option<Instrumentation> {
     if !LLVMGetNamedGlobal(module, c_string(regions::MODULE_GLOBAL).as_ptr()).is_null() {
         return None; // already instrumented (e.g. the pass was scheduled twice)
@@ -70,6 +79,11 @@ pub unsafe fn instrument_module_for(
     let info = ModuleInfo {
         name: &module_name,
         instrumentation: mode.abi_value(),
+        line_shift: if mode.is_working_set() {
+            line_size.trailing_zeros()
+        } else {
+            0
+        },
     };
     let table = regions::emit_table(module, &entries, &code, &info);
     let register_type = region_hook_type(module);
@@ -78,7 +92,7 @@ pub unsafe fn instrument_module_for(
         drop_attributes_hooks_break(plan.func);
     }
     if mode.is_working_set() {
-        working_set::instrument_functions(module, &plans, &table, mode);
+        working_set::instrument_functions(module, &plans, &table, mode, line_size);
     } else {
         insert_hooks(module, &plans, &table);
     }
@@ -264,7 +278,10 @@ impl FunctionPlan {
             .collect();
         let settles: Vec<_> = (self.forest.settle_blocks(&self.cfg.successors).into_iter())
             .filter_map(|(block, innermost)| {
-                Some((ir::first_insertion_point(self.cfg.blocks[block])?, innermost))
+                Some((
+                    ir::first_insertion_point(self.cfg.blocks[block])?,
+                    innermost,
+                ))
             })
             .collect();
         if let Some(at) = func_enter_at {

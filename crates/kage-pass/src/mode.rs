@@ -7,6 +7,36 @@ use std::sync::Once;
 pub const TOOL_VARIABLE: &str = "KAGE_TOOL";
 /// With `KAGE_TOOL=working-set`, `1` selects the test-only trace mode.
 pub const TRACE_VARIABLE: &str = "KAGE_WS_TRACE";
+/// With `KAGE_TOOL=working-set`: the cache line size built into the marks, in bytes.
+pub const LINE_SIZE_VARIABLE: &str = "KAGE_WS_LINE_SIZE";
+/// The line size when [`LINE_SIZE_VARIABLE`] is unset or empty.
+pub const DEFAULT_LINE_SIZE: u64 = 64;
+
+/// The line size a `KAGE_WS_LINE_SIZE` value asks for (`None`: unset): a power of two from
+/// 16 to 4096, as the runtime's `line_size=`.
+pub fn line_size_from_setting(value: Option<&str>) -> Result<u64, String> {
+    match value.unwrap_or("") {
+        "" => Ok(DEFAULT_LINE_SIZE),
+        v => match v.parse::<u64>() {
+            Ok(n) if n.is_power_of_two() && (16..=4096).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "kage-pass: {LINE_SIZE_VARIABLE}='{v}' is not a power of two from 16 to 4096; \
+                 building for {DEFAULT_LINE_SIZE}-byte lines"
+            )),
+        },
+    }
+}
+
+/// The line size the environment asks for; an invalid value falls back to the default with
+/// one warning per process (the wrapper rejects it earlier; this is a fallback).
+pub fn line_size_from_environment() -> u64 {
+    let value = std::env::var_os(LINE_SIZE_VARIABLE).map(|v| v.to_string_lossy().into_owned());
+    line_size_from_setting(value.as_deref()).unwrap_or_else(|warning| {
+        static WARN_ONCE: Once = Once::new();
+        WARN_ONCE.call_once(|| eprintln!("{warning}"));
+        DEFAULT_LINE_SIZE
+    })
+}
 
 /// `enum kage_instrumentation`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +125,19 @@ mod tests {
         assert_eq!(WorkingSet.abi_value(), 1);
         assert_eq!(WorkingSetTrace.abi_value(), 2);
         assert!(WorkingSetTrace.traces() && !WorkingSet.traces());
+    }
+
+    #[test]
+    fn line_sizes() {
+        use super::line_size_from_setting as size;
+        assert_eq!(size(None), Ok(64));
+        assert_eq!(size(Some("")), Ok(64));
+        assert_eq!(size(Some("16")), Ok(16));
+        assert_eq!(size(Some("4096")), Ok(4096));
+        for bad in ["8", "48", "8192", "sixty-four", "-64"] {
+            let e = size(Some(bad)).unwrap_err();
+            assert!(e.contains(&format!("KAGE_WS_LINE_SIZE='{bad}'")), "{e}");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::ir::c_string;
 use crate::loops::LoopForest;
 
 /// ABI version written into `kage_module.abi_version`.
-pub const ABI_VERSION: u64 = 2;
+pub const ABI_VERSION: u64 = 3;
 /// `global_id` before registration, and `parent` of a function entry.
 pub const NONE: u32 = 0xFFFF_FFFF;
 /// Name of the module's `struct kage_module` global; its presence marks a module that
@@ -211,6 +211,8 @@ pub struct ModuleInfo<'a> {
     pub name: &'a str,
     /// `enum kage_instrumentation`: how the module's functions were instrumented.
     pub instrumentation: u32,
+    /// log2 of the line size built into the marks (working-set modes); 0 otherwise.
+    pub line_shift: u32,
 }
 
 /// Emits `struct kage_region __kage_regions[]` and `struct kage_module __kage_module` with the
@@ -241,7 +243,7 @@ pub unsafe fn emit_table(
         0,
     );
     // struct kage_module: abi_version, region_count, regions, module_name, instrumentation,
-    // reserved = 32 bytes.
+    // line_shift = 32 bytes.
     let mut module_fields = [i32_type, i32_type, ptr_type, ptr_type, i32_type, i32_type];
     let module_type = LLVMStructTypeInContext(
         context,
@@ -305,7 +307,7 @@ pub unsafe fn emit_table(
         regions_global,
         strings.get(info.name),
         u32_const(info.instrumentation),
-        u32_const(0),
+        u32_const(info.line_shift),
     ];
     LLVMSetInitializer(
         module_global,

@@ -58,7 +58,7 @@ const CALLING_INTRINSICS: &[&str] = &[
     "llvm.icall.branch.funnel",
 ];
 
-/// Instruments every planned function for mode 1 or 2.
+/// Instruments every planned function for mode 1 or 2, marking lines of `line_size` bytes.
 ///
 /// # Safety
 /// `module` must be valid, `plans` made from its functions and `table` emitted into it.
@@ -67,9 +67,10 @@ pub unsafe fn instrument_functions(
     plans: &[FunctionPlan],
     table: &RegionTable,
     mode: Instrumentation,
+    line_size: u64,
 ) {
     let data_layout = LLVMGetModuleDataLayout(module);
-    let mut runtime = WsRuntime::new(module);
+    let mut runtime = WsRuntime::new(module, line_size);
     let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
     for plan in plans {
         // Decide everything about the function before changing it.
@@ -87,9 +88,11 @@ pub unsafe fn instrument_functions(
             .iter()
             .flat_map(|h| h.accesses.iter().copied())
             .collect();
-        let checks = segments
-            .iter()
-            .any(|s| s.accesses.iter().any(|a| !hoisted.contains(&a.instruction())));
+        let checks = segments.iter().any(|s| {
+            s.accesses
+                .iter()
+                .any(|a| !hoisted.contains(&a.instruction()))
+        });
         if !checks && hoists.is_empty() {
             continue; // no budget check: the function never touches the budget
         }
@@ -506,7 +509,11 @@ impl WsInserter<'_> {
             } => {
                 let ptr = exact.unwrap_or_else(|| self.offset_pointer(base, lo));
                 let len = (hi - lo) as u64;
-                (ptr, self.i64_constant(len), LineSpan::of(len, align))
+                (
+                    ptr,
+                    self.i64_constant(len),
+                    LineSpan::of(len, align, self.runtime.line_size),
+                )
             }
             Mark::Whole { ptr, len } => (ptr, self.length_value(len), LineSpan::Many),
         };

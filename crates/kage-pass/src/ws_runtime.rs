@@ -14,8 +14,8 @@
 //! - `void __kage_ws_mark_range(ptr p, i64 len)`: marks every line of `[p, p + len)`: the
 //!   first and last lines inline (check before set), the lines between them through
 //!   `__kage_ws_mark_lines`; nothing at all when `len` is 0.
-//! - `void __kage_ws_mark_pair(ptr p, i64 len)`: the same for `0 < len <=`
-//!   [`MIN_LINE_SIZE`], which touches at most two lines: no middle, no call.
+//! - `void __kage_ws_mark_pair(ptr p, i64 len)`: the same for `0 < len <=` the line size,
+//!   which touches at most two lines: no middle, no call.
 //! - `void __kage_ws_mark_line(ptr p, i64 len)`: the one line of a range known not to
 //!   cross a line boundary (see [`LineSpan`]).
 //! - `void __kage_ws_trace_range(ptr p, i64 len)` (mode 2): `__kage_ws_trace(p, len)` unless
@@ -33,7 +33,6 @@ use llvm_sys::{LLVMCallConv, LLVMIntPredicate, LLVMLinkage, LLVMThreadLocalMode}
 use crate::ir::{self, c_string};
 
 pub const SHADOW_OFFSET: &str = "__kage_ws_shadow_offset";
-pub const LINE_SHIFT: &str = "__kage_ws_line_shift";
 pub const BUDGET: &str = "__kage_ws_budget";
 pub const MARK_LINES: &str = "__kage_ws_mark_lines";
 pub const TICK: &str = "__kage_ws_tick";
@@ -46,28 +45,26 @@ pub const MARK_RANGE: &str = "__kage_ws_mark_range";
 pub const MARK_PAIR: &str = "__kage_ws_mark_pair";
 pub const MARK_LINE: &str = "__kage_ws_mark_line";
 
-/// The smallest line size the runtime accepts (`line_size=`, docs/abi.md): what the pass
-/// may assume when it proves that a range stays within one or two lines.
-pub const MIN_LINE_SIZE: u64 = 16;
-
-/// How many lines a byte range can touch, whatever the run's line size.
+/// How many lines of the built line size (and so of any larger one the runtime may
+/// report in) a byte range can touch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LineSpan {
-    /// One: the range starts at a multiple of a power of two `b <= MIN_LINE_SIZE` and is at
+    /// One: the range starts at a multiple of a power of two `b <=` the line size and is at
     /// most `b` long, so it lies inside one `b`-aligned block, which lies inside one line.
     One,
-    /// At most two: at most `MIN_LINE_SIZE` long.
+    /// At most two: at most a line long.
     Two,
     /// Any number.
     Many,
 }
 
 impl LineSpan {
-    /// The span of `len` bytes starting at a multiple of `align` (a power of two).
-    pub fn of(len: u64, align: u64) -> LineSpan {
-        if len <= align.min(MIN_LINE_SIZE) {
+    /// The span of `len` bytes starting at a multiple of `align` (a power of two), with
+    /// lines of `line_size` bytes.
+    pub fn of(len: u64, align: u64, line_size: u64) -> LineSpan {
+        if len <= align.min(line_size) {
             LineSpan::One
-        } else if len <= MIN_LINE_SIZE {
+        } else if len <= line_size {
             LineSpan::Two
         } else {
             LineSpan::Many
@@ -77,12 +74,11 @@ impl LineSpan {
 pub const TRACE_RANGE: &str = "__kage_ws_trace_range";
 pub const CHUNK: &str = "__kage_ws_chunk";
 
-/// `KAGE_WS_ADDRESS_MASK`: the 47-bit user address space.
-pub const ADDRESS_MASK: u64 = 0x7FFF_FFFF_FFFF;
-
 /// Declarations and helpers of one module, made on demand.
 pub struct WsRuntime {
     module: LLVMModuleRef,
+    /// Bytes per line built into the marks (`KAGE_WS_LINE_SIZE`): a power of two.
+    pub line_size: u64,
     pub context: LLVMContextRef,
     void_type: LLVMTypeRef,
     i8_type: LLVMTypeRef,
@@ -107,9 +103,12 @@ pub struct WsRuntime {
 }
 
 impl WsRuntime {
+    /// Marks lines of `line_size` bytes (a power of two).
+    ///
     /// # Safety
     /// `module` must be a valid module that outlives the result.
-    pub unsafe fn new(module: LLVMModuleRef) -> Self {
+    pub unsafe fn new(module: LLVMModuleRef, line_size: u64) -> Self {
+        assert!(line_size.is_power_of_two());
         let context = LLVMGetModuleContext(module);
         let void_type = LLVMVoidTypeInContext(context);
         let i64_type = LLVMInt64TypeInContext(context);
@@ -117,6 +116,7 @@ impl WsRuntime {
         let mut params = [ptr_type, i64_type];
         WsRuntime {
             module,
+            line_size,
             context,
             void_type,
             i8_type: LLVMInt8TypeInContext(context),
@@ -199,7 +199,11 @@ impl WsRuntime {
         LLVMPositionBuilderAtEnd(builder, self.append_block(f, "entry"));
         let budget = self.thread_local_address(builder, self.runtime_global(BUDGET, true));
         let local = LLVMGetParam(f, 0);
-        let (from, to) = if to_local { (budget, local) } else { (local, budget) };
+        let (from, to) = if to_local {
+            (budget, local)
+        } else {
+            (local, budget)
+        };
         let value = LLVMBuildLoad2(builder, self.i64_type, from, c"".as_ptr());
         LLVMSetAlignment(value, 8);
         LLVMSetAlignment(LLVMBuildStore(builder, value, to), 8);
@@ -465,18 +469,18 @@ impl WsRuntime {
 
         LLVMPositionBuilderAtEnd(builder, mark_first);
         let offset = self.load_invariant(builder, SHADOW_OFFSET);
-        let shift = self.load_invariant(builder, LINE_SHIFT);
         let address = LLVMBuildPtrToInt(builder, p, self.i64_type, c"".as_ptr());
-        let first = self.line_of(builder, address, shift);
+        let first = self.line_of(builder, address);
         self.mark_line(builder, offset, first, done);
         if span == LineSpan::One {
             LLVMBuildBr(builder, done);
         } else {
-            let mark_last = LLVMInsertBasicBlockInContext(self.context, done, c"mark.last".as_ptr());
+            let mark_last =
+                LLVMInsertBasicBlockInContext(self.context, done, c"mark.last".as_ptr());
             let one = LLVMConstInt(self.i64_type, 1, 0);
             let end = LLVMBuildAdd(builder, address, len, c"".as_ptr());
             let last_address = LLVMBuildSub(builder, end, one, c"".as_ptr());
-            let last = self.line_of(builder, last_address, shift);
+            let last = self.line_of(builder, last_address);
             let single = LLVMBuildICmp(
                 builder,
                 LLVMIntPredicate::LLVMIntEQ,
@@ -528,16 +532,11 @@ impl WsRuntime {
         LLVMDisposeBuilder(builder);
     }
 
-    /// `(address & KAGE_WS_ADDRESS_MASK) >> shift`.
-    unsafe fn line_of(
-        &self,
-        builder: LLVMBuilderRef,
-        address: LLVMValueRef,
-        shift: LLVMValueRef,
-    ) -> LLVMValueRef {
-        let mask = LLVMConstInt(self.i64_type, ADDRESS_MASK, 0);
-        let masked = LLVMBuildAnd(builder, address, mask, c"".as_ptr());
-        LLVMBuildLShr(builder, masked, shift, c"".as_ptr())
+    /// `address >> log2(line size)`: a constant shift and no mask, so a mark needs no
+    /// register beyond the address and the shadow offset (docs/abi.md says why no mask).
+    unsafe fn line_of(&self, builder: LLVMBuilderRef, address: LLVMValueRef) -> LLVMValueRef {
+        let shift = LLVMConstInt(self.i64_type, self.line_size.trailing_zeros() as u64, 0);
+        LLVMBuildLShr(builder, address, shift, c"".as_ptr())
     }
 
     /// `s = (uint8_t *)(offset + line); if (!(*s & 1)) *s |= 1;` — check before set, so a
@@ -575,15 +574,28 @@ mod tests {
 
     #[test]
     fn line_spans() {
-        // Naturally aligned accesses up to 16 bytes stay in one line of any size.
+        // Naturally aligned accesses up to a line long stay in one line.
         for size in [1, 2, 4, 8, 16] {
-            assert_eq!(LineSpan::of(size, size), LineSpan::One);
+            assert_eq!(LineSpan::of(size, size, 16), LineSpan::One);
         }
-        assert_eq!(LineSpan::of(32, 32), LineSpan::Many, "longer than the smallest line");
-        assert_eq!(LineSpan::of(8, 64), LineSpan::One);
-        assert_eq!(LineSpan::of(16, 8), LineSpan::Two, "two 8-byte words from an 8-aligned base");
-        assert_eq!(LineSpan::of(4, 1), LineSpan::Two, "unaligned");
-        assert_eq!(LineSpan::of(17, 64), LineSpan::Many);
-        assert_eq!(LineSpan::of(24, 8), LineSpan::Many);
+        assert_eq!(
+            LineSpan::of(32, 32, 16),
+            LineSpan::Many,
+            "longer than the line"
+        );
+        assert_eq!(LineSpan::of(32, 32, 64), LineSpan::One);
+        assert_eq!(LineSpan::of(64, 64, 64), LineSpan::One);
+        assert_eq!(LineSpan::of(64, 128, 64), LineSpan::One);
+        assert_eq!(LineSpan::of(8, 64, 16), LineSpan::One);
+        assert_eq!(
+            LineSpan::of(16, 8, 16),
+            LineSpan::Two,
+            "two 8-byte words from an 8-aligned base"
+        );
+        assert_eq!(LineSpan::of(4, 1, 64), LineSpan::Two, "unaligned");
+        assert_eq!(LineSpan::of(17, 64, 16), LineSpan::Many);
+        assert_eq!(LineSpan::of(24, 8, 16), LineSpan::Many);
+        assert_eq!(LineSpan::of(24, 8, 64), LineSpan::Two);
+        assert_eq!(LineSpan::of(65, 64, 64), LineSpan::Many);
     }
 }

@@ -164,7 +164,6 @@ fn assert_inlined_working_set(ir: &str) {
     for symbol in [
         "@__kage_ws_budget = external thread_local(initialexec) global i64",
         "@__kage_ws_shadow_offset = external global i64",
-        "@__kage_ws_line_shift = external global i64",
     ] {
         assert!(
             ir.lines().any(|l| l.starts_with(symbol)),
@@ -182,8 +181,18 @@ fn assert_inlined_working_set(ir: &str) {
         .find(|l| l.starts_with("@__kage_module = "))
         .unwrap();
     assert!(
-        module.contains(", i32 1, i32 0 }"),
-        "instrumentation 1: {module}"
+        module.contains(", i32 1, i32 6 }"),
+        "instrumentation 1, 64-byte lines: {module}"
+    );
+    // The line shift is a constant, with no mask before it.
+    assert!(
+        ir.lines()
+            .any(|l| l.contains("lshr i64 %") && (l.ends_with(", 6") || l.contains(", 6, !dbg"))),
+        "{ir}"
+    );
+    assert!(
+        !ir.contains("__kage_ws_line_shift") && !ir.contains("140737488355327"),
+        "{ir}"
     );
 }
 

@@ -650,7 +650,6 @@ fn working_set_segments_checks_and_coalesced_marks() {
 
     // An invoke ends a segment; the landing pad's check comes after its landingpad.
     let invokes = function_body(&ir, "invokes");
-    let region = region_of(&ir, "invokes", 0);
     let entry = blocks(invokes).remove(0).instructions;
     assert_eq!(
         entry[entry.len() - 2..],
@@ -745,7 +744,6 @@ fn check_working_set_declarations(ir: &str) {
     for line in [
         "@__kage_ws_budget = external thread_local(initialexec) global i64",
         "@__kage_ws_shadow_offset = external global i64",
-        "@__kage_ws_line_shift = external global i64",
         "declare void @__kage_ws_mark_lines(i64, i64)",
         "declare preserve_mostcc void @__kage_ws_tick(ptr)",
         "define internal void @__kage_ws_budget_check(ptr %0, i64 %1, ptr %2)",
@@ -778,15 +776,23 @@ fn check_working_set_declarations(ir: &str) {
             "{attributes}"
         );
     }
-    // The offset and the shift are loaded as invariant; the budget through its TLS address.
+    // The offset is loaded as invariant, the line shift is a constant (64-byte lines by
+    // default) with no mask before it; the budget goes through its TLS address.
     let mark_range = function_body(ir, "__kage_ws_mark_range");
-    for global in ["@__kage_ws_shadow_offset", "@__kage_ws_line_shift"] {
-        let load = mark_range
-            .lines()
-            .find(|l| l.contains(&format!("load i64, ptr {global}")))
-            .unwrap();
-        assert!(load.contains("!invariant.load"), "{load}");
-    }
+    let load = mark_range
+        .lines()
+        .find(|l| l.contains("load i64, ptr @__kage_ws_shadow_offset"))
+        .unwrap();
+    assert!(load.contains("!invariant.load"), "{load}");
+    let shifts: Vec<&str> = mark_range
+        .lines()
+        .filter(|l| l.contains(" lshr "))
+        .collect();
+    assert!(
+        shifts.len() == 2 && shifts.iter().all(|l| l.ends_with(", 6")),
+        "{mark_range}"
+    );
+    assert!(!mark_range.contains("and i64"), "{mark_range}");
     // Shadow bytes checked by each helper, and which may call out for the lines between.
     for (helper, checks, calls) in [
         ("__kage_ws_mark_line", 1, false),
@@ -795,11 +801,70 @@ fn check_working_set_declarations(ir: &str) {
     ] {
         let body = function_body(ir, helper);
         assert_eq!(body.matches("load i8, ptr").count(), checks, "{body}");
-        assert_eq!(body.contains("call void @__kage_ws_mark_lines("), calls, "{body}");
+        assert_eq!(
+            body.contains("call void @__kage_ws_mark_lines("),
+            calls,
+            "{body}"
+        );
     }
     let budget_check = function_body(ir, "__kage_ws_budget_check");
     assert!(budget_check.contains("call ptr @llvm.threadlocal.address.p0(ptr @__kage_ws_budget)"));
     assert!(budget_check.contains("call preserve_mostcc void @__kage_ws_tick(ptr %0)"));
+}
+
+#[test]
+fn working_set_line_size_is_a_build_constant() {
+    let build = |size: &str| {
+        let out = run_opt_with(
+            Mode::WorkingSet,
+            &[("KAGE_WS_LINE_SIZE", size)],
+            "ws_segments.ll",
+            Some("kage,verify"),
+        );
+        let ir = String::from_utf8(out.stdout).unwrap();
+        (ir, String::from_utf8(out.stderr).unwrap())
+    };
+    let shifts = |ir: &str| -> Vec<String> {
+        let mark_range = function_body(ir, "__kage_ws_mark_range");
+        let shifts = mark_range.lines().filter(|l| l.contains(" lshr "));
+        shifts
+            .map(|l| l.rsplit(", ").next().unwrap().to_string())
+            .collect()
+    };
+    let module_shift = |ir: &str| {
+        let module = global_line(ir, "__kage_module").unwrap();
+        module
+            .rsplit("i32 ")
+            .next()
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (ir, stderr) = build("128");
+    assert_eq!(
+        (shifts(&ir), module_shift(&ir)),
+        (vec!["7".to_string(), "7".into()], "7".into())
+    );
+    assert!(stderr.is_empty(), "{stderr}");
+    let (ir, _) = build("16");
+    assert_eq!(
+        (shifts(&ir), module_shift(&ir)),
+        (vec!["4".to_string(), "4".into()], "4".into())
+    );
+    // Ranges are classified with the build's line size: p[0] and p[10] as i64 with 16-byte
+    // lines are still one line each, p[0..3] as i32 (16 bytes, 4-aligned) still two.
+    let first = |name: &str| ws_calls(&blocks(function_body(&ir, name)).remove(0).instructions);
+    assert!(first("four_ints").contains(&mark_pair("ptr %p, i64 16").as_str()));
+    assert!(first("far_apart").contains(&mark_line("ptr %p, i64 8").as_str()));
+    // A bad value: one warning, and the default.
+    let (ir, stderr) = build("48");
+    assert_eq!(module_shift(&ir), "6");
+    assert!(
+        stderr.contains("KAGE_WS_LINE_SIZE='48' is not a power of two from 16 to 4096"),
+        "{stderr}"
+    );
 }
 
 #[test]

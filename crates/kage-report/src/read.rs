@@ -84,7 +84,12 @@ pub fn parse_report(path: &Path, bytes: &[u8]) -> Result<Report, ReadError> {
     match value.get("version").and_then(Value::as_u64) {
         Some(v) if v == u64::from(FORMAT_VERSION) => {}
         Some(v) => return Err(ReadError::UnsupportedVersion(p(), v)),
-        None => return Err(ReadError::Malformed(p(), "\"version\" is missing or not a number".into())),
+        None => {
+            return Err(ReadError::Malformed(
+                p(),
+                "\"version\" is missing or not a number".into(),
+            ))
+        }
     }
     let report: Report =
         serde_json::from_value(value).map_err(|e| ReadError::Malformed(p(), e.to_string()))?;
@@ -99,7 +104,10 @@ pub fn parse_report(path: &Path, bytes: &[u8]) -> Result<Report, ReadError> {
             if parent >= region.id {
                 return Err(ReadError::Malformed(
                     p(),
-                    format!("region {} has parent {parent}, which does not precede it", region.id),
+                    format!(
+                        "region {} has parent {parent}, which does not precede it",
+                        region.id
+                    ),
                 ));
             }
         }

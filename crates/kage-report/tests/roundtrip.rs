@@ -4,8 +4,18 @@ use std::path::Path;
 fn sample() -> Report {
     let stats = CountStats {
         instances: 3,
-        inclusive: Counters { loads: 10, stores: 5, bytes_read: 40, bytes_written: 20 },
-        exclusive: Counters { loads: 7, stores: 1, bytes_read: 28, bytes_written: 4 },
+        inclusive: Counters {
+            loads: 10,
+            stores: 5,
+            bytes_read: 40,
+            bytes_written: 20,
+        },
+        exclusive: Counters {
+            loads: 7,
+            stores: 1,
+            bytes_read: 28,
+            bytes_written: 4,
+        },
     };
     let metrics = match serde_json::to_value(stats).unwrap() {
         serde_json::Value::Object(m) => m,
@@ -66,8 +76,14 @@ fn bad_input_gets_the_right_error() {
     let cut = &full[..full.len() / 2];
     assert!(matches!(parse_report(p, cut), Err(ReadError::Truncated(_))));
     assert!(matches!(parse_report(p, b""), Err(ReadError::Empty(_))));
-    assert!(matches!(parse_report(p, b"hello"), Err(ReadError::NotJson(..))));
-    assert!(matches!(parse_report(p, b"{\"a\":1}"), Err(ReadError::NotKage(_))));
+    assert!(matches!(
+        parse_report(p, b"hello"),
+        Err(ReadError::NotJson(..))
+    ));
+    assert!(matches!(
+        parse_report(p, b"{\"a\":1}"),
+        Err(ReadError::NotKage(_))
+    ));
     assert!(matches!(
         parse_report(p, b"{\"format\":\"kage-report\",\"version\":99}"),
         Err(ReadError::UnsupportedVersion(_, 99))
@@ -78,5 +94,8 @@ fn bad_input_gets_the_right_error() {
     ));
     let msg = parse_report(p, cut).unwrap_err().to_string();
     assert!(msg.contains("truncated"), "{msg}");
-    assert!(matches!(read_report(Path::new("/nonexistent/r.json")), Err(ReadError::Missing(_))));
+    assert!(matches!(
+        read_report(Path::new("/nonexistent/r.json")),
+        Err(ReadError::Missing(_))
+    ));
 }

@@ -47,10 +47,8 @@ unsafe fn region_event(
 /// region array and strings stay readable and whose `global_id` fields are writable.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_register_module(m: *mut KageModule) {
-    // Before initialisation: the instrumentation decides the default tool.
-    if !m.is_null() && (*m).abi_version == registry::ABI_VERSION {
-        registry::note_instrumentation((*m).instrumentation);
-    }
+    // Before initialisation: the build decides the default tool and line size.
+    registry::note_module(m);
     let Some(rt) = runtime::ensure_init() else {
         return;
     };
@@ -229,8 +227,12 @@ pub unsafe extern "C" fn kage_reset() {
 #[cfg_attr(not(target_arch = "x86_64"), export_name = "__kage_ws_tick")]
 pub unsafe extern "C" fn kage_ws_tick(innermost: *mut KageRegion) {
     use crate::tools::working_set::{self, StackAt};
-    // Only working-set code calls this: it decides the default tool if nothing registered yet.
+    // Only working-set code calls this: it decides the default tool (and its region's module
+    // the line size) if nothing registered yet.
     registry::note_instrumentation(registry::INSTRUMENTATION_WORKING_SET);
+    if !innermost.is_null() {
+        registry::note_module((*innermost).module);
+    }
     let Some(rt) = runtime::ensure_init() else {
         return working_set::grant_while_unavailable();
     };

@@ -52,7 +52,11 @@ impl IntervalUnit {
     ];
 
     pub fn option_name(self) -> &'static str {
-        Self::ALL.iter().find(|(_, u)| *u == self).map(|(n, _)| *n).unwrap_or("wall")
+        Self::ALL
+            .iter()
+            .find(|(_, u)| *u == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("wall")
     }
 
     /// The unit of `start`/`end` in the report.
@@ -84,7 +88,11 @@ pub fn parse_interval(v: &str, unit: IntervalUnit) -> Result<u64, String> {
             "us" => 1_000,
             "ms" => 1_000_000,
             "s" => 1_000_000_000,
-            _ => return Err(format!("'{v}': a time interval needs a unit: ns, us, ms or s")),
+            _ => {
+                return Err(format!(
+                    "'{v}': a time interval needs a unit: ns, us, ms or s"
+                ))
+            }
         }
     } else {
         match suffix {
@@ -179,7 +187,9 @@ pub static OPTIONS: &[OptionDef] = &[
     OptionDef {
         name: "line_size",
         default: "64",
-        help: "working-set, footprint: cache line size in bytes (a power of two from 16 to 4096)",
+        help: "working-set, footprint: cache line size in bytes (a power of two from 16 to 4096); \
+               a program built for the working-set tool defaults to, and needs at least, the \
+               line size it was built with (KAGE_WS_LINE_SIZE)",
         set: |o, v| match v.parse::<u64>() {
             Ok(n) if n.is_power_of_two() && (16..=4096).contains(&n) => {
                 o.line_size = n;
@@ -456,7 +466,9 @@ mod tests {
         assert_eq!(parse_interval("50k", Accesses), Ok(50_000));
         assert_eq!(parse_interval("3M", Instructions), Ok(3_000_000));
         assert_eq!(parse_interval("1234", Accesses), Ok(1234));
-        assert!(parse_interval("10", WallTime).unwrap_err().contains("needs a unit"));
+        assert!(parse_interval("10", WallTime)
+            .unwrap_err()
+            .contains("needs a unit"));
         assert!(parse_interval("10ms", Accesses).is_err());
         assert!(parse_interval("0", Accesses).is_err());
         assert!(parse_interval("ms", WallTime).is_err());

@@ -7,7 +7,7 @@ use kage_report::RegionKind;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 /// `global_id` before registration (and `parent` for none).
 pub const NONE: u32 = 0xFFFF_FFFF;
 /// `global_id` the runtime writes into a region whose module was rejected, so later hooks
@@ -42,7 +42,8 @@ pub struct KageModule {
     pub module_name: *const c_char,
     /// `enum kage_instrumentation`: one of the `INSTRUMENTATION_*` values.
     pub instrumentation: u32,
-    pub reserved: u32,
+    /// Working-set instrumentation: log2 of the line size built into its marks.
+    pub line_shift: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<KageRegion>() == 64);
@@ -67,6 +68,46 @@ pub fn note_instrumentation(kind: u32) {
 
 pub fn instrumentation_seen(kind: u32) -> bool {
     INSTRUMENTATIONS_SEEN.load(Ordering::Relaxed) & (1 << kind) != 0
+}
+
+fn is_working_set(instrumentation: u32) -> bool {
+    matches!(
+        instrumentation,
+        INSTRUMENTATION_WORKING_SET | INSTRUMENTATION_WORKING_SET_TRACE
+    )
+}
+
+/// The line shifts a module table may carry: lines of 16 to 4096 bytes, as `line_size=`.
+const LINE_SHIFTS: std::ops::RangeInclusive<u32> = 4..=12;
+
+/// log2 of the line size built into the first working-set module seen; 0 before one.
+static BUILT_LINE_SHIFT: AtomicU32 = AtomicU32::new(0);
+
+/// Notes what module `m` was built for, before the runtime initialises: its
+/// instrumentation decides the default tool, and a working-set build's line size the
+/// default `line_size=` (and the smallest possible one).
+///
+/// # Safety
+/// `m` is null or points to a `struct kage_module`.
+pub unsafe fn note_module(m: *const KageModule) {
+    if m.is_null() || (*m).abi_version != ABI_VERSION {
+        return;
+    }
+    let m = &*m;
+    note_instrumentation(m.instrumentation);
+    if is_working_set(m.instrumentation) && LINE_SHIFTS.contains(&m.line_shift) {
+        let _ = BUILT_LINE_SHIFT.compare_exchange(
+            0,
+            m.line_shift,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// The line shift working-set code was built with (the first module's), if any ran.
+pub fn built_line_shift() -> Option<u32> {
+    Some(BUILT_LINE_SHIFT.load(Ordering::Relaxed)).filter(|&s| s != 0)
 }
 
 /// A registered region, with runtime-owned strings (a `dlclose`d module must not leave
@@ -151,6 +192,14 @@ pub unsafe fn validate(m: *const KageModule) -> Result<(), String> {
             m.abi_version
         ));
     }
+    if is_working_set(m.instrumentation) && !LINE_SHIFTS.contains(&m.line_shift) {
+        return Err(format!(
+            "line shift {} (working-set code marks lines of 2^{} to 2^{} bytes)",
+            m.line_shift,
+            LINE_SHIFTS.start(),
+            LINE_SHIFTS.end()
+        ));
+    }
     let n = m.region_count as usize;
     if n == 0 {
         return Ok(());
@@ -232,6 +281,16 @@ pub unsafe fn register(m: *mut KageModule, verbosity: u32) {
         eprintln!("kage: ignoring the region table of module '{name}': {e}");
         reg.rejected.push(m as usize);
         return;
+    }
+    let built = built_line_shift();
+    if is_working_set((*m).instrumentation) && built.is_some_and(|b| b != (*m).line_shift) {
+        eprintln!(
+            "kage: warning: module '{name}' was built with KAGE_WS_LINE_SIZE={} but the \
+             program's other working-set code with {}: its accesses are counted in lines of \
+             the wrong size; build every file with the same KAGE_WS_LINE_SIZE",
+            1u64 << (*m).line_shift,
+            1u64 << built.unwrap_or(0)
+        );
     }
     let base = reg.regions.len();
     if base + count >= REJECTED as usize || base + count > Chunked::<2>::CAPACITY {
@@ -328,7 +387,7 @@ pub mod tests {
             regions: std::ptr::null_mut(),
             module_name: s(name),
             instrumentation: INSTRUMENTATION_CALLS,
-            reserved: 0,
+            line_shift: 0,
         }));
         let regions: Vec<KageRegion> = entries
             .iter()
@@ -416,6 +475,20 @@ pub mod tests {
         assert!(unsafe { validate(m) }
             .unwrap_err()
             .contains("unknown instrumentation 7"));
+        let m = table(&[(F, NONE)], "shift");
+        unsafe { (*m).instrumentation = INSTRUMENTATION_WORKING_SET };
+        for (shift, ok) in [
+            (0, false),
+            (3, false),
+            (4, true),
+            (6, true),
+            (12, true),
+            (13, false),
+        ] {
+            unsafe { (*m).line_shift = shift };
+            let result = unsafe { validate(m) };
+            assert_eq!(result.is_ok(), ok, "line shift {shift}: {result:?}");
+        }
         let m = table(&[(F, NONE), (F, NONE)], "idx");
         unsafe { (*(*m).regions.add(1)).local_index = 0 };
         assert!(unsafe { validate(m) }.unwrap_err().contains("local_index"));

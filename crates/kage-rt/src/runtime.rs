@@ -80,6 +80,7 @@ fn init() {
         eprint!("{}", Options::help_text());
     }
     choose_tool_for_instrumentation(&mut opts, Options::is_set(&env, "tool"));
+    choose_line_size_for_build(&mut opts, Options::is_set(&env, "line_size"));
     let tool = match tools::select(&opts.tool) {
         Ok(t) => (t.make)(),
         Err(e) => {
@@ -117,7 +118,10 @@ fn init() {
 /// Code built with `KAGE_TOOL=working-set` only works with the working-set tool: it becomes
 /// the default, and asking for another tool is an error that keeps the program running.
 fn choose_tool_for_instrumentation(opts: &mut Options, explicit: bool) {
-    use crate::registry::{instrumentation_seen, INSTRUMENTATION_WORKING_SET as WS, INSTRUMENTATION_WORKING_SET_TRACE as TRACE};
+    use crate::registry::{
+        instrumentation_seen, INSTRUMENTATION_WORKING_SET as WS,
+        INSTRUMENTATION_WORKING_SET_TRACE as TRACE,
+    };
     if !(instrumentation_seen(WS) || instrumentation_seen(TRACE)) || opts.tool == "working-set" {
         return;
     }
@@ -129,6 +133,26 @@ fn choose_tool_for_instrumentation(opts: &mut Options, explicit: bool) {
         );
     }
     opts.tool = "working-set".into();
+}
+
+/// Code built with `KAGE_TOOL=working-set` marks lines of the size it was built with
+/// (`KAGE_WS_LINE_SIZE`, 64 by default): that is the default `line_size=`; a larger one
+/// groups them, a smaller one cannot be measured without a rebuild.
+fn choose_line_size_for_build(opts: &mut Options, explicit: bool) {
+    let Some(shift) = crate::registry::built_line_shift() else {
+        return;
+    };
+    let built = 1u64 << shift;
+    if explicit && opts.line_size < built {
+        eprintln!(
+            "kage: warning: line_size={} is smaller than the {built}-byte lines this program \
+             was built for; using {built} (rebuild with KAGE_WS_LINE_SIZE={} for smaller lines)",
+            opts.line_size, opts.line_size
+        );
+    }
+    if !explicit || opts.line_size < built {
+        opts.line_size = built;
+    }
 }
 
 pub fn set_thread_key(ts: *mut ThreadState) {

@@ -136,7 +136,7 @@ fn basic_counts_are_exact() {
     assert_eq!(run.out.status.code(), Some(7), "{}", run.stderr());
     assert!(run
         .stderr()
-        .contains("kage: ignoring the region table of module 'bad.c': ABI version 3"));
+        .contains("kage: ignoring the region table of module 'bad.c': ABI version 4"));
     let r = run.report("r.json");
     assert_eq!(r.tool, "count");
     assert_eq!(r.program, program().to_str().unwrap());
@@ -153,7 +153,23 @@ fn basic_counts_are_exact() {
     opts.sort();
     assert_eq!(
         opts,
-        ["enabled", "granularity", "handle_signals", "help", "interval", "interval_unit", "line_size", "loop_bodies", "output", "snapshot_mib", "snapshots", "tool", "trace", "verbosity", "vsm"]
+        [
+            "enabled",
+            "granularity",
+            "handle_signals",
+            "help",
+            "interval",
+            "interval_unit",
+            "line_size",
+            "loop_bodies",
+            "output",
+            "snapshot_mib",
+            "snapshots",
+            "tool",
+            "trace",
+            "verbosity",
+            "vsm"
+        ]
     );
     assert_eq!(r.options["tool"], "count");
     assert_eq!(r.options["enabled"], "1");

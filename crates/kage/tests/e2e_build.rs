@@ -34,17 +34,25 @@ fn every_compiler_mode_passes_through() {
     // -M: make rules on stdout.
     let out = work.wrap(&kage_cc(), &["-M", "a.c"]);
     let rules = text(&out.stdout);
-    assert!(rules.starts_with("a.o:") && rules.contains("common.h"), "{rules}");
+    assert!(
+        rules.starts_with("a.o:") && rules.contains("common.h"),
+        "{rules}"
+    );
 
     // -MD -c: an object and its dependency file.
     work.wrap(&kage_cc(), &["-MD", "-O2", "-c", "a.c", "-o", "dep.o"]);
     assert!(work.path("dep.o").exists());
-    assert!(std::fs::read_to_string(work.path("dep.d")).unwrap().contains("common.h"));
+    assert!(std::fs::read_to_string(work.path("dep.d"))
+        .unwrap()
+        .contains("common.h"));
 
     // -S: assembly that calls the runtime.
     work.wrap(&kage_cc(), &["-S", "-O2", "a.c", "-o", "a.s"]);
     let asm = std::fs::read_to_string(work.path("a.s")).unwrap();
-    assert!(asm.contains("__kage_store") && asm.contains("__kage_func_enter"), "{asm}");
+    assert!(
+        asm.contains("__kage_store") && asm.contains("__kage_func_enter"),
+        "{asm}"
+    );
 
     // Several sources in one -c call, then a link-only call.
     work.wrap(&kage_cc(), &["-O2", "-c", "a.c", "b.c"]);
@@ -63,7 +71,11 @@ fn every_compiler_mode_passes_through() {
 
     // Probes autoconf makes.
     let out = work.wrap(&kage_cc(), &["--version"]);
-    assert!(text(&out.stdout).contains("clang version 22"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("clang version 22"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]
@@ -71,19 +83,40 @@ fn a_shared_library_registers_its_own_regions() {
     let work = Work::new();
     let dir = c_dir().join("shlib");
     let lib = work.path("libkshared.so");
-    work.wrap(&kage_cc(), &["-O2", "-shared", "-fPIC", dir.join("lib.c").to_str().unwrap(), "-o", lib.to_str().unwrap()]);
+    work.wrap(
+        &kage_cc(),
+        &[
+            "-O2",
+            "-shared",
+            "-fPIC",
+            dir.join("lib.c").to_str().unwrap(),
+            "-o",
+            lib.to_str().unwrap(),
+        ],
+    );
     let exe = work.path("main");
     let rpath = format!("-Wl,-rpath,{}", work.dir.path().display());
     let libdir = format!("-L{}", work.dir.path().display());
     work.wrap(
         &kage_cc(),
-        &["-O2", dir.join("main.c").to_str().unwrap(), &libdir, "-lkshared", &rpath, "-o", exe.to_str().unwrap()],
+        &[
+            "-O2",
+            dir.join("main.c").to_str().unwrap(),
+            &libdir,
+            "-lkshared",
+            &rpath,
+            "-o",
+            exe.to_str().unwrap(),
+        ],
     );
     let report = work.run_report(&exe, &[], 0);
     let lib_fill = func(&report, "lib_fill");
     assert!(lib_fill.file.ends_with("shlib/lib.c"));
     assert_counts(lib_fill, 2, c(0, 24, 0, 96), c(0, 0, 0, 0));
-    assert_eq!(stats(body_of(&report, only_loop(&report, lib_fill))).instances, 24);
+    assert_eq!(
+        stats(body_of(&report, only_loop(&report, lib_fill))).instances,
+        24
+    );
     assert_counts(func(&report, "main"), 1, c(0, 25, 0, 100), c(0, 1, 0, 4));
 }
 
@@ -93,7 +126,15 @@ fn kage_cxx_under_the_name_kage_cxx_plus_plus_compiles_cxx() {
     let link = work.path("kage-c++");
     std::os::unix::fs::symlink(kage_cxx(), &link).unwrap();
     let exe = work.path("exc");
-    work.wrap(&link, &["-O2", c_dir().join("exception.cpp").to_str().unwrap(), "-o", exe.to_str().unwrap()]);
+    work.wrap(
+        &link,
+        &[
+            "-O2",
+            c_dir().join("exception.cpp").to_str().unwrap(),
+            "-o",
+            exe.to_str().unwrap(),
+        ],
+    );
     let report = work.run_report(&exe, &[], 0);
     assert_eq!(stats(func(&report, "thrower")).instances, 4);
 }
@@ -107,7 +148,11 @@ fn lua_sources() -> PathBuf {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "cargo metadata: {}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        text(&out.stderr)
+    );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let manifest = meta["packages"]
         .as_array()
@@ -122,7 +167,13 @@ fn lua_sources() -> PathBuf {
     std::fs::read_dir(root)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("lua-5.4"))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("lua-5.4")
+        })
         .expect("lua-5.4 sources in lua-src")
 }
 
@@ -137,7 +188,11 @@ fn make_lua(work: &Work, subdir: &str, cc: &str, sources: &Path) -> PathBuf {
         .current_dir(&dir)
         .output()
         .expect("make is installed by scripts/setup.sh");
-    assert!(out.status.success(), "make CC={cc} failed:\n{}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "make CC={cc} failed:\n{}",
+        text(&out.stderr)
+    );
     dir.join("lua")
 }
 
@@ -153,9 +208,17 @@ fn lua_built_with_make_and_kage_cc_behaves_as_the_native_build() {
     let expected = Command::new(&native).arg(script).output().unwrap();
     assert!(expected.status.success());
     let report_path = work.path("lua.json");
-    let got = work.run_with_options(&instrumented, &[script], &format!("output={}", report_path.display()));
+    let got = work.run_with_options(
+        &instrumented,
+        &[script],
+        &format!("output={}", report_path.display()),
+    );
     assert!(got.status.success(), "{}", text(&got.stderr));
-    assert_eq!(text(&got.stdout), text(&expected.stdout), "same output as the native build");
+    assert_eq!(
+        text(&got.stdout),
+        text(&expected.stdout),
+        "same output as the native build"
+    );
     assert!(text(&expected.stdout).contains("errors caught\t33"));
 
     let report = kage_report::read_report(&report_path).unwrap();
@@ -164,22 +227,36 @@ fn lua_built_with_make_and_kage_cc_behaves_as_the_native_build() {
     // The interpreter's main loop ran, and every pcall error (a longjmp) left main intact.
     let execute = stats(func(&report, "luaV_execute"));
     // One activation per call from C into Lua (the 100 pcalls, the chunk, sort comparators...).
-    assert!(execute.instances >= 100 && execute.inclusive.loads > 1_000_000, "{execute:?}");
+    assert!(
+        execute.instances >= 100 && execute.inclusive.loads > 1_000_000,
+        "{execute:?}"
+    );
     let main = stats(func(&report, "main"));
     assert_eq!(main.instances, 1);
-    assert_eq!(Some(main.inclusive), report.count_totals(), "every access happened inside main");
+    assert_eq!(
+        Some(main.inclusive),
+        report.count_totals(),
+        "every access happened inside main"
+    );
     let protected = stats(func(&report, "luaD_rawrunprotected"));
     assert!(protected.instances >= 100, "{protected:?}");
 }
 
 /// Runs a build tool in `dir` and requires success.
-fn run_tool(dir: &Path, program: &str, args: &[&str], env: &[(&str, &Path)]) -> std::process::Output {
+fn run_tool(
+    dir: &Path,
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> std::process::Output {
     let mut cmd = Command::new(program);
     cmd.args(args).current_dir(dir);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap_or_else(|e| panic!("{program}: {e} (scripts/setup.sh installs it)"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e} (scripts/setup.sh installs it)"));
     assert!(
         out.status.success(),
         "{program} {args:?} failed:\n{}\n{}",
@@ -196,11 +273,23 @@ fn a_cmake_project_builds_with_cc_kage_cc_and_cxx_kage_cxx() {
     std::os::unix::fs::symlink(kage_cxx(), &cxx).unwrap();
     let source = c_dir().join("cmake");
     let build = work.path("build");
-    let (cc, src, bld) = (kage_cc(), source.to_str().unwrap().to_owned(), build.to_str().unwrap().to_owned());
+    let (cc, src, bld) = (
+        kage_cc(),
+        source.to_str().unwrap().to_owned(),
+        build.to_str().unwrap().to_owned(),
+    );
     let release = "-DCMAKE_BUILD_TYPE=Release";
-    run_tool(work.dir.path(), "cmake", &["-S", &src, "-B", &bld, release], &[("CC", &cc), ("CXX", &cxx)]);
+    run_tool(
+        work.dir.path(),
+        "cmake",
+        &["-S", &src, "-B", &bld, release],
+        &[("CC", &cc), ("CXX", &cxx)],
+    );
     let cache = std::fs::read_to_string(build.join("CMakeCache.txt")).unwrap();
-    assert!(cache.contains("CMAKE_C_COMPILER:FILEPATH=") && cache.contains("kage-cc"), "CMake uses kage-cc");
+    assert!(
+        cache.contains("CMAKE_C_COMPILER:FILEPATH=") && cache.contains("kage-cc"),
+        "CMake uses kage-cc"
+    );
     run_tool(work.dir.path(), "cmake", &["--build", &bld], &[]);
     let report = work.run_report(&build.join("probe"), &[], 0);
     let scale = func(&report, "scale");
@@ -216,18 +305,31 @@ fn an_autoconf_project_configures_and_builds_with_cc_kage_cc() {
     std::fs::create_dir_all(src.join("autoconf")).unwrap();
     std::fs::copy(c_dir().join("common.h"), src.join("common.h")).unwrap();
     for file in ["configure.ac", "Makefile.in", "probe.c"] {
-        std::fs::copy(c_dir().join("autoconf").join(file), src.join("autoconf").join(file)).unwrap();
+        std::fs::copy(
+            c_dir().join("autoconf").join(file),
+            src.join("autoconf").join(file),
+        )
+        .unwrap();
     }
     let project = src.join("autoconf");
     run_tool(&project, "autoconf", &[], &[]);
     let cc = format!("CC={}", kage_cc().display());
     let out = run_tool(&project, "./configure", &[&cc, "CFLAGS=-O2"], &[]);
     let log = text(&out.stdout);
-    assert!(log.contains("checking whether the C compiler works... yes"), "{log}");
+    assert!(
+        log.contains("checking whether the C compiler works... yes"),
+        "{log}"
+    );
     assert!(log.contains("checking for memset... yes"), "{log}");
     run_tool(&project, "make", &[], &[]);
     let exe = project.join("probe");
-    let out = Command::new(&exe).env("KAGE_OPTIONS", format!("output={}", work.path("r.json").display())).output().unwrap();
+    let out = Command::new(&exe)
+        .env(
+            "KAGE_OPTIONS",
+            format!("output={}", work.path("r.json").display()),
+        )
+        .output()
+        .unwrap();
     assert_eq!(text(&out.stdout), "have memset\n");
     let report = kage_report::read_report(&work.path("r.json")).unwrap();
     assert_counts(func(&report, "count_up"), 1, c(0, 8, 0, 32), c(0, 0, 0, 0));

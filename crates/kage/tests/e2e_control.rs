@@ -16,7 +16,12 @@ fn threads_each_have_their_own_region_stack() {
     let worker = func(&report, "worker");
     let worker_loop = only_loop(&report, worker);
     assert_counts(worker, 4, c(0, 4000, 0, 16000), c(0, 0, 0, 0));
-    assert_counts(body_of(&report, worker_loop), 4000, c(0, 4000, 0, 16000), c(0, 4000, 0, 16000));
+    assert_counts(
+        body_of(&report, worker_loop),
+        4000,
+        c(0, 4000, 0, 16000),
+        c(0, 4000, 0, 16000),
+    );
     // main only reads the four thread handles when joining; the workers' stores are theirs.
     let main = func(&report, "main");
     assert_counts(main, 1, c(4, 0, 32, 0), c(0, 0, 0, 0));
@@ -47,7 +52,10 @@ fn a_forked_child_writes_its_own_report() {
     let others: Vec<_> = std::fs::read_dir(work.dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.ends_with(format!("r.{parent_pid}.json")))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && !p.ends_with(format!("r.{parent_pid}.json"))
+        })
         .collect();
     assert_eq!(others.len(), 1, "one report from the child: {others:?}");
     let child = read_report(&others[0]).unwrap();
@@ -68,7 +76,12 @@ fn exit_from_a_nested_loop_still_reports_every_open_region() {
     assert_totals_consistent(&report);
     let deep = func(&report, "deep");
     assert_counts(deep, 1, c(0, 5, 0, 20), c(0, 0, 0, 0));
-    assert_counts(body_of(&report, only_loop(&report, deep)), 5, c(0, 5, 0, 20), c(0, 5, 0, 20));
+    assert_counts(
+        body_of(&report, only_loop(&report, deep)),
+        5,
+        c(0, 5, 0, 20),
+        c(0, 5, 0, 20),
+    );
     assert_counts(func(&report, "middle"), 1, c(0, 6, 0, 24), c(0, 1, 0, 4));
     assert_counts(func(&report, "main"), 1, c(0, 7, 0, 28), c(0, 1, 0, 4));
 }
@@ -82,7 +95,10 @@ fn longjmp_out_of_a_loop_repairs_the_region_stack() {
     // jumper stores g[0..=2], then jumps out of the third iteration.
     let jumper = func(&report, "jumper");
     assert_counts(jumper, 1, c(0, 3, 0, 12), c(0, 0, 0, 0));
-    assert_eq!(stats(body_of(&report, only_loop(&report, jumper))).instances, 3);
+    assert_eq!(
+        stats(body_of(&report, only_loop(&report, jumper))).instances,
+        3
+    );
     assert_counts(func(&report, "after"), 1, c(0, 1, 0, 4), c(0, 1, 0, 4));
     // After the jump, g[600] = 1 belongs to main itself, not to the loop it jumped out of.
     let main = func(&report, "main");
@@ -97,7 +113,10 @@ fn longjmp_out_of_a_loop_repairs_the_region_stack() {
     let report = work.run_report(&exe, &[], 0);
     assert_totals_consistent(&report);
     let jumper = stats(func(&report, "jumper"));
-    assert_eq!((jumper.inclusive.stores, jumper.inclusive.bytes_written), (7, 28));
+    assert_eq!(
+        (jumper.inclusive.stores, jumper.inclusive.bytes_written),
+        (7, 28)
+    );
     assert_eq!(stats(func(&report, "after")).inclusive, c(0, 1, 0, 4));
 }
 
@@ -113,7 +132,10 @@ fn a_cxx_exception_crossing_regions_repairs_the_region_stack() {
     assert_counts(thrower, 4, c(0, 5, 0, 20), c(0, 5, 0, 20));
     let looper = func(&report, "looper");
     assert_counts(looper, 1, c(0, 5, 0, 20), c(0, 0, 0, 0));
-    assert_eq!(stats(body_of(&report, only_loop(&report, looper))).instances, 4);
+    assert_eq!(
+        stats(body_of(&report, only_loop(&report, looper))).instances,
+        4
+    );
     assert_counts(func(&report, "after"), 1, c(0, 1, 0, 4), c(0, 1, 0, 4));
     // g[900] in the handler and g[901] after it are main's own.
     assert_counts(func(&report, "main"), 1, c(0, 8, 0, 32), c(0, 2, 0, 8));
@@ -125,7 +147,12 @@ fn a_fatal_signal_leaves_a_best_effort_report() {
     let exe = work.build("segv.c", &["-O2"]);
     let report_path = work.path("report.json");
     let out = work.run_with_options(&exe, &[], &format!("output={}", report_path.display()));
-    assert_eq!(out.status.signal(), Some(libc_sigsegv()), "{:?}", out.status);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc_sigsegv()),
+        "{:?}",
+        out.status
+    );
     let report = read_report(&report_path).unwrap();
     assert_eq!(report.end, ProgramEnd::Signal { signal: 11 });
     assert!(!report.complete);

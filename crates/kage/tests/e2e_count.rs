@@ -22,14 +22,24 @@ fn counts_are_exact_at_o2() {
     let fill_loop = only_loop(&report, fill);
     assert_counts(fill, 1, c(0, 100, 0, 400), c(0, 0, 0, 0));
     assert_counts(fill_loop, 1, c(0, 100, 0, 400), c(0, 0, 0, 0));
-    assert_counts(body_of(&report, fill_loop), 100, c(0, 100, 0, 400), c(0, 100, 0, 400));
+    assert_counts(
+        body_of(&report, fill_loop),
+        100,
+        c(0, 100, 0, 400),
+        c(0, 100, 0, 400),
+    );
     assert!(fill_loop.line > fill.line && fill_loop.line <= fill.end_line);
 
     // sum(100): one 4-byte volatile load per iteration; s stays in a register.
     let sum = func(&report, "sum");
     let sum_loop = only_loop(&report, sum);
     assert_counts(sum, 1, c(100, 0, 400, 0), c(0, 0, 0, 0));
-    assert_counts(body_of(&report, sum_loop), 100, c(100, 0, 400, 0), c(100, 0, 400, 0));
+    assert_counts(
+        body_of(&report, sum_loop),
+        100,
+        c(100, 0, 400, 0),
+        c(100, 0, 400, 0),
+    );
 
     // nested(3, 4): g[..] += 1 is one load and one store, 12 times.
     let nested = func(&report, "nested");
@@ -57,7 +67,10 @@ fn counts_are_exact_at_o2() {
     let vector_sum = stats(func(&report, "vector_sum"));
     assert_eq!(vector_sum.inclusive.bytes_read, 4096);
     assert_eq!(vector_sum.inclusive.stores, 0);
-    assert!(vector_sum.inclusive.loads >= 1 && vector_sum.inclusive.loads < 1024, "{vector_sum:?}");
+    assert!(
+        vector_sum.inclusive.loads >= 1 && vector_sum.inclusive.loads < 1024,
+        "{vector_sum:?}"
+    );
     let v = vector_sum.inclusive.loads;
 
     // main: two 8-byte stores to `sink` of its own, everything else in its callees.
@@ -84,8 +97,23 @@ fn counts_are_exact_at_o0() {
     let fill_loop = only_loop(&report, fill);
     let loop_loads = 5 * n + 2;
     let loop_stores = 2 * n;
-    assert_counts(fill, 1, c(loop_loads, loop_stores + 2, 4 * loop_loads, 4 * (loop_stores + 2)), c(0, 2, 0, 8));
-    assert_counts(fill_loop, 1, c(loop_loads, loop_stores, 4 * loop_loads, 4 * loop_stores), c(0, 0, 0, 0));
+    assert_counts(
+        fill,
+        1,
+        c(
+            loop_loads,
+            loop_stores + 2,
+            4 * loop_loads,
+            4 * (loop_stores + 2),
+        ),
+        c(0, 2, 0, 8),
+    );
+    assert_counts(
+        fill_loop,
+        1,
+        c(loop_loads, loop_stores, 4 * loop_loads, 4 * loop_stores),
+        c(0, 0, 0, 0),
+    );
     assert_counts(
         body_of(&report, fill_loop),
         n + 1,
@@ -105,7 +133,12 @@ fn counts_are_exact_at_o0() {
     assert_counts(
         sum,
         1,
-        c(body_loads + 1, body_stores + 3, body_read + 8, body_written + 16),
+        c(
+            body_loads + 1,
+            body_stores + 3,
+            body_read + 8,
+            body_written + 16,
+        ),
         c(1, 3, 8, 16),
     );
     assert_counts(

@@ -40,8 +40,16 @@ fn measure(ranges: &[(u64, u64)], location_bytes: u64) -> (u64, u64) {
 #[track_caller]
 fn check(region: &Region, instances: &[Instance], location_bytes: u64, what: &str) {
     let f = &region.metrics["footprint"];
-    let what = format!("{what}: {} {} line {}", region.kind.as_str(), region.name, region.line);
-    let sizes: Vec<(u64, u64)> = instances.iter().map(|i| measure(i, location_bytes)).collect();
+    let what = format!(
+        "{what}: {} {} line {}",
+        region.kind.as_str(),
+        region.name,
+        region.line
+    );
+    let sizes: Vec<(u64, u64)> = instances
+        .iter()
+        .map(|i| measure(i, location_bytes))
+        .collect();
     let n = sizes.len() as u64;
     assert_eq!(f["instances"], n, "instances of {what}");
     if n == 0 {
@@ -52,17 +60,42 @@ fn check(region: &Region, instances: &[Instance], location_bytes: u64, what: &st
     }
     let bytes: Vec<u64> = sizes.iter().map(|s| s.0).collect();
     let lines: Vec<u64> = sizes.iter().map(|s| s.1).collect();
-    assert_eq!(f["min_bytes"], *bytes.iter().min().unwrap(), "min_bytes of {what}");
-    assert_eq!(f["max_bytes"], *bytes.iter().max().unwrap(), "max_bytes of {what}");
-    assert_eq!(f["min_lines"], *lines.iter().min().unwrap(), "min_lines of {what}");
-    assert_eq!(f["max_lines"], *lines.iter().max().unwrap(), "max_lines of {what}");
+    assert_eq!(
+        f["min_bytes"],
+        *bytes.iter().min().unwrap(),
+        "min_bytes of {what}"
+    );
+    assert_eq!(
+        f["max_bytes"],
+        *bytes.iter().max().unwrap(),
+        "max_bytes of {what}"
+    );
+    assert_eq!(
+        f["min_lines"],
+        *lines.iter().min().unwrap(),
+        "min_lines of {what}"
+    );
+    assert_eq!(
+        f["max_lines"],
+        *lines.iter().max().unwrap(),
+        "max_lines of {what}"
+    );
     let avg = |v: &[u64]| v.iter().sum::<u64>() as f64 / n as f64;
-    assert!((f["avg_bytes"].as_f64().unwrap() - avg(&bytes)).abs() < 1e-9, "avg_bytes of {what}: {f}");
-    assert!((f["avg_lines"].as_f64().unwrap() - avg(&lines)).abs() < 1e-9, "avg_lines of {what}: {f}");
+    assert!(
+        (f["avg_bytes"].as_f64().unwrap() - avg(&bytes)).abs() < 1e-9,
+        "avg_bytes of {what}: {f}"
+    );
+    assert!(
+        (f["avg_lines"].as_f64().unwrap() - avg(&lines)).abs() < 1e-9,
+        "avg_lines of {what}: {f}"
+    );
 }
 
 fn union(instances: &[&[Instance]]) -> Instance {
-    instances.iter().flat_map(|i| i.iter().flatten().copied()).collect()
+    instances
+        .iter()
+        .flat_map(|i| i.iter().flatten().copied())
+        .collect()
 }
 
 /// One instance per element of `ranges`, each touching that one range.
@@ -71,7 +104,11 @@ fn each(ranges: impl IntoIterator<Item = (u64, u64)>) -> Vec<Instance> {
 }
 
 fn regions_of<'r>(report: &'r Report, parent: &Region, kind: RegionKind) -> Vec<&'r Region> {
-    let mut v: Vec<_> = report.regions.iter().filter(|r| r.kind == kind && r.parent == Some(parent.id)).collect();
+    let mut v: Vec<_> = report
+        .regions
+        .iter()
+        .filter(|r| r.kind == kind && r.parent == Some(parent.id))
+        .collect();
     v.sort_by_key(|r| (r.line, r.id));
     v
 }
@@ -84,15 +121,23 @@ fn check_report(report: &Report, location_bytes: u64, bodies: bool, what: &str) 
     assert_eq!(top["line_size"], 64, "{what}");
     // Each of the byte ranges below is what the C file's comments say.
     let touch_n = each([(BUF, BUF + 100), (BUF, BUF + 10), (BUF, BUF + 200)]);
-    let rows: Vec<(u64, u64)> = (0..4).map(|r| (GRID + r * 128, GRID + r * 128 + 32)).collect();
+    let rows: Vec<(u64, u64)> = (0..4)
+        .map(|r| (GRID + r * 128, GRID + r * 128 + 32))
+        .collect();
     let nested = vec![rows.clone()];
     let inner = each(rows.iter().copied());
     let rec = each((0..4).rev().map(|d| (ARR, ARR + 8 * (d + 1))));
     let sum_arr = each([(ARR, ARR + 512), (ARR, ARR + 256)]);
     let sweep = each([(BUF, BUF + 20), (BUF + 10, BUF + 30), (BUF + 20, BUF + 40)]);
     let main_loop = vec![union(&[&sweep])];
-    let workers: Vec<Instance> =
-        (0..2).map(|id| vec![(PER_THREAD + id * 256, PER_THREAD + id * 256 + 256), (SHARED, SHARED + 64)]).collect();
+    let workers: Vec<Instance> = (0..2)
+        .map(|id| {
+            vec![
+                (PER_THREAD + id * 256, PER_THREAD + id * 256 + 256),
+                (SHARED, SHARED + 64),
+            ]
+        })
+        .collect();
     let worker_own = each((0..2).map(|id| (PER_THREAD + id * 256, PER_THREAD + id * 256 + 256)));
     let worker_shared = each([(SHARED, SHARED + 64); 2]);
     let mut main = union(&[&touch_n, &nested, &rec, &sum_arr, &sweep]);
@@ -130,48 +175,119 @@ fn check_report(report: &Report, location_bytes: u64, bodies: bool, what: &str) 
     let byte_each = |base: u64, n: u64| each((0..n).map(move |i| (base + i, base + i + 1)));
     let body = |lp: &Region| body_of(report, lp);
     let expect = |v: Vec<Instance>| if bodies { v } else { Vec::new() };
-    let touch_iters: Vec<Instance> = [100u64, 10, 200].iter().flat_map(|&n| byte_each(BUF, n)).collect();
-    check(body(only_loop(report, func(report, "touch_n"))), &expect(touch_iters), location_bytes, what);
-    let cells: Vec<Instance> =
-        (0..4).flat_map(|r| (0..8).map(move |c| vec![(GRID + r * 128 + c * 4, GRID + r * 128 + c * 4 + 4)])).collect();
+    let touch_iters: Vec<Instance> = [100u64, 10, 200]
+        .iter()
+        .flat_map(|&n| byte_each(BUF, n))
+        .collect();
+    check(
+        body(only_loop(report, func(report, "touch_n"))),
+        &expect(touch_iters),
+        location_bytes,
+        what,
+    );
+    let cells: Vec<Instance> = (0..4)
+        .flat_map(|r| {
+            (0..8).map(move |c| vec![(GRID + r * 128 + c * 4, GRID + r * 128 + c * 4 + 4)])
+        })
+        .collect();
     check(body(inner_loop), &expect(cells), location_bytes, what);
     check(body(outer), &expect(inner.clone()), location_bytes, what);
-    let elems: Vec<Instance> =
-        [64u64, 32].iter().flat_map(|&k| (0..k).map(|i| vec![(ARR + 8 * i, ARR + 8 * i + 8)])).collect();
-    check(body(only_loop(report, func(report, "sum_arr"))), &expect(elems), location_bytes, what);
+    let elems: Vec<Instance> = [64u64, 32]
+        .iter()
+        .flat_map(|&k| (0..k).map(|i| vec![(ARR + 8 * i, ARR + 8 * i + 8)]))
+        .collect();
+    check(
+        body(only_loop(report, func(report, "sum_arr"))),
+        &expect(elems),
+        location_bytes,
+        what,
+    );
     let sweep_iters: Vec<Instance> = (0..3).flat_map(|k| byte_each(BUF + 10 * k, 20)).collect();
-    check(body(only_loop(report, func(report, "sweep"))), &expect(sweep_iters), location_bytes, what);
-    check(body(main_loops[0]), &expect(sweep.clone()), location_bytes, what);
-    let own_iters: Vec<Instance> = (0..2).flat_map(|id| byte_each(PER_THREAD + 256 * id, 256)).collect();
-    check(body(worker_loops[0]), &expect(own_iters), location_bytes, what);
+    check(
+        body(only_loop(report, func(report, "sweep"))),
+        &expect(sweep_iters),
+        location_bytes,
+        what,
+    );
+    check(
+        body(main_loops[0]),
+        &expect(sweep.clone()),
+        location_bytes,
+        what,
+    );
+    let own_iters: Vec<Instance> = (0..2)
+        .flat_map(|id| byte_each(PER_THREAD + 256 * id, 256))
+        .collect();
+    check(
+        body(worker_loops[0]),
+        &expect(own_iters),
+        location_bytes,
+        what,
+    );
     let shared_iters: Vec<Instance> = (0..2).flat_map(|_| byte_each(SHARED, 64)).collect();
-    check(body(worker_loops[1]), &expect(shared_iters), location_bytes, what);
+    check(
+        body(worker_loops[1]),
+        &expect(shared_iters),
+        location_bytes,
+        what,
+    );
 
     // Each thread's footprint while a region was active: main's, then each worker's.
     let (main_bytes, main_lines) = measure(&main[0], location_bytes);
     let (worker_bytes, worker_lines) = measure(&workers[0], location_bytes);
-    assert_eq!(top["total_bytes"], main_bytes + 2 * worker_bytes, "total_bytes {what}");
-    assert_eq!(top["total_lines"], main_lines + 2 * worker_lines, "total_lines {what}");
-    let share = func(report, "main").metrics["footprint"]["share"].as_f64().unwrap();
+    assert_eq!(
+        top["total_bytes"],
+        main_bytes + 2 * worker_bytes,
+        "total_bytes {what}"
+    );
+    assert_eq!(
+        top["total_lines"],
+        main_lines + 2 * worker_lines,
+        "total_lines {what}"
+    );
+    let share = func(report, "main").metrics["footprint"]["share"]
+        .as_f64()
+        .unwrap();
     assert!((share - main_bytes as f64 / (main_bytes + 2 * worker_bytes) as f64).abs() < 1e-12);
     // main → the sweep loop (→ its body) → sweep → its loop (→ its body); rec: main + 4.
-    assert_eq!(top["max_depth"], if bodies { 6 } else { 5 }, "max_depth {what}");
+    assert_eq!(
+        top["max_depth"],
+        if bodies { 6 } else { 5 },
+        "max_depth {what}"
+    );
     assert!(top["shadow_peak_bytes"].as_u64().unwrap() > 0);
 }
 
 fn run(work: &Work, exe: &std::path::Path, options: &str) -> Report {
     let report_path = work.path("fp.json");
     let _ = std::fs::remove_file(&report_path);
-    let out = work.run_with_options(exe, &[], &format!("tool=footprint:output={}:{options}", report_path.display()));
-    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = work.run_with_options(
+        exe,
+        &[],
+        &format!("tool=footprint:output={}:{options}", report_path.display()),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     kage_report::read_report(&report_path).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
 fn footprints_are_exact_at_every_granularity_and_vsm() {
     let work = Work::new();
-    let exe = work.build_with_env("footprint/footprint.c", &["-O2"], &[("KAGE_TOOL", "footprint")]);
+    let exe = work.build_with_env(
+        "footprint/footprint.c",
+        &["-O2"],
+        &[("KAGE_TOOL", "footprint")],
+    );
     for (granularity, location_bytes) in [("byte", 1), ("word", 8), ("line", 64)] {
         for vsm in VSMS {
             let what = format!("vsm={vsm} granularity={granularity}");
@@ -184,7 +300,11 @@ fn footprints_are_exact_at_every_granularity_and_vsm() {
     for vsm in ["baseline", "palette"] {
         for (granularity, location_bytes) in [("byte", 1), ("line", 64)] {
             let what = format!("vsm={vsm} granularity={granularity} loop_bodies=1");
-            let report = run(&work, &exe, &format!("vsm={vsm}:granularity={granularity}:loop_bodies=1"));
+            let report = run(
+                &work,
+                &exe,
+                &format!("vsm={vsm}:granularity={granularity}:loop_bodies=1"),
+            );
             check_report(&report, location_bytes, true, &what);
         }
     }

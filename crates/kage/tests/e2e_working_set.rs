@@ -16,10 +16,14 @@ use std::path::Path;
 
 const INLINE: &[(&str, &str)] = &[("KAGE_TOOL", "working-set")];
 const TRACE: &[(&str, &str)] = &[("KAGE_TOOL", "working-set"), ("KAGE_WS_TRACE", "1")];
-const ADDRESS_MASK: u64 = 0x7FFF_FFFF_FFFF;
 
 /// Runs `exe` with `options` (plus the report path) and returns the report as JSON.
 fn run_ws(work: &Work, exe: &Path, args: &[&str], options: &str) -> Value {
+    run_ws_with_stderr(work, exe, args, options).0
+}
+
+/// As [`run_ws`], with what the run printed on stderr.
+fn run_ws_with_stderr(work: &Work, exe: &Path, args: &[&str], options: &str) -> (Value, String) {
     let report = work.path("ws.json");
     let _ = std::fs::remove_file(&report);
     let out = work.run_with_options(exe, args, &format!("{options}:output={}", report.display()));
@@ -33,11 +37,14 @@ fn run_ws(work: &Work, exe: &Path, args: &[&str], options: &str) -> Value {
     // The reader accepts it too.
     let typed = kage_report::read_report(&report).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(typed.tool, "working-set");
-    serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap()
+    let json = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    (json, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 fn u(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("{key} missing in {v}"))
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
 }
 
 fn snapshots(report: &Value) -> &Vec<Value> {
@@ -65,8 +72,8 @@ fn reference_lines(trace: &[(u64, u64, u64)], line_size: u64) -> Vec<BTreeSet<u6
         if per_interval.len() <= raw {
             per_interval.resize(raw + 1, BTreeSet::new());
         }
-        let first = (addr & ADDRESS_MASK) / line_size;
-        let last = ((addr + size - 1) & ADDRESS_MASK) / line_size;
+        let first = addr / line_size;
+        let last = (addr + size - 1) / line_size;
         per_interval[raw].extend(first..=last);
     }
     per_interval
@@ -91,11 +98,22 @@ fn assert_matches_reference(report: &Value, trace: &[(u64, u64, u64)]) {
         }
         let new = union.difference(&seen).count() as u64;
         seen.extend(union.iter().copied());
-        assert_eq!(u(s, "lines"), union.len() as u64, "snapshot {i} ({first}..={last}): lines");
+        assert_eq!(
+            u(s, "lines"),
+            union.len() as u64,
+            "snapshot {i} ({first}..={last}): lines"
+        );
         assert_eq!(u(s, "new_lines"), new, "snapshot {i}: new lines");
-        assert_eq!(u(s, "cumulative_lines"), seen.len() as u64, "snapshot {i}: cumulative");
+        assert_eq!(
+            u(s, "cumulative_lines"),
+            seen.len() as u64,
+            "snapshot {i}: cumulative"
+        );
     }
-    assert!(expected_raw as usize >= reference.len(), "every traced interval is reported");
+    assert!(
+        expected_raw as usize >= reference.len(),
+        "every traced interval is reported"
+    );
     assert_eq!(u(report, "total_lines"), seen.len() as u64);
 }
 
@@ -115,12 +133,59 @@ fn hand_counted_lines() {
     // 2500 increments (a load and a store each) and printf's two loads.
     assert_eq!(u(&report, "accesses"), 2 * 2500 + 2);
 
-    // 32-byte lines: the touched bytes are 128 bytes apart, so as many lines.
-    let report = run_ws(&work, &exe, &[], "interval_unit=accesses:interval=1G:line_size=32");
-    assert_eq!(u(&report, "total_lines"), 1500);
-    // 4096-byte lines: lines 0..=1998 and 2001..=2999 of 64 bytes, i.e. bytes 0..192000.
-    let report = run_ws(&work, &exe, &[], "interval_unit=accesses:interval=1G:line_size=4096");
-    assert_eq!(u(&report, "total_lines"), (2999 * 64) / 4096 + 1);
+    // 4096-byte lines, grouped from the build's 64-byte ones: lines 0..=1998 and
+    // 2001..=2999 of 64 bytes, i.e. bytes 0..192000.
+    let coarse = (2999 * 64) / 4096 + 1;
+    let report = run_ws(
+        &work,
+        &exe,
+        &[],
+        "interval_unit=accesses:interval=1G:line_size=4096",
+    );
+    assert_eq!(
+        (u(&report, "line_size"), u(&report, "total_lines")),
+        (4096, coarse)
+    );
+    // Lines smaller than the build's cannot be measured: a warning, and the build's size.
+    let (report, stderr) = run_ws_with_stderr(
+        &work,
+        &exe,
+        &[],
+        "interval_unit=accesses:interval=1G:line_size=32",
+    );
+    assert_eq!(
+        (u(&report, "line_size"), u(&report, "total_lines")),
+        (64, 1500)
+    );
+    assert!(
+        stderr
+            .contains("line_size=32 is smaller than the 64-byte lines this program was built for")
+            && stderr.contains("KAGE_WS_LINE_SIZE=32"),
+        "{stderr}"
+    );
+
+    // Built for 32-byte lines, which become the default: the touched bytes are 128 bytes
+    // apart, so as many lines; grouped into 4096-byte lines, as many as above.
+    let exe = work.build_with_env(
+        "ws/lines.c",
+        &["-O2"],
+        &[INLINE[0], ("KAGE_WS_LINE_SIZE", "32")],
+    );
+    let report = run_ws(&work, &exe, &[], "interval_unit=accesses:interval=1G");
+    assert_eq!(
+        (u(&report, "line_size"), u(&report, "total_lines")),
+        (32, 1500)
+    );
+    let report = run_ws(
+        &work,
+        &exe,
+        &[],
+        "interval_unit=accesses:interval=1G:line_size=4096",
+    );
+    assert_eq!(
+        (u(&report, "line_size"), u(&report, "total_lines")),
+        (4096, coarse)
+    );
 }
 
 #[test]
@@ -136,18 +201,35 @@ fn phases_match_the_trace_reference() {
     assert_eq!(report["instrumentation"], "trace");
     let records = read_trace(&trace);
     assert!(records.len() > 100_000, "{} records", records.len());
-    assert!(snapshots(&report).len() > 10, "{} snapshots", snapshots(&report).len());
+    assert!(
+        snapshots(&report).len() > 10,
+        "{} snapshots",
+        snapshots(&report).len()
+    );
     assert_eq!(u(&report, "merges"), 0);
     assert_matches_reference(&report, &records);
 
     // Few snapshots kept: merged ones are unions of their intervals, still exact.
-    let options = format!("interval_unit=accesses:interval=50k:snapshots=4:trace={}", trace.display());
+    let options = format!(
+        "interval_unit=accesses:interval=50k:snapshots=4:trace={}",
+        trace.display()
+    );
     let merged = run_ws(&work, &exe, &[], &options);
     assert!(u(&merged, "merges") >= 2);
     assert!(snapshots(&merged).len() <= 4);
     assert_matches_reference(&merged, &read_trace(&trace));
     assert_eq!(u(&merged, "interval"), 50_000 << u(&merged, "merges"));
     assert_eq!(u(&merged, "total_lines"), u(&report, "total_lines"));
+
+    // Reported lines larger than the build's: each interval's 64-byte lines grouped.
+    let options = format!(
+        "interval_unit=accesses:interval=50k:snapshots=100000:line_size=256:trace={}",
+        trace.display()
+    );
+    let coarse = run_ws(&work, &exe, &[], &options);
+    assert_eq!(u(&coarse, "line_size"), 256);
+    assert_matches_reference(&coarse, &read_trace(&trace));
+    assert!(u(&coarse, "total_lines") < u(&report, "total_lines"));
 }
 
 #[test]
@@ -164,7 +246,11 @@ fn memory_unmapped_within_an_interval_still_counts() {
         let report = run_ws(&work, &exe, &[], &options);
         assert_matches_reference(&report, &read_trace(&trace));
         // Every round maps at the same address (the largest: 1 MiB + 5 * 64 KiB).
-        assert!(u(&report, "total_lines") >= ((1 << 20) + 5 * 65536) / 64, "{}", u(&report, "total_lines"));
+        assert!(
+            u(&report, "total_lines") >= ((1 << 20) + 5 * 65536) / 64,
+            "{}",
+            u(&report, "total_lines")
+        );
     }
 }
 
@@ -173,13 +259,24 @@ fn optimised_inline_build_equals_the_trace_build() {
     let work = Work::new();
     let inline = work.build_with_env("ws/phases.c", &["-O2"], INLINE);
     let traced = work.build_with_env("ws/phases.c", &["-O2"], TRACE);
-    for options in ["interval_unit=accesses:interval=50k:snapshots=100000", "interval_unit=accesses:interval=20k:snapshots=8"] {
+    for options in [
+        "interval_unit=accesses:interval=50k:snapshots=100000",
+        "interval_unit=accesses:interval=20k:snapshots=8",
+    ] {
         let a = run_ws(&work, &inline, &[], options);
         let b = run_ws(&work, &traced, &[], options);
         let key = |r: &Value| -> Vec<(u64, u64, u64, u64, u64)> {
             snapshots(r)
                 .iter()
-                .map(|s| (u(s, "start"), u(s, "end"), u(s, "lines"), u(s, "new_lines"), u(s, "cumulative_lines")))
+                .map(|s| {
+                    (
+                        u(s, "start"),
+                        u(s, "end"),
+                        u(s, "lines"),
+                        u(s, "new_lines"),
+                        u(s, "cumulative_lines"),
+                    )
+                })
                 .collect()
         };
         assert_eq!(key(&a), key(&b), "{options}");
@@ -218,7 +315,10 @@ fn threads_count_shared_lines_once() {
     // 4096 lines of main_buf, 512 shared lines read by all four workers (once), 4 * 1024
     // private lines, the results array, and main's pthread_t array on the stack.
     let total = u(&report, "total_lines");
-    assert!((4096 + 512 + 4096 + 1..=4096 + 512 + 4096 + 4).contains(&total), "{total}");
+    assert!(
+        (4096 + 512 + 4096 + 1..=4096 + 512 + 4096 + 4).contains(&total),
+        "{total}"
+    );
     assert!(u(&report, "threads") >= 5);
 }
 
@@ -231,19 +331,33 @@ fn time_intervals_and_region_stacks() {
     let snaps = snapshots(&report);
     assert!(snaps.len() >= 3, "{} snapshots", snaps.len());
     let regions = report["regions"].as_array().unwrap();
-    let name_of = |id: &Value| regions[id.as_u64().unwrap() as usize]["name"].as_str().unwrap().to_string();
+    let name_of = |id: &Value| {
+        regions[id.as_u64().unwrap() as usize]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     let mut saw_stream_in_main = false;
     for w in snaps.windows(2) {
         assert!(w[0]["end_seconds"].as_f64() <= w[1]["start_seconds"].as_f64());
         assert_eq!(u(&w[0], "end"), u(&w[1], "start"));
     }
     for s in snaps {
-        let stack: Vec<String> = s["regions"].as_array().unwrap().iter().map(name_of).collect();
-        if stack.first().map(String::as_str) == Some("main") && stack.iter().any(|n| n == "stream") {
+        let stack: Vec<String> = s["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(name_of)
+            .collect();
+        if stack.first().map(String::as_str) == Some("main") && stack.iter().any(|n| n == "stream")
+        {
             saw_stream_in_main = true;
         }
     }
-    assert!(saw_stream_in_main, "some boundary falls in stream(), called from main");
+    assert!(
+        saw_stream_in_main,
+        "some boundary falls in stream(), called from main"
+    );
     let caches = report["caches"].as_array().unwrap();
     for c in caches {
         let share = c["fit_share"].as_f64().unwrap();
@@ -257,10 +371,17 @@ fn count_tool_on_a_working_set_build_is_refused_but_runs() {
     let work = Work::new();
     let exe = work.build_with_env("ws/lines.c", &["-O2"], INLINE);
     let report = work.path("c.json");
-    let out = work.run_with_options(&exe, &[], &format!("tool=count:output={}", report.display()));
+    let out = work.run_with_options(
+        &exe,
+        &[],
+        &format!("tool=count:output={}", report.display()),
+    );
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("built with KAGE_TOOL=working-set"), "{stderr}");
+    assert!(
+        stderr.contains("built with KAGE_TOOL=working-set"),
+        "{stderr}"
+    );
     let r = kage_report::read_report(&report).unwrap();
     assert_eq!(r.tool, "working-set");
 }
@@ -277,5 +398,8 @@ fn wrapper_rejects_an_unknown_build_tool() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("KAGE_TOOL='workingset'") && stderr.contains("working-set"), "{stderr}");
+    assert!(
+        stderr.contains("KAGE_TOOL='workingset'") && stderr.contains("working-set"),
+        "{stderr}"
+    );
 }

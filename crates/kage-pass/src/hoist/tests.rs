@@ -543,7 +543,7 @@ exit:
     ] {
         let text = unsafe {
             let (context, module) = parse(body);
-            crate::instrument::instrument_module_for(module, mode);
+            crate::instrument::instrument_module_for(module, mode, crate::mode::DEFAULT_LINE_SIZE);
             let func = LLVMGetNamedFunction(module, c"f".as_ptr());
             let header = LLVMGetNextBasicBlock(LLVMGetFirstBasicBlock(func));
             let first = crate::ir::first_insertion_point(header).unwrap();
@@ -572,7 +572,11 @@ exit:
         };
         // The preheader (the entry) only loads the function's local budget, which the exit
         // stores back: every access is hoisted, so nothing is spent outside the chunks.
-        assert_eq!(text[0], ["__kage_ws_budget_load"], "{mode:?}: the preheader");
+        assert_eq!(
+            text[0],
+            ["__kage_ws_budget_load"],
+            "{mode:?}: the preheader"
+        );
         assert_eq!(text[2], ["__kage_ws_budget_store"], "{mode:?}: the exit");
         let mut header = vec!["__kage_ws_chunk".to_string()];
         header.extend(trace("__kage_ws_trace"));

@@ -38,7 +38,8 @@ pub fn ir_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ir")
 }
 
-/// The environment the pass reads (`KAGE_TOOL`, `KAGE_WS_TRACE`) for one mode; set on the
+/// The environment the pass reads (`KAGE_TOOL`, `KAGE_WS_TRACE`, `KAGE_WS_LINE_SIZE`, left
+/// unset: 64-byte lines) for one mode; set on the
 /// child process only, never in the test process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -58,7 +59,9 @@ impl Mode {
 
     /// Sets (or clears) the pass's variables on `cmd`, whatever the test process has.
     pub fn apply(self, cmd: &mut Command) {
-        cmd.env_remove("KAGE_TOOL").env_remove("KAGE_WS_TRACE");
+        cmd.env_remove("KAGE_TOOL")
+            .env_remove("KAGE_WS_TRACE")
+            .env_remove("KAGE_WS_LINE_SIZE");
         if self != Mode::Calls {
             cmd.env("KAGE_TOOL", "working-set");
         }
@@ -77,10 +80,23 @@ pub fn run_opt(name: &str, passes: Option<&str>) -> String {
 
 /// [`run_opt`] with the environment of `mode`.
 pub fn run_opt_in(mode: Mode, name: &str, passes: Option<&str>) -> String {
+    let output = run_opt_with(mode, &[], name, passes);
+    String::from_utf8(output.stdout).expect("opt output is UTF-8")
+}
+
+/// [`run_opt_in`] with more variables in the environment (after the mode's), returning
+/// stdout and stderr.
+pub fn run_opt_with(
+    mode: Mode,
+    env: &[(&str, &str)],
+    name: &str,
+    passes: Option<&str>,
+) -> std::process::Output {
     let input =
         std::fs::File::open(ir_dir().join(name)).unwrap_or_else(|e| panic!("open {name}: {e}"));
     let mut cmd = Command::new("opt-22");
     mode.apply(&mut cmd);
+    cmd.envs(env.iter().copied());
     if let Some(passes) = passes {
         cmd.arg(format!("-load-pass-plugin={}", plugin_path().display()))
             .arg(format!("-passes={passes}"));
@@ -97,7 +113,7 @@ pub fn run_opt_in(mode: Mode, name: &str, passes: Option<&str>) -> String {
         "opt-22 failed on {name}:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8(output.stdout).expect("opt output is UTF-8")
+    output
 }
 
 /// The Kage pass's output for `tests/ir/<name>`.
@@ -402,9 +418,11 @@ pub fn check_registration_in(mode: Mode, ir: &str) {
     let count = regions(ir).len();
     let strings = strings(ir);
     let prefix = format!(
-        "@__kage_module = internal global {{ i32, i32, ptr, ptr, i32, i32 }} {{ i32 2, i32 {count}, ptr @__kage_regions, ptr @"
+        "@__kage_module = internal global {{ i32, i32, ptr, ptr, i32, i32 }} {{ i32 3, i32 {count}, ptr @__kage_regions, ptr @"
     );
-    let suffix = format!(", i32 {}, i32 0 }}, align 8", mode.abi_value());
+    // The line shift: 64-byte lines in the working-set modes (the tests' default build).
+    let line_shift = if mode == Mode::Calls { 0 } else { 6 };
+    let suffix = format!(", i32 {}, i32 {line_shift} }}, align 8", mode.abi_value());
     assert!(
         module.starts_with(&prefix) && module.ends_with(&suffix),
         "{module}"

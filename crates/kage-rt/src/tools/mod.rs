@@ -76,23 +76,26 @@ pub struct ToolInfo {
     pub make: fn() -> &'static dyn Tool,
 }
 
-pub static TOOLS: &[ToolInfo] = &[ToolInfo {
-    name: "count",
-    help: "per-region instances, loads, stores and bytes (inclusive and self)",
-    make: count::make,
-},
-ToolInfo {
-    name: "working-set",
-    help: "distinct cache lines touched per interval over time (build with KAGE_TOOL=working-set \
+pub static TOOLS: &[ToolInfo] = &[
+    ToolInfo {
+        name: "count",
+        help: "per-region instances, loads, stores and bytes (inclusive and self)",
+        make: count::make,
+    },
+    ToolInfo {
+        name: "working-set",
+        help:
+            "distinct cache lines touched per interval over time (build with KAGE_TOOL=working-set \
            for the inline fast path)",
-    make: working_set::make,
-},
-ToolInfo {
-    name: "footprint",
-    help: "distinct bytes and lines each region instance touched (inclusive): per region \
+        make: working_set::make,
+    },
+    ToolInfo {
+        name: "footprint",
+        help: "distinct bytes and lines each region instance touched (inclusive): per region \
            instances, average, minimum and maximum (options vsm=, granularity=, loop_bodies=)",
-    make: footprint::make,
-}];
+        make: footprint::make,
+    },
+];
 
 /// The tool called `name`; an unknown name is an error that lists the tools.
 pub fn select(name: &str) -> Result<&'static ToolInfo, String> {

@@ -46,12 +46,33 @@ pub fn check_build_tool(value: Option<&std::ffi::OsStr>) -> Result<(), String> {
     }
 }
 
+/// With `KAGE_TOOL=working-set`: the cache line size built into the inline marks (read by
+/// the pass; 64 when unset). The runtime reports in lines of this size or larger.
+pub const LINE_SIZE_ENV_VAR: &str = "KAGE_WS_LINE_SIZE";
+
+/// Checks a `KAGE_WS_LINE_SIZE` value: a power of two from 16 to 4096, as `line_size=`.
+pub fn check_build_line_size(value: Option<&std::ffi::OsStr>) -> Result<(), String> {
+    let Some(value) = value.filter(|v| !v.is_empty()) else {
+        return Ok(());
+    };
+    match value.to_str().and_then(|v| v.parse::<u64>().ok()) {
+        Some(n) if n.is_power_of_two() && (16..=4096).contains(&n) => Ok(()),
+        _ => Err(format!(
+            "{LINE_SIZE_ENV_VAR}='{}' is not a line size; use a power of two from 16 to 4096 \
+             (or leave it unset for 64)",
+            value.to_string_lossy()
+        )),
+    }
+}
+
 /// Runs the real compiler for `user_args` (the arguments after the program name) with Kage's
 /// additions. Returns only when that is impossible, with the exit code to use; `wrapper` is
 /// the name messages start with.
 pub fn exec_compiler(wrapper: &str, language: Language, user_args: &[OsString]) -> i32 {
     let env = |name: &str| std::env::var_os(name);
-    if let Err(message) = check_build_tool(env(TOOL_ENV_VAR).as_deref()) {
+    let checked = check_build_tool(env(TOOL_ENV_VAR).as_deref())
+        .and_then(|()| check_build_line_size(env(LINE_SIZE_ENV_VAR).as_deref()));
+    if let Err(message) = checked {
         eprintln!("{wrapper}: {message}");
         return exit_code::SETUP_ERROR;
     }
@@ -131,7 +152,24 @@ mod tests {
         assert_eq!(check_build_tool(Some(OsStr::new("working-set"))), Ok(()));
         assert_eq!(check_build_tool(Some(OsStr::new("count"))), Ok(()));
         let e = check_build_tool(Some(OsStr::new("workingset"))).unwrap_err();
-        assert!(e.contains("'workingset'") && e.contains("count, working-set"), "{e}");
+        assert!(
+            e.contains("'workingset'") && e.contains("count, working-set"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn build_line_sizes_are_checked() {
+        for ok in [None, Some(""), Some("16"), Some("64"), Some("4096")] {
+            assert_eq!(check_build_line_size(ok.map(OsStr::new)), Ok(()), "{ok:?}");
+        }
+        for bad in ["8", "100", "8192", "64B"] {
+            let e = check_build_line_size(Some(OsStr::new(bad))).unwrap_err();
+            assert!(
+                e.contains(&format!("KAGE_WS_LINE_SIZE='{bad}'")) && e.contains("16 to 4096"),
+                "{e}"
+            );
+        }
     }
 }
 

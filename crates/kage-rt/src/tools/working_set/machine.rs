@@ -16,11 +16,17 @@ pub fn data_caches() -> Vec<Cache> {
 }
 
 fn data_caches_in(dir: &std::path::Path) -> Vec<Cache> {
-    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    let read = |p: std::path::PathBuf| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
     let mut caches = Vec::new();
     for i in 0.. {
         let d = dir.join(format!("index{i}"));
-        let Some(kind) = read(d.join("type")) else { break };
+        let Some(kind) = read(d.join("type")) else {
+            break;
+        };
         if kind == "Instruction" {
             continue;
         }
@@ -84,7 +90,9 @@ pub enum Clock {
     Wall,
     Cpu,
     /// A hardware instruction counter for this process and the threads it creates.
-    Instructions { fd: i32 },
+    Instructions {
+        fd: i32,
+    },
 }
 
 impl Clock {
@@ -160,7 +168,10 @@ pub fn process_threads() -> Option<u64> {
     let stat = std::fs::read("/proc/self/stat").ok()?;
     // The command name (field 2) may hold spaces and parentheses: count from its end.
     let after_name = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
-    let field = std::str::from_utf8(after_name).ok()?.split_whitespace().nth(17)?;
+    let field = std::str::from_utf8(after_name)
+        .ok()?
+        .split_whitespace()
+        .nth(17)?;
     field.parse().ok()
 }
 
@@ -209,9 +220,18 @@ mod tests {
         assert_eq!(
             data_caches_in(dir.path()),
             vec![
-                Cache { level: 1, size_bytes: 32 << 10 },
-                Cache { level: 2, size_bytes: 1 << 20 },
-                Cache { level: 3, size_bytes: 32 << 20 },
+                Cache {
+                    level: 1,
+                    size_bytes: 32 << 10
+                },
+                Cache {
+                    level: 2,
+                    size_bytes: 1 << 20
+                },
+                Cache {
+                    level: 3,
+                    size_bytes: 32 << 20
+                },
             ]
         );
         assert!(data_caches_in(&dir.path().join("none")).is_empty());

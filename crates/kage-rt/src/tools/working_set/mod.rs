@@ -22,9 +22,9 @@ use crate::options::{IntervalUnit, Options};
 use crate::registry;
 use crate::sync::SpinLock;
 use callstack::FunctionMap;
+use kage_report as report;
 use machine::{wall_ns, Clock};
 use roaring::{RoaringBitmap, RoaringTreemap};
-use kage_report as report;
 use serde_json::{Map, Value};
 use shadow::{merge_ranges, Scan, Shadow};
 use std::cell::Cell;
@@ -54,44 +54,27 @@ thread_local! {
 static SHADOW: OnceLock<Shadow> = OnceLock::new();
 static TOOL: OnceLock<&'static WorkingSet> = OnceLock::new();
 
-/// Reserves the shadow for the `line_size=` of `options` (a `KAGE_OPTIONS` string) and
-/// publishes its offset and line shift for instrumented code.
-fn reserve_shadow(options: &str) {
+/// Reserves the shadow and publishes its offset for instrumented code.
+fn reserve_shadow() {
     if SHADOW.get().is_some() {
         return;
     }
-    let shift = Options::parse(options).0.line_size.trailing_zeros();
-    match Shadow::reserve(shift) {
+    match Shadow::reserve() {
         Ok(s) => {
-            // SAFETY: start-up, before instrumented code reads them (see `preinit`).
-            unsafe {
-                shadow::__kage_ws_shadow_offset = s.base;
-                shadow::__kage_ws_line_shift = s.shift as u64;
-            }
+            // SAFETY: start-up, before instrumented code reads it (see `preinit`).
+            unsafe { shadow::__kage_ws_shadow_offset = s.base };
             let _ = SHADOW.set(s);
         }
-        Err(e) => eprintln!("kage: warning: {e}; programs built for the working-set tool cannot run"),
+        Err(e) => {
+            eprintln!("kage: warning: {e}; programs built for the working-set tool cannot run")
+        }
     }
 }
 
 /// Runs from `.preinit_array`, before any constructor (instrumented code may run in
-/// constructors). libc's `getenv` is not ready this early, so the environment comes from
-/// the loader's arguments.
-extern "C" fn preinit(_argc: c_int, _argv: *const *const c_char, envp: *const *const c_char) {
-    let mut options = String::new();
-    let mut p = envp;
-    // SAFETY: the loader passes a NULL-terminated array of NUL-terminated strings.
-    unsafe {
-        while !p.is_null() && !(*p).is_null() {
-            let entry = std::ffi::CStr::from_ptr(*p).to_bytes();
-            if let Some(value) = entry.strip_prefix(b"KAGE_OPTIONS=") {
-                options = String::from_utf8_lossy(value).into_owned();
-                break;
-            }
-            p = p.add(1);
-        }
-    }
-    reserve_shadow(&options);
+/// constructors). Needs no option: the reservation suits every line size.
+extern "C" fn preinit(_argc: c_int, _argv: *const *const c_char, _envp: *const *const c_char) {
+    reserve_shadow();
 }
 
 #[used]
@@ -101,7 +84,7 @@ static PREINIT: extern "C" fn(c_int, *const *const c_char, *const *const c_char)
 /// The shadow, reserving it now if start-up did not (a program without `.preinit_array`).
 pub fn shadow() -> Option<&'static Shadow> {
     if SHADOW.get().is_none() {
-        reserve_shadow(&std::env::var("KAGE_OPTIONS").unwrap_or_default());
+        reserve_shadow();
     }
     SHADOW.get()
 }
@@ -120,7 +103,11 @@ pub fn tool() -> Option<&'static WorkingSet> {
 }
 
 struct Config {
+    /// Used with the build's line size (`KAGE_WS_LINE_SIZE`), or `line_size=` for call hooks.
     shadow: Shadow,
+    /// log2 of the reported line size (`line_size=`): at least the shadow's; the shadow's
+    /// lines are grouped into reported ones when they differ.
+    line_shift: u32,
     unit: IntervalUnit,
     clock: Clock,
     initial_interval: u64,
@@ -295,7 +282,7 @@ impl WorkingSet {
         // another, and it is busy here.)
         let exclusive = machine::process_threads() == Some(1);
         let _blocked = exclusive.then(machine::SignalsBlocked::new);
-        let mut lines = LineSet::default();
+        let mut lines = LineSet::new(cfg.line_shift - cfg.shadow.shift);
         cfg.shadow.scan(
             &st.known,
             mode,
@@ -316,7 +303,8 @@ impl WorkingSet {
             StackAt::Known(stack) => stack.to_vec(),
         };
         self.push_snapshot(cfg, st, lines, now, end_ns, regions);
-        self.next_boundary.store(now.saturating_add(st.interval), Relaxed);
+        self.next_boundary
+            .store(now.saturating_add(st.interval), Relaxed);
     }
 
     fn push_snapshot(
@@ -397,7 +385,7 @@ impl WorkingSet {
     }
 
     fn results(&self, cfg: &Config, st: &State) -> Map<String, Value> {
-        let line_size = cfg.shadow.line_size();
+        let line_size = 1u64 << cfg.line_shift;
         let peak = (st.snapshots.iter().enumerate())
             .max_by_key(|(i, s)| (s.lines.len(), std::cmp::Reverse(*i)));
         let raw_count = st.raw_lines.len().max(1) as f64;
@@ -461,20 +449,34 @@ impl WorkingSet {
 /// space around them catches their lines. Costs one `mincore` byte per 256 KiB of it.
 const COVER_MARGIN: u64 = 4 << 30;
 
-/// Builds the set of an interval's lines from page bitmaps: one roaring container
-/// (2^16 lines) at a time, straight from its bits, instead of a push per line.
-#[derive(Default)]
+/// Builds the set of an interval's lines from page bitmaps of the shadow's lines (in
+/// increasing order): one roaring container (2^16 lines) at a time, straight from its bits,
+/// instead of a push per line.
 struct LineSet {
     lines: RoaringTreemap,
     /// Index (line >> 16) of the container being filled, and its bits.
     container: Option<u64>,
     bits: Vec<u8>,
+    /// Reported lines are `1 << coarsen` of the shadow's.
+    coarsen: u32,
 }
 
 impl LineSet {
     const CONTAINER_BYTES: usize = (1 << 16) / 8;
 
+    fn new(coarsen: u32) -> LineSet {
+        LineSet {
+            lines: RoaringTreemap::new(),
+            container: None,
+            bits: Vec::new(),
+            coarsen,
+        }
+    }
+
     fn add_page(&mut self, first: u64, page: &shadow::PageBits) {
+        if self.coarsen > 0 {
+            return self.add_page_coarsened(first, page);
+        }
         let container = first >> 16;
         if self.container != Some(container) {
             self.flush();
@@ -483,6 +485,29 @@ impl LineSet {
         self.bits.resize(Self::CONTAINER_BYTES, 0);
         let at = (first & 0xFFFF) as usize / 8;
         self.bits[at..at + page.len()].copy_from_slice(page);
+    }
+
+    /// As [`LineSet::add_page`], each shadow line counting as the reported line holding it.
+    fn add_page_coarsened(&mut self, first: u64, page: &shadow::PageBits) {
+        for (i, &byte) in page.iter().enumerate() {
+            let mut rest = byte;
+            while rest != 0 {
+                let shadow_line = first + 8 * i as u64 + rest.trailing_zeros() as u64;
+                self.set(shadow_line >> self.coarsen);
+                rest &= rest - 1;
+            }
+        }
+    }
+
+    fn set(&mut self, line: u64) {
+        let container = line >> 16;
+        if self.container != Some(container) {
+            self.flush();
+            self.container = Some(container);
+        }
+        self.bits.resize(Self::CONTAINER_BYTES, 0);
+        let at = (line & 0xFFFF) as usize;
+        self.bits[at / 8] |= 1 << (at % 8);
     }
 
     fn flush(&mut self) {
@@ -506,22 +531,26 @@ impl LineSet {
 fn add_seen(seen: &[(u64, u64)], mapped: Vec<(u64, u64)>, own: (u64, u64)) -> Vec<(u64, u64)> {
     let (own_lo, own_hi) = own;
     let mut ranges = seen.to_vec();
-    ranges.extend(mapped.into_iter().filter(|&(lo, hi)| !(lo >= own_lo && hi <= own_hi)));
+    ranges.extend(
+        mapped
+            .into_iter()
+            .filter(|&(lo, hi)| !(lo >= own_lo && hi <= own_hi)),
+    );
     ranges.push((own_lo.saturating_sub(1), own_lo));
     ranges.push((own_hi, own_hi + 1));
     merge_ranges(ranges)
 }
 
 /// The ranges to scan: mapped ranges with gaps below [`COVER_MARGIN`] bridged and
-/// [`COVER_MARGIN`] added on both sides.
+/// [`COVER_MARGIN`] added on both sides (the scan leaves out what the shadow does not cover).
 fn cover(ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     let widened = ranges
         .into_iter()
-        .filter(|&(lo, hi)| hi > lo && lo <= shadow::ADDRESS_MASK)
+        .filter(|&(lo, hi)| hi > lo)
         .map(|(lo, hi)| {
             (
                 lo.saturating_sub(COVER_MARGIN),
-                hi.saturating_add(COVER_MARGIN).min(shadow::ADDRESS_MASK + 1),
+                hi.saturating_add(COVER_MARGIN),
             )
         })
         .collect();
@@ -558,9 +587,15 @@ impl Tool for WorkingSet {
         let Some(shadow) = shadow() else {
             return;
         };
+        // The runtime set `line_size=` to at least the build's (`runtime::init`).
+        let line_shift = opts.line_size.trailing_zeros();
+        let shadow = shadow.with_line_shift(registry::built_line_shift().unwrap_or(line_shift));
         let mut unit = opts.interval_unit;
         let mut interval = opts.interval_length().unwrap_or_else(|e| {
-            eprintln!("kage: warning: interval={}: {e}; using 10ms of wall time", opts.interval);
+            eprintln!(
+                "kage: warning: interval={}: {e}; using 10ms of wall time",
+                opts.interval
+            );
             unit = IntervalUnit::WallTime;
             10_000_000
         });
@@ -579,12 +614,16 @@ impl Tool for WorkingSet {
         if !opts.trace.is_empty() {
             match std::fs::File::create(&opts.trace) {
                 Ok(f) => state.trace = Some(std::io::BufWriter::with_capacity(1 << 20, f)),
-                Err(e) => eprintln!("kage: warning: cannot create the trace file {}: {e}", opts.trace),
+                Err(e) => eprintln!(
+                    "kage: warning: cannot create the trace file {}: {e}",
+                    opts.trace
+                ),
             }
         }
         *self.state.lock() = Some(state);
         let _ = self.config.set(Config {
-            shadow: *shadow,
+            shadow,
+            line_shift: line_shift.max(shadow.shift),
             unit,
             clock,
             initial_interval: interval,
@@ -691,7 +730,9 @@ impl ThreadTool for WsThread {
     }
 
     fn access(&mut self, addr: usize, size: u64, _write: bool) {
-        let Some(cfg) = self.tool.config.get() else { return };
+        let Some(cfg) = self.tool.config.get() else {
+            return;
+        };
         if !self.tool.enabled.load(Relaxed) {
             return;
         }
@@ -740,7 +781,11 @@ mod tests {
             snapshot(&[9], 2),
         ]);
         assert_eq!(merged.len(), 2);
-        assert_eq!(merged[0].lines.len(), 4, "{{1,2,3}} | {{2,3,4}} has 4 lines, not 6");
+        assert_eq!(
+            merged[0].lines.len(),
+            4,
+            "{{1,2,3}} | {{2,3,4}} has 4 lines, not 6"
+        );
         assert_eq!(merged[0].raw, (0, 1));
         assert_eq!((merged[0].start, merged[0].end), (0, 20));
         assert_eq!(merged[0].regions, vec![1]);
@@ -750,16 +795,24 @@ mod tests {
     #[test]
     fn line_sets_from_page_bitmaps() {
         // Pages in several containers and two high words, some sharing a container.
-        let pages: [u64; 5] = [0, 4096 * 3, 1 << 16, (1 << 32) - 4096, (5 << 32) + (7 << 12)];
-        let mut set = LineSet::default();
-        let mut expected = RoaringTreemap::new();
-        for (k, &first) in pages.iter().enumerate() {
-            let bits: shadow::PageBits = std::array::from_fn(|i| (i * 7 + k) as u8);
-            set.add_page(first, &bits);
-            expected.extend(shadow::page_lines(first, &bits));
+        let pages: [u64; 5] = [
+            0,
+            4096 * 3,
+            1 << 16,
+            (1 << 32) - 4096,
+            (5 << 32) + (7 << 12),
+        ];
+        for coarsen in [0, 1, 3, 8] {
+            let mut set = LineSet::new(coarsen);
+            let mut expected = RoaringTreemap::new();
+            for (k, &first) in pages.iter().enumerate() {
+                let bits: shadow::PageBits = std::array::from_fn(|i| (i * 7 + k) as u8);
+                set.add_page(first, &bits);
+                expected.extend(shadow::page_lines(first, &bits).map(|line| line >> coarsen));
+            }
+            assert_eq!(set.finish(), expected, "grouping 2^{coarsen} lines");
+            assert!(LineSet::new(coarsen).finish().is_empty());
         }
-        assert_eq!(set.finish(), expected);
-        assert!(LineSet::default().finish().is_empty());
     }
 
     #[test]
@@ -772,7 +825,12 @@ mod tests {
         let first = add_seen(&[], mapped.clone(), own);
         assert_eq!(
             first,
-            vec![(10 * g, 11 * g), (100 * g - 1, 100 * g), (200 * g, 200 * g + 1), (300 * g, 301 * g)]
+            vec![
+                (10 * g, 11 * g),
+                (100 * g - 1, 100 * g),
+                (200 * g, 200 * g + 1),
+                (300 * g, 301 * g)
+            ]
         );
         let mut seen = first.clone();
         for _ in 0..10 {
@@ -789,7 +847,12 @@ mod tests {
     fn cover_bridges_gaps_and_adds_margins() {
         let g = 1u64 << 30;
         assert_eq!(
-            cover(vec![(10 * g, 11 * g), (13 * g, 14 * g), (40 * g, 41 * g), (g, g)]),
+            cover(vec![
+                (10 * g, 11 * g),
+                (13 * g, 14 * g),
+                (40 * g, 41 * g),
+                (g, g)
+            ]),
             vec![(6 * g, 18 * g), (36 * g, 45 * g)]
         );
         assert_eq!(cover(vec![(0, 4096)]), vec![(0, 4096 + COVER_MARGIN)]);

@@ -1,18 +1,20 @@
-//! The working-set shadow: one byte per cache line of the 47-bit user address space,
-//! reserved once at start-up wherever the kernel puts it (`MAP_NORESERVE`: only the pages
-//! the program's accesses reach ever take memory). Bit 0 = "touched in the current
-//! interval"; at each boundary every byte is shifted left, so bits 1..7 hold the previous
-//! seven intervals (the RFC's in-shadow history).
+//! The working-set shadow: one byte per cache line of the user address space, reserved
+//! once at start-up wherever the kernel puts it (`MAP_NORESERVE`: only the pages the
+//! program's accesses reach ever take memory). Bit 0 = "touched in the current interval";
+//! at each boundary every byte is shifted left, so bits 1..7 hold the previous seven
+//! intervals (the RFC's in-shadow history).
 //!
-//! Instrumented code finds the shadow through `__kage_ws_shadow_offset` and
-//! `__kage_ws_line_shift` (docs/abi.md), which are set from `.preinit_array`, before any
-//! constructor or instrumented code runs, and never change afterwards.
+//! Instrumented code finds the shadow through `__kage_ws_shadow_offset` (docs/abi.md),
+//! set from `.preinit_array`, before any constructor or instrumented code runs, and never
+//! changed afterwards. Its line size is a constant of the build (`KAGE_WS_LINE_SIZE`),
+//! which start-up does not know yet: the reservation has room for lines of the smallest
+//! size, [`MIN_LINE_SHIFT`], and so for any larger one.
 
 use std::sync::atomic::{AtomicU64, Ordering::*};
 
-/// Addresses are masked to the 47-bit user address space before they are shifted (higher
-/// addresses, which Linux only hands out on request, alias into it).
-pub const ADDRESS_MASK: u64 = 0x7FFF_FFFF_FFFF;
+/// log2 of the smallest line size (16 bytes): the reservation covers the user address space
+/// at this granularity.
+pub const MIN_LINE_SHIFT: u32 = 4;
 const PAGE: u64 = 4096;
 const LOW_BITS: u64 = 0x0101_0101_0101_0101;
 
@@ -21,15 +23,13 @@ const LOW_BITS: u64 = 0x0101_0101_0101_0101;
 /// Written once from `.preinit_array` (before any reader exists), read by instrumented code.
 #[no_mangle]
 pub static mut __kage_ws_shadow_offset: u64 = 0;
-/// log2 of the line size.
-#[no_mangle]
-pub static mut __kage_ws_line_shift: u64 = 6;
-
-/// The reserved shadow, as set at start-up.
+/// The reserved shadow and the line size it is used with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shadow {
     pub base: u64,
+    /// Bytes reserved: one per [`MIN_LINE_SHIFT`] line of the user address space.
     pub len: u64,
+    /// log2 of the line size in use (the build's, or `line_size=` for call hooks).
     pub shift: u32,
 }
 
@@ -45,9 +45,11 @@ pub enum Scan {
 }
 
 impl Shadow {
-    /// Reserves the shadow for lines of `1 << shift` bytes.
-    pub fn reserve(shift: u32) -> Result<Shadow, String> {
-        let len = (ADDRESS_MASK + 1) >> shift;
+    /// Reserves the shadow for the whole user address space, with room for lines of any
+    /// size from `1 << MIN_LINE_SHIFT` bytes; in use with lines of that size until
+    /// [`Shadow::with_line_shift`] says otherwise.
+    pub fn reserve() -> Result<Shadow, String> {
+        let len = user_address_limit() >> MIN_LINE_SHIFT;
         // SAFETY: a fresh anonymous mapping; nothing else refers to it.
         let p = unsafe {
             libc::mmap(
@@ -71,16 +73,32 @@ impl Shadow {
         Ok(Shadow {
             base: p as u64,
             len,
-            shift,
+            shift: MIN_LINE_SHIFT,
         })
+    }
+
+    /// The same reservation used with lines of `1 << shift` bytes.
+    pub fn with_line_shift(self, shift: u32) -> Shadow {
+        assert!(
+            shift >= MIN_LINE_SHIFT,
+            "the reservation is too small for {shift}"
+        );
+        Shadow { shift, ..self }
     }
 
     pub fn line_size(&self) -> u64 {
         1 << self.shift
     }
 
+    /// The end of the address space the shadow covers.
+    pub fn address_limit(&self) -> u64 {
+        self.len << MIN_LINE_SHIFT
+    }
+
+    /// As the instrumented code computes it: no mask (docs/abi.md); lines at or beyond
+    /// `len` are never marked by the runtime itself.
     pub fn line_of(&self, addr: u64) -> u64 {
-        (addr & ADDRESS_MASK) >> self.shift
+        addr >> self.shift
     }
 
     /// The app address range this shadow occupies itself (never scanned as app memory).
@@ -128,17 +146,12 @@ impl Shadow {
         (line..end).for_each(mark);
     }
 
-    /// Marks the lines of `size` bytes at `addr` (`size` > 0).
+    /// Marks the lines of `size` bytes at `addr` (`size` > 0); lines beyond the shadow
+    /// are left out.
     pub fn mark_range(&self, addr: u64, size: u64) {
         let first = self.line_of(addr);
-        let last = self.line_of(addr.wrapping_add(size - 1));
-        if last >= first {
-            self.mark_lines(first, last);
-        } else {
-            // The range wraps around the masked address space: two pieces.
-            self.mark_lines(first, self.len - 1);
-            self.mark_lines(0, last);
-        }
+        let last = self.line_of(addr.saturating_add(size - 1));
+        self.mark_lines(first, last);
     }
 
     /// Applies `mode` to the shadow of the app address ranges `ranges` (sorted or not,
@@ -170,10 +183,12 @@ impl Shadow {
         let (own_lo, own_hi) = self.own_range();
         let pages: Vec<(u64, u64)> = ranges
             .iter()
-            .filter(|&&(lo, hi)| hi > lo && lo <= ADDRESS_MASK && !(lo >= own_lo && hi <= own_hi))
+            .filter(|&&(lo, hi)| {
+                hi > lo && lo < self.address_limit() && !(lo >= own_lo && hi <= own_hi)
+            })
             .map(|&(lo, hi)| {
                 let first = self.line_of(lo);
-                let last = self.line_of(hi.min(ADDRESS_MASK + 1) - 1);
+                let last = self.line_of(hi.min(self.address_limit()) - 1);
                 let s_lo = (self.base + first) & !(PAGE - 1);
                 let s_hi = (self.base + last + PAGE) & !(PAGE - 1);
                 (s_lo, s_hi.min(self.base + self.len))
@@ -201,9 +216,8 @@ impl Shadow {
             buf.clear();
             buf.resize(pages, 0);
             // SAFETY: [start, end) lies inside the reservation; `buf` has one byte per page.
-            let r = unsafe {
-                libc::mincore(start as *mut _, (end - start) as usize, buf.as_mut_ptr())
-            };
+            let r =
+                unsafe { libc::mincore(start as *mut _, (end - start) as usize, buf.as_mut_ptr()) };
             for (i, &resident) in buf.iter().enumerate() {
                 if r != 0 || resident & 1 != 0 {
                     let page = start + i as u64 * PAGE;
@@ -297,8 +311,36 @@ fn gather_bit0(word: u64) -> u8 {
 #[cfg(test)]
 pub fn page_lines(first: u64, bits: &PageBits) -> impl Iterator<Item = u64> + '_ {
     bits.iter().enumerate().flat_map(move |(i, &b)| {
-        (0..8).filter(move |j| b >> j & 1 != 0).map(move |j| first + 8 * i as u64 + j)
+        (0..8)
+            .filter(move |j| b >> j & 1 != 0)
+            .map(move |j| first + 8 * i as u64 + j)
     })
+}
+
+/// The end of the user address space: 2^47 with 4-level page tables, 2^56 where the kernel
+/// uses 5-level ones (it then maps above 2^47 when asked to with a hint, as this probe does).
+pub fn user_address_limit() -> u64 {
+    const LOW: u64 = 1 << 47;
+    // SAFETY: a fresh anonymous mapping at a hint (no MAP_FIXED), unmapped right away.
+    unsafe {
+        let p = libc::mmap(
+            (LOW << 1) as *mut libc::c_void,
+            PAGE as usize,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return LOW;
+        }
+        libc::munmap(p, PAGE as usize);
+        if p as u64 >= LOW {
+            1 << 56
+        } else {
+            LOW
+        }
+    }
 }
 
 /// Sorts and merges overlapping or touching ranges.
@@ -323,7 +365,10 @@ pub fn mapped_ranges() -> Vec<(u64, u64)> {
         .filter_map(|line| {
             let range = line.split_whitespace().next()?;
             let (lo, hi) = range.split_once('-')?;
-            Some((u64::from_str_radix(lo, 16).ok()?, u64::from_str_radix(hi, 16).ok()?))
+            Some((
+                u64::from_str_radix(lo, 16).ok()?,
+                u64::from_str_radix(hi, 16).ok()?,
+            ))
         })
         .collect()
 }
@@ -340,14 +385,20 @@ mod tests {
     }
 
     fn mark_scan_shift_collect_drop_with(exclusive: bool) {
-        let s = Shadow::reserve(6).unwrap();
+        let s = Shadow::reserve().unwrap().with_line_shift(6);
         let data = vec![0u8; 64 * 1024];
         let base = data.as_ptr() as u64;
         let range = [(base, base + data.len() as u64)];
         let mut out = Vec::new();
         let mut buf = Vec::new();
         let scan = |mode, out: &mut Vec<u64>, buf: &mut Vec<u8>| {
-            s.scan(&range, mode, exclusive, &mut |f, b| out.extend(page_lines(f, b)), buf)
+            s.scan(
+                &range,
+                mode,
+                exclusive,
+                &mut |f, b| out.extend(page_lines(f, b)),
+                buf,
+            )
         };
         scan(Scan::Shift, &mut out, &mut buf);
         assert!(out.is_empty());
@@ -381,7 +432,7 @@ mod tests {
 
     #[test]
     fn mark_lines_word_at_a_time() {
-        let s = Shadow::reserve(6).unwrap();
+        let s = Shadow::reserve().unwrap().with_line_shift(6);
         let data = vec![0u8; 64 * 4096];
         let base = data.as_ptr() as u64;
         let range = [(base, base + data.len() as u64)];
@@ -392,12 +443,24 @@ mod tests {
         s.mark_lines(l0 + 1, l0 + 70);
         s.mark_lines(l0 + 1, l0 + 70);
         let mut out = Vec::new();
-        s.scan(&range, Scan::Shift, true, &mut |f, b| out.extend(page_lines(f, b)), &mut Vec::new());
+        s.scan(
+            &range,
+            Scan::Shift,
+            true,
+            &mut |f, b| out.extend(page_lines(f, b)),
+            &mut Vec::new(),
+        );
         assert_eq!(out, (l0 + 1..=l0 + 70).collect::<Vec<_>>());
         // History bits do not count as set: the next interval marks again.
         s.mark_lines(l0 + 1, l0 + 70);
         out.clear();
-        s.scan(&range, Scan::Shift, false, &mut |f, b| out.extend(page_lines(f, b)), &mut Vec::new());
+        s.scan(
+            &range,
+            Scan::Shift,
+            false,
+            &mut |f, b| out.extend(page_lines(f, b)),
+            &mut Vec::new(),
+        );
         assert_eq!(out, (l0 + 1..=l0 + 70).collect::<Vec<_>>());
     }
 
@@ -410,19 +473,48 @@ mod tests {
         assert_eq!(gather_bit0(u64::MAX), 0xFF);
         assert_eq!(gather_bit0(0x0100_0001_0000_0101), 0b1001_0011);
         let bits: PageBits = std::array::from_fn(|i| if i == 2 { 0b1000_0001 } else { 0 });
-        assert_eq!(page_lines(4096, &bits).collect::<Vec<_>>(), vec![4096 + 16, 4096 + 23]);
+        assert_eq!(
+            page_lines(4096, &bits).collect::<Vec<_>>(),
+            vec![4096 + 16, 4096 + 23]
+        );
     }
 
     #[test]
     fn other_line_sizes_and_maps() {
-        let s = Shadow::reserve(4).unwrap();
+        let s = Shadow::reserve().unwrap();
         assert_eq!(s.line_size(), 16);
+        assert!([1 << 47, 1 << 56].contains(&s.address_limit()));
+        // Addresses beyond the user address space are never marked by the runtime.
+        s.mark_range(s.address_limit() - 8, 64);
+        s.mark_range(u64::MAX - 3, 8);
+        let last = s.len - 1;
+        assert_eq!(
+            unsafe { *s.cell(last) },
+            1,
+            "the last line inside is marked"
+        );
+        let top = [(s.address_limit() - 4096, s.address_limit())];
+        let mut out = Vec::new();
+        s.scan(
+            &top,
+            Scan::Shift,
+            true,
+            &mut |f, b| out.extend(page_lines(f, b)),
+            &mut Vec::new(),
+        );
+        assert_eq!(out, vec![last]);
         let data = vec![0u8; 4096];
         let base = (data.as_ptr() as u64 + 15) & !15;
         s.mark_range(base, 64); // four 16-byte lines
         let mut out = Vec::new();
         let range = [(base, base + 1024)];
-        s.scan(&range, Scan::Shift, true, &mut |f, b| out.extend(page_lines(f, b)), &mut Vec::new());
+        s.scan(
+            &range,
+            Scan::Shift,
+            true,
+            &mut |f, b| out.extend(page_lines(f, b)),
+            &mut Vec::new(),
+        );
         assert_eq!(out.len(), 4);
         let maps = mapped_ranges();
         assert!(maps.iter().any(|&(lo, hi)| lo <= base && base < hi));
