@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds every Kage crate in release mode: target/release/ then holds `kage`, `kage-cc`,
-# `kage-cxx` (and the `kage-c++` link to it), libkage_pass.so and libkage_rt.a, side by side
+# `kage-cxx` (and the `kage-c++` link to it), libkage_pass.so and libkage_rt.o, side by side
 # as the wrappers expect.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,4 +8,16 @@ scripts/setup.sh
 echo "build: cargo build --release --workspace"
 cargo build --release --workspace
 ln -sf kage-cxx target/release/kage-c++
+
+# The runtime kage-cc links into every instrumented program, as one object: cargo's
+# libkage_rt.a (the runtime with all of std and its crates) reduced to what the runtime's
+# entry points (every `__kage_*` and `kage_*` symbol it defines) and its start-up sections
+# reach, with `ld -r --gc-sections`: a quarter of the text, a megabyte less resident.
+rt=target/release/libkage_rt.a
+if [ ! target/release/libkage_rt.o -nt "$rt" ]; then
+  echo "build: target/release/libkage_rt.o from $rt"
+  roots=$(nm -g --defined-only "$rt" 2>/dev/null | awk '$3 ~ /^(__kage_|kage_)/ { print "--undefined=" $3 }' | sort -u)
+  ld -r --gc-sections $roots --whole-archive "$rt" -o target/release/libkage_rt.o.tmp
+  mv -f target/release/libkage_rt.o.tmp target/release/libkage_rt.o
+fi
 echo "build: done; the tools are in $(pwd)/target/release"

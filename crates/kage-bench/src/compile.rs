@@ -39,7 +39,7 @@ impl Compiler {
         let depends_on = [
             kage_cc.to_path_buf(),
             dir.join("libkage_pass.so"),
-            dir.join("libkage_rt.a"),
+            dir.join("libkage_rt.o"),
         ]
         .into_iter()
         .filter(|p| p.exists())

@@ -1,6 +1,6 @@
-//! The runtime's global allocator: power-of-two size classes (16 B .. 4 KiB) carved from
-//! mmap'd chunks and kept on free lists under one spin lock; larger blocks come straight
-//! from mmap. It never calls `malloc`, so the runtime cannot re-enter an instrumented or
+//! The runtime's global allocator: power-of-two size classes (16 B .. 4 KiB) carved on
+//! demand from one mmap'd chunk at a time (so only the pages in use take memory) and kept
+//! on free lists under one spin lock; larger blocks come straight from mmap. It never calls `malloc`, so the runtime cannot re-enter an instrumented or
 //! interposed allocator of the program. Small-class memory is never returned to the OS
 //! (the runtime's allocations are few and long-lived).
 
@@ -16,10 +16,15 @@ const CHUNK: usize = 64 * 1024;
 
 struct FreeLists {
     heads: [usize; CLASSES],
+    /// The part of the current chunk not carved yet: `[bump, bump_end)`.
+    bump: usize,
+    bump_end: usize,
 }
 
 static LISTS: SpinLock<FreeLists> = SpinLock::new(FreeLists {
     heads: [0; CLASSES],
+    bump: 0,
+    bump_end: 0,
 });
 static PAGE: AtomicUsize = AtomicUsize::new(0);
 
@@ -95,24 +100,23 @@ unsafe fn alloc_large(layout: &Layout) -> *mut u8 {
     start as *mut u8
 }
 
-/// Fills an empty free list with a new chunk. Called with the lock held.
-unsafe fn refill(lists: &mut FreeLists, class: usize) -> bool {
+/// A new block of `class` when its free list is empty: the next `size`-aligned block of the
+/// current chunk, or of a new one (the rest of the old chunk was never touched, so it costs
+/// no memory). Called with the lock held.
+unsafe fn carve(lists: &mut FreeLists, class: usize) -> *mut u8 {
     let size = 1usize << (class + MIN_SHIFT);
-    let chunk = map(CHUNK);
-    if chunk.is_null() {
-        return false;
+    let mut start = round_up(lists.bump, size);
+    if lists.bump == 0 || start + size > lists.bump_end {
+        let chunk = map(CHUNK);
+        if chunk.is_null() {
+            return null_mut();
+        }
+        // Chunks are page-aligned, so every block is aligned to its (power-of-two) size.
+        start = chunk as usize;
+        lists.bump_end = start + CHUNK;
     }
-    // Chunks are page-aligned, so every block is aligned to its (power-of-two) size.
-    let mut head = lists.heads[class];
-    let mut off = CHUNK;
-    while off >= size {
-        off -= size;
-        let b = chunk.add(off);
-        *(b as *mut usize) = head;
-        head = b as usize;
-    }
-    lists.heads[class] = head;
-    true
+    lists.bump = start + size;
+    start as *mut u8
 }
 
 unsafe impl GlobalAlloc for KageAlloc {
@@ -121,8 +125,8 @@ unsafe impl GlobalAlloc for KageAlloc {
             None => alloc_large(&layout),
             Some(c) => {
                 let mut l = LISTS.lock();
-                if l.heads[c] == 0 && !refill(&mut l, c) {
-                    return null_mut();
+                if l.heads[c] == 0 {
+                    return carve(&mut l, c);
                 }
                 let b = l.heads[c] as *mut u8;
                 l.heads[c] = *(b as *const usize);
@@ -225,6 +229,24 @@ mod tests {
                     a.dealloc(z, l);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn carved_blocks_of_mixed_classes_never_overlap() {
+        let a = KageAlloc;
+        let mut blocks: Vec<(usize, usize, Layout)> = (0..3000usize)
+            .map(|i| {
+                let l = Layout::from_size_align(16 << (i * 7 % CLASSES), 8).unwrap();
+                let p = unsafe { a.alloc(l) } as usize;
+                assert!(p != 0 && p % l.size() == 0, "aligned to its size");
+                (p, p + l.size(), l)
+            })
+            .collect();
+        blocks.sort_unstable_by_key(|b| b.0);
+        assert!(blocks.windows(2).all(|w| w[0].1 <= w[1].0), "disjoint");
+        for (p, _, l) in blocks {
+            unsafe { a.dealloc(p as *mut u8, l) };
         }
     }
 

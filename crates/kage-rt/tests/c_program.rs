@@ -43,12 +43,18 @@ fn program() -> &'static Path {
             .arg(manifest.join("tests/c/hooks.c"))
             .arg("-o")
             .arg(&bin)
-            // The link line the compiler wrapper uses.
-            .args(kage::cc::plan::RUNTIME_LINK_ARGS.iter().map(|&arg| {
-                if arg == kage::cc::plan::RUNTIME_ARCHIVE {
-                    staticlib().into_os_string()
+            // The link line the compiler wrapper uses, with the whole archive standing for
+            // the object scripts/build.sh makes of it (the same code, less what is unreachable).
+            .args(kage::cc::plan::RUNTIME_LINK_ARGS.iter().flat_map(|&arg| {
+                if arg == kage::cc::plan::RUNTIME_OBJECT {
+                    let archive = staticlib().into_os_string();
+                    vec![
+                        "-Wl,--whole-archive".into(),
+                        archive,
+                        "-Wl,--no-whole-archive".into(),
+                    ]
                 } else {
-                    arg.into()
+                    vec![arg.into()]
                 }
             }))
             .output()

@@ -69,7 +69,7 @@ impl FakeArtifacts {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("libkage_pass.so"), "").unwrap();
-        std::fs::write(dir.path().join("libkage_rt.a"), "").unwrap();
+        std::fs::write(dir.path().join("libkage_rt.o"), "").unwrap();
         let compiler = dir.path().join("print-args");
         std::fs::write(&compiler, "#!/bin/sh\nprintf '%s\\n' \"$@\"\n").unwrap();
         std::fs::set_permissions(&compiler, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -85,7 +85,7 @@ impl FakeArtifacts {
     }
 
     fn runtime(&self) -> PathBuf {
-        self.dir.path().join("libkage_rt.a")
+        self.dir.path().join("libkage_rt.o")
     }
 
     fn apply(&self, command: &mut Command) {
@@ -173,9 +173,7 @@ fn the_wrapper_adds_the_plugin_and_runtime_and_keeps_every_argument() {
             "b.o",
             "-o",
             "prog",
-            "-Wl,--whole-archive",
             &runtime,
-            "-Wl,--no-whole-archive",
             "-Wl,--export-dynamic-symbol=__kage_*",
             "-lpthread",
             "-ldl",

@@ -1,4 +1,4 @@
-//! Finding the two files kage-cc adds to a build: the pass plugin and the runtime archive.
+//! Finding the two files kage-cc adds to a build: the pass plugin and the runtime object.
 //!
 //! Lookup order: the environment variable (`KAGE_PASS_PLUGIN`, `KAGE_RUNTIME`), then the
 //! directory of the running executable (cargo's `target/release/` holds the wrappers, the
@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 pub enum Artifact {
     /// `libkage_pass.so`, loaded by clang with `-fpass-plugin=`.
     PassPlugin,
-    /// `libkage_rt.a`, linked into every instrumented executable.
+    /// `libkage_rt.o`, linked into every instrumented executable: cargo's `libkage_rt.a`
+    /// reduced by `scripts/build.sh` to what the runtime's entry points reach.
     Runtime,
 }
 
@@ -21,7 +22,7 @@ impl Artifact {
     pub fn file_name(self) -> &'static str {
         match self {
             Artifact::PassPlugin => "libkage_pass.so",
-            Artifact::Runtime => "libkage_rt.a",
+            Artifact::Runtime => "libkage_rt.o",
         }
     }
 
@@ -49,6 +50,9 @@ pub enum MissingArtifact {
         artifact: Artifact,
         searched: Vec<PathBuf>,
     },
+    /// Found, but older than the file it is made from beside it (cargo rebuilt the runtime
+    /// archive after `scripts/build.sh` made the object).
+    Stale { path: PathBuf, source: PathBuf },
 }
 
 impl fmt::Display for MissingArtifact {
@@ -68,15 +72,36 @@ impl fmt::Display for MissingArtifact {
                 write!(
                     f,
                     "cannot find {} {} (looked for {}): build it with \
-                     `cargo build --release --workspace` in the Kage source tree, or set {} to its path",
+                     `scripts/build.sh` in the Kage source tree, or set {} to its path",
                     artifact.description(),
                     artifact.file_name(),
-                    if searched.is_empty() { "it nowhere: the running executable's path is unknown".into() } else { searched.join(" and ") },
+                    if searched.is_empty() {
+                        "it nowhere: the running executable's path is unknown".into()
+                    } else {
+                        searched.join(" and ")
+                    },
                     artifact.env_var(),
                 )
             }
+            MissingArtifact::Stale { path, source } => write!(
+                f,
+                "{} is older than {}, which it is made from: run `scripts/build.sh` in the Kage \
+                 source tree",
+                path.display(),
+                source.display()
+            ),
         }
     }
+}
+
+/// The file beside `found` that `artifact` is made from, when it is newer than `found`.
+fn newer_source(artifact: Artifact, found: &Path) -> Option<PathBuf> {
+    let source = match artifact {
+        Artifact::Runtime => found.with_file_name("libkage_rt.a"),
+        Artifact::PassPlugin => return None,
+    };
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    (modified(&source)? > modified(found)?).then_some(source)
 }
 
 impl std::error::Error for MissingArtifact {}
@@ -106,7 +131,13 @@ pub fn locate(
         })
         .unwrap_or_default();
     match searched.iter().find(|candidate| candidate.is_file()) {
-        Some(found) => Ok(found.clone()),
+        Some(found) => match newer_source(artifact, found) {
+            Some(source) => Err(MissingArtifact::Stale {
+                path: found.clone(),
+                source,
+            }),
+            None => Ok(found.clone()),
+        },
         None => Err(MissingArtifact::NotFound { artifact, searched }),
     }
 }
@@ -127,14 +158,14 @@ mod tests {
         std::fs::create_dir_all(&bin).unwrap();
         let exe = bin.join("kage-cc");
         std::fs::write(bin.join("libkage_pass.so"), "").unwrap();
-        std::fs::write(root.path().join("lib/kage/libkage_rt.a"), "").unwrap();
+        std::fs::write(root.path().join("lib/kage/libkage_rt.o"), "").unwrap();
         assert_eq!(
             locate(Artifact::PassPlugin, &no_env, Some(&exe)).unwrap(),
             bin.join("libkage_pass.so")
         );
         assert_eq!(
             locate(Artifact::Runtime, &no_env, Some(&exe)).unwrap(),
-            bin.join("../lib/kage/libkage_rt.a")
+            bin.join("../lib/kage/libkage_rt.o")
         );
     }
 
@@ -166,6 +197,39 @@ mod tests {
     }
 
     #[test]
+    fn a_runtime_object_older_than_its_archive_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("kage-cc");
+        let object = dir.path().join("libkage_rt.o");
+        std::fs::write(&object, "").unwrap();
+        assert_eq!(
+            locate(Artifact::Runtime, &no_env, Some(&exe)).unwrap(),
+            object
+        );
+        let archive = dir.path().join("libkage_rt.a");
+        std::fs::write(&archive, "").unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&object)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let error = locate(Artifact::Runtime, &no_env, Some(&exe)).unwrap_err();
+        assert_eq!(
+            error,
+            MissingArtifact::Stale {
+                path: object.clone(),
+                source: archive.clone()
+            }
+        );
+        assert!(
+            error.to_string().contains("run `scripts/build.sh`"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn a_missing_artifact_says_how_to_build_it() {
         let error = locate(
             Artifact::PassPlugin,
@@ -180,10 +244,7 @@ mod tests {
             ),
             "{message}"
         );
-        assert!(
-            message.contains("`cargo build --release --workspace`"),
-            "{message}"
-        );
+        assert!(message.contains("`scripts/build.sh`"), "{message}");
         assert!(message.contains("KAGE_PASS_PLUGIN"), "{message}");
     }
 }

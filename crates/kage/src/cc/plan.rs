@@ -21,17 +21,15 @@ use super::artifacts::Artifact;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-/// Stands for the runtime archive's path in [`RUNTIME_LINK_ARGS`].
-pub const RUNTIME_ARCHIVE: &str = "<libkage_rt.a>";
+/// Stands for the runtime object's path in [`RUNTIME_LINK_ARGS`].
+pub const RUNTIME_OBJECT: &str = "<libkage_rt.o>";
 
-/// What a link adds: the whole runtime archive (its constructors and hooks must all be kept,
-/// even the ones nothing in the program references yet), the hooks exported so that
-/// instrumented shared libraries resolve against them, and the system libraries the Rust
-/// runtime needs.
+/// What a link adds: the runtime, one object (linked whole, so its start-up code and hooks
+/// are all kept, even the ones nothing in the program references yet), the hooks exported
+/// so that instrumented shared libraries resolve against them, and the system libraries the
+/// Rust runtime needs.
 pub const RUNTIME_LINK_ARGS: &[&str] = &[
-    "-Wl,--whole-archive",
-    RUNTIME_ARCHIVE,
-    "-Wl,--no-whole-archive",
+    RUNTIME_OBJECT,
     "-Wl,--export-dynamic-symbol=__kage_*",
     "-lpthread",
     "-ldl",
@@ -54,7 +52,7 @@ pub struct Plan {
     pub link_runtime: bool,
     /// Where the additions go: before this original argument, or at the end.
     insert_before: Option<usize>,
-    /// Reset `-x` before the runtime archive so that it is not read as source code.
+    /// Reset `-x` before the runtime object so that it is not read as source code.
     reset_language: bool,
 }
 
@@ -103,7 +101,7 @@ impl Plan {
                 added.extend(["-x".into(), "none".into()]);
             }
             added.extend(RUNTIME_LINK_ARGS.iter().map(|&arg| {
-                if arg == RUNTIME_ARCHIVE {
+                if arg == RUNTIME_OBJECT {
                     runtime.clone().into_os_string()
                 } else {
                     arg.into()
@@ -134,7 +132,7 @@ mod tests {
     fn fixed_artifacts(artifact: Artifact) -> Result<PathBuf, std::convert::Infallible> {
         Ok(match artifact {
             Artifact::PassPlugin => "/k/libkage_pass.so".into(),
-            Artifact::Runtime => "/k/libkage_rt.a".into(),
+            Artifact::Runtime => "/k/libkage_rt.o".into(),
         })
     }
 
@@ -142,8 +140,8 @@ mod tests {
         RUNTIME_LINK_ARGS
             .iter()
             .map(|a| {
-                if *a == RUNTIME_ARCHIVE {
-                    "/k/libkage_rt.a".to_string()
+                if *a == RUNTIME_OBJECT {
+                    "/k/libkage_rt.o".to_string()
                 } else {
                     a.to_string()
                 }
@@ -285,7 +283,7 @@ mod tests {
     }
 
     #[test]
-    fn an_active_language_is_reset_before_the_runtime_archive() {
+    fn an_active_language_is_reset_before_the_runtime_object() {
         let args = ["-x", "c", "main.txt", "-o", "prog"];
         let mut expected = then(&args, &[PLUGIN, LINE_TABLES_FLAG, "-x", "none"]);
         expected.extend(runtime());
