@@ -92,22 +92,27 @@ pub fn output_path(template: &str, exe: &str, pid: u32, forked: bool) -> String 
 }
 
 /// Writes the report to a temporary file beside `path`, then renames it into place, so a
-/// reader never sees a half-written report.
+/// reader never sees a half-written report. The JSON is streamed through a small buffer:
+/// a report with thousands of regions would otherwise take megabytes of the program's peak
+/// memory as one string.
 pub fn write(path: &str, report: &Report, pid: u32) -> io::Result<()> {
-    let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
+    let stream = |file: std::fs::File| -> io::Result<()> {
+        let mut out = io::BufWriter::with_capacity(64 << 10, file);
+        serde_json::to_writer_pretty(&mut out, report).map_err(io::Error::other)?;
+        io::Write::flush(&mut out)
+    };
     // A device or pipe (`output=/dev/null`, `/dev/stderr`, a FIFO) is written to, never
     // replaced: renaming over /dev/null would turn it into a file for the whole machine.
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        return std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|mut f| io::Write::write_all(&mut f, &json));
+        return std::fs::OpenOptions::new().write(true).open(path).and_then(stream);
     }
     let tmp = format!("{path}.tmp.{pid}");
-    std::fs::write(&tmp, json)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    std::fs::File::create(&tmp)
+        .and_then(stream)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
 }
 
 /// Absolute path of the executable.
