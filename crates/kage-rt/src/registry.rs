@@ -6,6 +6,7 @@ use crate::sync::SpinLock;
 use kage_report::RegionKind;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 pub const ABI_VERSION: u32 = 3;
 /// `global_id` before registration (and `parent` for none).
@@ -111,13 +112,14 @@ pub fn built_line_shift() -> Option<u32> {
 }
 
 /// A registered region, with runtime-owned strings (a `dlclose`d module must not leave
-/// dangling pointers behind for the report).
+/// dangling pointers behind for the report), shared where the module's table shares them
+/// (a function's loops have its name, symbol and file; a module has few files).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegionInfo {
     pub kind: RegionKind,
-    pub name: String,
-    pub symbol: String,
-    pub file: String,
+    pub name: Arc<str>,
+    pub symbol: Arc<str>,
+    pub file: Arc<str>,
     pub line: u32,
     pub end_line: u32,
     pub parent: Option<u32>,
@@ -174,6 +176,19 @@ unsafe fn cstr(p: *const c_char) -> String {
         String::new()
     } else {
         CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
+/// One copy of each string of a module's table, by address (the pass emits each distinct
+/// string once per module).
+#[derive(Default)]
+struct Interned(std::collections::HashMap<*const c_char, Arc<str>>);
+
+impl Interned {
+    /// # Safety
+    /// `p` is null or points to a NUL-terminated string.
+    unsafe fn get(&mut self, p: *const c_char) -> Arc<str> {
+        self.0.entry(p).or_insert_with(|| cstr(p).into()).clone()
     }
 }
 
@@ -299,6 +314,8 @@ pub unsafe fn register(m: *mut KageModule, verbosity: u32) {
         return;
     }
     let t = std::slice::from_raw_parts((*m).regions, count);
+    let mut strings = Interned::default();
+    reg.regions.reserve(count);
     for (i, r) in t.iter().enumerate() {
         let gid = (base + i) as u32;
         let parent = (r.parent != NONE).then(|| base as u32 + r.parent);
@@ -313,9 +330,9 @@ pub unsafe fn register(m: *mut KageModule, verbosity: u32) {
         };
         reg.regions.push(RegionInfo {
             kind,
-            name: cstr(r.name),
-            symbol: cstr(r.symbol),
-            file: cstr(r.file),
+            name: strings.get(r.name),
+            symbol: strings.get(r.symbol),
+            file: strings.get(r.file),
             line: r.first_line,
             end_line: r.last_line,
             parent,
@@ -517,8 +534,8 @@ pub mod tests {
             assert_eq!(body.kind, RegionKind::LoopBody);
             assert_eq!(body.parent, Some(base + 1));
             assert_eq!(body.func, base);
-            assert_eq!(body.name, "f2");
-            assert_eq!(body.file, "/src/a.c");
+            assert_eq!(&*body.name, "f2");
+            assert_eq!(&*body.file, "/src/a.c");
             assert_eq!((body.line, body.end_line), (12, 22));
             drop(reg);
             assert_eq!(

@@ -30,9 +30,9 @@ pub fn build(i: ReportInput<'_>) -> Report {
         .map(|(id, r)| Region {
             id: id as u32,
             kind: r.kind,
-            name: r.name.clone(),
-            symbol: r.symbol.clone(),
-            file: r.file.clone(),
+            name: r.name.to_string(),
+            symbol: r.symbol.to_string(),
+            file: r.file.to_string(),
             line: r.line,
             end_line: r.end_line,
             parent: r.parent,
@@ -104,7 +104,10 @@ pub fn write(path: &str, report: &Report, pid: u32) -> io::Result<()> {
     // A device or pipe (`output=/dev/null`, `/dev/stderr`, a FIFO) is written to, never
     // replaced: renaming over /dev/null would turn it into a file for the whole machine.
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        return std::fs::OpenOptions::new().write(true).open(path).and_then(stream);
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(stream);
     }
     let tmp = format!("{path}.tmp.{pid}");
     std::fs::File::create(&tmp)
