@@ -40,6 +40,7 @@ pub fn run(options: &Options) -> Result<bool> {
     };
     let native = Compiler::native(&options.native_cc);
     let kage = Compiler::kage(&kage_cc, &options.tool);
+    let runner = measure::Runner::new(&options.native_cc, &options.work_dir)?;
 
     let mut results = Vec::new();
     for program in &programs {
@@ -61,7 +62,13 @@ pub fn run(options: &Options) -> Result<bool> {
         let kage_dir = dir(&format!("kage-{}", options.tool));
         let kage_exe = compile::build(&kage, &recipe, &kage_dir, program.name, options.rebuild)
             .with_context(|| format!("building {} with kage-cc", program.name))?;
-        results.push(measure_program(options, program, &native_exe, &kage_exe)?);
+        results.push(measure_program(
+            options,
+            &runner,
+            program,
+            &native_exe,
+            &kage_exe,
+        )?);
     }
 
     let report = Report {
@@ -102,6 +109,7 @@ fn touched_shadow_mb(report: &Path) -> Option<f64> {
 
 fn measure_program(
     options: &Options,
+    runner: &measure::Runner,
     program: &Program,
     native_exe: &Path,
     kage_exe: &Path,
@@ -115,7 +123,7 @@ fn measure_program(
         report: scratch.join(format!("kage.{}.json", program.name)),
     };
     if !options.variants.is_empty() {
-        return measure_variants(options, program, native_exe, kage_exe, &scratch);
+        return measure_variants(options, runner, program, native_exe, kage_exe, &scratch);
     }
 
     let mut result = ProgramResult::new(program.name);
@@ -144,9 +152,9 @@ fn measure_program(
             run + 1,
             options.runs
         );
-        let m = measure::run_once(&Variant::Native, native_exe, &args, &scratch)?;
+        let m = runner.run_once(&Variant::Native, native_exe, &args, &scratch)?;
         record(&Variant::Native, m, &mut result.native);
-        let m = measure::run_once(&kage_variant, kage_exe, &args, &scratch)?;
+        let m = runner.run_once(&kage_variant, kage_exe, &args, &scratch)?;
         record(&kage_variant, m, &mut result.kage);
     }
     if options.peers {
@@ -154,7 +162,7 @@ fn measure_program(
             let mut samples = Samples::default();
             for _ in 0..options.peer_runs {
                 eprintln!("kage-bench: {} under {}", program.name, variant.label());
-                let m = measure::run_once(&variant, native_exe, &args, &scratch)?;
+                let m = runner.run_once(&variant, native_exe, &args, &scratch)?;
                 record(&variant, m, &mut samples);
             }
             match variant {
@@ -181,6 +189,7 @@ fn shadow_peak_mb(report: &Path) -> Option<f64> {
 /// `--variant`: native, then each variant, alternately, `--runs` times.
 fn measure_variants(
     options: &Options,
+    runner: &measure::Runner,
     program: &Program,
     native_exe: &Path,
     kage_exe: &Path,
@@ -225,7 +234,7 @@ fn measure_variants(
             run + 1,
             options.runs
         );
-        let m = measure::run_once(&Variant::Native, native_exe, &args, scratch)?;
+        let m = runner.run_once(&Variant::Native, native_exe, &args, scratch)?;
         check("native", &m.stdout, &mut result);
         result.native.push(&m);
         for (n, variant) in variants.iter().enumerate() {
@@ -233,7 +242,7 @@ fn measure_variants(
                 continue;
             }
             eprintln!("kage-bench: {} [{}]", program.name, options.variants[n]);
-            match measure::run_limited(variant, kage_exe, &args, scratch, limit)? {
+            match runner.run_limited(variant, kage_exe, &args, scratch, limit)? {
                 Some(m) => {
                     check(&options.variants[n], &m.stdout, &mut result);
                     result.variants[n].samples.push(&m);

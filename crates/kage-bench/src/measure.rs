@@ -1,5 +1,6 @@
 //! Runs one program once and measures it: wall time around spawn-to-reap, and peak RSS from
-//! the child's own rusage (`wait4`), with its standard output kept for comparison.
+//! the program's own rusage (`wait4` in a small launcher, `launch.c`), with its standard
+//! output kept for comparison.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -86,117 +87,162 @@ pub struct Measurement {
     pub stdout: String,
 }
 
-/// Runs `executable args` as `variant` once; a non-zero exit is an error carrying stderr.
-/// Standard output and error go to files in `scratch` (a pipe would need a reader thread
-/// running alongside the measurement).
-pub fn run_once(
-    variant: &Variant,
-    executable: &Path,
-    args: &[String],
-    scratch: &Path,
-) -> Result<Measurement> {
-    run_limited(variant, executable, args, scratch, None)?
-        .ok_or_else(|| anyhow::anyhow!("no memory limit, yet the run exceeded it"))
+/// Runs programs through the launcher (`launch.c`), which measures a program's peak RSS
+/// without the harness's own pages under it.
+pub struct Runner {
+    launcher: PathBuf,
 }
 
-/// [`run_once`] with the child's address space limited to `limit` bytes (`RLIMIT_AS`):
-/// `Ok(None)` when the run failed for want of memory (the limit was exceeded) instead of
-/// taking the machine down.
-pub fn run_limited(
-    variant: &Variant,
-    executable: &Path,
-    args: &[String],
-    scratch: &Path,
-    limit: Option<u64>,
-) -> Result<Option<Measurement>> {
-    let stdout_path = scratch.join(format!("{}.stdout", variant.label()));
-    let stderr_path = scratch.join(format!("{}.stderr", variant.label()));
-    if let Variant::Kage { report, .. } = variant {
-        let _ = std::fs::remove_file(report);
-    }
-    let mut command = variant.command(executable, args);
-    command
-        .stdin(Stdio::null())
-        .stdout(File::create(&stdout_path)?)
-        .stderr(File::create(&stderr_path)?);
-
-    // Linux carries a process's peak RSS across exec, and glibc's posix_spawn (which std
-    // uses by default) runs the child in the harness's own address space until exec: every
-    // child would inherit the harness's whole RSS as a floor. A pre_exec hook makes std use
-    // a real fork, whose copied address space counts only the harness's few private pages.
-    // SAFETY: the hook does nothing, so it is trivially async-signal-safe.
-    // With a limit, the hook also sets RLIMIT_AS (setrlimit is async-signal-safe).
-    unsafe {
-        command.pre_exec(move || {
-            if let Some(bytes) = limit {
-                let rlimit = libc::rlimit {
-                    rlim_cur: bytes as libc::rlim_t,
-                    rlim_max: bytes as libc::rlim_t,
-                };
-                if libc::setrlimit(libc::RLIMIT_AS, &rlimit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+impl Runner {
+    /// Builds the launcher with the C compiler `cc` into `work_dir`: statically linked where
+    /// the C library allows, so that what a program inherits from it is a few pages.
+    pub fn new(cc: &str, work_dir: &Path) -> Result<Runner> {
+        std::fs::create_dir_all(work_dir)?;
+        let source = work_dir.join("launch.c");
+        let launcher = work_dir.join("launch");
+        std::fs::write(&source, include_str!("launch.c"))?;
+        let build = |extra: &[&str]| {
+            Command::new(cc)
+                .args(["-O2", "-o"])
+                .arg(&launcher)
+                .arg(&source)
+                .args(extra)
+                .output()
+        };
+        let built = build(&["-static"]).ok().filter(|o| o.status.success());
+        if built.is_none() {
+            let out = build(&[]).with_context(|| format!("running {cc}"))?;
+            if !out.status.success() {
+                bail!(
+                    "building the launcher with {cc} failed:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
-            Ok(())
-        });
-    }
-    let start = Instant::now();
-    let child = command
-        .spawn()
-        .with_context(|| format!("starting {command:?}"))?;
-    let (status, usage) = wait_with_rusage(child.id() as libc::pid_t)?;
-    let wall = start.elapsed();
-
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        let out_of_memory = [
-            "memory allocation of",
-            "out of memory",
-            "Cannot allocate memory",
-        ]
-        .iter()
-        .any(|m| stderr.contains(m));
-        if limit.is_some() && out_of_memory {
-            return Ok(None);
         }
-        bail!(
-            "{command:?} failed (wait status {status:#x}):\n{}",
-            tail(&stderr, 20)
-        );
+        Ok(Runner { launcher })
     }
-    if let Variant::Kage { report, .. } = variant {
-        // The tool must really have run: an empty or missing report means it did not.
-        if std::fs::metadata(report).map_or(true, |m| m.len() == 0) {
+
+    /// Runs `executable args` as `variant` once; a non-zero exit is an error carrying
+    /// stderr. Standard output and error go to files in `scratch` (a pipe would need a
+    /// reader thread running alongside the measurement).
+    pub fn run_once(
+        &self,
+        variant: &Variant,
+        executable: &Path,
+        args: &[String],
+        scratch: &Path,
+    ) -> Result<Measurement> {
+        self.run_limited(variant, executable, args, scratch, None)?
+            .ok_or_else(|| anyhow::anyhow!("no memory limit, yet the run exceeded it"))
+    }
+
+    /// [`Runner::run_once`] with the program's address space limited to `limit` bytes
+    /// (`RLIMIT_AS`): `Ok(None)` when the run failed for want of memory (the limit was
+    /// exceeded) instead of taking the machine down.
+    pub fn run_limited(
+        &self,
+        variant: &Variant,
+        executable: &Path,
+        args: &[String],
+        scratch: &Path,
+        limit: Option<u64>,
+    ) -> Result<Option<Measurement>> {
+        let stdout_path = scratch.join(format!("{}.stdout", variant.label()));
+        let stderr_path = scratch.join(format!("{}.stderr", variant.label()));
+        let rss_path = scratch.join(format!("{}.maxrss", variant.label()));
+        let _ = std::fs::remove_file(&rss_path);
+        if let Variant::Kage { report, .. } = variant {
+            let _ = std::fs::remove_file(report);
+        }
+        let program = variant.command(executable, args);
+        let mut command = Command::new(&self.launcher);
+        command
+            .arg(&rss_path)
+            .arg(program.get_program())
+            .args(program.get_args());
+        for (key, value) in program.get_envs() {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        command
+            .stdin(Stdio::null())
+            .stdout(File::create(&stdout_path)?)
+            .stderr(File::create(&stderr_path)?);
+        if let Some(bytes) = limit {
+            // SAFETY: setrlimit is async-signal-safe; the launcher and the program inherit it.
+            unsafe {
+                command.pre_exec(move || {
+                    let rlimit = libc::rlimit {
+                        rlim_cur: bytes as libc::rlim_t,
+                        rlim_max: bytes as libc::rlim_t,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_AS, &rlimit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let start = Instant::now();
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting {command:?}"))?;
+        let status = wait(child.id() as libc::pid_t)?;
+        let wall = start.elapsed();
+
+        let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+            let out_of_memory = [
+                "memory allocation of",
+                "out of memory",
+                "Cannot allocate memory",
+            ]
+            .iter()
+            .any(|m| stderr.contains(m));
+            if limit.is_some() && out_of_memory {
+                return Ok(None);
+            }
             bail!(
-                "{command:?} wrote no Kage report at {}:\n{}",
-                report.display(),
+                "{program:?} failed (wait status {status:#x}):\n{}",
                 tail(&stderr, 20)
             );
         }
+        if let Variant::Kage { report, .. } = variant {
+            // The tool must really have run: an empty or missing report means it did not.
+            if std::fs::metadata(report).map_or(true, |m| m.len() == 0) {
+                bail!(
+                    "{program:?} wrote no Kage report at {}:\n{}",
+                    report.display(),
+                    tail(&stderr, 20)
+                );
+            }
+        }
+        let max_rss_kib: u64 = std::fs::read_to_string(&rss_path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .with_context(|| format!("the launcher left no peak RSS in {}", rss_path.display()))?;
+        Ok(Some(Measurement {
+            wall,
+            peak_rss: max_rss_kib * 1024,
+            stdout: std::fs::read_to_string(&stdout_path)?,
+        }))
     }
-    Ok(Some(Measurement {
-        wall,
-        // Linux reports ru_maxrss in KiB.
-        peak_rss: usage.ru_maxrss as u64 * 1024,
-        stdout: std::fs::read_to_string(&stdout_path)?,
-    }))
 }
 
-/// Reaps `pid` with `wait4`, which also returns the child's resource usage (its own, not
-/// that of every child the harness ever had, as `getrusage(RUSAGE_CHILDREN)` would).
-fn wait_with_rusage(pid: libc::pid_t) -> Result<(libc::c_int, libc::rusage)> {
+/// Reaps `pid` (the launcher), retrying when interrupted.
+fn wait(pid: libc::pid_t) -> Result<libc::c_int> {
     let mut status: libc::c_int = 0;
-    // SAFETY: rusage is plain old data; wait4 fills it in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     loop {
-        // SAFETY: valid pointers to locals; pid is our own unreaped child.
-        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        // SAFETY: a valid pointer to a local; pid is our own unreaped child.
+        let reaped = unsafe { libc::waitpid(pid, &mut status, 0) };
         if reaped == pid {
-            return Ok((status, usage));
+            return Ok(status);
         }
         let error = std::io::Error::last_os_error();
         if error.kind() != std::io::ErrorKind::Interrupted {
-            return Err(error).context("wait4");
+            return Err(error).context("waitpid");
         }
     }
 }
@@ -204,4 +250,55 @@ fn wait_with_rusage(pid: libc::pid_t) -> Result<(libc::c_int, libc::rusage)> {
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A C program that touches `argv[1]` MiB of fresh memory, prints "done" and exits
+    /// with code `argv[2]`.
+    const TOUCH: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(int argc, char **argv) {
+  size_t n = (size_t)atoi(argv[1]) << 20;
+  char *p = malloc(n + 1);
+  memset(p, 1, n);
+  printf("done %d\n", p[n / 2]);
+  return atoi(argv[2]);
+}
+"#;
+
+    #[test]
+    fn peak_rss_is_the_programs_own_and_failures_are_errors() {
+        let work = tempfile::tempdir().unwrap();
+        let runner = Runner::new("clang-22", work.path()).unwrap();
+        let source = work.path().join("touch.c");
+        let exe = work.path().join("touch");
+        std::fs::write(&source, TOUCH).unwrap();
+        let built = Command::new("clang-22")
+            .arg("-O1")
+            .arg(&source)
+            .arg("-o")
+            .arg(&exe)
+            .status();
+        assert!(built.unwrap().success());
+        let run = |mib: &str, code: &str| {
+            let args = [mib.to_string(), code.to_string()];
+            runner.run_once(&Variant::Native, &exe, &args, work.path())
+        };
+        let small = run("0", "0").unwrap();
+        let large = run("64", "0").unwrap();
+        assert_eq!(small.stdout, "done 0\n");
+        assert_eq!(large.stdout, "done 1\n");
+        // No floor from the harness (whose own RSS is several MiB): a program that touches
+        // nothing stays near the C library's own pages, and 64 MiB show as 64 MiB more.
+        assert!(small.peak_rss < 3 << 20, "{}", small.peak_rss);
+        let grown = large.peak_rss - small.peak_rss;
+        assert!((62 << 20..68 << 20).contains(&grown), "{grown}");
+        let error = run("0", "3").unwrap_err().to_string();
+        assert!(error.contains("wait status 0x300"), "{error}");
+    }
 }
