@@ -9,9 +9,15 @@ pub const FORMAT_NAME: &str = "kage-report";
 /// The schema version this crate writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// One report, as written by one process.
+/// One report, as written by one process, as read: its regions in a `Vec`.
+pub type Report = ReportOf<Vec<Region>>;
+
+/// One report, as written by one process. `Regions` holds the region list: a `Vec<Region>`
+/// when read ([`Report`]), or anything that serialises as a sequence of [`Region`]s when
+/// written (the runtime makes each region's entry as it writes it, so that thousands of
+/// regions never sit in memory as JSON maps all at once).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Report {
+pub struct ReportOf<Regions> {
     /// Always [`FORMAT_NAME`].
     pub format: String,
     /// Always [`FORMAT_VERSION`] for reports this crate writes.
@@ -38,7 +44,7 @@ pub struct Report {
     /// The runtime options in force (every option, with its value).
     pub options: BTreeMap<String, String>,
     /// Every static region of every registered module.
-    pub regions: Vec<Region>,
+    pub regions: Regions,
     /// Tool-level results (for `count`: `"totals"`).
     #[serde(flatten)]
     pub tool_data: Map<String, Value>,

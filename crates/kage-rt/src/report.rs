@@ -1,8 +1,9 @@
 //! Building the report from the registry and the tool's results, and writing it atomically.
 
 use crate::registry::RegionInfo;
-use crate::tools::ToolResults;
-use kage_report::{ProgramEnd, Region, Report, FORMAT_NAME, FORMAT_VERSION};
+use crate::tools::{RegionFields, ToolResults};
+use kage_report::{ProgramEnd, Region, ReportOf, FORMAT_NAME, FORMAT_VERSION};
+use serde::ser::{Serialize, SerializeSeq, Serializer};
 use std::collections::BTreeMap;
 use std::io;
 
@@ -21,13 +22,21 @@ pub struct ReportInput<'a> {
     pub results: ToolResults,
 }
 
-pub fn build(i: ReportInput<'_>) -> Report {
-    let mut metrics = i.results.regions.into_iter();
-    let regions = i
-        .regions
-        .iter()
-        .enumerate()
-        .map(|(id, r)| Region {
+/// The report as the runtime writes it: its regions' entries made one at a time as they
+/// are serialised.
+pub type RuntimeReport<'a> = ReportOf<RegionEntries<'a>>;
+
+/// The registered regions with the tool's fields, serialised as a sequence of [`Region`]s.
+pub struct RegionEntries<'a> {
+    regions: &'a [RegionInfo],
+    fields: RegionFields,
+}
+
+impl RegionEntries<'_> {
+    /// The entry of region `id`.
+    pub fn entry(&self, id: usize) -> Region {
+        let r = &self.regions[id];
+        Region {
             id: id as u32,
             kind: r.kind,
             name: r.name.to_string(),
@@ -36,10 +45,23 @@ pub fn build(i: ReportInput<'_>) -> Report {
             line: r.line,
             end_line: r.end_line,
             parent: r.parent,
-            metrics: metrics.next().unwrap_or_default(),
-        })
-        .collect();
-    Report {
+            metrics: (self.fields)(id),
+        }
+    }
+}
+
+impl Serialize for RegionEntries<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.regions.len()))?;
+        for id in 0..self.regions.len() {
+            seq.serialize_element(&self.entry(id))?;
+        }
+        seq.end()
+    }
+}
+
+pub fn build(i: ReportInput<'_>) -> RuntimeReport<'_> {
+    ReportOf {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,
         tool: i.tool.into(),
@@ -51,7 +73,10 @@ pub fn build(i: ReportInput<'_>) -> Report {
         complete: i.complete,
         threads: i.threads,
         options: i.options,
-        regions,
+        regions: RegionEntries {
+            regions: i.regions,
+            fields: i.results.regions,
+        },
         tool_data: i.results.top,
     }
 }
@@ -95,7 +120,7 @@ pub fn output_path(template: &str, exe: &str, pid: u32, forked: bool) -> String 
 /// reader never sees a half-written report. The JSON is streamed through a small buffer:
 /// a report with thousands of regions would otherwise take megabytes of the program's peak
 /// memory as one string.
-pub fn write(path: &str, report: &Report, pid: u32) -> io::Result<()> {
+pub fn write(path: &str, report: &RuntimeReport<'_>, pid: u32) -> io::Result<()> {
     let stream = |file: std::fs::File| -> io::Result<()> {
         let mut out = io::BufWriter::with_capacity(64 << 10, file);
         serde_json::to_writer_pretty(&mut out, report).map_err(io::Error::other)?;
@@ -235,7 +260,13 @@ mod tests {
         let p = dir.path().join("r.json");
         write(p.to_str().unwrap(), &r, 5).unwrap();
         let back = kage_report::read_report(&p).unwrap();
-        assert_eq!(back, r);
+        // What was read is what was built: every field, and each region's entry.
+        assert_eq!(back.regions.len(), 2);
+        for (id, region) in back.regions.iter().enumerate() {
+            assert_eq!(*region, r.regions.entry(id));
+        }
+        let written = serde_json::to_value(&r).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), written);
         assert_eq!(back.regions[1].parent, Some(0));
         let s = kage_report::CountStats::of(&back.regions[0]).unwrap();
         assert_eq!(

@@ -178,7 +178,7 @@ impl Tool for CountTool {
         top.insert("totals".into(), Value::Object(to_map(totals)));
         top.insert("unattributed".into(), Value::Object(to_map(unattributed)));
         ToolResults {
-            regions: regions.into_iter().map(to_map).collect(),
+            regions: Box::new(move |id| regions.get(id).map_or_else(Map::new, to_map)),
             top,
         }
     }
@@ -470,7 +470,7 @@ mod tests {
         ld(&mut *t, 1, 4);
         t.exit(0);
         let res = tl.finish(1);
-        let m = &res.regions[0];
+        let m = &(res.regions)(0);
         for k in [
             "instances",
             "loads",

@@ -235,9 +235,11 @@ impl Tool for FootprintTool {
         let location_bytes = 1u64 << settings.config.location_shift;
         let (regions, totals) = self.collect(region_count);
         let total_bytes = totals.locations * location_bytes;
-        let regions = regions
-            .into_iter()
-            .map(|v| {
+        let fields = move |id: usize| {
+            let Some(v) = regions.get(id) else {
+                return Map::new();
+            };
+            {
                 let n = v[INSTANCES];
                 let avg = |sum: u64, scale: u64| {
                     if n == 0 {
@@ -267,8 +269,8 @@ impl Tool for FootprintTool {
                     }),
                 );
                 m
-            })
-            .collect();
+            }
+        };
         let mut top = Map::new();
         top.insert("granularity".into(), json!(settings.granularity.name()));
         top.insert("location_bytes".into(), json!(location_bytes));
@@ -284,7 +286,10 @@ impl Tool for FootprintTool {
         );
         top.insert("loop_bodies".into(), json!(settings.bodies));
         top.insert("untracked_instances".into(), json!(totals.untracked));
-        ToolResults { regions, top }
+        ToolResults {
+            regions: Box::new(fields),
+            top,
+        }
     }
 }
 
@@ -443,8 +448,8 @@ mod tests {
         t
     }
 
-    fn fp(res: &ToolResults, r: usize) -> &Value {
-        &res.regions[r]["footprint"]
+    fn fp(res: &ToolResults, r: usize) -> Value {
+        (res.regions)(r)["footprint"].clone()
     }
 
     #[test]

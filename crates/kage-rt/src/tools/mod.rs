@@ -17,13 +17,27 @@ pub mod count;
 pub mod footprint;
 pub mod working_set;
 
+/// The fields flattened into a region's entry, by global region id: made as the report is
+/// written, from the tool's own compact per-region data (a JSON map for each of thousands
+/// of regions, all at once, would be megabytes of the program's peak memory).
+pub type RegionFields = Box<dyn Fn(usize) -> Map<String, Value>>;
+
 /// What a tool adds to the report.
-#[derive(Debug, Default, Clone, PartialEq)]
 pub struct ToolResults {
-    /// Fields flattened into each region, indexed by global region id.
-    pub regions: Vec<Map<String, Value>>,
+    /// Each region's fields.
+    pub regions: RegionFields,
     /// Top-level fields.
     pub top: Map<String, Value>,
+}
+
+impl Default for ToolResults {
+    /// No field in any region, none at the top.
+    fn default() -> Self {
+        ToolResults {
+            regions: Box::new(|_| Map::new()),
+            top: Map::new(),
+        }
+    }
 }
 
 pub trait Tool: Sync + Send {
