@@ -78,6 +78,11 @@ impl<const W: usize> Chunked<W> {
             }
         }
     }
+
+    /// Sets every word of every allocated record to 0 (the owner's reset).
+    pub fn zero(&self) {
+        self.for_each(|_, rec| rec.iter().for_each(|a| a.store(0, Ordering::Relaxed)));
+    }
 }
 
 /// Owner-only increment: a relaxed load and store (plain moves), no read-modify-write.
@@ -110,5 +115,7 @@ mod tests {
             }
         });
         assert_eq!(seen, 1);
+        c.zero();
+        assert_eq!(c.get(1000).unwrap()[2].load(Ordering::Relaxed), 0);
     }
 }

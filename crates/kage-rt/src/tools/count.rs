@@ -217,11 +217,7 @@ impl CountThread {
     /// Zeroes every counter. Statistics start anew: each region open at this moment counts
     /// as one instance (so a forked child's `main`, entered before the fork, has one).
     fn zero(&mut self) {
-        self.c.slots.for_each(|_, rec| {
-            for a in rec.iter() {
-                a.store(0, Relaxed);
-            }
-        });
+        self.c.slots.zero();
         for k in 0..4 {
             self.c.tot[k].store(0, Relaxed);
             self.c.last[k].store(0, Relaxed);

@@ -323,11 +323,7 @@ impl FootprintThread {
 
     /// Statistics and shadow start anew; the open regions stay open, as if entered now.
     fn zero(&mut self) {
-        self.s.regions.for_each(|_, rec| {
-            for a in rec.iter() {
-                a.store(0, Relaxed);
-            }
-        });
+        self.s.regions.zero();
         for a in [
             &self.s.accesses,
             &self.s.total_locations,
