@@ -3,6 +3,10 @@
 
 use std::collections::BTreeMap;
 
+/// The line sizes `line_size=` accepts (powers of two), and the working-set build's
+/// `KAGE_WS_LINE_SIZE` too.
+pub const LINE_SIZES: std::ops::RangeInclusive<u64> = 16..=4096;
+
 /// The options in force.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -191,7 +195,7 @@ pub static OPTIONS: &[OptionDef] = &[
                a program built for the working-set tool defaults to, and needs at least, the \
                line size it was built with (KAGE_WS_LINE_SIZE)",
         set: |o, v| match v.parse::<u64>() {
-            Ok(n) if n.is_power_of_two() && (16..=4096).contains(&n) => {
+            Ok(n) if n.is_power_of_two() && LINE_SIZES.contains(&n) => {
                 o.line_size = n;
                 Ok(())
             }

@@ -79,7 +79,9 @@ fn is_working_set(instrumentation: u32) -> bool {
 }
 
 /// The line shifts a module table may carry: lines of 16 to 4096 bytes, as `line_size=`.
-const LINE_SHIFTS: std::ops::RangeInclusive<u32> = 4..=12;
+const LINE_SHIFTS: std::ops::RangeInclusive<u32> =
+    crate::options::LINE_SIZES.start().trailing_zeros()
+        ..=crate::options::LINE_SIZES.end().trailing_zeros();
 
 /// log2 of the line size built into the first working-set module seen; 0 before one.
 static BUILT_LINE_SHIFT: AtomicU32 = AtomicU32::new(0);

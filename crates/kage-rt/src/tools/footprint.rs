@@ -239,37 +239,35 @@ impl Tool for FootprintTool {
             let Some(v) = regions.get(id) else {
                 return Map::new();
             };
-            {
-                let n = v[INSTANCES];
-                let avg = |sum: u64, scale: u64| {
-                    if n == 0 {
-                        0.0
-                    } else {
-                        (sum * scale) as f64 / n as f64
-                    }
-                };
-                let max_bytes = v[MAX] * location_bytes;
-                let share = if total_bytes == 0 {
+            let n = v[INSTANCES];
+            let avg = |sum: u64, scale: u64| {
+                if n == 0 {
                     0.0
                 } else {
-                    max_bytes as f64 / total_bytes as f64
-                };
-                let mut m = Map::new();
-                m.insert(
-                    "footprint".into(),
-                    json!({
-                        "instances": n,
-                        "avg_bytes": avg(v[SUM], location_bytes),
-                        "min_bytes": v[MIN] * location_bytes,
-                        "max_bytes": max_bytes,
-                        "avg_lines": avg(v[SUM_LINES], 1),
-                        "min_lines": v[MIN_LINES],
-                        "max_lines": v[MAX_LINES],
-                        "share": share,
-                    }),
-                );
-                m
-            }
+                    (sum * scale) as f64 / n as f64
+                }
+            };
+            let max_bytes = v[MAX] * location_bytes;
+            let share = if total_bytes == 0 {
+                0.0
+            } else {
+                max_bytes as f64 / total_bytes as f64
+            };
+            let mut m = Map::new();
+            m.insert(
+                "footprint".into(),
+                json!({
+                    "instances": n,
+                    "avg_bytes": avg(v[SUM], location_bytes),
+                    "min_bytes": v[MIN] * location_bytes,
+                    "max_bytes": max_bytes,
+                    "avg_lines": avg(v[SUM_LINES], 1),
+                    "min_lines": v[MIN_LINES],
+                    "max_lines": v[MAX_LINES],
+                    "share": share,
+                }),
+            );
+            m
         };
         let mut top = Map::new();
         top.insert("granularity".into(), json!(settings.granularity.name()));
