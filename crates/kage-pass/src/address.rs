@@ -176,13 +176,19 @@ unsafe fn sized_bytes(data_layout: LLVMTargetDataRef, ty: LLVMTypeRef) -> Option
 
 /// Byte ranges `[lo, hi)` relative to one base, merged when they overlap or the gap between
 /// them is below [`MERGE_GAP`]; the result is sorted and disjoint. Empty ranges are dropped.
-pub fn merge_ranges(mut ranges: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+pub fn merge_ranges(ranges: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    merge_ranges_within(ranges, MERGE_GAP)
+}
+
+/// As [`merge_ranges`], merging across gaps below `gap` bytes (1: only ranges that overlap
+/// or touch, which keeps the bytes covered exactly).
+pub fn merge_ranges_within(mut ranges: Vec<(i64, i64)>, gap: i64) -> Vec<(i64, i64)> {
     ranges.retain(|&(lo, hi)| hi > lo);
     ranges.sort_unstable();
     let mut merged: Vec<(i64, i64)> = Vec::with_capacity(ranges.len());
     for (lo, hi) in ranges {
         match merged.last_mut() {
-            Some(last) if lo.saturating_sub(last.1) < MERGE_GAP => last.1 = last.1.max(hi),
+            Some(last) if lo.saturating_sub(last.1) < gap => last.1 = last.1.max(hi),
             _ => merged.push((lo, hi)),
         }
     }
@@ -191,7 +197,15 @@ pub fn merge_ranges(mut ranges: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::merge_ranges;
+    use super::{merge_ranges, merge_ranges_within};
+
+    #[test]
+    fn exact_merging_keeps_every_gap() {
+        assert_eq!(
+            merge_ranges_within(vec![(0, 4), (4, 8), (9, 10), (2, 3)], 1),
+            vec![(0, 8), (9, 10)]
+        );
+    }
 
     #[test]
     fn adjacent_and_overlapping_ranges_merge() {

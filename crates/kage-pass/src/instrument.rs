@@ -10,6 +10,7 @@ use llvm_sys::{LLVMAttributeFunctionIndex, LLVMLinkage, LLVMOpcode, LLVMTailCall
 
 use crate::access::{classify_access, Access};
 use crate::debuginfo::{self, HookLocations};
+use crate::hoist::{self, Coverage, FootprintCallees, HoistPlan};
 use crate::ir::{self, c_string, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
 use crate::mode::{self, Instrumentation};
@@ -94,7 +95,7 @@ pub unsafe fn instrument_module_for(
     if mode.is_working_set() {
         working_set::instrument_functions(module, &plans, &table, mode, line_size);
     } else {
-        insert_hooks(module, &plans, &table);
+        insert_hooks(module, &plans, &table, mode);
     }
     regions::add_registration_ctor(module, &table, register, register_type);
     Some(mode)
@@ -107,22 +108,30 @@ unsafe fn region_hook_type(module: LLVMModuleRef) -> LLVMTypeRef {
     LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 1, 0)
 }
 
-/// Mode 0: region hooks and a call per access.
+/// Modes 0 and 3: region hooks and a call per access; in mode 3 simple counted innermost
+/// loops report their accesses per chunk of iterations instead ([`hoist`]).
 unsafe fn insert_hooks(
     module: LLVMModuleRef,
     plans: &[FunctionPlan],
     table: &regions::RegionTable,
+    mode: Instrumentation,
 ) {
-    let hooks = Hooks::declare(module);
+    let hooks = Hooks::declare(module, mode);
+    let data_layout = LLVMGetModuleDataLayout(module);
     let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
     for plan in plans {
+        let hoists = if mode == Instrumentation::Footprint {
+            hoist::plan_function(&plan.cfg, &plan.forest, data_layout, Coverage::Bytes)
+        } else {
+            Vec::new()
+        };
         let mut inserter = Inserter {
             builder,
             hooks: &hooks,
             table,
             locations: HookLocations::new(module, plan.func),
         };
-        plan.insert_hooks(&mut inserter);
+        plan.insert_hooks(&mut inserter, &hoists);
     }
     LLVMDisposeBuilder(builder);
 }
@@ -266,14 +275,22 @@ impl FunctionPlan {
 
     /// Inserts in an order that keeps hooks sharing a position right: block-entry hooks
     /// first (later insertions before the same instruction land after them), then accesses
-    /// in program order, then function exits (so they come after a cmpxchg's hook).
-    unsafe fn insert_hooks(&self, ins: &mut Inserter) {
+    /// in program order, then function exits (so they come after a cmpxchg's hook). The
+    /// `hoisted` loops get their chunk helper instead of a loop hook and access hooks, at
+    /// the loop hook's place (first in the header).
+    unsafe fn insert_hooks(&self, ins: &mut Inserter, hoisted: &[HoistPlan]) {
+        let hoisted_loops: Vec<usize> = hoisted.iter().map(|h| h.loop_index).collect();
+        let hoisted_accesses: std::collections::HashSet<LLVMValueRef> = hoisted
+            .iter()
+            .flat_map(|h| h.accesses.iter().copied())
+            .collect();
         // Every block-entry position is taken before anything is inserted: inserting before
         // the same instruction then keeps the hooks in the order written here.
         let entry_block = self.cfg.blocks[0];
         let function_region = self.slots.function();
         let func_enter_at = ir::first_insertion_point(entry_block);
         let loop_iters: Vec<_> = (self.forest.loops.iter().enumerate())
+            .filter(|(k, _)| !hoisted_loops.contains(k))
             .filter_map(|(k, lp)| Some((ir::first_insertion_point(self.cfg.blocks[lp.header])?, k)))
             .collect();
         let settles: Vec<_> = (self.forest.settle_blocks(&self.cfg.successors).into_iter())
@@ -298,10 +315,28 @@ impl FunctionPlan {
             ins.region_hook(ins.hooks.settle, self.slots.innermost_region(innermost), at);
         }
         for access in &self.accesses {
-            ins.access_hook(access);
+            if !hoisted_accesses.contains(&access.instruction()) {
+                ins.access_hook(access);
+            }
         }
         for &at in &self.exits {
             ins.region_hook(ins.hooks.func_exit, function_region, at);
+        }
+        // Last: each helper call goes before the hooks already at its header's start.
+        for plan in hoisted {
+            let region = ins.table.region_ptr(self.slots.loop_entry(plan.loop_index));
+            let callees = FootprintCallees {
+                loop_iter: (ins.hooks.loop_iter, ins.hooks.region_fn_type),
+                strided: (
+                    ins.hooks
+                        .fp_strided
+                        .expect("mode 3 declares __kage_fp_strided"),
+                    ins.hooks.fp_strided_type,
+                ),
+            };
+            let builder = ins.builder;
+            let mut position = |at: LLVMValueRef| ins.position_before(at);
+            hoist::emit_footprint(plan, builder, &mut position, &callees, region);
         }
     }
 }
@@ -343,12 +378,16 @@ struct Hooks {
     load: LLVMValueRef,
     store: LLVMValueRef,
     cmpxchg: LLVMValueRef,
+    /// `void (ptr, i64 width, i64 stride, i64 count, i64 accesses)`.
+    fp_strided_type: LLVMTypeRef,
+    /// `__kage_fp_strided`, declared in mode 3 only.
+    fp_strided: Option<LLVMValueRef>,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
 }
 
 impl Hooks {
-    unsafe fn declare(module: LLVMModuleRef) -> Self {
+    unsafe fn declare(module: LLVMModuleRef, mode: Instrumentation) -> Self {
         let context = LLVMGetModuleContext(module);
         let void_type = LLVMVoidTypeInContext(context);
         let ptr_type = LLVMPointerTypeInContext(context, 0);
@@ -362,6 +401,7 @@ impl Hooks {
         let frame_address_type = LLVMFunctionType(ptr_type, std::ptr::null_mut(), 0, 0);
         let access_fn_type = fn_type(&mut [ptr_type, i64_type]);
         let cmpxchg_fn_type = fn_type(&mut [ptr_type, i64_type, i32_type]);
+        let fp_strided_type = fn_type(&mut [ptr_type, i64_type, i64_type, i64_type, i64_type]);
         let declare = |name: &str, ty: LLVMTypeRef| ir::declare_runtime_function(module, name, ty);
         Hooks {
             func_enter: declare("__kage_func_enter", frame_fn_type),
@@ -383,6 +423,9 @@ impl Hooks {
             load: declare("__kage_load", access_fn_type),
             store: declare("__kage_store", access_fn_type),
             cmpxchg: declare("__kage_cmpxchg", cmpxchg_fn_type),
+            fp_strided: (mode == Instrumentation::Footprint)
+                .then(|| declare("__kage_fp_strided", fp_strided_type)),
+            fp_strided_type,
             region_fn_type,
             access_fn_type,
             cmpxchg_fn_type,

@@ -244,3 +244,45 @@ pub unsafe fn add_function_attribute(func: LLVMValueRef, name: &str) {
         LLVMCreateEnumAttribute(context, kind, 0),
     );
 }
+
+/// Branch weights of a conditional `branch`: how often each side is taken, relatively.
+///
+/// # Safety
+/// `branch` must be a conditional `br` of a live module.
+pub unsafe fn set_branch_weights(branch: LLVMValueRef, taken: u64, not_taken: u64) {
+    let context = LLVMGetTypeContext(LLVMTypeOf(branch));
+    let weight = |w: u64| LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(context), w, 0));
+    let tag = "branch_weights";
+    let mut operands = [
+        LLVMMDStringInContext2(context, tag.as_ptr() as *const _, tag.len()),
+        weight(taken),
+        weight(not_taken),
+    ];
+    let node = LLVMMDNodeInContext2(context, operands.as_mut_ptr(), 3);
+    let kind_id = LLVMGetMDKindIDInContext(context, c"prof".as_ptr(), 4);
+    LLVMSetMetadata(branch, kind_id, LLVMMetadataAsValue(context, node));
+}
+
+/// `base + offset` bytes, at the builder's position (`base` itself when `offset` is 0).
+///
+/// # Safety
+/// `builder` must be positioned in a live function; `base` a pointer, `offset` an integer.
+pub unsafe fn byte_gep(
+    builder: llvm_sys::prelude::LLVMBuilderRef,
+    base: LLVMValueRef,
+    offset: LLVMValueRef,
+) -> LLVMValueRef {
+    if LLVMIsNull(offset) != 0 {
+        return base;
+    }
+    let i8_type = LLVMInt8TypeInContext(LLVMGetTypeContext(LLVMTypeOf(base)));
+    let mut indices = [offset];
+    LLVMBuildGEP2(
+        builder,
+        i8_type,
+        base,
+        indices.as_mut_ptr(),
+        1,
+        c"".as_ptr(),
+    )
+}

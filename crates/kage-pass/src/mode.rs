@@ -47,6 +47,10 @@ pub enum Instrumentation {
     WorkingSet = 1,
     /// As `WorkingSet`, plus a `__kage_ws_trace` call before every access (tests only).
     WorkingSetTrace = 2,
+    /// As `Calls`, but simple counted innermost loops report their accesses per chunk of
+    /// iterations (`__kage_fp_strided`) and enter their region on the first iteration only:
+    /// the footprint tool.
+    Footprint = 3,
 }
 
 impl Instrumentation {
@@ -54,7 +58,8 @@ impl Instrumentation {
     /// warning to print when `KAGE_TOOL` names nothing the pass knows.
     pub fn from_settings(tool: Option<&str>, trace: Option<&str>) -> (Self, Option<String>) {
         match tool.unwrap_or("") {
-            "" | "count" | "footprint" => (Instrumentation::Calls, None),
+            "" | "count" => (Instrumentation::Calls, None),
+            "footprint" => (Instrumentation::Footprint, None),
             "working-set" if trace == Some("1") => (Instrumentation::WorkingSetTrace, None),
             "working-set" => (Instrumentation::WorkingSet, None),
             other => (
@@ -86,7 +91,10 @@ impl Instrumentation {
 
     /// Whether accesses are marked inline (modes 1 and 2) rather than reported by calls.
     pub fn is_working_set(self) -> bool {
-        self != Instrumentation::Calls
+        matches!(
+            self,
+            Instrumentation::WorkingSet | Instrumentation::WorkingSetTrace
+        )
     }
 
     /// Whether every access also calls `__kage_ws_trace` (mode 2).
@@ -106,11 +114,13 @@ mod tests {
     }
 
     #[test]
-    fn unset_empty_and_count_select_calls() {
+    fn unset_empty_and_count_select_calls_and_footprint_its_own() {
         assert_eq!(mode(None, None), Calls);
         assert_eq!(mode(Some(""), None), Calls);
         assert_eq!(mode(Some("count"), None), Calls);
-        assert_eq!(mode(Some("footprint"), None), Calls);
+        assert_eq!(mode(Some("footprint"), None), Footprint);
+        assert_eq!(Footprint.abi_value(), 3);
+        assert!(!Footprint.is_working_set() && !Footprint.traces());
         // The trace switch only means something for the working-set tool.
         assert_eq!(mode(Some("count"), Some("1")), Calls);
         assert_eq!(mode(None, Some("1")), Calls);

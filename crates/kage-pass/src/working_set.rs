@@ -74,7 +74,8 @@ pub unsafe fn instrument_functions(
     let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
     for plan in plans {
         // Decide everything about the function before changing it.
-        let hoists = hoist::plan_function(&plan.cfg, &plan.forest, data_layout);
+        let hoists =
+            hoist::plan_function(&plan.cfg, &plan.forest, data_layout, hoist::Coverage::Lines);
         let segments = function_segments(plan, data_layout);
         let mut inserter = WsInserter {
             builder,
@@ -536,19 +537,7 @@ impl WsInserter<'_> {
     /// # Safety
     /// The builder must be positioned where `base` and `offset` are available.
     pub unsafe fn byte_gep(&mut self, base: LLVMValueRef, offset: LLVMValueRef) -> LLVMValueRef {
-        if LLVMIsNull(offset) != 0 {
-            return base;
-        }
-        let i8_type = LLVMInt8TypeInContext(LLVMGetTypeContext(LLVMTypeOf(base)));
-        let mut indices = [offset];
-        LLVMBuildGEP2(
-            self.builder,
-            i8_type,
-            base,
-            indices.as_mut_ptr(),
-            1,
-            c"".as_ptr(),
-        )
+        ir::byte_gep(self.builder, base, offset)
     }
 
     /// An i64 constant.

@@ -389,7 +389,7 @@ impl WsRuntime {
             c"".as_ptr(),
         );
         let branch = LLVMBuildCondBr(builder, spent, tick_block, done);
-        self.set_branch_weights(branch, 1, 1 << 20);
+        ir::set_branch_weights(branch, 1, 1 << 20);
         LLVMPositionBuilderAtEnd(builder, tick_block);
         // The tick reads the spent budget and sets the next interval's.
         let shared = self.thread_local_address(builder, budget);
@@ -431,25 +431,6 @@ impl WsRuntime {
         let ty = LLVMIntrinsicGetType(self.context, id, overloads.as_mut_ptr(), 1);
         let mut args = [global];
         LLVMBuildCall2(builder, ty, intrinsic, args.as_mut_ptr(), 1, c"".as_ptr())
-    }
-
-    /// Branch weights of a conditional `branch`: how often each side is taken, relatively
-    /// (the budget check's tick side once per interval: 1 to 2^20).
-    ///
-    /// # Safety
-    /// `branch` must be a conditional `br` of the module.
-    pub unsafe fn set_branch_weights(&self, branch: LLVMValueRef, taken: u64, not_taken: u64) {
-        let weight =
-            |w: u64| LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(self.context), w, 0));
-        let tag = "branch_weights";
-        let mut operands = [
-            LLVMMDStringInContext2(self.context, tag.as_ptr() as *const _, tag.len()),
-            weight(taken),
-            weight(not_taken),
-        ];
-        let node = LLVMMDNodeInContext2(self.context, operands.as_mut_ptr(), 3);
-        let kind_id = LLVMGetMDKindIDInContext(self.context, c"prof".as_ptr(), 4);
-        LLVMSetMetadata(branch, kind_id, LLVMMetadataAsValue(self.context, node));
     }
 
     unsafe fn build_mark(&self, f: LLVMValueRef, span: LineSpan) {

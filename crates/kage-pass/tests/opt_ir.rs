@@ -1220,3 +1220,94 @@ fn every_input_is_valid_in_working_set_modes() {
         run_opt("declarations_only.ll", None)
     );
 }
+
+// Footprint instrumentation (KAGE_TOOL=footprint, docs/abi.md "Footprint instrumentation"):
+// the hooks of mode 0, except that simple counted innermost loops report their accesses per
+// chunk of iterations and enter their region once.
+
+#[test]
+fn footprint_reports_simple_counted_loops_per_chunk() {
+    let ir = instrument_in(Mode::Footprint, "ws_loops.ll");
+    insta::assert_snapshot!("fp_loops", ir);
+    check_registration_in(Mode::Footprint, &ir);
+    assert!(!ir.contains("__kage_ws_"), "no working-set code: {ir}");
+
+    // for (i = 0; i < n; i++) a[i] = b[i] + 1: the preheader computes T - 1; the header
+    // starts with the chunk call, the loop's only call (no loop hook, no access hooks).
+    let increment = function_body(&ir, "increment");
+    assert_eq!(
+        block(increment, "preheader"),
+        [
+            "%count = zext nneg i32 %n to i64",
+            "%1 = sub i64 %count, 1",
+            "br label %loop"
+        ]
+    );
+    let header = block(increment, "loop");
+    assert_eq!(
+        header[0],
+        "%i = phi i64 [ 0, %preheader ], [ %i.next, %loop ]"
+    );
+    assert_eq!(
+        header[1],
+        "call void @__kage_fp_chunk(i64 %i, i64 0, i64 %1, ptr %b, ptr %a)"
+    );
+    assert_eq!(
+        header.iter().filter(|i| i.contains("call ")).count(),
+        1,
+        "{increment}"
+    );
+    // The helper: at a chunk start it enters the loop on iteration 0, then reports each
+    // array's 4-byte elements j ..= j + last with the chunk's 2 (last + 1) accesses once.
+    let helper = function_body(&ir, "__kage_fp_chunk");
+    assert!(helper.starts_with(
+        "define internal void @__kage_fp_chunk(i64 %iv, i64 %start, i64 %after_first, ptr %range0, ptr %range1) #"
+    ));
+    let loop_region = region_of(&ir, "increment", 1);
+    assert_eq!(
+        block(helper, "chunk"),
+        [
+            "%j = freeze i64 %scaled",
+            "%2 = sub i64 %after_first, %j",
+            "%3 = icmp ult i64 %2, 1023",
+            "%last = select i1 %3, i64 %2, i64 1023",
+            "%4 = icmp eq i64 %j, 0",
+            "br i1 %4, label %enter, label %report",
+        ]
+    );
+    assert_eq!(
+        block(helper, "enter"),
+        [
+            format!("call void @__kage_loop_iter({loop_region})").as_str(),
+            "br label %report"
+        ]
+    );
+    assert_eq!(
+        block(helper, "report"),
+        [
+            "%5 = add i64 %last, 1",
+            "%6 = mul i64 %5, 2",
+            "%7 = mul i64 %j, 4",
+            "%8 = getelementptr i8, ptr %range0, i64 %7",
+            "call void @__kage_fp_strided(ptr %8, i64 4, i64 4, i64 %5, i64 %6)",
+            "%9 = getelementptr i8, ptr %range1, i64 %7",
+            "call void @__kage_fp_strided(ptr %9, i64 4, i64 4, i64 %5, i64 0)",
+            "br label %done",
+        ]
+    );
+
+    // Loops of other forms keep the hooks of mode 0: a loop event per iteration and a call
+    // per access.
+    for name in ["find", "with_call"] {
+        let body = function_body(&ir, name);
+        assert!(body.contains("call void @__kage_loop_iter("), "{body}");
+        assert!(!body.contains("__kage_fp_"), "{body}");
+        assert!(
+            body.contains("call void @__kage_load(") || body.contains("call void @__kage_store("),
+            "{body}"
+        );
+    }
+    // A build for every tool never reports per chunk.
+    let calls = instrument_in(Mode::Calls, "ws_loops.ll");
+    assert!(!calls.contains("__kage_fp_"), "{calls}");
+}

@@ -140,27 +140,37 @@ unsafe fn access(addr: *const c_void, size: u64, write: bool) {
     if size == 0 {
         return;
     }
-    let ts = thread::current();
+    with_access_tool(|tool| tool.access(addr as usize, size, write));
+}
+
+/// Runs `f` on the calling thread's tool unless accesses are off (the gate, or the runtime
+/// busy on this thread); sets up the runtime and the thread on its first event.
+#[inline(always)]
+unsafe fn with_access_tool(f: impl FnOnce(&mut dyn crate::tools::ThreadTool)) {
+    let mut ts = thread::current();
     if ts.is_null() {
-        return access_first(addr, size, write);
+        ts = first_event();
+        if ts.is_null() {
+            return;
+        }
     }
     if GATE.load(Relaxed) != 0 || (*ts).busy.get() != 0 {
         return;
     }
-    (*(*ts).tool.get()).access(addr as usize, size, write);
+    f(&mut **(*ts).tool.get());
 }
 
 /// The thread's first event is an access: set up the runtime and the thread first.
 #[cold]
 #[inline(never)]
-unsafe fn access_first(addr: *const c_void, size: u64, write: bool) {
+unsafe fn first_event() -> *const thread::ThreadState {
     let Some(rt) = runtime::ensure_init() else {
-        return;
+        return std::ptr::null();
     };
-    if runtime::finished() || thread::current_or_create(rt).is_null() {
-        return;
+    if runtime::finished() {
+        return std::ptr::null();
     }
-    access(addr, size, write);
+    thread::current_or_create(rt)
 }
 
 /// `size` bytes are about to be read at `addr`.
@@ -191,6 +201,26 @@ pub unsafe extern "C" fn __kage_cmpxchg(addr: *const c_void, size: u64, stored: 
     if stored != 0 {
         access(addr, size, true);
     }
+}
+
+/// Footprint instrumentation: `count` accesses of `width` bytes at `addr`, `addr + stride`,
+/// ..., `addr + (count - 1) * stride`, standing for `accesses` of the program's accesses (a
+/// chunk of a hoisted loop's iterations; see `docs/abi.md`).
+///
+/// # Safety
+/// Always safe to call; the addresses are only recorded, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_fp_strided(
+    addr: *const c_void,
+    width: u64,
+    stride: u64,
+    count: u64,
+    accesses: u64,
+) {
+    if width == 0 || count == 0 {
+        return;
+    }
+    with_access_tool(|tool| tool.access_strided(addr as usize, width, stride, count, accesses));
 }
 
 /// Program control (`kage.h`): deliver memory accesses to the tool (`on` != 0) or not.

@@ -56,6 +56,9 @@ pub const INSTRUMENTATION_CALLS: u32 = 0;
 pub const INSTRUMENTATION_WORKING_SET: u32 = 1;
 /// As working-set, plus a `__kage_ws_trace` call per access (test-only).
 pub const INSTRUMENTATION_WORKING_SET_TRACE: u32 = 2;
+/// Region hooks and a call per access, simple counted innermost loops reported per chunk
+/// (`__kage_fp_strided`) with one loop event per entry: the footprint tool.
+pub const INSTRUMENTATION_FOOTPRINT: u32 = 3;
 
 /// Bit `1 << instrumentation` for every instrumentation seen in a registered module (or
 /// announced by a hook that only such code calls).
@@ -200,7 +203,7 @@ impl Interned {
 /// `m` points to a module whose `regions` array has `region_count` readable entries.
 pub unsafe fn validate(m: *const KageModule) -> Result<(), String> {
     let m = &*m;
-    if m.instrumentation > INSTRUMENTATION_WORKING_SET_TRACE && m.abi_version == ABI_VERSION {
+    if m.instrumentation > INSTRUMENTATION_FOOTPRINT && m.abi_version == ABI_VERSION {
         return Err(format!("unknown instrumentation {}", m.instrumentation));
     }
     if m.abi_version != ABI_VERSION {

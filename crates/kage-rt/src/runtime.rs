@@ -115,24 +115,40 @@ fn init() {
     }
 }
 
-/// Code built with `KAGE_TOOL=working-set` only works with the working-set tool: it becomes
-/// the default, and asking for another tool is an error that keeps the program running.
+/// Code built with `KAGE_TOOL=working-set` (or `footprint`) only works with that tool: it
+/// becomes the default, and asking for another tool is an error that keeps the program
+/// running. Footprint builds report a loop's iterations as one event, so they cannot
+/// measure loop bodies: `loop_bodies=1` is refused there.
 fn choose_tool_for_instrumentation(opts: &mut Options, explicit: bool) {
     use crate::registry::{
-        instrumentation_seen, INSTRUMENTATION_WORKING_SET as WS,
+        instrumentation_seen, INSTRUMENTATION_FOOTPRINT as FP, INSTRUMENTATION_WORKING_SET as WS,
         INSTRUMENTATION_WORKING_SET_TRACE as TRACE,
     };
-    if !(instrumentation_seen(WS) || instrumentation_seen(TRACE)) || opts.tool == "working-set" {
+    let built_for = if instrumentation_seen(WS) || instrumentation_seen(TRACE) {
+        "working-set"
+    } else if instrumentation_seen(FP) {
+        "footprint"
+    } else {
         return;
+    };
+    if opts.tool != built_for {
+        if explicit {
+            eprintln!(
+                "kage: error: tool={} needs a program built for every tool, but this one was \
+                 built with KAGE_TOOL={built_for}; using the '{built_for}' tool",
+                opts.tool
+            );
+        }
+        opts.tool = built_for.into();
     }
-    if explicit {
+    if built_for == "footprint" && opts.loop_bodies {
         eprintln!(
-            "kage: error: tool={} needs a program built for every tool, but this one was built \
-             with KAGE_TOOL=working-set; using the 'working-set' tool",
-            opts.tool
+            "kage: error: loop_bodies=1 needs every loop iteration reported, but this program \
+             was built with KAGE_TOOL=footprint, which reports the iterations of simple loops \
+             together; measuring without loop bodies (build with KAGE_TOOL=count for them)"
         );
+        opts.loop_bodies = false;
     }
-    opts.tool = "working-set".into();
 }
 
 /// Code built with `KAGE_TOOL=working-set` marks lines of the size it was built with

@@ -297,6 +297,16 @@ fn footprints_are_exact_at_every_granularity_and_vsm() {
             check_report(&report, location_bytes, false, &what);
         }
     }
+}
+
+/// A program built for every tool (call hooks: every iteration is an event) gives the same
+/// footprints, and measures loop bodies too.
+#[test]
+fn call_hook_build_agrees_and_measures_loop_bodies() {
+    let work = Work::new();
+    let exe = work.build("footprint/footprint.c", &["-O2"]);
+    let report = run(&work, &exe, "granularity=byte");
+    check_report(&report, 1, false, "KAGE_TOOL unset");
     for vsm in ["baseline", "palette"] {
         for (granularity, location_bytes) in [("byte", 1), ("line", 64)] {
             let what = format!("vsm={vsm} granularity={granularity} loop_bodies=1");
@@ -310,11 +320,136 @@ fn footprints_are_exact_at_every_granularity_and_vsm() {
     }
 }
 
-/// A program built for every tool (call hooks) gives the same footprints.
+/// A footprint build reports a simple loop's iterations together, so it refuses loop
+/// bodies, says why and what to do, and measures the rest exactly.
 #[test]
-fn call_hook_build_agrees() {
+fn footprint_build_refuses_loop_bodies_and_measures_the_rest() {
     let work = Work::new();
-    let exe = work.build("footprint/footprint.c", &["-O2"]);
-    let report = run(&work, &exe, "granularity=byte");
-    check_report(&report, 1, false, "KAGE_TOOL unset");
+    let exe = work.build_with_env(
+        "footprint/footprint.c",
+        &["-O2"],
+        &[("KAGE_TOOL", "footprint")],
+    );
+    let report_path = work.path("bodies.json");
+    let out = work.run_with_options(
+        &exe,
+        &[],
+        &format!(
+            "tool=footprint:loop_bodies=1:output={}",
+            report_path.display()
+        ),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("loop_bodies=1 needs every loop iteration reported")
+            && stderr.contains("KAGE_TOOL=count"),
+        "{stderr}"
+    );
+    let report = kage_report::read_report(&report_path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.tool_data["loop_bodies"], false);
+    check_report(&report, 1, false, "KAGE_TOOL=footprint loop_bodies=1");
+    // Another tool on a footprint build: an error, and the footprint tool.
+    let out = work.run_with_options(&exe, &[], "tool=count:output=count.json");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("tool=count needs a program built for every tool, but this one was built with KAGE_TOOL=footprint"));
+    let report = kage_report::read_report(&work.path("count.json")).unwrap();
+    assert_eq!(report.tool, "footprint");
+}
+
+/// `tests/c/footprint/hoisted.c`: loops that a footprint build reports per chunk of
+/// iterations. Each array is modelled at its own base, far from the others.
+mod hoisted {
+    use super::*;
+
+    const RECS: u64 = 0x100000;
+    const MAT: u64 = 0x200000;
+    const INTS: u64 = 0x300000;
+    const IN: u64 = 0x400000;
+    const OUT: u64 = 0x500000;
+    const FA: u64 = 0x600000;
+    const FB: u64 = 0x700000;
+
+    /// Every function's (and its one loop's) instances: byte ranges.
+    fn expected() -> Vec<(&'static str, Vec<Instance>)> {
+        let fields = vec![(0..200)
+            .map(|i| (RECS + 24 * i + 8, RECS + 24 * i + 16))
+            .collect()];
+        let column = (0..8)
+            .map(|j| {
+                (0..64)
+                    .map(|i| (MAT + 512 * i + 8 * j, MAT + 512 * i + 8 * j + 8))
+                    .collect()
+            })
+            .collect();
+        let down = vec![vec![(INTS, INTS + 4 * 3000)]];
+        let stencil = vec![vec![(IN, IN + 8000), (OUT + 8, OUT + 8 * 999)]];
+        let axpy = vec![vec![(FA, FA + 4 * 4999), (FB, FB + 4 * 4999)]];
+        vec![
+            ("fields", fields),
+            ("column", column),
+            ("down", down),
+            ("stencil", stencil),
+            ("axpy", axpy),
+        ]
+    }
+
+    fn check_hoisted(report: &Report, location_bytes: u64, what: &str) {
+        for (name, instances) in expected() {
+            let f = func(report, name);
+            check(f, &instances, location_bytes, what);
+            if name != "axpy" {
+                check(only_loop(report, f), &instances, location_bytes, what);
+            }
+        }
+        // axpy is a loop over 8 floats at a time (4992 of them) and a remainder loop (7).
+        let mut loops = regions_of(report, func(report, "axpy"), RegionKind::Loop);
+        loops.sort_by_key(|l| std::cmp::Reverse(l.metrics["footprint"]["max_bytes"].as_u64()));
+        let [vector, remainder] = loops[..] else {
+            panic!("axpy has {} loops: {what}", loops.len())
+        };
+        let split = 4 * 4992;
+        let vector_part = vec![vec![(FA, FA + split), (FB, FB + split)]];
+        let rest = vec![vec![
+            (FA + split, FA + 4 * 4999),
+            (FB + split, FB + 4 * 4999),
+        ]];
+        check(vector, &vector_part, location_bytes, what);
+        check(remainder, &rest, location_bytes, what);
+    }
+
+    #[test]
+    fn hoisted_loops_are_exact_in_every_build() {
+        let work = Work::new();
+        let (exe, out) = work.build_with_output(
+            "footprint/hoisted.c",
+            &["-O2"],
+            &[("KAGE_TOOL", "footprint"), ("KAGE_PASS_EXPLAIN", "1")],
+        );
+        // The loops really are reported per chunk in this build.
+        let said = String::from_utf8_lossy(&out.stderr);
+        for name in ["fields", "column", "down", "stencil", "axpy"] {
+            assert!(
+                said.contains(&format!("kage-pass: {name}: loop at line")),
+                "{said}"
+            );
+        }
+        assert!(!said.contains("not hoisted"), "{said}");
+        let calls = work.build("footprint/hoisted.c", &["-O2"]);
+        for (granularity, location_bytes) in [("byte", 1), ("word", 8), ("line", 64)] {
+            for vsm in VSMS {
+                let what = format!("footprint build, vsm={vsm} granularity={granularity}");
+                let options = format!("vsm={vsm}:granularity={granularity}");
+                check_hoisted(&run(&work, &exe, &options), location_bytes, &what);
+            }
+            let what = format!("build for every tool, granularity={granularity}");
+            let report = run(&work, &calls, &format!("granularity={granularity}"));
+            check_hoisted(&report, location_bytes, &what);
+        }
+        // Both builds count the same accesses.
+        let a = run(&work, &exe, "");
+        let b = run(&work, &calls, "");
+        assert_eq!(a.tool_data["accesses"], b.tool_data["accesses"]);
+    }
 }

@@ -82,20 +82,44 @@ use llvm_sys::target::LLVMTargetDataRef;
 use llvm_sys::{LLVMIntPredicate, LLVMOpcode};
 
 use crate::access::{classify_access, Length};
-use crate::address::{merge_ranges, MERGE_GAP};
+use crate::address::{merge_ranges_within, MERGE_GAP};
 use crate::ir::{self, FunctionCfg};
 use crate::loops::LoopForest;
 use crate::working_set::is_cut;
 
 use affine::{inductions, is_loop_invariant, Affine, Induction, LoopContext};
 pub use affine::{Extension, InvariantTerm};
-pub use emit::emit;
+pub use emit::{emit, emit_footprint, FootprintCallees};
 
 /// Hoisted per-iteration strides are at most this many bytes, which bounds a chunk's marked
 /// length by `MAX_CHUNK * MAX_STRIDE` bytes.
 const MAX_STRIDE: i64 = 1 << 16;
 /// |C| of the counter is at most this.
 const MAX_STEP: i64 = 1 << 30;
+
+/// What the instrumentation does with a hoisted range, which decides how ranges may be
+/// merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// Working set: the range's lines are marked from its lowest to its highest byte, so
+    /// pieces merge across gaps below [`MERGE_GAP`] (no 16-byte line lies in such a gap) and
+    /// consecutive iterations may not leave a larger one.
+    Lines,
+    /// Footprint: the range's bytes are reported exactly, iteration by iteration (start,
+    /// width, stride, count), so pieces merge only when they overlap or touch, and
+    /// iterations may leave any gap.
+    Bytes,
+}
+
+impl Coverage {
+    /// Pieces of one iteration merge across gaps below this many bytes.
+    fn merge_gap(self) -> i64 {
+        match self {
+            Coverage::Lines => MERGE_GAP,
+            Coverage::Bytes => 1,
+        }
+    }
+}
 
 /// Why a loop keeps its per-segment instrumentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,11 +197,12 @@ pub unsafe fn plan_function(
     cfg: &FunctionCfg,
     forest: &LoopForest,
     data_layout: LLVMTargetDataRef,
+    coverage: Coverage,
 ) -> Vec<HoistPlan> {
     let explain = std::env::var_os(EXPLAIN_VARIABLE).is_some_and(|v| v == "1");
     (0..forest.loops.len())
         .filter_map(|k| {
-            let plan = analyze_loop(cfg, forest, k, data_layout);
+            let plan = analyze_loop(cfg, forest, k, data_layout, coverage);
             if explain {
                 explain_decision(cfg, forest, k, &plan);
             }
@@ -231,6 +256,7 @@ pub unsafe fn analyze_loop(
     forest: &LoopForest,
     k: usize,
     data_layout: LLVMTargetDataRef,
+    coverage: Coverage,
 ) -> Result<HoistPlan, NotHoisted> {
     let lp = &forest.loops[k];
     if forest.loops.iter().any(|l| l.parent == Some(k)) {
@@ -284,7 +310,7 @@ pub unsafe fn analyze_loop(
     if accesses.is_empty() {
         return Err(NotHoisted::NoAccesses);
     }
-    let ranges = strided_ranges(&pieces, &inductions)?;
+    let ranges = strided_ranges(&pieces, &inductions, coverage)?;
     let accesses_per_iteration = accesses.len() as u64;
     Ok(HoistPlan {
         loop_index: k,
@@ -438,11 +464,13 @@ struct RangeKey {
     scale: i64,
 }
 
-/// Groups the loop's byte ranges by [`RangeKey`], merges each group's per-iteration ranges,
-/// and checks that iterations leave no 16-byte gap.
+/// Groups the loop's byte ranges by [`RangeKey`], merges each group's per-iteration ranges
+/// as `coverage` allows, and (for [`Coverage::Lines`]) checks that iterations leave no
+/// 16-byte gap.
 fn strided_ranges(
     pieces: &[(Affine, i64)],
     inductions: &[Induction],
+    coverage: Coverage,
 ) -> Result<Vec<StridedRange>, NotHoisted> {
     let mut order: Vec<RangeKey> = Vec::new();
     let mut groups: HashMap<RangeKey, Vec<(i64, i64)>> = HashMap::new();
@@ -476,8 +504,9 @@ fn strided_ranges(
         if stride.abs() > MAX_STRIDE {
             return Err(NotHoisted::StrideLeavesGaps);
         }
-        for (lo, hi) in merge_ranges(groups.remove(&key).unwrap_or_default()) {
-            if stride != 0 && stride.abs() - (hi - lo) >= MERGE_GAP {
+        let group = groups.remove(&key).unwrap_or_default();
+        for (lo, hi) in merge_ranges_within(group, coverage.merge_gap()) {
+            if coverage == Coverage::Lines && stride != 0 && stride.abs() - (hi - lo) >= MERGE_GAP {
                 return Err(NotHoisted::StrideLeavesGaps);
             }
             out.push(StridedRange {

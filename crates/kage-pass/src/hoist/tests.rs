@@ -47,7 +47,8 @@ fn plans<T>(body: &str, summary: impl Fn(&HoistPlan) -> T) -> Vec<T> {
         let func = LLVMGetNamedFunction(module, c"f".as_ptr());
         let cfg = FunctionCfg::new(func);
         let forest = find_loops(&cfg.successors, 0);
-        let out = plan_function(&cfg, &forest, LLVMGetModuleDataLayout(module))
+        let data_layout = LLVMGetModuleDataLayout(module);
+        let out = plan_function(&cfg, &forest, data_layout, Coverage::Lines)
             .iter()
             .map(summary)
             .collect();
@@ -58,6 +59,10 @@ fn plans<T>(body: &str, summary: impl Fn(&HoistPlan) -> T) -> Vec<T> {
 }
 
 fn analyze(body: &str) -> Vec<Summary> {
+    analyze_for(body, Coverage::Lines)
+}
+
+fn analyze_for(body: &str, coverage: Coverage) -> Vec<Summary> {
     unsafe {
         let (context, module) = parse(body);
         let func = LLVMGetNamedFunction(module, c"f".as_ptr());
@@ -66,7 +71,7 @@ fn analyze(body: &str) -> Vec<Summary> {
         let data_layout = LLVMGetModuleDataLayout(module);
         let out = (0..forest.loops.len())
             .map(|k| {
-                analyze_loop(&cfg, &forest, k, data_layout).map(|plan| {
+                analyze_loop(&cfg, &forest, k, data_layout, coverage).map(|plan| {
                     let ranges = plan.ranges.iter().map(|r| (r.scale, r.lo, r.hi)).collect();
                     (
                         plan.accesses_per_iteration,
@@ -135,6 +140,17 @@ exit:
 }
 "#;
     assert_eq!(analyze(body), vec![Ok((2, vec![(4, 0, 32)], true, 8))]);
+    assert_eq!(
+        analyze_for(body, Coverage::Bytes),
+        vec![Ok((2, vec![(4, 0, 32)], true, 8))]
+    );
+    // A 4-byte hole between the halves: lines merge across it, exact bytes do not.
+    let holed = body.replace("i64 16\n", "i64 20\n");
+    assert_eq!(analyze(&holed), vec![Ok((2, vec![(4, 0, 36)], true, 8))]);
+    assert_eq!(
+        analyze_for(&holed, Coverage::Bytes),
+        vec![Ok((2, vec![(4, 0, 16), (4, 20, 36)], true, 8))]
+    );
 }
 
 #[test]
@@ -262,6 +278,11 @@ fn loops_of_other_forms_are_not_hoisted() {
         "%i.next = add nuw nsw i64 %i, 8",
     );
     assert_eq!(analyze(&sparse), vec![Err(NotHoisted::StrideLeavesGaps)]);
+    // The footprint reports ranges element by element: gaps are no obstacle there.
+    assert_eq!(
+        analyze_for(&sparse, Coverage::Bytes),
+        vec![Ok((2, vec![(4, 0, 4), (4, 0, 4)], true, 8))]
+    );
     // A step that is no power of two.
     let three = ROTATED.replace(
         "%i.next = add nuw nsw i64 %i, 1",

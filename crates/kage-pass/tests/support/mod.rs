@@ -49,6 +49,8 @@ pub enum Mode {
     WorkingSet,
     /// `KAGE_TOOL=working-set KAGE_WS_TRACE=1`: 2.
     WorkingSetTrace,
+    /// `KAGE_TOOL=footprint`: 3.
+    Footprint,
 }
 
 impl Mode {
@@ -62,8 +64,14 @@ impl Mode {
         cmd.env_remove("KAGE_TOOL")
             .env_remove("KAGE_WS_TRACE")
             .env_remove("KAGE_WS_LINE_SIZE");
-        if self != Mode::Calls {
-            cmd.env("KAGE_TOOL", "working-set");
+        match self {
+            Mode::Calls => {}
+            Mode::Footprint => {
+                cmd.env("KAGE_TOOL", "footprint");
+            }
+            Mode::WorkingSet | Mode::WorkingSetTrace => {
+                cmd.env("KAGE_TOOL", "working-set");
+            }
         }
         if self == Mode::WorkingSetTrace {
             cmd.env("KAGE_WS_TRACE", "1");
@@ -421,7 +429,10 @@ pub fn check_registration_in(mode: Mode, ir: &str) {
         "@__kage_module = internal global {{ i32, i32, ptr, ptr, i32, i32 }} {{ i32 3, i32 {count}, ptr @__kage_regions, ptr @"
     );
     // The line shift: 64-byte lines in the working-set modes (the tests' default build).
-    let line_shift = if mode == Mode::Calls { 0 } else { 6 };
+    let line_shift = match mode {
+        Mode::Calls | Mode::Footprint => 0,
+        Mode::WorkingSet | Mode::WorkingSetTrace => 6,
+    };
     let suffix = format!(", i32 {}, i32 {line_shift} }}, align 8", mode.abi_value());
     assert!(
         module.starts_with(&prefix) && module.ends_with(&suffix),

@@ -65,6 +65,15 @@ pub trait ThreadTool {
     fn exit(&mut self, region: u32);
     /// A memory access of `size` > 0 bytes (hot path: no allocation, no locks, no syscalls).
     fn access(&mut self, addr: usize, size: u64, write: bool);
+    /// `count` > 0 accesses of `width` > 0 bytes at `addr`, `addr + stride`, ... (made in
+    /// any order) that stand for `accesses` of the program's accesses: a hoisted loop's
+    /// chunk (footprint instrumentation). By default, one read access per element.
+    fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64, accesses: u64) {
+        let _ = accesses;
+        for k in 0..count {
+            self.access(addr.wrapping_add((k * stride) as usize), width, false);
+        }
+    }
     /// Apply a pending [`Tool::reset`] now.
     fn reset(&mut self);
     /// This thread is the only one left in a forked child: start from zero.

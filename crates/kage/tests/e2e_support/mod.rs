@@ -72,6 +72,16 @@ impl Work {
 
     /// As [`Work::build`], with extra environment variables for the wrapper (`KAGE_TOOL`...).
     pub fn build_with_env(&self, source: &str, flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
+        self.build_with_output(source, flags, env).0
+    }
+
+    /// As [`Work::build_with_env`], also returning the wrapper's output (what the pass said).
+    pub fn build_with_output(
+        &self,
+        source: &str,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> (PathBuf, Output) {
         let src = c_dir().join(source);
         let env_tag: String = env.iter().map(|(k, v)| format!("_{k}{v}")).collect();
         let exe = self.path(&format!(
@@ -91,8 +101,8 @@ impl Work {
             exe.to_str().unwrap().to_owned(),
         );
         args.extend([src_s.as_str(), "-o", exe_s.as_str(), "-lpthread"]);
-        self.wrap_with_env(&wrapper, &args, env);
-        exe
+        let out = self.wrap_with_env(&wrapper, &args, env);
+        (exe, out)
     }
 
     /// Runs `exe` with the report going to `<scratch>/<report_name>`; returns the process output.
