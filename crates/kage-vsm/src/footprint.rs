@@ -39,9 +39,18 @@
 //! scrubs whole tables, which makes nested loops over large arrays quadratic). `palette`
 //! re-encodes a table in its smallest form after a scrub that clamped a quarter of it.
 //!
-//! Accesses are applied a range at a time when they fall in one table: a byte array is
-//! compared and filled in one pass, a two-value table sets the range's bits and counts
-//! them, and each run of units with the same previous run length updates the counters once.
+//! Accesses of any size are applied a range at a time, split at table boundaries (the
+//! run-length kinds; `baseline` and `slim` go unit by unit): a byte array is compared and
+//! raised a word (8 bytes) at a time — a word already at `d` skipped, a word of one value
+//! counted at once, 32 bytes of one value on long ranges —, a one-value table becomes two
+//! values or one, a two-value table sets the range's bits and counts them, and the counters
+//! are updated once per run of units with the same previous run length. The line shadow is
+//! then touched over the lines from the first to the last new location of each piece (the
+//! others are not new). A scrub finds the chunks to clamp 8 bounds at a time, and a
+//! re-encoding that would yield two values both below the depth of the write about to
+//! follow keeps the byte array (with exact chunk bounds): that write would expand it again
+//! at once (a table touched once per instance of a loop would otherwise be re-encoded and
+//! expanded, allocating, on every instance).
 //!
 //! Tags are bytes: at most [`MAX_LEVELS`] levels are tracked (the paper's 256-level limit);
 //! [`Footprint::enter`] refuses deeper levels and the caller accounts for them.
@@ -261,6 +270,9 @@ impl Footprint {
     }
 
     /// `size` bytes at `addr` are accessed. Ignored at depth 0 (no region active).
+    ///
+    /// Any size: a range is applied a tag table at a time, and the line shadow is touched
+    /// only over the span of each table's piece whose locations were new.
     #[inline]
     pub fn access(&mut self, addr: u64, size: u64) {
         if self.versions.depth() <= 1 || size == 0 {
@@ -270,70 +282,52 @@ impl Footprint {
         let last = addr.saturating_add(size - 1);
         let current = self.versions.as_slice();
         let (locations, lines) = (&mut self.locations, &mut self.lines);
-        match &mut self.location_shadow {
-            None => {
-                let shift = self.config.line_shift;
-                let (first, last) = (addr >> shift, last >> shift);
-                if let Presence::Rle(rle) = &mut self.line_shadow {
-                    if first >> rle.table_bits == last >> rle.table_bits {
-                        let new = rle.touch_range(first, last, d, current, |valid, n| {
-                            add_levels(lines, valid, d, n);
-                            add_levels(locations, valid, d, n);
-                        });
-                        self.changed |= std::mem::take(&mut rle.changed);
-                        let _ = new;
-                        return;
-                    }
-                }
-                for line in first..=last {
-                    let valid = self.line_shadow.touch(line, d, current);
-                    if valid < d {
-                        add_levels(lines, valid, d, 1);
-                        add_levels(locations, valid, d, 1);
-                        self.changed |= !matches!(self.line_shadow, Presence::Rle(_));
-                    }
-                }
-            }
+        let line_shift = self.config.line_shift;
+        let line_shadow = &mut self.line_shadow;
+        let any = match &mut self.location_shadow {
+            None => line_shadow.touch_span(
+                addr >> line_shift,
+                last >> line_shift,
+                d,
+                current,
+                |valid, n| {
+                    add_levels(lines, valid, d, n);
+                    add_levels(locations, valid, d, n);
+                },
+                |_, _| {},
+            ),
             Some(shadow) => {
-                let (shift, line_shift) = (self.config.location_shift, self.config.line_shift);
-                let (first, last) = (addr >> shift, last >> shift);
-                let new = match shadow {
-                    Presence::Rle(rle) if first >> rle.table_bits == last >> rle.table_bits => {
-                        let new = rle.touch_range(first, last, d, current, |valid, n| {
-                            add_levels(locations, valid, d, n)
-                        });
-                        self.changed |= std::mem::take(&mut rle.changed);
-                        new
-                    }
-                    _ => {
-                        let mut new = false;
-                        for unit in first..=last {
-                            let valid = shadow.touch(unit, d, current);
-                            if valid < d {
-                                add_levels(locations, valid, d, 1);
-                                new = true;
-                            }
-                        }
-                        self.changed |= shadow.take_changed();
-                        new
-                    }
-                };
-                if new {
+                let shift = self.config.location_shift;
+                // `shift < line_shift`: location `u` lies in line `u >> per_line`.
+                let per_line = line_shift - shift;
+                let any = shadow.touch_span(
+                    addr >> shift,
+                    last >> shift,
+                    d,
+                    current,
+                    |valid, n| add_levels(locations, valid, d, n),
                     // A line is new at a level only if one of its locations is (inclusion);
-                    // touching a line that is not new changes nothing.
-                    for line in (first << shift) >> line_shift..=(last << shift) >> line_shift {
-                        let valid = self.line_shadow.touch(line, d, current);
-                        if valid < d {
-                            add_levels(lines, valid, d, 1);
-                        }
-                    }
-                    // Run-length tables report their own heap changes; the others may have
-                    // created a table.
-                    self.changed |= !matches!(shadow, Presence::Rle(_));
-                }
+                    // touching a line that is not new changes nothing, so the span from the
+                    // first to the last new location is enough.
+                    |from, to| {
+                        line_shadow.touch_span(
+                            from >> per_line,
+                            to >> per_line,
+                            d,
+                            current,
+                            |valid, n| add_levels(lines, valid, d, n),
+                            |_, _| {},
+                        );
+                    },
+                );
+                self.changed |= shadow.take_changed();
+                any
             }
-        }
-        self.changed |= self.line_shadow.take_changed();
+        };
+        // Run-length tables report their own heap changes; the others may have created a
+        // table when a unit was new.
+        self.changed |= (any && !matches!(self.line_shadow, Presence::Rle(_)))
+            | self.line_shadow.take_changed();
     }
 
     /// Whether the heap use may have changed since the last call (then call
@@ -363,6 +357,9 @@ fn add_levels(counters: &mut [u64], from: usize, to: usize, n: u64) {
 }
 
 /// A presence shadow over units (locations or lines): one of the implementations.
+// Two per footprint shadow, used on every access: the run-length kind's page cache stays
+// inline rather than behind another pointer.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Presence {
     Baseline(BaselineVsm<bool>),
@@ -414,6 +411,50 @@ impl Presence {
             Presence::Slim(slim) => slim.touch(unit, d, current),
             Presence::Rle(rle) => rle.touch(unit, d, current),
         }
+    }
+
+    /// Marks units `first..=last` touched at levels `0..d`, calling `new(valid, n)` for
+    /// new units (`n` of them whose valid run length was `valid < d`, in runs merged in any
+    /// way) and `span(from, to)` with spans of units covering every new unit (disjoint, in
+    /// order; units in a span may also be old). Returns whether any unit was new.
+    #[inline]
+    fn touch_span(
+        &mut self,
+        first: u64,
+        last: u64,
+        d: usize,
+        current: &[u64],
+        mut new: impl FnMut(usize, u64),
+        mut span: impl FnMut(u64, u64),
+    ) -> bool {
+        if let Presence::Rle(rle) = self {
+            let mask = (1u64 << rle.table_bits) - 1;
+            let mut any = false;
+            let mut from = first;
+            loop {
+                let to = last.min(from | mask);
+                if let Some((a, b)) = rle.touch_range(from, to, d, current, &mut new) {
+                    span(a, b);
+                    any = true;
+                }
+                if to == last {
+                    return any;
+                }
+                from = to + 1;
+            }
+        }
+        let mut covered: Option<(u64, u64)> = None;
+        for unit in first..=last {
+            let valid = self.touch(unit, d, current);
+            if valid < d {
+                new(valid, 1);
+                covered = Some((covered.map_or(unit, |(a, _)| a), unit));
+            }
+        }
+        if let Some((a, b)) = covered {
+            span(a, b);
+        }
+        covered.is_some()
     }
 
     /// Whether the heap use changed without a new touch (a scrub freed an array).
@@ -628,8 +669,9 @@ impl RlePresence {
     }
 
     /// Marks every unit of `first..=last` (one table) touched at levels `0..d`, calling
-    /// `new(valid, n)` for each run of `n` consecutive units whose valid run length was
-    /// `valid < d`. Returns whether any unit was new.
+    /// `new(valid, n)` for `n` new units whose valid run length was `valid < d` (runs merged
+    /// in any way: only the totals per `valid` are meaningful). Returns the first and the
+    /// last new unit, if any.
     #[inline]
     fn touch_range(
         &mut self,
@@ -637,100 +679,38 @@ impl RlePresence {
         last: u64,
         d: usize,
         current: &[u64],
-        mut new: impl FnMut(usize, u64),
-    ) -> bool {
+        new: impl FnMut(usize, u64),
+    ) -> Option<(u64, u64)> {
         let units = self.units();
         let mask = units as u64 - 1;
+        let base = first & !mask;
         let (lo, hi) = ((first & mask) as usize, (last & mask) as usize);
         let page = self.validated(first >> self.table_bits, current) as *mut RlePage;
         // SAFETY: as in `touch`.
         let page = unsafe { &mut *page };
         let d8 = d as u8;
-        if let Repr::Bytes { bytes, chunk_max } = &mut page.repr {
-            let mut any = false;
-            let (mut run_value, mut run) = (0u8, 0u64);
-            for b in &mut bytes[lo..=hi] {
-                let old = *b;
-                if old < d8 {
-                    *b = d8;
-                    if run > 0 && old != run_value {
-                        new(run_value as usize, run);
-                        run = 0;
-                    }
-                    run_value = old;
-                    run += 1;
-                    any = true;
-                }
-            }
-            if any {
-                if run > 0 {
-                    new(run_value as usize, run);
-                }
+        let mut runs = Runs::new(new);
+        let span = match &mut page.repr {
+            Repr::Bytes { bytes, chunk_max } => {
+                let span = raise_bytes(&mut bytes[lo..=hi], d8, &mut runs)?;
                 for m in &mut chunk_max[lo >> CHUNK_SHIFT..=hi >> CHUNK_SHIFT] {
                     *m = (*m).max(d8);
                 }
                 page.max = page.max.max(d8);
+                (lo + span.0, lo + span.1)
             }
-            return any;
-        }
-        if let Repr::Uniform(v) = page.repr {
-            if v >= d8 {
-                return false;
-            }
-        }
-        if let Repr::Bits {
-            lo: low,
-            hi: high,
-            ones,
-            bits,
-        } = &mut page.repr
-        {
-            if *low >= d8 {
-                return false;
-            }
-            if *high == d8 {
-                // Set the range's clear bits: each was `low`.
-                let mut n = 0u32;
-                let mut i = lo;
-                while i <= hi {
-                    let word = i / 64;
-                    let end = (hi + 1).min((word + 1) * 64);
-                    let width = end - i;
-                    let mask = if width == 64 {
-                        u64::MAX
-                    } else {
-                        ((1u64 << width) - 1) << (i % 64)
-                    };
-                    n += (!bits[word] & mask).count_ones();
-                    bits[word] |= mask;
-                    i = end;
-                }
-                if n == 0 {
-                    return false;
-                }
-                new(*low as usize, n as u64);
-                *ones += n;
-                if *ones as usize == units {
-                    page.repr = Repr::Uniform(d8);
-                    self.array_bytes -= bits_bytes(units);
+            &mut Repr::Uniform(v) if v >= d8 => return None,
+            _ => {
+                let (delta, span) = page.raise_compressed(lo, hi, d8, units, &mut runs);
+                if delta != 0 {
+                    self.array_bytes = self.array_bytes.wrapping_add_signed(delta);
                     self.changed = true;
                 }
-                return true;
+                span?
             }
-        }
-        let mut any = false;
-        for offset in lo..=hi {
-            let (valid, delta) = page.set(offset, d8, units);
-            if delta != 0 {
-                self.array_bytes = self.array_bytes.wrapping_add_signed(delta);
-                self.changed = true;
-            }
-            if valid < d8 {
-                new(valid as usize, 1);
-                any = true;
-            }
-        }
-        any
+        };
+        runs.finish();
+        Some((base + span.0 as u64, base + span.1 as u64))
     }
 
     /// The page, created if needed and validated under `current`.
@@ -786,56 +766,43 @@ impl RlePage {
                 }
             }
             Repr::Bytes { bytes, chunk_max } => {
-                // Only the chunks whose bound exceeds `scrub` hold invalid levels.
-                let mut clamped = 0;
-                for (chunk, m) in chunk_max.iter_mut().enumerate() {
-                    if *m > scrub {
-                        let at = chunk << CHUNK_SHIFT;
-                        for b in &mut bytes[at..(at + (1 << CHUNK_SHIFT)).min(units)] {
-                            *b = (*b).min(scrub);
-                        }
-                        *m = scrub;
-                        clamped += 1;
-                    }
-                }
+                let clamped = clamp_chunks(bytes, chunk_max, scrub);
                 // Re-encode after a large change only: its scan costs at most four times
                 // the clamping.
                 if !compress || clamped * 4 < chunk_max.len() {
                     return 0;
                 }
-                let mut seen = [false; 256];
-                let mut max = 0;
-                for &b in bytes.iter() {
-                    seen[b as usize] = true;
-                    max = max.max(b);
-                }
+                let (min, max) = min_max(bytes);
                 self.max = max;
-                let mut values = (0..=max).filter(|&v| seen[v as usize]);
-                let (first, second) = (values.next().unwrap_or(0), values.next());
-                match (second, values.next()) {
-                    (None, _) => {
-                        self.repr = Repr::Uniform(first);
-                        -(bytes_repr_bytes(units) as isize)
-                    }
-                    (Some(second), None) => {
-                        let mut bits = vec![0u64; units.div_ceil(64)].into_boxed_slice();
-                        let mut ones = 0;
-                        for (i, &b) in bytes.iter().enumerate() {
-                            if b == second {
-                                bits[i / 64] |= 1 << (i % 64);
-                                ones += 1;
-                            }
-                        }
-                        self.repr = Repr::Bits {
-                            lo: first,
-                            hi: second,
-                            ones,
-                            bits,
-                        };
-                        bits_bytes(units) as isize - bytes_repr_bytes(units) as isize
-                    }
-                    _ => 0,
+                if min == max {
+                    self.repr = Repr::Uniform(min);
+                    return -(bytes_repr_bytes(units) as isize);
                 }
+                if !only_two_values(bytes, min, max) {
+                    return 0;
+                }
+                if (max as usize) < current.len() {
+                    // The write that follows validation (of `current.len()`, above both
+                    // values) would expand two values to bytes at once: stay bytes, with
+                    // the exact chunk bounds that expansion computes.
+                    for (m, chunk) in chunk_max.iter_mut().zip(bytes.chunks(1 << CHUNK_SHIFT)) {
+                        *m = min_max(chunk).1;
+                    }
+                    return 0;
+                }
+                let mut bits = vec![0u64; units.div_ceil(64)].into_boxed_slice();
+                let mut ones = 0;
+                for (word, chunk) in bits.iter_mut().zip(bytes.chunks(64)) {
+                    *word = eq_mask(chunk, max);
+                    ones += word.count_ones();
+                }
+                self.repr = Repr::Bits {
+                    lo: min,
+                    hi: max,
+                    ones,
+                    bits,
+                };
+                bits_bytes(units) as isize - bytes_repr_bytes(units) as isize
             }
         }
     }
@@ -890,22 +857,9 @@ impl RlePage {
                     return (old, 0);
                 }
                 // A third value: expand to bytes. Every other unit holds at most `hi`.
-                let (lo, hi) = (*lo, *hi);
-                let mut bytes = vec![lo; units].into_boxed_slice();
-                for (i, b) in bytes.iter_mut().enumerate() {
-                    if bits[i / 64] & (1 << (i % 64)) != 0 {
-                        *b = hi;
-                    }
-                }
-                bytes[offset] = d;
-                // A chunk is exactly one word of the bitmap.
-                let mut chunk_max: Box<[u8]> = bits
-                    .iter()
-                    .map(|&word| if word != 0 { hi } else { lo })
-                    .collect();
-                chunk_max[offset >> CHUNK_SHIFT] = d;
-                self.repr = Repr::Bytes { bytes, chunk_max };
-                self.max = self.max.max(d);
+                self.expand(units);
+                let (valid, _) = self.set(offset, d, units);
+                debug_assert_eq!(valid, old);
                 (
                     old,
                     bytes_repr_bytes(units) as isize - bits_bytes(units) as isize,
@@ -913,6 +867,409 @@ impl RlePage {
             }
         }
     }
+
+    /// The range update of [`RlePresence::touch_range`] on a validated one- or two-value
+    /// table: units `lo..=hi` below `d` become `d`. Returns the change in array bytes and
+    /// the first and the last unit raised, if any.
+    fn raise_compressed(
+        &mut self,
+        lo: usize,
+        hi: usize,
+        d: u8,
+        units: usize,
+        runs: &mut Runs<impl FnMut(usize, u64)>,
+    ) -> (isize, Option<(usize, usize)>) {
+        match &mut self.repr {
+            &mut Repr::Uniform(v) => {
+                if v >= d {
+                    return (0, None);
+                }
+                let n = hi - lo + 1;
+                runs.add(v, n as u64);
+                self.max = d;
+                if n == units {
+                    self.repr = Repr::Uniform(d);
+                    return (0, Some((lo, hi)));
+                }
+                let mut bits = vec![0u64; units.div_ceil(64)].into_boxed_slice();
+                set_bits(&mut bits, lo, hi);
+                self.repr = Repr::Bits {
+                    lo: v,
+                    hi: d,
+                    ones: n as u32,
+                    bits,
+                };
+                (bits_bytes(units) as isize, Some((lo, hi)))
+            }
+            Repr::Bits {
+                lo: low,
+                hi: high,
+                ones,
+                bits,
+            } if *high == d => {
+                // Set the range's clear bits: each was `low`.
+                let (n, span) = set_bits(bits, lo, hi);
+                if n == 0 {
+                    return (0, None);
+                }
+                runs.add(*low, n as u64);
+                *ones += n;
+                if *ones as usize == units {
+                    self.repr = Repr::Uniform(d);
+                    return (-(bits_bytes(units) as isize), span);
+                }
+                (0, span)
+            }
+            Repr::Bits { .. } => {
+                // After validation `lo < hi <= d`: `hi < d` here, every unit of the range
+                // takes a third value. Expand to bytes and raise them.
+                self.expand(units);
+                let Repr::Bytes { bytes, chunk_max } = &mut self.repr else {
+                    unreachable!("kage-vsm: expanded to bytes");
+                };
+                let span = raise_bytes(&mut bytes[lo..=hi], d, runs).map(|(a, b)| (lo + a, lo + b));
+                for m in &mut chunk_max[lo >> CHUNK_SHIFT..=hi >> CHUNK_SHIFT] {
+                    *m = (*m).max(d);
+                }
+                self.max = self.max.max(d);
+                (
+                    bytes_repr_bytes(units) as isize - bits_bytes(units) as isize,
+                    span,
+                )
+            }
+            Repr::Bytes { .. } => unreachable!("kage-vsm: a byte table is not compressed"),
+        }
+    }
+
+    /// A two-value table as bytes (the same values; chunk bounds exact).
+    #[cold]
+    fn expand(&mut self, units: usize) {
+        let Repr::Bits { lo, hi, bits, .. } = &self.repr else {
+            unreachable!("kage-vsm: expanding a table that is not two-valued");
+        };
+        let (lo, hi) = (*lo, *hi);
+        let mut bytes = vec![lo; units].into_boxed_slice();
+        for (chunk, &word) in bytes.chunks_mut(64).zip(bits.iter()) {
+            for (i, b) in chunk.iter_mut().enumerate() {
+                if word >> i & 1 != 0 {
+                    *b = hi;
+                }
+            }
+        }
+        // A chunk is exactly one word of the bitmap.
+        let chunk_max: Box<[u8]> = bits
+            .iter()
+            .map(|&word| if word != 0 { hi } else { lo })
+            .collect();
+        self.repr = Repr::Bytes { bytes, chunk_max };
+    }
+}
+
+/// Sets bits `lo..=hi` of a bitmap. Returns how many were clear and the first and the last
+/// of them, if any.
+#[inline]
+fn set_bits(bits: &mut [u64], lo: usize, hi: usize) -> (u32, Option<(usize, usize)>) {
+    let (first_word, last_word) = (lo / 64, hi / 64);
+    let mut n = 0;
+    let (mut first, mut last) = (usize::MAX, 0);
+    for (w, word) in bits[first_word..=last_word].iter_mut().enumerate() {
+        let w = first_word + w;
+        let mut mask = u64::MAX;
+        if w == first_word {
+            mask &= u64::MAX << (lo % 64);
+        }
+        if w == last_word {
+            mask &= u64::MAX >> (63 - hi % 64);
+        }
+        let clear = !*word & mask;
+        if clear != 0 {
+            n += clear.count_ones();
+            if first == usize::MAX {
+                first = w * 64 + clear.trailing_zeros() as usize;
+            }
+            last = w * 64 + 63 - clear.leading_zeros() as usize;
+            *word |= mask;
+        }
+    }
+    (n, (n != 0).then_some((first, last)))
+}
+
+/// Calls `new(valid, n)` once per run of equal `valid` values added in a row.
+struct Runs<F: FnMut(usize, u64)> {
+    value: u8,
+    n: u64,
+    new: F,
+}
+
+impl<F: FnMut(usize, u64)> Runs<F> {
+    #[inline(always)]
+    fn new(new: F) -> Self {
+        Self {
+            value: 0,
+            n: 0,
+            new,
+        }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, value: u8, n: u64) {
+        if value != self.value {
+            if self.n != 0 {
+                (self.new)(self.value as usize, self.n);
+            }
+            self.value = value;
+            self.n = 0;
+        }
+        self.n += n;
+    }
+
+    #[inline(always)]
+    fn finish(mut self) {
+        if self.n != 0 {
+            (self.new)(self.value as usize, self.n);
+        }
+    }
+}
+
+/// A byte's lowest bit in every byte of a word.
+const ONES: u64 = 0x0101_0101_0101_0101;
+/// A byte's highest bit in every byte of a word.
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of every byte of `x` that is less than the same byte of `y` (unsigned,
+/// exact: no borrow crosses bytes).
+#[inline(always)]
+fn bytes_less(x: u64, y: u64) -> u64 {
+    // Per byte: (x | 0x80) - (y & 0x7f) is in 1..=255, its high bit set iff x's low seven
+    // bits are at least y's.
+    let low_ge = (x | HIGHS) - (y & !HIGHS);
+    ((!x & y) | (!(x ^ y) & !low_ge)) & HIGHS
+}
+
+#[inline(always)]
+fn load(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[inline(always)]
+fn store(bytes: &mut [u8], at: usize, word: u64) {
+    bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
+}
+
+/// The first and the last offset of something, if any.
+struct Span {
+    first: usize,
+    last: usize,
+}
+
+impl Span {
+    const NONE: Span = Span {
+        first: usize::MAX,
+        last: 0,
+    };
+
+    #[inline(always)]
+    fn note(&mut self, first: usize, last: usize) {
+        self.first = self.first.min(first);
+        self.last = last;
+    }
+
+    #[inline(always)]
+    fn get(self) -> Option<(usize, usize)> {
+        (self.first != usize::MAX).then_some((self.first, self.last))
+    }
+}
+
+/// Raises the bytes below `d` (`dd`: `d` in every byte) of the word at `at` to `d`, adding
+/// their old values to `runs` and their offsets to `span`.
+#[inline(always)]
+fn raise_word(
+    bytes: &mut [u8],
+    at: usize,
+    dd: u64,
+    runs: &mut Runs<impl FnMut(usize, u64)>,
+    span: &mut Span,
+) {
+    let word = load(bytes, at);
+    let less = bytes_less(word, dd);
+    if less == 0 {
+        return;
+    }
+    span.note(
+        at + less.trailing_zeros() as usize / 8,
+        at + (63 - less.leading_zeros() as usize) / 8,
+    );
+    if word == (word & 0xff) * ONES {
+        // One value, below `d`: the usual case (a table or a line touched at one level).
+        runs.add(word as u8, 8);
+        store(bytes, at, dd);
+        return;
+    }
+    let mut bits = less;
+    while bits != 0 {
+        runs.add((word >> (bits.trailing_zeros() & !7) & 0xff) as u8, 1);
+        bits &= bits - 1;
+    }
+    let mask = (less >> 7) * 0xff;
+    store(bytes, at, (word & !mask) | (dd & mask));
+}
+
+#[inline(always)]
+fn raise_scalar(bytes: &mut [u8], d: u8, runs: &mut Runs<impl FnMut(usize, u64)>, span: &mut Span) {
+    for (i, b) in bytes.iter_mut().enumerate() {
+        if *b < d {
+            runs.add(*b, 1);
+            span.note(i, i);
+            *b = d;
+        }
+    }
+}
+
+/// Raises every byte of `bytes` below `d` to `d`, adding the old values to `runs`, a word
+/// (8 bytes) at a time: a word all at least `d` is skipped, one of a single value below
+/// `d` counted at once; on long ranges, 32 bytes of one value are decided together.
+/// Returns the first and the last raised offset, if any.
+#[inline(always)]
+fn raise_bytes(
+    bytes: &mut [u8],
+    d: u8,
+    runs: &mut Runs<impl FnMut(usize, u64)>,
+) -> Option<(usize, usize)> {
+    let len = bytes.len();
+    let mut span = Span::NONE;
+    if len < 8 {
+        raise_scalar(bytes, d, runs, &mut span);
+        return span.get();
+    }
+    let dd = ONES * d as u64;
+    let mut at = 0;
+    if len >= 32 {
+        raise_long(bytes, d, runs, &mut span);
+        at = len & !31;
+    }
+    while at + 8 <= len {
+        raise_word(bytes, at, dd, runs, &mut span);
+        at += 8;
+    }
+    if at < len {
+        // The last word again, overlapping: its raised bytes are no longer below `d`.
+        raise_word(bytes, len - 8, dd, runs, &mut span);
+    }
+    span.get()
+}
+
+/// [`raise_bytes`] over the leading multiple of 32 bytes.
+fn raise_long(bytes: &mut [u8], d: u8, runs: &mut Runs<impl FnMut(usize, u64)>, span: &mut Span) {
+    let dd = ONES * d as u64;
+    for at in (0..bytes.len() & !31).step_by(32) {
+        let w: [u64; 4] = std::array::from_fn(|i| load(bytes, at + 8 * i));
+        let v = w[0] & 0xff;
+        if w[0] == v * ONES && w[1] == w[0] && w[2] == w[0] && w[3] == w[0] {
+            if (v as u8) < d {
+                runs.add(v as u8, 32);
+                span.note(at, at + 31);
+                for i in 0..4 {
+                    store(bytes, at + 8 * i, dd);
+                }
+            }
+        } else {
+            for i in 0..4 {
+                raise_word(bytes, at + 8 * i, dd, runs, span);
+            }
+        }
+    }
+}
+
+/// Clamps to `scrub` the chunks of `bytes` whose bound in `chunk_max` exceeds it (bounds
+/// included), finding them 8 bounds at a time. Returns how many chunks were clamped.
+#[inline]
+fn clamp_chunks(bytes: &mut [u8], chunk_max: &mut [u8], scrub: u8) -> usize {
+    let mut clamped = 0;
+    let mut clamp = |c: usize| {
+        let at = c << CHUNK_SHIFT;
+        let end = bytes.len().min(at + (1 << CHUNK_SHIFT));
+        match <&mut [u8; 1 << CHUNK_SHIFT]>::try_from(&mut bytes[at..end]) {
+            Ok(chunk) => {
+                for b in chunk {
+                    *b = (*b).min(scrub);
+                }
+            }
+            Err(_) => {
+                for b in &mut bytes[at..end] {
+                    *b = (*b).min(scrub);
+                }
+            }
+        }
+        clamped += 1;
+    };
+    let ss = ONES * scrub as u64;
+    let words = chunk_max.len() / 8;
+    for w in 0..words {
+        let above = bytes_less(ss, load(chunk_max, w * 8));
+        if above != 0 {
+            let mut bits = above;
+            while bits != 0 {
+                clamp(w * 8 + bits.trailing_zeros() as usize / 8);
+                bits &= bits - 1;
+            }
+            let mask = (above >> 7) * 0xff;
+            let word = load(chunk_max, w * 8);
+            store(chunk_max, w * 8, (word & !mask) | (ss & mask));
+        }
+    }
+    for (c, m) in chunk_max.iter_mut().enumerate().skip(words * 8) {
+        if *m > scrub {
+            clamp(c);
+            *m = scrub;
+        }
+    }
+    clamped
+}
+
+/// The smallest and the largest byte (`(255, 0)` for none), 32 lanes at a time.
+#[inline]
+fn min_max(bytes: &[u8]) -> (u8, u8) {
+    const LANES: usize = 32;
+    let (mut min, mut max) = ([u8::MAX; LANES], [0u8; LANES]);
+    let mut blocks = bytes.chunks_exact(LANES);
+    for block in blocks.by_ref() {
+        let block: &[u8; LANES] = block.try_into().expect("a block");
+        for i in 0..LANES {
+            min[i] = min[i].min(block[i]);
+            max[i] = max[i].max(block[i]);
+        }
+    }
+    let mut lo = min.iter().fold(u8::MAX, |a, &b| a.min(b));
+    let mut hi = max.iter().fold(0, |a, &b| a.max(b));
+    for &b in blocks.remainder() {
+        lo = lo.min(b);
+        hi = hi.max(b);
+    }
+    (lo, hi)
+}
+
+/// Whether every byte is `a` or `b`.
+#[inline]
+fn only_two_values(bytes: &[u8], a: u8, b: u8) -> bool {
+    const LANES: usize = 32;
+    let mut blocks = bytes.chunks_exact(LANES);
+    let mut other = [false; LANES];
+    for block in blocks.by_ref() {
+        let block: &[u8; LANES] = block.try_into().expect("a block");
+        for i in 0..LANES {
+            other[i] |= block[i] != a && block[i] != b;
+        }
+    }
+    !other.iter().any(|&o| o) && blocks.remainder().iter().all(|&x| x == a || x == b)
+}
+
+/// Bit `i` set where `chunk[i] == value` (at most 64 bytes).
+#[inline]
+fn eq_mask(chunk: &[u8], value: u8) -> u64 {
+    chunk
+        .iter()
+        .enumerate()
+        .fold(0, |word, (i, &b)| word | ((b == value) as u64) << i)
 }
 
 #[cfg(test)]

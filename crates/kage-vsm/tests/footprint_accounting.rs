@@ -1,6 +1,7 @@
 //! The footprint shadow's `heap_bytes()` equals, to the byte, what a counting allocator saw
 //! it allocate and not free, after every step of programs that create tag tables, compress
-//! and expand them and grow the level stack; and `take_changed()` reports every change.
+//! and expand them and grow the level stack, with accesses of a few bytes and ranges of
+//! up to 20000; and `take_changed()` reports every change.
 
 mod counting;
 
@@ -53,8 +54,13 @@ fn run(config: FpConfig, seed: u64) {
                     fp.access(base + i * 8, 8);
                 }
             }
+            7 => {
+                // A range (a hoisted loop): crosses tables, creates, fills and expands them.
+                let addr = (r >> 8) % 40_000 + (((r >> 40) % 3) << 32);
+                fp.access(addr, 1 + (r >> 44) % 20_000);
+            }
             _ => {
-                let addr = (r >> 8) % 40_000 + ((r >> 40) % 3 << 32);
+                let addr = (r >> 8) % 40_000 + (((r >> 40) % 3) << 32);
                 fp.access(addr, 1 + (r >> 50) % 64);
             }
         }
