@@ -183,6 +183,11 @@ pub struct Footprint {
     lines: Vec<u64>,
     location_shadow: Option<Presence>,
     line_shadow: Presence,
+    /// A line touched since the last enter (so at every active level, also after exits:
+    /// the instances still active are those it was touched in; touching it again changes
+    /// nothing), when there is a location shadow; `u64::MAX`: none (no line number is that
+    /// large then).
+    last_line: u64,
     changed: bool,
 }
 
@@ -199,6 +204,7 @@ impl Footprint {
             lines: Vec::with_capacity(64),
             location_shadow,
             line_shadow,
+            last_line: u64::MAX,
             changed: false,
         };
         fp.push_level();
@@ -211,6 +217,7 @@ impl Footprint {
     }
 
     fn push_level(&mut self) {
+        self.last_line = u64::MAX;
         self.versions.enter();
         self.locations.push(0);
         self.lines.push(0);
@@ -278,12 +285,111 @@ impl Footprint {
         if self.versions.depth() <= 1 || size == 0 {
             return;
         }
+        if size <= 8 && self.access_word(addr, size) {
+            return;
+        }
+        self.access_range(addr, size);
+    }
+
+    /// The usual access, in one word: at most 8 locations in a table validated in this
+    /// instance, as bytes (all new with the same previous run length, or none new) or as
+    /// two values the higher of which is the depth. Returns `false`, changing nothing, for
+    /// anything else.
+    #[inline(always)]
+    fn access_word(&mut self, addr: u64, size: u64) -> bool {
+        let Some(Presence::Rle(rle)) = &mut self.location_shadow else {
+            return false;
+        };
+        let shift = self.config.location_shift;
+        let (first, last) = (addr >> shift, addr.saturating_add(size - 1) >> shift);
+        let table_bits = rle.table_bits;
+        let mask = (1u64 << table_bits) - 1;
+        let (lo, hi) = ((first & mask) as usize, (last & mask) as usize);
+        if first >> table_bits != last >> table_bits || lo + 8 > 1 << table_bits {
+            return false;
+        }
+        let current = self.versions.as_slice();
+        let d = current.len();
+        let page = rle.page(first >> table_bits);
+        if page.version != current[d - 1] {
+            return false;
+        }
+        let d8 = d as u8;
+        let (bytes, chunk_max) = match &mut page.repr {
+            Repr::Bytes { bytes, chunk_max } => (bytes, chunk_max),
+            &mut Repr::Uniform(v) => return v >= d8,
+            Repr::Bits {
+                lo: low,
+                hi: high,
+                ones,
+                bits,
+            } => {
+                if *high != d8 {
+                    return false;
+                }
+                let (n, _) = set_bits(bits, lo, hi);
+                if n == 0 {
+                    return true;
+                }
+                add_levels(&mut self.locations, *low as usize, d, n as u64);
+                *ones += n;
+                if *ones as usize == 1 << table_bits {
+                    page.repr = Repr::Uniform(d8);
+                    rle.array_bytes -= bits_bytes(1 << table_bits);
+                    rle.changed = true;
+                    self.changed = true;
+                }
+                self.touch_lines_of(first, last, d);
+                return true;
+            }
+        };
+        // `n <= 8` units from `lo`; the word's other bytes are kept.
+        let n = hi - lo + 1;
+        let keep = if n == 8 { 0 } else { u64::MAX << (8 * n) };
+        let word = load(bytes, lo);
+        let dd = ONES * d8 as u64;
+        if bytes_less(word, dd) & !keep == 0 {
+            return true;
+        }
+        let valid = word & 0xff;
+        if (word ^ (valid * ONES)) & !keep != 0 {
+            return false;
+        }
+        store(bytes, lo, (word & keep) | (dd & !keep));
+        for c in [lo >> CHUNK_SHIFT, hi >> CHUNK_SHIFT] {
+            chunk_max[c] = chunk_max[c].max(d8);
+        }
+        page.max = page.max.max(d8);
+        add_levels(&mut self.locations, valid as usize, d, n as u64);
+        self.touch_lines_of(first, last, d);
+        true
+    }
+
+    /// [`touch_lines`] for [`access_word`](Self::access_word).
+    #[inline(always)]
+    fn touch_lines_of(&mut self, first: u64, last: u64, d: usize) {
+        debug_assert_eq!(d, self.versions.depth());
+        touch_lines(
+            &mut self.line_shadow,
+            &mut self.last_line,
+            &mut self.lines,
+            (first, last),
+            self.config.line_shift - self.config.location_shift,
+            self.versions.as_slice(),
+        );
+        // The same kind as the location shadow: it reports its own heap changes.
+        self.changed |= self.line_shadow.take_changed();
+    }
+
+    /// [`access`](Self::access) in general.
+    fn access_range(&mut self, addr: u64, size: u64) {
         let d = self.versions.depth();
         let last = addr.saturating_add(size - 1);
         let current = self.versions.as_slice();
         let (locations, lines) = (&mut self.locations, &mut self.lines);
         let line_shift = self.config.line_shift;
         let line_shadow = &mut self.line_shadow;
+        let last_line = &mut self.last_line;
         let any = match &mut self.location_shadow {
             None => line_shadow.touch_span(
                 addr >> line_shift,
@@ -306,18 +412,8 @@ impl Footprint {
                     d,
                     current,
                     |valid, n| add_levels(locations, valid, d, n),
-                    // A line is new at a level only if one of its locations is (inclusion);
-                    // touching a line that is not new changes nothing, so the span from the
-                    // first to the last new location is enough.
                     |from, to| {
-                        line_shadow.touch_span(
-                            from >> per_line,
-                            to >> per_line,
-                            d,
-                            current,
-                            |valid, n| add_levels(lines, valid, d, n),
-                            |_, _| {},
-                        );
+                        touch_lines(line_shadow, last_line, lines, (from, to), per_line, current);
                     },
                 );
                 self.changed |= shadow.take_changed();
@@ -347,6 +443,40 @@ impl Footprint {
                 .map_or(0, Presence::heap_bytes)
             + self.line_shadow.heap_bytes()
     }
+}
+
+/// Touches the lines of locations `new.0..=new.1` (`per_line`: log2 of the locations per
+/// line), which include every location just new, and counts the new lines in `lines`.
+///
+/// A line is new at a level only if one of its locations is (inclusion); touching a line
+/// that is not new changes nothing, so the span of the new locations is enough, without
+/// `last_line`, touched since the last enter.
+#[inline(always)]
+fn touch_lines(
+    line_shadow: &mut Presence,
+    last_line: &mut u64,
+    lines: &mut [u64],
+    new: (u64, u64),
+    per_line: u32,
+    current: &[u64],
+) {
+    let (mut from, to) = (new.0 >> per_line, new.1 >> per_line);
+    if from == *last_line {
+        if from == to {
+            return;
+        }
+        from += 1;
+    }
+    *last_line = to;
+    let d = current.len();
+    line_shadow.touch_span(
+        from,
+        to,
+        d,
+        current,
+        |valid, n| add_levels(lines, valid, d, n),
+        |_, _| {},
+    );
 }
 
 #[inline]
@@ -772,39 +902,51 @@ impl RlePage {
                 if !compress || clamped * 4 < chunk_max.len() {
                     return 0;
                 }
-                let (min, max) = min_max(bytes);
-                self.max = max;
-                if min == max {
-                    self.repr = Repr::Uniform(min);
-                    return -(bytes_repr_bytes(units) as isize);
-                }
-                if !only_two_values(bytes, min, max) {
-                    return 0;
-                }
-                if (max as usize) < current.len() {
-                    // The write that follows validation (of `current.len()`, above both
-                    // values) would expand two values to bytes at once: stay bytes, with
-                    // the exact chunk bounds that expansion computes.
-                    for (m, chunk) in chunk_max.iter_mut().zip(bytes.chunks(1 << CHUNK_SHIFT)) {
-                        *m = min_max(chunk).1;
-                    }
-                    return 0;
-                }
-                let mut bits = vec![0u64; units.div_ceil(64)].into_boxed_slice();
-                let mut ones = 0;
-                for (word, chunk) in bits.iter_mut().zip(bytes.chunks(64)) {
-                    *word = eq_mask(chunk, max);
-                    ones += word.count_ones();
-                }
-                self.repr = Repr::Bits {
-                    lo: min,
-                    hi: max,
-                    ones,
-                    bits,
-                };
-                bits_bytes(units) as isize - bytes_repr_bytes(units) as isize
+                self.reencode(current.len(), units)
             }
         }
+    }
+
+    /// A byte table in its smallest form after a scrub, unless a write of `d` (about to
+    /// follow) would expand it to bytes again at once. Returns the change in array bytes.
+    fn reencode(&mut self, d: usize, units: usize) -> isize {
+        let Repr::Bytes { bytes, chunk_max } = &mut self.repr else {
+            unreachable!("kage-vsm: re-encoding a table that is not bytes");
+        };
+        let (min, max) = min_max(bytes);
+        self.max = max;
+        if min == max {
+            self.repr = Repr::Uniform(min);
+            return -(bytes_repr_bytes(units) as isize);
+        }
+        if !only_two_values(bytes, min, max) {
+            return 0;
+        }
+        if (max as usize) < d {
+            // The write (of `d`, above both values) would expand two values to bytes at
+            // once: stay bytes, with the exact chunk bounds that expansion computes.
+            if let [m] = &mut chunk_max[..] {
+                *m = max;
+            } else {
+                for (m, chunk) in chunk_max.iter_mut().zip(bytes.chunks(1 << CHUNK_SHIFT)) {
+                    *m = if eq_mask(chunk, max) != 0 { max } else { min };
+                }
+            }
+            return 0;
+        }
+        let mut bits = vec![0u64; units.div_ceil(64)].into_boxed_slice();
+        let mut ones = 0;
+        for (word, chunk) in bits.iter_mut().zip(bytes.chunks(64)) {
+            *word = eq_mask(chunk, max);
+            ones += word.count_ones();
+        }
+        self.repr = Repr::Bits {
+            lo: min,
+            hi: max,
+            ones,
+            bits,
+        };
+        bits_bytes(units) as isize - bytes_repr_bytes(units) as isize
     }
 
     /// The tag update on a validated page: the unit at `offset` becomes `d` if it was less.
@@ -950,10 +1092,14 @@ impl RlePage {
         let (lo, hi) = (*lo, *hi);
         let mut bytes = vec![lo; units].into_boxed_slice();
         for (chunk, &word) in bytes.chunks_mut(64).zip(bits.iter()) {
-            for (i, b) in chunk.iter_mut().enumerate() {
-                if word >> i & 1 != 0 {
-                    *b = hi;
-                }
+            if word == u64::MAX {
+                chunk.fill(hi);
+                continue;
+            }
+            let mut rest = word;
+            while rest != 0 {
+                chunk[rest.trailing_zeros() as usize] = hi;
+                rest &= rest - 1;
             }
         }
         // A chunk is exactly one word of the bitmap.
@@ -1263,13 +1409,26 @@ fn only_two_values(bytes: &[u8], a: u8, b: u8) -> bool {
     !other.iter().any(|&o| o) && blocks.remainder().iter().all(|&x| x == a || x == b)
 }
 
-/// Bit `i` set where `chunk[i] == value` (at most 64 bytes).
+/// Bit `i` set where `chunk[i] == value` (at most 64 bytes), a word at a time.
 #[inline]
 fn eq_mask(chunk: &[u8], value: u8) -> u64 {
-    chunk
-        .iter()
-        .enumerate()
-        .fold(0, |word, (i, &b)| word | ((b == value) as u64) << i)
+    let Ok(chunk) = <&[u8; 64]>::try_from(chunk) else {
+        return chunk
+            .iter()
+            .enumerate()
+            .fold(0, |word, (i, &b)| word | ((b == value) as u64) << i);
+    };
+    let vv = ONES * value as u64;
+    let mut mask = 0;
+    for w in 0..8 {
+        let x = load(chunk, 8 * w) ^ vv;
+        // Per byte: the low seven bits plus 0x7f carry into the high bit iff not all zero.
+        let zero = !((((x & !HIGHS) + !HIGHS) | x) & HIGHS) & HIGHS;
+        // Bit 8i to bit i (no two partial products meet in the top byte).
+        let packed = (zero >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
+        mask |= packed << (8 * w);
+    }
+    mask
 }
 
 #[cfg(test)]
@@ -1280,6 +1439,137 @@ mod tests {
         FpConfig {
             table_bits: Some(6),
             ..FpConfig::new(kind)
+        }
+    }
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        /// Bytes from a few values, in runs: what tag tables hold.
+        fn bytes(&mut self, len: usize) -> Vec<u8> {
+            let values: Vec<u8> = (0..1 + self.next() % 4)
+                .map(|_| self.next() as u8)
+                .collect();
+            let mut out = Vec::with_capacity(len);
+            while out.len() < len {
+                let r = self.next();
+                let run = 1 + (r >> 8) as usize % if r & 1 == 0 { 3 } else { 90 };
+                let v = values[(r >> 32) as usize % values.len()];
+                out.extend(std::iter::repeat_n(v, run.min(len - out.len())));
+            }
+            out
+        }
+    }
+
+    #[test]
+    fn bytes_less_compares_every_byte_pair() {
+        for x in 0..=255u8 {
+            for y in 0..=255u8 {
+                // Every lane, with different neighbours on either side.
+                let words = [
+                    (ONES * x as u64, ONES * y as u64),
+                    (
+                        (ONES * x as u64) ^ 0x00ff_00ff_00ff_00ff,
+                        (ONES * y as u64) ^ 0xff00_ff00_ff00_ff00,
+                    ),
+                ];
+                for (a, b) in words {
+                    let expected = (0..8)
+                        .filter(|i| ((a >> (8 * i)) as u8) < ((b >> (8 * i)) as u8))
+                        .fold(0, |m, i| m | 0x80 << (8 * i));
+                    assert_eq!(bytes_less(a, b), expected, "{a:x} < {b:x}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn word_helpers_match_byte_loops() {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        for _ in 0..3000 {
+            let len = 1 + rng.next() as usize % 300;
+            let bytes = rng.bytes(len);
+            let d = if rng.next().is_multiple_of(3) {
+                bytes[0]
+            } else {
+                rng.next() as u8
+            };
+
+            // raise_bytes: the totals per old value, the span, the result.
+            let mut raised = bytes.clone();
+            let mut totals = [0u64; 256];
+            let mut runs = Runs::new(|v, n| totals[v] += n);
+            let span = raise_bytes(&mut raised, d, &mut runs);
+            runs.finish();
+            let mut expected = [0u64; 256];
+            for &b in bytes.iter().filter(|&&b| b < d) {
+                expected[b as usize] += 1;
+            }
+            assert_eq!(totals, expected, "{bytes:?} {d}");
+            let first = bytes.iter().position(|&b| b < d);
+            let last = bytes.iter().rposition(|&b| b < d);
+            assert_eq!(span, first.zip(last), "{bytes:?} {d}");
+            let max: Vec<u8> = bytes.iter().map(|&b| b.max(d)).collect();
+            assert_eq!(raised, max);
+
+            let min = bytes.iter().copied().min().unwrap_or(u8::MAX);
+            let top = bytes.iter().copied().max().unwrap_or(0);
+            assert_eq!(min_max(&bytes), (min, top));
+            assert_eq!(
+                only_two_values(&bytes, min, top),
+                bytes.iter().all(|&b| b == min || b == top)
+            );
+            for chunk in bytes.chunks(64) {
+                let mask = (0..chunk.len())
+                    .filter(|&i| chunk[i] == d)
+                    .fold(0u64, |m, i| m | 1 << i);
+                assert_eq!(eq_mask(chunk, d), mask);
+            }
+
+            // clamp_chunks: bounds that hold, some above the truth.
+            let mut clamped = bytes.clone();
+            let mut bounds: Vec<u8> = clamped
+                .chunks(64)
+                .map(|c| {
+                    c.iter()
+                        .copied()
+                        .max()
+                        .unwrap()
+                        .saturating_add(rng.next() as u8 % 3)
+                })
+                .collect();
+            let expected_count = bounds.iter().filter(|&&m| m > d).count();
+            let expected_bounds: Vec<u8> = bounds.iter().map(|&m| m.min(d)).collect();
+            assert_eq!(clamp_chunks(&mut clamped, &mut bounds, d), expected_count);
+            assert_eq!(bounds, expected_bounds);
+            let expected: Vec<u8> = bytes.iter().map(|&b| b.min(d)).collect();
+            assert_eq!(clamped, expected);
+        }
+    }
+
+    #[test]
+    fn set_bits_counts_and_finds_the_clear_bits() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..2000 {
+            let mut bits: Vec<u64> = (0..4)
+                .map(|_| rng.next() & rng.next() & rng.next())
+                .collect();
+            let lo = rng.next() as usize % 256;
+            let hi = lo + rng.next() as usize % (256 - lo);
+            let clear: Vec<usize> = (lo..=hi)
+                .filter(|&i| bits[i / 64] >> (i % 64) & 1 == 0)
+                .collect();
+            let (n, span) = set_bits(&mut bits, lo, hi);
+            assert_eq!(n as usize, clear.len());
+            assert_eq!(span, clear.first().copied().zip(clear.last().copied()));
+            assert!((lo..=hi).all(|i| bits[i / 64] >> (i % 64) & 1 == 1));
         }
     }
 
