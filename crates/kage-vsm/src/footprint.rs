@@ -285,16 +285,16 @@ impl Footprint {
         if self.versions.depth() <= 1 || size == 0 {
             return;
         }
-        if size <= 8 && self.access_word(addr, size) {
+        if size <= 64 && self.access_word(addr, size) {
             return;
         }
         self.access_range(addr, size);
     }
 
-    /// The usual access, in one word: at most 8 locations in a table validated in this
-    /// instance, as bytes (all new with the same previous run length, or none new) or as
-    /// two values the higher of which is the depth. Returns `false`, changing nothing, for
-    /// anything else.
+    /// The usual access, in one word: at most 8 locations in one table, once validated as
+    /// bytes (all new with the same previous run length, or none new) or as two values the
+    /// higher of which is the depth. Returns `false`, changing nothing but the validation,
+    /// for anything else.
     #[inline(always)]
     fn access_word(&mut self, addr: u64, size: u64) -> bool {
         let Some(Presence::Rle(rle)) = &mut self.location_shadow else {
@@ -305,15 +305,18 @@ impl Footprint {
         let table_bits = rle.table_bits;
         let mask = (1u64 << table_bits) - 1;
         let (lo, hi) = ((first & mask) as usize, (last & mask) as usize);
-        if first >> table_bits != last >> table_bits || lo + 8 > 1 << table_bits {
+        if last - first >= 8
+            || first >> table_bits != last >> table_bits
+            || lo + 8 > 1 << table_bits
+        {
             return false;
         }
         let current = self.versions.as_slice();
         let d = current.len();
-        let page = rle.page(first >> table_bits);
-        if page.version != current[d - 1] {
-            return false;
-        }
+        let page = rle.validated(first >> table_bits, current) as *mut RlePage;
+        self.changed |= std::mem::take(&mut rle.changed);
+        // SAFETY: as in `RlePresence::touch`.
+        let page = unsafe { &mut *page };
         let d8 = d as u8;
         let (bytes, chunk_max) = match &mut page.repr {
             Repr::Bytes { bytes, chunk_max } => (bytes, chunk_max),
@@ -558,6 +561,15 @@ impl Presence {
         mut span: impl FnMut(u64, u64),
     ) -> bool {
         if let Presence::Rle(rle) = self {
+            if first == last {
+                // One unit (a line, usually): the plain tag update.
+                let valid = rle.touch(first, d, current);
+                if valid < d {
+                    new(valid, 1);
+                    span(first, first);
+                }
+                return valid < d;
+            }
             let mask = (1u64 << rle.table_bits) - 1;
             let mut any = false;
             let mut from = first;
@@ -1394,19 +1406,24 @@ fn min_max(bytes: &[u8]) -> (u8, u8) {
     (lo, hi)
 }
 
-/// Whether every byte is `a` or `b`.
+/// Whether every byte is `a` or `b`, a word at a time.
 #[inline]
 fn only_two_values(bytes: &[u8], a: u8, b: u8) -> bool {
-    const LANES: usize = 32;
-    let mut blocks = bytes.chunks_exact(LANES);
-    let mut other = [false; LANES];
-    for block in blocks.by_ref() {
-        let block: &[u8; LANES] = block.try_into().expect("a block");
-        for i in 0..LANES {
-            other[i] |= block[i] != a && block[i] != b;
-        }
+    let (aa, bb) = (ONES * a as u64, ONES * b as u64);
+    let mut words = bytes.chunks_exact(8);
+    let mut other = 0;
+    for word in words.by_ref() {
+        let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        other |= !(zero_bytes(w ^ aa) | zero_bytes(w ^ bb)) & HIGHS;
     }
-    !other.iter().any(|&o| o) && blocks.remainder().iter().all(|&x| x == a || x == b)
+    other == 0 && words.remainder().iter().all(|&x| x == a || x == b)
+}
+
+/// The high bit of every zero byte of `x` (exact).
+#[inline(always)]
+fn zero_bytes(x: u64) -> u64 {
+    // Per byte: the low seven bits plus 0x7f carry into the high bit iff not all zero.
+    !((((x & !HIGHS) + !HIGHS) | x) & HIGHS) & HIGHS
 }
 
 /// Bit `i` set where `chunk[i] == value` (at most 64 bytes), a word at a time.
@@ -1421,9 +1438,7 @@ fn eq_mask(chunk: &[u8], value: u8) -> u64 {
     let vv = ONES * value as u64;
     let mut mask = 0;
     for w in 0..8 {
-        let x = load(chunk, 8 * w) ^ vv;
-        // Per byte: the low seven bits plus 0x7f carry into the high bit iff not all zero.
-        let zero = !((((x & !HIGHS) + !HIGHS) | x) & HIGHS) & HIGHS;
+        let zero = zero_bytes(load(chunk, 8 * w) ^ vv);
         // Bit 8i to bit i (no two partial products meet in the top byte).
         let packed = (zero >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
         mask |= packed << (8 * w);
