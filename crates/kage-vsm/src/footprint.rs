@@ -46,11 +46,13 @@
 //! values or one, a two-value table sets the range's bits and counts them, and the counters
 //! are updated once per run of units with the same previous run length. The line shadow is
 //! then touched over the lines from the first to the last new location of each piece (the
-//! others are not new). A scrub finds the chunks to clamp 8 bounds at a time, and a
-//! re-encoding that would yield two values both below the depth of the write about to
-//! follow keeps the byte array (with exact chunk bounds): that write would expand it again
-//! at once (a table touched once per instance of a loop would otherwise be re-encoded and
-//! expanded, allocating, on every instance).
+//! others are not new), except the line touched last since the last enter (already at every
+//! active level). An access of at most 8 locations in one byte or two-value table takes a
+//! shorter path: one word loaded, compared and stored. A scrub finds the chunks to clamp
+//! 8 bounds at a time, and a re-encoding that would yield two values both below the depth
+//! of the write about to follow keeps the byte array (with exact chunk bounds): that write
+//! would expand it again at once (a table touched once per instance of a loop would
+//! otherwise be re-encoded and expanded, allocating, on every instance).
 //!
 //! Tags are bytes: at most [`MAX_LEVELS`] levels are tracked (the paper's 256-level limit);
 //! [`Footprint::enter`] refuses deeper levels and the caller accounts for them.
