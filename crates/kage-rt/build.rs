@@ -1,8 +1,8 @@
-//! Compiles the runtime's only C: the thread-local access budget (csrc/ws_tls.c).
+//! Compiles the runtime's only C: the thread-locals instrumented code updates (csrc/tls.c).
 fn main() {
-    println!("cargo:rerun-if-changed=csrc/ws_tls.c");
+    println!("cargo:rerun-if-changed=csrc/tls.c");
     cc::Build::new()
-        .file("csrc/ws_tls.c")
+        .file("csrc/tls.c")
         .flag_if_supported("-fno-sanitize=all")
-        .compile("kage_ws_tls");
+        .compile("kage_tls");
 }

@@ -300,9 +300,7 @@ fn variants_table(report: &Report) -> String {
         ));
     }
     out.push_str(" |\n");
-    out.push_str(&format!(
-        "| **reduction vs 1** (memory expansion of variant 1 / this one) | | |"
-    ));
+    out.push_str("| **reduction vs 1** (memory expansion of variant 1 / this one) | | |");
     for n in 0..options.variants.len() {
         let reductions: Vec<f64> = report
             .results

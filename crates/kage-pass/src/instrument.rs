@@ -10,7 +10,8 @@ use llvm_sys::{LLVMAttributeFunctionIndex, LLVMLinkage, LLVMOpcode, LLVMTailCall
 
 use crate::access::{classify_access, Access};
 use crate::debuginfo::{self, HookLocations};
-use crate::hoist::{self, Coverage, FootprintCallees, HoistPlan};
+use crate::footprint::{self, FpRuntime};
+use crate::hoist::{self, Coverage, HoistPlan};
 use crate::ir::{self, c_string, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
 use crate::mode::{self, Instrumentation};
@@ -108,15 +109,17 @@ unsafe fn region_hook_type(module: LLVMModuleRef) -> LLVMTypeRef {
     LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 1, 0)
 }
 
-/// Modes 0 and 3: region hooks and a call per access; in mode 3 simple counted innermost
-/// loops report their accesses per chunk of iterations instead ([`hoist`]).
+/// Modes 0 and 3: region hooks and a call per access; mode 3 reports accesses in groups
+/// instead ([`footprint`]), simple counted innermost loops per chunk of iterations
+/// ([`hoist`]).
 unsafe fn insert_hooks(
     module: LLVMModuleRef,
     plans: &[FunctionPlan],
     table: &regions::RegionTable,
     mode: Instrumentation,
 ) {
-    let hooks = Hooks::declare(module, mode);
+    let hooks = Hooks::declare(module);
+    let fp_runtime = (mode == Instrumentation::Footprint).then(|| FpRuntime::declare(module));
     let data_layout = LLVMGetModuleDataLayout(module);
     let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
     for plan in plans {
@@ -128,6 +131,8 @@ unsafe fn insert_hooks(
         let mut inserter = Inserter {
             builder,
             hooks: &hooks,
+            fp: fp_runtime.as_ref(),
+            data_layout,
             table,
             locations: HookLocations::new(module, plan.func),
         };
@@ -275,15 +280,18 @@ impl FunctionPlan {
 
     /// Inserts in an order that keeps hooks sharing a position right: block-entry hooks
     /// first (later insertions before the same instruction land after them), then accesses
-    /// in program order, then function exits (so they come after a cmpxchg's hook). The
-    /// `hoisted` loops get their chunk helper instead of a loop hook and access hooks, at
-    /// the loop hook's place (first in the header).
+    /// in program order (mode 3: the segments' reports), then function exits (so they come
+    /// after a cmpxchg's hook and a segment's reports). The `hoisted` loops (mode 3) get
+    /// their chunk helper instead of a loop hook and access hooks, at the loop hook's place
+    /// (first in the header).
     unsafe fn insert_hooks(&self, ins: &mut Inserter, hoisted: &[HoistPlan]) {
         let hoisted_loops: Vec<usize> = hoisted.iter().map(|h| h.loop_index).collect();
         let hoisted_accesses: std::collections::HashSet<LLVMValueRef> = hoisted
             .iter()
             .flat_map(|h| h.accesses.iter().copied())
             .collect();
+        let reports = (ins.fp.is_some())
+            .then(|| footprint::plan_reports(self, &hoisted_accesses, ins.data_layout));
         // Every block-entry position is taken before anything is inserted: inserting before
         // the same instruction then keeps the hooks in the order written here.
         let entry_block = self.cfg.blocks[0];
@@ -314,29 +322,37 @@ impl FunctionPlan {
         for (at, innermost) in settles {
             ins.region_hook(ins.hooks.settle, self.slots.innermost_region(innermost), at);
         }
-        for access in &self.accesses {
-            if !hoisted_accesses.contains(&access.instruction()) {
-                ins.access_hook(access);
+        match ins.fp {
+            None => {
+                for access in &self.accesses {
+                    ins.access_hook(access);
+                }
+            }
+            Some(rt) => {
+                let cmpxchgs = (self.accesses.iter())
+                    .filter(|a| matches!(a, Access::CmpXchg { .. }))
+                    .filter(|a| !hoisted_accesses.contains(&a.instruction()));
+                for access in cmpxchgs {
+                    ins.access_hook(access);
+                }
+                let builder = ins.builder;
+                let mut position = |at: LLVMValueRef| ins.position_before(at);
+                let reports = reports.as_deref().unwrap_or_default();
+                footprint::emit_reports(reports, rt, builder, &mut position);
             }
         }
         for &at in &self.exits {
             ins.region_hook(ins.hooks.func_exit, function_region, at);
         }
         // Last: each helper call goes before the hooks already at its header's start.
-        for plan in hoisted {
-            let region = ins.table.region_ptr(self.slots.loop_entry(plan.loop_index));
-            let callees = FootprintCallees {
-                loop_iter: (ins.hooks.loop_iter, ins.hooks.region_fn_type),
-                strided: (
-                    ins.hooks
-                        .fp_strided
-                        .expect("mode 3 declares __kage_fp_strided"),
-                    ins.hooks.fp_strided_type,
-                ),
-            };
-            let builder = ins.builder;
-            let mut position = |at: LLVMValueRef| ins.position_before(at);
-            hoist::emit_footprint(plan, builder, &mut position, &callees, region);
+        if let Some(rt) = ins.fp {
+            for plan in hoisted {
+                let region = ins.table.region_ptr(self.slots.loop_entry(plan.loop_index));
+                let loop_iter = (ins.hooks.loop_iter, ins.hooks.region_fn_type);
+                let builder = ins.builder;
+                let mut position = |at: LLVMValueRef| ins.position_before(at);
+                hoist::emit_footprint(plan, builder, &mut position, rt, loop_iter, region);
+            }
         }
     }
 }
@@ -378,16 +394,12 @@ struct Hooks {
     load: LLVMValueRef,
     store: LLVMValueRef,
     cmpxchg: LLVMValueRef,
-    /// `void (ptr, i64 width, i64 stride, i64 count, i64 accesses)`.
-    fp_strided_type: LLVMTypeRef,
-    /// `__kage_fp_strided`, declared in mode 3 only.
-    fp_strided: Option<LLVMValueRef>,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
 }
 
 impl Hooks {
-    unsafe fn declare(module: LLVMModuleRef, mode: Instrumentation) -> Self {
+    unsafe fn declare(module: LLVMModuleRef) -> Self {
         let context = LLVMGetModuleContext(module);
         let void_type = LLVMVoidTypeInContext(context);
         let ptr_type = LLVMPointerTypeInContext(context, 0);
@@ -401,7 +413,6 @@ impl Hooks {
         let frame_address_type = LLVMFunctionType(ptr_type, std::ptr::null_mut(), 0, 0);
         let access_fn_type = fn_type(&mut [ptr_type, i64_type]);
         let cmpxchg_fn_type = fn_type(&mut [ptr_type, i64_type, i32_type]);
-        let fp_strided_type = fn_type(&mut [ptr_type, i64_type, i64_type, i64_type, i64_type]);
         let declare = |name: &str, ty: LLVMTypeRef| ir::declare_runtime_function(module, name, ty);
         Hooks {
             func_enter: declare("__kage_func_enter", frame_fn_type),
@@ -423,9 +434,6 @@ impl Hooks {
             load: declare("__kage_load", access_fn_type),
             store: declare("__kage_store", access_fn_type),
             cmpxchg: declare("__kage_cmpxchg", cmpxchg_fn_type),
-            fp_strided: (mode == Instrumentation::Footprint)
-                .then(|| declare("__kage_fp_strided", fp_strided_type)),
-            fp_strided_type,
             region_fn_type,
             access_fn_type,
             cmpxchg_fn_type,
@@ -439,6 +447,9 @@ impl Hooks {
 struct Inserter<'a> {
     builder: LLVMBuilderRef,
     hooks: &'a Hooks,
+    /// Mode 3's runtime symbols; `None` in mode 0.
+    fp: Option<&'a FpRuntime>,
+    data_layout: llvm_sys::target::LLVMTargetDataRef,
     table: &'a regions::RegionTable,
     locations: HookLocations,
 }

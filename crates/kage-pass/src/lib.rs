@@ -65,6 +65,7 @@ pub mod access;
 pub mod address;
 pub mod checkpoints;
 pub mod debuginfo;
+pub mod footprint;
 pub mod hoist;
 pub mod instrument;
 pub mod ir;

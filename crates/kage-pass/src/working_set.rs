@@ -36,7 +36,7 @@ use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
 use llvm_sys::LLVMOpcode;
 
 use crate::access::{classify_access, Access, Length, Range};
-use crate::address::{merge_ranges, split_constant_offset};
+use crate::address::{merge_ranges_within, split_constant_offset, MERGE_GAP};
 use crate::checkpoints::{Checkpoints, Marked};
 use crate::debuginfo::HookLocations;
 use crate::hoist;
@@ -227,7 +227,13 @@ pub struct Segment {
 }
 
 /// Every segment of every block, in layout order.
-unsafe fn function_segments(plan: &FunctionPlan, data_layout: LLVMTargetDataRef) -> Vec<Segment> {
+///
+/// # Safety
+/// `plan` must describe a live function of a module with `data_layout`.
+pub unsafe fn function_segments(
+    plan: &FunctionPlan,
+    data_layout: LLVMTargetDataRef,
+) -> Vec<Segment> {
     let mut out = Vec::new();
     for (b, &block) in plan.cfg.blocks.iter().enumerate() {
         out.extend(block_segments(b, block, b == 0, data_layout));
@@ -301,8 +307,8 @@ pub unsafe fn is_cut(inst: LLVMValueRef) -> bool {
     }
 }
 
-/// One mark call: `__kage_ws_mark_range(ptr, len)`.
-enum Mark {
+/// One mark (or report) call for a range of bytes.
+pub enum Mark {
     /// `[base + lo, base + hi)`; `exact` is an access pointer equal to `base + lo`, if any;
     /// `align` what `base + lo` is known to be a multiple of.
     Bytes {
@@ -324,8 +330,12 @@ struct Piece {
     align: u64,
 }
 
-/// The marks for `ranges`, coalesced per base pointer, in order of first appearance.
-unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range]) -> Vec<Mark> {
+/// The marks for `ranges`, coalesced per base pointer (merged across gaps below `gap`
+/// bytes: [`MERGE_GAP`] for lines, 1 for exact bytes), in order of first appearance.
+///
+/// # Safety
+/// The ranges' pointers must be live values of a module with `data_layout`.
+pub unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range], gap: i64) -> Vec<Mark> {
     enum Item {
         Group(usize),
         Whole(LLVMValueRef, Length),
@@ -365,7 +375,8 @@ unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range]) -> Vec<Ma
             Item::Whole(ptr, len) => marks.push(Mark::Whole { ptr, len }),
             Item::Group(g) => {
                 let (base, pieces) = &groups[g];
-                let merged = merge_ranges(pieces.iter().map(|p| (p.lo, p.hi)).collect());
+                let merged =
+                    merge_ranges_within(pieces.iter().map(|p| (p.lo, p.hi)).collect(), gap);
                 for (lo, hi) in merged {
                     let starting = || pieces.iter().filter(|p| p.lo == lo);
                     let exact = starting().next().map(|p| p.ptr);
@@ -437,7 +448,7 @@ impl WsInserter<'_> {
         if !counted.is_empty() {
             self.position_before(segment.end);
             let ranges: Vec<Range> = counted.iter().flat_map(|a| a.ranges()).collect();
-            for mark in plan_marks(self.data_layout, &ranges) {
+            for mark in plan_marks(self.data_layout, &ranges, MERGE_GAP) {
                 if let Mark::Bytes { base, lo, hi, .. } = mark {
                     if marked.covers(base, lo, hi) {
                         continue;

@@ -1257,8 +1257,8 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
         1,
         "{increment}"
     );
-    // The helper: at a chunk start it enters the loop on iteration 0, then reports each
-    // array's 4-byte elements j ..= j + last with the chunk's 2 (last + 1) accesses once.
+    // The helper: at a chunk start it enters the loop on iteration 0, then counts the
+    // chunk's 2 (last + 1) accesses and reports each array's 4-byte elements j ..= j + last.
     let helper = function_body(&ir, "__kage_fp_chunk");
     assert!(helper.starts_with(
         "define internal void @__kage_fp_chunk(i64 %iv, i64 %start, i64 %after_first, ptr %range0, ptr %range1) #"
@@ -1287,26 +1287,64 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
         [
             "%5 = add i64 %last, 1",
             "%6 = mul i64 %5, 2",
-            "%7 = mul i64 %j, 4",
-            "%8 = getelementptr i8, ptr %range0, i64 %7",
-            "call void @__kage_fp_strided(ptr %8, i64 4, i64 4, i64 %5, i64 %6)",
-            "%9 = getelementptr i8, ptr %range1, i64 %7",
-            "call void @__kage_fp_strided(ptr %9, i64 4, i64 4, i64 %5, i64 0)",
+            "%7 = load atomic i64, ptr @__kage_fp_accesses monotonic, align 8",
+            "%8 = add i64 %7, %6",
+            "store atomic i64 %8, ptr @__kage_fp_accesses monotonic, align 8",
+            "%9 = mul i64 %j, 4",
+            "%10 = getelementptr i8, ptr %range0, i64 %9",
+            "call void @__kage_fp_strided(ptr %10, i64 4, i64 4, i64 %5)",
+            "%11 = getelementptr i8, ptr %range1, i64 %9",
+            "call void @__kage_fp_strided(ptr %11, i64 4, i64 4, i64 %5)",
             "br label %done",
         ]
     );
 
-    // Loops of other forms keep the hooks of mode 0: a loop event per iteration and a call
-    // per access.
-    for name in ["find", "with_call"] {
-        let body = function_body(&ir, name);
-        assert!(body.contains("call void @__kage_loop_iter("), "{body}");
-        assert!(!body.contains("__kage_fp_"), "{body}");
-        assert!(
-            body.contains("call void @__kage_load(") || body.contains("call void @__kage_store("),
-            "{body}"
-        );
-    }
+    // Loops of other forms keep a loop event per iteration; their accesses are counted and
+    // reported per segment, at its end. The search's load: one report before the branch.
+    let find = function_body(&ir, "find");
+    assert!(find.contains("call void @__kage_loop_iter("), "{find}");
+    assert!(
+        !find.contains("__kage_load") && !find.contains("__kage_store"),
+        "{find}"
+    );
+    let header = block(find, "loop");
+    let count = |n: u32, m: u32, k: u32| {
+        [
+            format!("%{n} = load atomic i64, ptr @__kage_fp_accesses monotonic, align 8"),
+            format!("%{m} = add i64 %{n}, {k}"),
+            format!("store atomic i64 %{m}, ptr @__kage_fp_accesses monotonic, align 8"),
+        ]
+    };
+    let tail: Vec<String> = header[header.len() - 5..]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut expected = count(1, 2, 1).to_vec();
+    expected.push("call void @__kage_fp_strided(ptr %p, i64 4, i64 0, i64 1)".into());
+    expected.push("br i1 %found, label %exit, label %latch".into());
+    assert_eq!(tail, expected);
+    // Around a call, the same element is stored twice: reported once (before the call, at
+    // the end of the first segment), counted twice.
+    let with_call = function_body(&ir, "with_call");
+    let header: Vec<String> = block(with_call, "loop")
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let reports: Vec<&String> = header
+        .iter()
+        .filter(|i| i.contains("__kage_fp_strided"))
+        .collect();
+    assert_eq!(
+        reports,
+        ["call void @__kage_fp_strided(ptr %p, i64 4, i64 0, i64 1)"]
+    );
+    let at = |needle: &str| header.iter().position(|i| i.contains(needle)).unwrap();
+    assert!(at("__kage_fp_strided") < at("call void @opaque()"));
+    let counts = header
+        .iter()
+        .filter(|i| i.starts_with("store atomic i64"))
+        .count();
+    assert_eq!(counts, 2, "{with_call}");
     // A build for every tool never reports per chunk.
     let calls = instrument_in(Mode::Calls, "ws_loops.ll");
     assert!(!calls.contains("__kage_fp_"), "{calls}");

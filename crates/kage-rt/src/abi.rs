@@ -203,9 +203,9 @@ pub unsafe extern "C" fn __kage_cmpxchg(addr: *const c_void, size: u64, stored: 
     }
 }
 
-/// Footprint instrumentation: `count` accesses of `width` bytes at `addr`, `addr + stride`,
-/// ..., `addr + (count - 1) * stride`, standing for `accesses` of the program's accesses (a
-/// chunk of a hoisted loop's iterations; see `docs/abi.md`).
+/// Footprint instrumentation: `width` bytes at `addr`, `addr + stride`, ...,
+/// `addr + (count - 1) * stride` are accessed (a segment's merged range, or a chunk of a
+/// hoisted loop's iterations; see `docs/abi.md`). The accesses are counted inline.
 ///
 /// # Safety
 /// Always safe to call; the addresses are only recorded, never dereferenced.
@@ -215,12 +215,11 @@ pub unsafe extern "C" fn __kage_fp_strided(
     width: u64,
     stride: u64,
     count: u64,
-    accesses: u64,
 ) {
     if width == 0 || count == 0 {
         return;
     }
-    with_access_tool(|tool| tool.access_strided(addr as usize, width, stride, count, accesses));
+    with_access_tool(|tool| tool.access_strided(addr as usize, width, stride, count));
 }
 
 /// Program control (`kage.h`): deliver memory accesses to the tool (`on` != 0) or not.

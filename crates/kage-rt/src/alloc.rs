@@ -239,7 +239,7 @@ mod tests {
             .map(|i| {
                 let l = Layout::from_size_align(16 << (i * 7 % CLASSES), 8).unwrap();
                 let p = unsafe { a.alloc(l) } as usize;
-                assert!(p != 0 && p % l.size() == 0, "aligned to its size");
+                assert!(p != 0 && p.is_multiple_of(l.size()), "aligned to its size");
                 (p, p + l.size(), l)
             })
             .collect();

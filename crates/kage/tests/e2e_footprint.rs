@@ -307,6 +307,14 @@ fn call_hook_build_agrees_and_measures_loop_bodies() {
     let exe = work.build("footprint/footprint.c", &["-O2"]);
     let report = run(&work, &exe, "granularity=byte");
     check_report(&report, 1, false, "KAGE_TOOL unset");
+    // A footprint build counts the accesses it reports in groups, threads' included.
+    let grouped = work.build_with_env(
+        "footprint/footprint.c",
+        &["-O2"],
+        &[("KAGE_TOOL", "footprint")],
+    );
+    let grouped = run(&work, &grouped, "granularity=byte");
+    assert_eq!(grouped.tool_data["accesses"], report.tool_data["accesses"]);
     for vsm in ["baseline", "palette"] {
         for (granularity, location_bytes) in [("byte", 1), ("line", 64)] {
             let what = format!("vsm={vsm} granularity={granularity} loop_bodies=1");
@@ -451,5 +459,57 @@ mod hoisted {
         let a = run(&work, &exe, "");
         let b = run(&work, &calls, "");
         assert_eq!(a.tool_data["accesses"], b.tool_data["accesses"]);
+    }
+}
+
+/// `tests/c/footprint/grouped.c`: accesses a footprint build reports per segment.
+mod grouped {
+    use super::*;
+
+    #[test]
+    fn grouped_reports_are_exact_and_agree_with_the_build_for_every_tool() {
+        let work = Work::new();
+        let grouped = work.build_with_env(
+            "footprint/grouped.c",
+            &["-O2"],
+            &[("KAGE_TOOL", "footprint")],
+        );
+        let calls = work.build("footprint/grouped.c", &["-O2"]);
+        let expected = [
+            ("fields", 1, 20),
+            ("other", 1, 4),
+            ("around_call", 1, 12),
+            ("diamond", 2, 6),
+            ("copy", 1, 2 * 501),
+            ("thrower", 1, 8),
+            ("jumper", 1, 16),
+            ("unseen", 1, 0),
+            ("main", 1, 20 + 12 + 6 + 2 * 501 + 16),
+        ];
+        for (granularity, location_bytes) in [("byte", 1), ("word", 8), ("line", 64)] {
+            let options = format!("granularity={granularity}");
+            let a = run(&work, &grouped, &options);
+            let b = run(&work, &calls, &options);
+            assert_eq!(
+                a.tool_data["accesses"], b.tool_data["accesses"],
+                "{granularity}"
+            );
+            assert_eq!(a.regions.len(), b.regions.len());
+            for (x, y) in a.regions.iter().zip(&b.regions) {
+                assert_eq!(
+                    x.metrics["footprint"], y.metrics["footprint"],
+                    "{granularity}: {}",
+                    x.name
+                );
+            }
+            if location_bytes == 1 {
+                for (name, instances, bytes) in expected {
+                    let f = &func(&a, name).metrics["footprint"];
+                    assert_eq!(f["instances"], instances, "{name}");
+                    assert_eq!(f["max_bytes"], bytes, "{name}");
+                    assert_eq!(f["min_bytes"], bytes, "{name}");
+                }
+            }
+        }
     }
 }

@@ -13,6 +13,7 @@ use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMBuilderRef, LLVMTypeRef, LLVMValu
 use llvm_sys::{LLVMIntPredicate, LLVMLinkage};
 
 use super::{Extension, HoistPlan, InvariantTerm, StridedRange, TripCount};
+use crate::footprint::FpRuntime;
 use crate::ir;
 use crate::working_set::WsInserter;
 use crate::ws_runtime::{LineSpan, WsRuntime};
@@ -46,22 +47,14 @@ pub unsafe fn emit(plan: &HoistPlan, inserter: &mut WsInserter, region: LLVMValu
     );
 }
 
-/// The runtime functions a footprint chunk helper calls.
-pub struct FootprintCallees {
-    /// `__kage_loop_iter` and its type, `void (ptr)`.
-    pub loop_iter: (LLVMValueRef, LLVMTypeRef),
-    /// `__kage_fp_strided` and its type, `void (ptr, i64, i64, i64, i64)`.
-    pub strided: (LLVMValueRef, LLVMTypeRef),
-}
-
 /// Emits a hoisted loop's footprint instrumentation (mode 3, docs/abi.md): the preheader's
 /// values as for [`emit`], and at the header's first insertion point the call
 /// `__kage_fp_chunk(iv, S, T - 1, starts...)` of a helper that, at iteration 0, calls
 /// `__kage_loop_iter(loop)` (the loop's only iteration event: it enters the loop's region)
-/// and, at every chunk start, `__kage_fp_strided(lowest, width, |stride|, m, accesses)` for
-/// each range (`m` iterations in the chunk; the first range carries the chunk's `m * n`
-/// accesses, the others 0). `position(at)` puts `builder` before `at` with the hook
-/// location of `at`.
+/// and, at every chunk start (`m` iterations), adds the chunk's `m * n` accesses to the
+/// thread's counter and calls `__kage_fp_strided(lowest, width, |stride|, m)` for each range.
+/// `loop_iter` is `__kage_loop_iter` and its type. `position(at)` puts `builder` before
+/// `at` with the hook location of `at`.
 ///
 /// # Safety
 /// `plan` must come from [`super::analyze_loop`] (with [`super::Coverage::Bytes`]) on the
@@ -70,7 +63,8 @@ pub unsafe fn emit_footprint(
     plan: &HoistPlan,
     builder: LLVMBuilderRef,
     position: &mut dyn FnMut(LLVMValueRef),
-    callees: &FootprintCallees,
+    rt: &FpRuntime,
+    loop_iter: (LLVMValueRef, LLVMTypeRef),
     loop_region: LLVMValueRef,
 ) {
     let module = LLVMGetGlobalParent(LLVMGetBasicBlockParent(plan.header));
@@ -102,7 +96,7 @@ pub unsafe fn emit_footprint(
     ir::set_branch_weights(branch, 1, plan.chunk_iterations.max(2) - 1);
     LLVMPositionBuilderAtEnd(b, enter);
     let mut region_arg = [loop_region];
-    let (loop_iter, loop_iter_type) = callees.loop_iter;
+    let (loop_iter, loop_iter_type) = loop_iter;
     LLVMBuildCall2(
         b,
         loop_iter_type,
@@ -118,18 +112,12 @@ pub unsafe fn emit_footprint(
         iterations,
         frame.math.constant(plan.accesses_per_iteration as i64),
     );
-    let (strided, strided_type) = callees.strided;
+    rt.count(b, accesses);
     for (r, range) in plan.ranges.iter().enumerate() {
         let lowest = frame.lowest_byte(plan, r);
         let m = &frame.math;
-        let mut args = [
-            lowest,
-            m.constant(range.hi - range.lo),
-            m.constant(range.stride().abs()),
-            iterations,
-            if r == 0 { accesses } else { m.constant(0) },
-        ];
-        LLVMBuildCall2(b, strided_type, strided, args.as_mut_ptr(), 5, c"".as_ptr());
+        let (width, stride) = (range.hi - range.lo, range.stride().abs());
+        rt.report(b, lowest, m.constant(width), m.constant(stride), iterations);
     }
     frame.close();
     let at = ir::first_insertion_point(plan.header)

@@ -89,7 +89,7 @@ use crate::working_set::is_cut;
 
 use affine::{inductions, is_loop_invariant, Affine, Induction, LoopContext};
 pub use affine::{Extension, InvariantTerm};
-pub use emit::{emit, emit_footprint, FootprintCallees};
+pub use emit::{emit, emit_footprint};
 
 /// Hoisted per-iteration strides are at most this many bytes, which bounds a chunk's marked
 /// length by `MAX_CHUNK * MAX_STRIDE` bytes.

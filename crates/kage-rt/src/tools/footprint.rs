@@ -23,7 +23,7 @@ use kage_vsm::Granularity;
 #[cfg(test)]
 use serde_json::Value;
 use serde_json::{json, Map};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
 use std::sync::OnceLock;
 
 // Record layout per region.
@@ -50,6 +50,89 @@ pub struct FootprintTool {
     /// Sum over threads of their shadows' current heap bytes, and its peak.
     heap_now: AtomicU64,
     heap_peak: AtomicU64,
+    /// Whether accesses are delivered (`kage_set_enabled`).
+    enabled: AtomicBool,
+}
+
+extern "C" {
+    /// csrc/tls.c: the calling thread's `__kage_fp_accesses`.
+    fn kage_fp_accesses_slot() -> *mut AtomicU64;
+}
+
+/// The accesses that footprint instrumentation counts inline, in the owner thread's
+/// `__kage_fp_accesses` (docs/abi.md), as any thread may read them: the counter minus what
+/// is not to be counted (what it held at the last reset, and what it gained while accesses
+/// were off).
+struct InlineCount {
+    /// The owner's counter while the owner lives; null once folded into `folded`.
+    slot: AtomicPtr<AtomicU64>,
+    excluded: AtomicU64,
+    /// The counter when accesses were last turned off.
+    paused_at: AtomicU64,
+    /// The count of an owner that has ended.
+    folded: AtomicU64,
+}
+
+impl InlineCount {
+    /// For the calling thread (the owner), counting from now.
+    fn new() -> Self {
+        // SAFETY: returns the address of the calling thread's counter.
+        let slot = unsafe { kage_fp_accesses_slot() };
+        // SAFETY: the slot lives as long as the thread.
+        let now = unsafe { (*slot).load(Relaxed) };
+        InlineCount {
+            slot: AtomicPtr::new(slot),
+            excluded: AtomicU64::new(now),
+            paused_at: AtomicU64::new(now),
+            folded: AtomicU64::new(0),
+        }
+    }
+
+    fn now(&self) -> Option<u64> {
+        let slot = self.slot.load(Acquire);
+        // SAFETY: non-null only while the owner lives (it clears it in `fold`).
+        (!slot.is_null()).then(|| unsafe { (*slot).load(Relaxed) })
+    }
+
+    fn counted(&self, paused: bool) -> u64 {
+        match self.now() {
+            None => self.folded.load(Relaxed),
+            Some(now) => {
+                let upto = if paused {
+                    self.paused_at.load(Relaxed)
+                } else {
+                    now
+                };
+                upto.saturating_sub(self.excluded.load(Relaxed))
+            }
+        }
+    }
+
+    /// Accesses turned off (`on` false) or on again.
+    fn set_enabled(&self, on: bool) {
+        if let Some(now) = self.now() {
+            if on {
+                let gained = now.saturating_sub(self.paused_at.load(Relaxed));
+                self.excluded.fetch_add(gained, Relaxed);
+            } else {
+                self.paused_at.store(now, Relaxed);
+            }
+        }
+    }
+
+    /// The owner starts counting from zero.
+    fn zero(&self) {
+        if let Some(now) = self.now() {
+            self.excluded.store(now, Relaxed);
+            self.paused_at.store(now, Relaxed);
+        }
+    }
+
+    /// The owner ends: keep its count.
+    fn fold(&self, paused: bool) {
+        self.folded.store(self.counted(paused), Relaxed);
+        self.slot.store(std::ptr::null_mut(), Release);
+    }
 }
 
 /// One thread's statistics, readable by the report writer at any time.
@@ -63,6 +146,7 @@ struct ThreadStats {
     max_depth: AtomicU64,
     untracked: AtomicU64,
     regions: Chunked<W>,
+    inline: InlineCount,
 }
 
 pub struct FootprintThread {
@@ -94,6 +178,7 @@ impl FootprintTool {
             threads: SpinLock::new(Vec::new()),
             heap_now: AtomicU64::new(0),
             heap_peak: AtomicU64::new(0),
+            enabled: AtomicBool::new(true),
         }
     }
 
@@ -124,7 +209,8 @@ impl FootprintTool {
             }
             totals.locations += t.total_locations.load(Relaxed);
             totals.lines += t.total_lines.load(Relaxed);
-            totals.accesses += t.accesses.load(Relaxed);
+            totals.accesses +=
+                t.accesses.load(Relaxed) + t.inline.counted(!self.enabled.load(Relaxed));
             totals.untracked += t.untracked.load(Relaxed);
             totals.max_depth = totals.max_depth.max(t.max_depth.load(Relaxed));
             t.regions.for_each(|r, rec| {
@@ -192,6 +278,16 @@ impl Tool for FootprintTool {
 
     fn init(&self, opts: &Options) {
         let _ = self.settings.set(settings_from(opts));
+        self.enabled.store(opts.enabled, Relaxed);
+    }
+
+    fn set_enabled(&self, on: bool) {
+        if self.enabled.swap(on, Relaxed) == on {
+            return;
+        }
+        for t in self.threads.lock().iter() {
+            t.inline.set_enabled(on);
+        }
     }
 
     fn new_thread(&'static self) -> Box<dyn ThreadTool> {
@@ -205,6 +301,7 @@ impl Tool for FootprintTool {
             max_depth: AtomicU64::new(0),
             untracked: AtomicU64::new(0),
             regions: Chunked::new(),
+            inline: InlineCount::new(),
         }));
         self.threads.lock().push(s);
         let fp = Footprint::new(settings.config);
@@ -331,6 +428,7 @@ impl FootprintThread {
         ] {
             a.store(0, Relaxed);
         }
+        self.s.inline.zero();
         let mut fp = Footprint::new(*self.fp.config());
         for _ in self.open.iter().filter(|(_, tracked)| *tracked) {
             fp.enter();
@@ -415,8 +513,7 @@ impl ThreadTool for FootprintThread {
         self.sync_heap();
     }
 
-    fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64, accesses: u64) {
-        bump(&self.s.accesses, accesses);
+    fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
         let addr = addr as u64;
         if stride <= width {
             // Elements that overlap or touch make one range.
@@ -442,6 +539,7 @@ impl ThreadTool for FootprintThread {
     }
 
     fn thread_exit(&mut self) {
+        self.s.inline.fold(!self.tool.enabled.load(Relaxed));
         self.publish_totals();
     }
 }

@@ -65,11 +65,10 @@ pub trait ThreadTool {
     fn exit(&mut self, region: u32);
     /// A memory access of `size` > 0 bytes (hot path: no allocation, no locks, no syscalls).
     fn access(&mut self, addr: usize, size: u64, write: bool);
-    /// `count` > 0 accesses of `width` > 0 bytes at `addr`, `addr + stride`, ... (made in
-    /// any order) that stand for `accesses` of the program's accesses: a hoisted loop's
-    /// chunk (footprint instrumentation). By default, one read access per element.
-    fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64, accesses: u64) {
-        let _ = accesses;
+    /// `count` > 0 ranges of `width` > 0 bytes at `addr`, `addr + stride`, ... accessed in
+    /// any order, which footprint instrumentation reports for groups of accesses (it counts
+    /// them itself). By default, one read access per range.
+    fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
         for k in 0..count {
             self.access(addr.wrapping_add((k * stride) as usize), width, false);
         }

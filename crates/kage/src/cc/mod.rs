@@ -22,9 +22,9 @@ use std::process::Command;
 /// Set to print the real compiler's command line on stderr before running it.
 pub const VERBOSE_ENV_VAR: &str = "KAGE_CC_VERBOSE";
 
-/// Chooses the instrumentation at build time (read by the pass, see docs/abi.md): unset,
-/// `count` or `footprint` builds for every tool (call hooks), `working-set` for the
-/// working-set tool's inline fast path.
+/// Chooses the instrumentation at build time (read by the pass, see docs/abi.md): unset or
+/// `count` builds for every tool (call hooks), `working-set` for the working-set tool's
+/// inline fast path, `footprint` for the footprint tool's grouped reports.
 pub const TOOL_ENV_VAR: &str = "KAGE_TOOL";
 
 /// The values [`TOOL_ENV_VAR`] may take.
@@ -140,6 +140,13 @@ pub fn exec_compiler(wrapper: &str, language: Language, user_args: &[OsString]) 
     exit_code::CANNOT_RUN
 }
 
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,12 +177,5 @@ mod tests {
                 "{e}"
             );
         }
-    }
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
     }
 }

@@ -180,6 +180,8 @@ pub fn process_threads() -> Option<u64> {
 pub struct SignalsBlocked(libc::sigset_t);
 
 impl SignalsBlocked {
+    /// Blocks them now (not a `Default`: constructing it has an effect).
+    #[allow(clippy::new_without_default)]
     pub fn new() -> SignalsBlocked {
         // SAFETY: plain signal-mask calls on local sets.
         unsafe {

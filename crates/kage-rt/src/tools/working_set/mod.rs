@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::OnceLock;
 
 extern "C" {
-    // csrc/ws_tls.c: the thread's remaining access budget, decremented inline.
+    // csrc/tls.c: the thread's remaining access budget, decremented inline.
     fn kage_ws_budget_get() -> i64;
     fn kage_ws_budget_set(value: i64);
 }

@@ -130,7 +130,7 @@ impl Shadow {
         };
         let end = last + 1;
         let mut line = first;
-        while line < end && (self.base + line) % 8 != 0 {
+        while line < end && !(self.base + line).is_multiple_of(8) {
             mark(line);
             line += 1;
         }
