@@ -1,5 +1,5 @@
-//! The footprint views end to end: `tests/c/footprint_views/matvec.c` built for the footprint
-//! tool, run with `kage run`, shown with `kage report` as text, HTML and (refused) Perfetto.
+//! The footprint views end to end: `tests/c/footprint_views/matvec.c` built for every tool
+//! (loop bodies need every iteration's event), run with `kage run`, shown with `kage report` as text, HTML and (refused) Perfetto.
 //! The numbers of the tool itself are checked in `e2e_footprint.rs`; this checks that a real
 //! report reads and renders as `crates/kage-report`'s snapshot tests say.
 
@@ -11,11 +11,7 @@ use std::process::Command;
 #[test]
 fn a_real_footprint_report_reads_and_renders() {
     let work = Work::new();
-    let exe = work.build_with_env(
-        "footprint_views/matvec.c",
-        &["-O1"],
-        &[("KAGE_TOOL", "footprint")],
-    );
+    let exe = work.build("footprint_views/matvec.c", &["-O1"]);
     let report_path = work.path("matvec.json");
     let out = Command::new(kage())
         .args([
