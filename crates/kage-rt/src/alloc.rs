@@ -1,6 +1,7 @@
-//! The runtime's global allocator: power-of-two size classes (16 B .. 4 KiB) carved on
-//! demand from one mmap'd chunk at a time (so only the pages in use take memory) and kept
-//! on free lists under one spin lock; larger blocks come straight from mmap. It never calls `malloc`, so the runtime cannot re-enter an instrumented or
+//! The runtime's global allocator: power-of-two size classes (16 B .. 4 KiB), each carved on
+//! demand from mmap'd chunks of its own (so only the pages in use take memory, and blocks
+//! of one size sit side by side) and kept on free lists under one spin lock; larger blocks
+//! come straight from mmap. It never calls `malloc`, so the runtime cannot re-enter an instrumented or
 //! interposed allocator of the program. Small-class memory is never returned to the OS
 //! (the runtime's allocations are few and long-lived).
 
@@ -16,15 +17,18 @@ const CHUNK: usize = 64 * 1024;
 
 struct FreeLists {
     heads: [usize; CLASSES],
-    /// The part of the current chunk not carved yet: `[bump, bump_end)`.
-    bump: usize,
-    bump_end: usize,
+    /// Per class, the part of its current chunk not carved yet: `[bump, bump_end)`. Each
+    /// class carves from chunks of its own: blocks of one size side by side, so a small
+    /// block never takes a page of its own between two page-aligned large ones (a 64-byte
+    /// block carved between two 4 KiB blocks would keep a whole page resident).
+    bump: [usize; CLASSES],
+    bump_end: [usize; CLASSES],
 }
 
 static LISTS: SpinLock<FreeLists> = SpinLock::new(FreeLists {
     heads: [0; CLASSES],
-    bump: 0,
-    bump_end: 0,
+    bump: [0; CLASSES],
+    bump_end: [0; CLASSES],
 });
 static PAGE: AtomicUsize = AtomicUsize::new(0);
 
@@ -100,22 +104,22 @@ unsafe fn alloc_large(layout: &Layout) -> *mut u8 {
     start as *mut u8
 }
 
-/// A new block of `class` when its free list is empty: the next `size`-aligned block of the
-/// current chunk, or of a new one (the rest of the old chunk was never touched, so it costs
-/// no memory). Called with the lock held.
+/// A new block of `class` when its free list is empty: the next block of the class's current
+/// chunk, or of a new one. Called with the lock held.
 unsafe fn carve(lists: &mut FreeLists, class: usize) -> *mut u8 {
     let size = 1usize << (class + MIN_SHIFT);
-    let mut start = round_up(lists.bump, size);
-    if lists.bump == 0 || start + size > lists.bump_end {
+    let mut start = lists.bump[class];
+    if start == 0 || start + size > lists.bump_end[class] {
         let chunk = map(CHUNK);
         if chunk.is_null() {
             return null_mut();
         }
-        // Chunks are page-aligned, so every block is aligned to its (power-of-two) size.
+        // Chunks are page-aligned and hold blocks of one power-of-two size, so every block
+        // is aligned to its size.
         start = chunk as usize;
-        lists.bump_end = start + CHUNK;
+        lists.bump_end[class] = start + CHUNK;
     }
-    lists.bump = start + size;
+    lists.bump[class] = start + size;
     start as *mut u8
 }
 
@@ -230,6 +234,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn small_blocks_carved_between_large_ones_share_pages() {
+        // The footprint shadow allocates a 4 KiB table and its 64-byte bounds together.
+        let mut lists = FreeLists {
+            heads: [0; CLASSES],
+            bump: [0; CLASSES],
+            bump_end: [0; CLASSES],
+        };
+        let (large, small) = (12 - MIN_SHIFT, 6 - MIN_SHIFT);
+        let mut pages = std::collections::BTreeSet::new();
+        for _ in 0..64 {
+            let big = unsafe { carve(&mut lists, large) } as usize;
+            assert_eq!(big % 4096, 0);
+            let p = unsafe { carve(&mut lists, small) } as usize;
+            assert_eq!(p % 64, 0);
+            pages.insert(p / 4096);
+        }
+        assert_eq!(pages.len(), 1, "64 blocks of 64 bytes fill one page");
     }
 
     #[test]
