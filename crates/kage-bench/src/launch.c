@@ -1,14 +1,20 @@
 /* kage-bench's launcher: `launch RESULT PROGRAM [ARGS...]` runs PROGRAM as its own child,
- * writes that child's peak resident set (ru_maxrss, KiB) to the file RESULT, and ends the
- * way the child ended (same exit code, or killed by the same signal).
+ * without address-space randomisation, writes that child's peak resident set (ru_maxrss,
+ * KiB) to the file RESULT, and ends the way the child ended (same exit code, or killed by
+ * the same signal).
  *
  * Linux keeps a process's peak RSS across exec, and a forked child starts with the pages of
  * its parent: a program started straight from the harness would inherit the harness's few
  * megabytes as a floor under its own peak. Forked from this small static program, it
- * inherits almost nothing. */
+ * inherits almost nothing.
+ *
+ * Without randomisation, every run of a program sees the same addresses (stacks, heap,
+ * libraries), so the reports of two configurations of a tool can be compared exactly:
+ * otherwise where stack data falls in cache lines changes from run to run. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +30,8 @@ int main(int argc, char **argv) {
     return 127;
   }
   if (pid == 0) {
+    int current = personality(0xffffffff);
+    if (current != -1) personality(current | ADDR_NO_RANDOMIZE);
     execvp(argv[2], argv + 2);
     fprintf(stderr, "launch: cannot run %s: ", argv[2]);
     perror(NULL);

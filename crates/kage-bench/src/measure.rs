@@ -66,10 +66,12 @@ impl Variant {
                 } else {
                     format!(":{options}")
                 };
-                command.args(args).env(
-                    "KAGE_OPTIONS",
-                    format!("tool={tool}:output={}{extra}", report.display()),
-                );
+                // Padded (empty items are ignored) to one length for every variant: the
+                // environment sits at the top of the stack, so its length moves the stack.
+                let value = format!("tool={tool}:output={}{extra}", report.display());
+                command
+                    .args(args)
+                    .env("KAGE_OPTIONS", format!("{value::<OPTIONS_LENGTH$}"));
                 command
             }
             Variant::Cachegrind => valgrind("cachegrind", "--cachegrind-out-file"),
@@ -77,6 +79,9 @@ impl Variant {
         }
     }
 }
+
+/// `KAGE_OPTIONS` is padded to this many bytes (when shorter).
+const OPTIONS_LENGTH: usize = 512;
 
 /// One run's measurements.
 #[derive(Debug, Clone)]
@@ -300,5 +305,38 @@ int main(int argc, char **argv) {
         assert!((62 << 20..68 << 20).contains(&grown), "{grown}");
         let error = run("0", "3").unwrap_err().to_string();
         assert!(error.contains("wait status 0x300"), "{error}");
+    }
+
+    #[test]
+    fn runs_see_fixed_addresses_and_equal_option_lengths() {
+        let work = tempfile::tempdir().unwrap();
+        let runner = Runner::new("clang-22", work.path()).unwrap();
+        // /proc/self/personality shows ADDR_NO_RANDOMIZE (0x0040000) in the program.
+        let cat = Path::new("/bin/cat");
+        let args = ["/proc/self/personality".to_string()];
+        let run = runner.run_once(&Variant::Native, cat, &args, work.path());
+        let flags = u32::from_str_radix(run.unwrap().stdout.trim(), 16).unwrap();
+        assert_ne!(flags & 0x0040000, 0, "{flags:#x}");
+        // Two configurations' KAGE_OPTIONS are as long as each other.
+        let options = |extra: &str| {
+            let variant = Variant::Kage {
+                tool: "footprint".into(),
+                options: extra.into(),
+                report: work.path().join("r.json"),
+            };
+            let command = variant.command(cat, &[]);
+            let (_, value) = (command.get_envs())
+                .find(|(k, _)| *k == "KAGE_OPTIONS")
+                .unwrap();
+            value.unwrap().to_string_lossy().into_owned()
+        };
+        let (a, b) = (
+            options("vsm=slim"),
+            options("vsm=baseline:granularity=line"),
+        );
+        assert_eq!(a.len(), b.len());
+        assert_eq!(a.len(), OPTIONS_LENGTH);
+        assert!(a.starts_with("tool=footprint:output="), "{a}");
+        assert!(a.trim_end_matches(':').ends_with(".json:vsm=slim"), "{a}");
     }
 }
