@@ -175,11 +175,13 @@ fn the_wrapper_adds_the_plugin_and_runtime_and_keeps_every_argument() {
             "prog",
             &runtime,
             "-Wl,--export-dynamic-symbol=__kage_*",
+            "-Wl,--push-state,--as-needed",
             "-lpthread",
             "-ldl",
             "-lm",
             "-lrt",
             "-lgcc_s",
+            "-Wl,--pop-state",
         ])
     );
 }
