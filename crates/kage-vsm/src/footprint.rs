@@ -438,6 +438,15 @@ impl Footprint {
         std::mem::take(&mut self.changed)
     }
 
+    /// How many tag tables of the location shadow (the line shadow when locations are lines)
+    /// are in each form, by name (a diagnostic, O(tables)); empty for kinds without forms.
+    pub fn table_forms(&self) -> Vec<(&'static str, usize)> {
+        match self.location_shadow.as_ref().unwrap_or(&self.line_shadow) {
+            Presence::Rle(rle) => rle.forms(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Exact bytes this structure holds on the heap (O(1)).
     pub fn heap_bytes(&self) -> usize {
         self.versions.heap_bytes()
@@ -877,6 +886,19 @@ impl RlePresence {
 
     fn heap_bytes(&self) -> usize {
         self.pages.heap_bytes() + self.array_bytes
+    }
+
+    fn forms(&self) -> Vec<(&'static str, usize)> {
+        let mut forms = vec![("uniform", 0), ("bits", 0), ("bytes", 0)];
+        for (_, page) in self.pages.iter() {
+            let form = match page.repr {
+                Repr::Uniform(_) => 0,
+                Repr::Bits { .. } => 1,
+                Repr::Bytes { .. } => 2,
+            };
+            forms[form].1 += 1;
+        }
+        forms
     }
 }
 
