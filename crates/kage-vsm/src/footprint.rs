@@ -350,22 +350,7 @@ impl Footprint {
             _ => {
                 let locations = &mut self.locations;
                 let mut runs = Runs::new(|valid, n| add_levels(locations, valid, d, n));
-                let in_word = match &mut page.repr {
-                    Repr::Packed(p) if p.width == 2 && lo / 32 == hi / 32 => {
-                        p.raise_in_word::<2>(lo, hi, d8, &mut runs)
-                    }
-                    Repr::Packed(p) if p.width == 1 && lo / 64 == hi / 64 => {
-                        p.raise_in_word::<1>(lo, hi, d8, &mut runs)
-                    }
-                    _ => None,
-                };
-                let (delta, span) = match in_word {
-                    Some(span) => {
-                        page.max = page.max.max(d8);
-                        (0, span)
-                    }
-                    None => page.raise_compressed(lo, hi, d8, 1 << table_bits, &mut runs),
-                };
+                let (delta, span) = page.raise_compressed(lo, hi, d8, 1 << table_bits, &mut runs);
                 runs.finish();
                 if delta != 0 {
                     rle.array_bytes = rle.array_bytes.wrapping_add_signed(delta);
@@ -798,8 +783,10 @@ impl Packed {
     #[inline]
     fn value_at(&self, unit: usize) -> u8 {
         let width = self.width as usize;
-        let per_word = 64 / width;
-        let code = self.codes[unit / per_word] >> (unit % per_word * width) & ((1 << width) - 1);
+        // 64 or 32 units per word (no division).
+        let per_word_bits = 7 - width;
+        let at = (unit & ((1 << per_word_bits) - 1)) * width;
+        let code = self.codes[unit >> per_word_bits] >> at & ((1 << width) - 1);
         self.value[code as usize]
     }
 
@@ -861,6 +848,11 @@ impl Packed {
             Some(other) if self.count[other] != 0 && self.count[hot] != 0 => (hot, other),
             _ => self.duplicate()?,
         };
+        event(if from == hot {
+            "word merge (last)"
+        } else {
+            "word merge"
+        });
         self.merge::<W>(from, into);
         got[into] += std::mem::take(&mut got[from]);
         Some(from)
@@ -897,24 +889,26 @@ impl Packed {
                 if (0..4).all(|c| c == first || self.count[c] == 0 || self.value[c] == d) {
                     return None;
                 }
+                event("word relabel");
                 runs.add(self.value[first], n as u64);
                 self.value[first] = d;
                 self.hot = first as u8;
                 return Some(Some((lo, hi)));
             }
-            got[first] = n;
-            let t = match self.code_of(d) {
-                Some(t) => t,
-                None => self.new_code::<W>(&mut got)?,
+            let (t, from) = match self.code_of(d) {
+                Some(t) => (t, first),
+                None => {
+                    got[first] = n;
+                    let t = self.new_code::<W>(&mut got)?;
+                    // After a merge, `first`'s units may be another code's (same value).
+                    (
+                        t,
+                        got.iter().position(|&g| g != 0).expect("the units counted"),
+                    )
+                }
             };
             let word = self.codes[w];
             self.codes[w] = (word & !unit_bits::<W>(range)) | (range * t as u64);
-            // After a merge, `first`'s units may be another code's (of the same value).
-            let from = if got[first] != 0 {
-                first
-            } else {
-                got.iter().position(|&g| g != 0).expect("the units counted")
-            };
             runs.add(self.value[from], n as u64);
             self.count[from] -= n;
             self.count[t] += n;
@@ -1289,8 +1283,36 @@ impl RlePage {
     /// The range update of [`RlePresence::touch_range`] on a validated table that is not
     /// bytes: units `lo..=hi` below `d` become `d`. Returns the change in array bytes and
     /// the first and the last unit raised, if any.
-    #[inline]
+    #[inline(always)]
     fn raise_compressed(
+        &mut self,
+        lo: usize,
+        hi: usize,
+        d: u8,
+        units: usize,
+        runs: &mut Runs<impl FnMut(usize, u64)>,
+    ) -> (isize, Option<(usize, usize)>) {
+        let in_word = match &mut self.repr {
+            Repr::Packed(p) if p.width == 2 && lo / 32 == hi / 32 => {
+                p.raise_in_word::<2>(lo, hi, d, runs)
+            }
+            Repr::Packed(p) if p.width == 1 && lo / 64 == hi / 64 => {
+                p.raise_in_word::<1>(lo, hi, d, runs)
+            }
+            _ => None,
+        };
+        match in_word {
+            Some(span) => {
+                self.max = self.max.max(d);
+                (0, span)
+            }
+            None => self.raise_table(lo, hi, d, units, runs),
+        }
+    }
+
+    /// [`raise_compressed`](Self::raise_compressed) but for one word of codes.
+    #[inline(never)]
+    fn raise_table(
         &mut self,
         lo: usize,
         hi: usize,
@@ -1328,24 +1350,8 @@ impl RlePage {
                 });
                 (bits_bytes(units) as isize, Some((lo, hi)))
             }
-            Repr::Packed(p) if p.width == 1 => {
-                if lo / 64 == hi / 64 {
-                    if let Some(span) = p.raise_in_word::<1>(lo, hi, d, runs) {
-                        self.max = self.max.max(d);
-                        return (0, span);
-                    }
-                }
-                self.raise_packed::<1>(lo, hi, d, units, runs)
-            }
-            Repr::Packed(p) => {
-                if lo / 32 == hi / 32 {
-                    if let Some(span) = p.raise_in_word::<2>(lo, hi, d, runs) {
-                        self.max = self.max.max(d);
-                        return (0, span);
-                    }
-                }
-                self.raise_packed::<2>(lo, hi, d, units, runs)
-            }
+            Repr::Packed(p) if p.width == 1 => self.raise_packed::<1>(lo, hi, d, units, runs),
+            Repr::Packed(_) => self.raise_packed::<2>(lo, hi, d, units, runs),
             Repr::Bytes { .. } => unreachable!("kage-vsm: a byte table is not compressed"),
         }
     }
@@ -2247,6 +2253,7 @@ mod tests {
                 };
                 let mut model = vec![0u8; units];
                 let mut held = 0isize;
+                let mut prev = (0, 0);
                 // Small depths collide often; a few programs go deeper.
                 let levels = if rng.next().is_multiple_of(4) { 12 } else { 6 };
                 for _ in 0..400 {
@@ -2261,7 +2268,9 @@ mod tests {
                         }
                     } else {
                         let d = 1 + (rng.next() % levels) as u8;
-                        let (lo, hi) = match r % 7 {
+                        let (lo, hi) = match r % 8 {
+                            // The same units again (a line, a stack frame, per instance).
+                            7 => prev,
                             1 => {
                                 let lo = rng.next() as usize % units;
                                 (lo, lo)
@@ -2276,6 +2285,7 @@ mod tests {
                                 (lo, lo + rng.next() as usize % (units - lo))
                             }
                         };
+                        prev = (lo, hi);
                         let mut expected = [0u64; 256];
                         for &b in &model[lo..=hi] {
                             if b < d {
@@ -2361,6 +2371,9 @@ mod tests {
             "bytes to one value",
             "bytes to 2-bit",
             "bytes stay",
+            "word merge (last)",
+            "word merge",
+            "word relabel",
         ] {
             assert!(events.get(name) >= Some(&20), "{name}: {events:?}");
         }
