@@ -62,7 +62,9 @@
 //! never switch forms back and forth). A byte array is re-encoded after a scrub that clamped
 //! a quarter of its chunks, when it holds at most three values (a code left for the write
 //! that follows the scrub, which is above every value): four stay bytes, since that write
-//! would expand them again.
+//! would expand them again; and a table whose codes became bytes twice since it last held one
+//! value (a stack under a recursion, which keeps needing five values) goes back only to one
+//! value. A page (version, bound, form, palette, counts, spans) is 64 bytes.
 //!
 //! # Ranges
 //!
@@ -347,21 +349,8 @@ impl Footprint {
         let (bytes, chunk_max) = match &mut page.repr {
             Repr::Bytes { bytes, chunk_max } => (bytes, chunk_max),
             &mut Repr::Uniform(v) if v >= d8 => return true,
-            _ => {
-                let locations = &mut self.locations;
-                let mut runs = Runs::new(|valid, n| add_levels(locations, valid, d, n));
-                let (delta, span) = page.raise_compressed(lo, hi, d8, 1 << table_bits, &mut runs);
-                runs.finish();
-                if delta != 0 {
-                    rle.array_bytes = rle.array_bytes.wrapping_add_signed(delta);
-                    self.changed = true;
-                }
-                if let Some((a, b)) = span {
-                    let base = first & !mask;
-                    self.touch_lines_of(base + a as u64, base + b as u64, d);
-                }
-                return true;
-            }
+            // Kept out of line: the byte path above stays small enough to inline.
+            _ => return self.access_coded(page, first, lo, hi),
         };
         // `n <= 8` units from `lo`; the word's other bytes are kept.
         let n = hi - lo + 1;
@@ -382,6 +371,32 @@ impl Footprint {
         page.max = page.max.max(d8);
         add_levels(&mut self.locations, valid as usize, d, n as u64);
         self.touch_lines_of(first, last, d);
+        true
+    }
+
+    /// [`access_word`](Self::access_word) on a validated coded table, or one of a single
+    /// value below the depth.
+    #[inline(never)]
+    fn access_coded(&mut self, page: *mut RlePage, first: u64, lo: usize, hi: usize) -> bool {
+        let Some(Presence::Rle(rle)) = &mut self.location_shadow else {
+            unreachable!("kage-vsm: a coded table without a run-length shadow");
+        };
+        let table_bits = rle.table_bits;
+        let d = self.versions.depth();
+        // SAFETY: as in `RlePresence::touch`; `access_word` holds no other reference to it.
+        let page = unsafe { &mut *page };
+        let locations = &mut self.locations;
+        let mut runs = Runs::new(|valid, n| add_levels(locations, valid, d, n));
+        let (delta, span) = page.raise_compressed(lo, hi, d as u8, 1 << table_bits, &mut runs);
+        runs.finish();
+        if delta != 0 {
+            rle.array_bytes = rle.array_bytes.wrapping_add_signed(delta);
+            self.changed = true;
+        }
+        if let Some((a, b)) = span {
+            let base = first & !((1u64 << table_bits) - 1);
+            self.touch_lines_of(base + a as u64, base + b as u64, d);
+        }
         true
     }
 
@@ -717,8 +732,15 @@ struct RlePage {
     version: u64,
     /// No unit of the page holds more than this.
     max: u8,
+    /// How many times (saturating) codes became bytes since the page last held one value.
+    expansions: u8,
     repr: Repr,
 }
+
+/// A page whose codes became bytes this many times since it last held one value goes back
+/// to codes only as one value: the values it takes at once keep exceeding four (a recursion
+/// over its stack), so re-encoding would be undone.
+const MAX_EXPANSIONS: u8 = 2;
 
 #[derive(Debug)]
 enum Repr {
@@ -739,13 +761,13 @@ enum Repr {
 /// code is taken, or two codes of the same value are merged first).
 #[derive(Debug)]
 struct Packed {
-    /// Bits per code: 1 (codes 0 and 1) or 2 (codes 0 to 3).
-    width: u8,
+    /// Bits per code.
+    width: Width,
     /// Per code, its value. A code no unit holds is free, whatever its value; two codes may
     /// hold the same value (a scrub clamps both to the same level).
     value: [u8; 4],
     /// Per code, how many units hold it (together: the table's units).
-    count: [u32; 4],
+    count: [u16; 4],
     /// Per code, the first and the last word of `codes` that may hold it (`NO_WORDS` for a
     /// free code): a merge rewrites the words of the code merged, not the whole table.
     words: [[u16; 2]; 4],
@@ -755,11 +777,23 @@ struct Packed {
     codes: Box<[u64]>,
 }
 
+/// Bits per code (an enum: its spare values hold [`Repr`]'s variant, so that a page is 64
+/// bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Width {
+    /// Codes 0 and 1.
+    One = 1,
+    /// Codes 0 to 3.
+    Two = 2,
+}
+
 /// The words of a free code.
 const NO_WORDS: [u16; 2] = [u16::MAX, 0];
 
-/// The largest palette table, in units (`Packed::words` holds word numbers in 16 bits).
-const MAX_PACKED_BITS: u32 = 20;
+/// The largest palette table, in units (`Packed::count` holds up to the table's units in 16
+/// bits).
+const MAX_PACKED_BITS: u32 = 15;
 
 impl Packed {
     /// The codes some unit holds.
@@ -837,7 +871,7 @@ impl Packed {
 
     /// A code for the value `d` when none is used: a free one, or one freed by a merge.
     #[inline(always)]
-    fn new_code<const W: u32>(&mut self, got: &mut [u32; 4]) -> Option<usize> {
+    fn new_code<const W: u32>(&mut self, got: &mut [u16; 4]) -> Option<usize> {
         if let Some(free) = (0..1 << W).find(|&c| self.count[c] == 0) {
             return Some(free);
         }
@@ -876,14 +910,14 @@ impl Packed {
         let word = self.codes[w];
         let range = unit_range::<W>(lo % per_word, hi % per_word);
         let first = (word >> range.trailing_zeros() & ((1 << W) - 1)) as usize;
-        let mut got = [0u32; 4];
+        let mut got = [0u16; 4];
         if code_eq::<W>(word, first) & range == range {
             // The usual case, one code over the range (no popcount: without the instruction,
             // counting would be most of the work).
             if self.value[first] >= d {
                 return Some(None);
             }
-            let n = (hi - lo + 1) as u32;
+            let n = (hi - lo + 1) as u16;
             if n == self.count[first] {
                 // All of the code: it takes the value (unless the table is then one value).
                 if (0..4).all(|c| c == first || self.count[c] == 0 || self.value[c] == d) {
@@ -925,7 +959,7 @@ impl Packed {
             let units = code_eq::<W>(word, c) & rest;
             rest &= !units;
             if self.value[c] < d {
-                got[c] = units.count_ones();
+                got[c] = units.count_ones() as u16;
                 if got[c] == self.count[c] {
                     return None;
                 }
@@ -1033,6 +1067,7 @@ impl RlePresence {
             RlePage {
                 version: 0,
                 max: 0,
+                expansions: 0,
                 repr: if compress {
                     Repr::Uniform(0)
                 } else {
@@ -1192,6 +1227,7 @@ impl RlePage {
                     let freed = p.array_bytes();
                     self.max = v;
                     self.repr = Repr::Uniform(v);
+                    self.expansions = 0;
                     return -(freed as isize);
                 }
                 self.max = p.max_value();
@@ -1217,19 +1253,26 @@ impl RlePage {
         let Repr::Bytes { bytes, .. } = &self.repr else {
             unreachable!("kage-vsm: re-encoding a table that is not bytes");
         };
-        let Some((values, n)) = few_values(bytes) else {
+        let before = bytes_repr_bytes(units) as isize;
+        let (min, max) = min_max(bytes);
+        self.max = max;
+        if min == max {
+            event("bytes to one value");
+            self.repr = Repr::Uniform(min);
+            self.expansions = 0;
+            return -before;
+        }
+        if self.expansions >= MAX_EXPANSIONS {
+            event("bytes stay (expanded before)");
+            return 0;
+        }
+        let Some((values, n)) = few_values(bytes, min, max) else {
             event("bytes stay");
             return 0;
         };
-        let before = bytes_repr_bytes(units) as isize;
-        self.max = values[..n].iter().copied().max().unwrap_or(0);
-        event(["", "bytes to one value", "bytes to 2-bit", "bytes to 2-bit"][n]);
-        if n == 1 {
-            self.repr = Repr::Uniform(values[0]);
-            return -before;
-        }
+        event("bytes to 2-bit");
         let mut p = Packed {
-            width: 2,
+            width: Width::Two,
             hot: 3,
             value: [values[0], values[1], values[2], 0],
             count: [0; 4],
@@ -1240,7 +1283,7 @@ impl RlePage {
             let ones = eq_mask(chunk, values[1]);
             let twos = if n == 3 { eq_mask(chunk, values[2]) } else { 0 };
             for (c, m) in [!(ones | twos), ones, twos].into_iter().enumerate() {
-                p.count[c] += m.count_ones();
+                p.count[c] += m.count_ones() as u16;
                 for half in 0..2 {
                     if (m >> (32 * half)) as u32 != 0 {
                         p.add_words(c, 2 * j + half, 2 * j + half);
@@ -1293,10 +1336,10 @@ impl RlePage {
         runs: &mut Runs<impl FnMut(usize, u64)>,
     ) -> (isize, Option<(usize, usize)>) {
         let in_word = match &mut self.repr {
-            Repr::Packed(p) if p.width == 2 && lo / 32 == hi / 32 => {
+            Repr::Packed(p) if p.width == Width::Two && lo / 32 == hi / 32 => {
                 p.raise_in_word::<2>(lo, hi, d, runs)
             }
-            Repr::Packed(p) if p.width == 1 && lo / 64 == hi / 64 => {
+            Repr::Packed(p) if p.width == Width::One && lo / 64 == hi / 64 => {
                 p.raise_in_word::<1>(lo, hi, d, runs)
             }
             _ => None,
@@ -1330,16 +1373,17 @@ impl RlePage {
                 self.max = self.max.max(d);
                 if n == units {
                     self.repr = Repr::Uniform(d);
+                    self.expansions = 0;
                     return (0, Some((lo, hi)));
                 }
                 let words = units / 64;
                 let mut codes = vec![0u64; words].into_boxed_slice();
                 set_bits(&mut codes, lo, hi);
                 self.repr = Repr::Packed(Packed {
-                    width: 1,
+                    width: Width::One,
                     hot: 1,
                     value: [v, d, 0, 0],
-                    count: [(units - n) as u32, n as u32, 0, 0],
+                    count: [(units - n) as u16, n as u16, 0, 0],
                     words: [
                         [0, (words - 1) as u16],
                         [(lo / 64) as u16, (hi / 64) as u16],
@@ -1350,7 +1394,9 @@ impl RlePage {
                 });
                 (bits_bytes(units) as isize, Some((lo, hi)))
             }
-            Repr::Packed(p) if p.width == 1 => self.raise_packed::<1>(lo, hi, d, units, runs),
+            Repr::Packed(p) if p.width == Width::One => {
+                self.raise_packed::<1>(lo, hi, d, units, runs)
+            }
             Repr::Packed(_) => self.raise_packed::<2>(lo, hi, d, units, runs),
             Repr::Bytes { .. } => unreachable!("kage-vsm: a byte table is not compressed"),
         }
@@ -1383,8 +1429,8 @@ impl RlePage {
         if below == 0 {
             return (0, None);
         }
-        let mut got = [0u32; 4];
-        let report = |p: &Packed, got: &[u32; 4], runs: &mut Runs<_>| {
+        let mut got = [0u16; 4];
+        let report = |p: &Packed, got: &[u16; 4], runs: &mut Runs<_>| {
             for (c, &n) in got.iter().enumerate() {
                 if n != 0 {
                     runs.add(p.value[c], n as u64);
@@ -1487,6 +1533,7 @@ impl RlePage {
             event("raised to one value");
             let freed = p.array_bytes();
             self.repr = Repr::Uniform(v);
+            self.expansions = 0;
             return -(freed as isize);
         }
         if W == 2 && p.used().count() <= 2 && (hi - lo + 1) * 4 >= units {
@@ -1502,7 +1549,7 @@ impl RlePage {
         let Repr::Packed(p) = &mut self.repr else {
             unreachable!("kage-vsm: widening a table without codes");
         };
-        debug_assert_eq!(p.width, 1);
+        debug_assert_eq!(p.width, Width::One);
         event("widen");
         let mut codes = vec![0u64; 2 * p.codes.len()].into_boxed_slice();
         for (pair, &bits) in codes.chunks_exact_mut(2).zip(p.codes.iter()) {
@@ -1514,7 +1561,7 @@ impl RlePage {
             p.words[c] = [2 * first, 2 * last + 1];
         }
         let before = p.array_bytes() as isize;
-        p.width = 2;
+        p.width = Width::Two;
         p.codes = codes;
         p.array_bytes() as isize - before
     }
@@ -1537,7 +1584,7 @@ impl RlePage {
         }
         let half = |w: [u16; 2]| [w[0] / 2, w[1] / 2];
         let narrow = Packed {
-            width: 1,
+            width: Width::One,
             hot: (p.hot as usize == b) as u8,
             value: [p.value[a], p.value[b], 0, 0],
             count: [p.count[a], p.count[b], 0, 0],
@@ -1564,7 +1611,7 @@ impl RlePage {
         let Repr::Packed(p) = &self.repr else {
             unreachable!("kage-vsm: expanding a table without codes");
         };
-        debug_assert_eq!(p.width, 2);
+        debug_assert_eq!(p.width, Width::Two);
         event("expand");
         // A byte of codes (four units) to their four values.
         let four: [u32; 256] = std::array::from_fn(|byte| {
@@ -1596,6 +1643,7 @@ impl RlePage {
         }
         let delta = bytes_repr_bytes(units) as isize - p.array_bytes() as isize;
         self.max = self.max.max(d);
+        self.expansions = self.expansions.saturating_add(1);
         self.repr = Repr::Bytes { bytes, chunk_max };
         (delta, span)
     }
@@ -1945,7 +1993,7 @@ fn scan_codes<const W: u32, const SET: bool>(
     hi: usize,
     from: u32,
     to: usize,
-    got: &mut [u32; 4],
+    got: &mut [u16; 4],
 ) -> Span {
     let per_word = 64 / W as usize;
     let (first_word, last_word) = (lo / per_word, hi / per_word);
@@ -1971,7 +2019,7 @@ fn scan_codes<const W: u32, const SET: bool>(
             if from >> first & 1 == 0 {
                 continue;
             }
-            got[first] += (b - a + 1) as u32;
+            got[first] += (b - a + 1) as u16;
             range
         } else {
             let mut m = 0;
@@ -1980,7 +2028,7 @@ fn scan_codes<const W: u32, const SET: bool>(
                 let c = set.trailing_zeros() as usize;
                 set &= set - 1;
                 let mc = code_eq::<W>(word, c) & range;
-                got[c] += mc.count_ones();
+                got[c] += mc.count_ones() as u16;
                 m |= mc;
             }
             m
@@ -2020,31 +2068,56 @@ fn compact(x: u64) -> u32 {
     (x | x >> 16) as u32
 }
 
-/// The distinct values of `bytes` (a multiple of 8 long) and how many there are, if at most
-/// three (unused entries repeat the first), a word at a time.
-fn few_values(bytes: &[u8]) -> Option<([u8; 3], usize)> {
-    let mut values = [*bytes.first()?; 3];
-    let mut n = 1;
-    let mut splat = [ONES * values[0] as u64; 3];
-    for word in bytes.chunks_exact(8) {
-        let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-        loop {
-            let known =
-                zero_bytes(w ^ splat[0]) | zero_bytes(w ^ splat[1]) | zero_bytes(w ^ splat[2]);
-            let other = !known & HIGHS;
-            if other == 0 {
-                break;
-            }
-            if n == 3 {
-                return None;
-            }
-            values[n] = (w >> (other.trailing_zeros() & !7)) as u8;
-            splat[n] = ONES * values[n] as u64;
-            n += 1;
+/// The distinct values of `bytes`, whose smallest is `min` and largest `max > min`, and how
+/// many there are, if two or three (unused entries repeat the first): whether any other byte
+/// is there, then whether it is the only one (passes the compiler vectorizes; a table that
+/// has more values, the usual case where this fails, costs two of them).
+fn few_values(bytes: &[u8], min: u8, max: u8) -> Option<([u8; 3], usize)> {
+    debug_assert!(min < max);
+    if only_values(bytes, [min, max, max]) {
+        return Some(([min, max, min], 2));
+    }
+    let &mid = bytes.iter().find(|&&b| b != min && b != max)?;
+    only_values(bytes, [min, mid, max]).then_some(([min, mid, max], 3))
+}
+
+/// The smallest and the largest byte (`(255, 0)` for none), 32 lanes at a time.
+#[inline]
+fn min_max(bytes: &[u8]) -> (u8, u8) {
+    const LANES: usize = 32;
+    let (mut min, mut max) = ([u8::MAX; LANES], [0u8; LANES]);
+    let mut blocks = bytes.chunks_exact(LANES);
+    for block in blocks.by_ref() {
+        let block: &[u8; LANES] = block.try_into().expect("a block");
+        for i in 0..LANES {
+            min[i] = min[i].min(block[i]);
+            max[i] = max[i].max(block[i]);
         }
     }
-    debug_assert!(bytes.len().is_multiple_of(8));
-    Some((values, n))
+    let mut lo = min.iter().fold(u8::MAX, |a, &b| a.min(b));
+    let mut hi = max.iter().fold(0, |a, &b| a.max(b));
+    for &b in blocks.remainder() {
+        lo = lo.min(b);
+        hi = hi.max(b);
+    }
+    (lo, hi)
+}
+
+/// Whether every byte is one of `values`, 32 lanes at a time.
+#[inline]
+fn only_values(bytes: &[u8], values: [u8; 3]) -> bool {
+    const LANES: usize = 32;
+    let mut other = [0u8; LANES];
+    let mut blocks = bytes.chunks_exact(LANES);
+    for block in blocks.by_ref() {
+        let block: &[u8; LANES] = block.try_into().expect("a block");
+        for i in 0..LANES {
+            let b = block[i];
+            other[i] |=
+                u8::from(b != values[0]) & u8::from(b != values[1]) & u8::from(b != values[2]);
+        }
+    }
+    other.iter().all(|&o| o == 0) && blocks.remainder().iter().all(|b| values.contains(b))
 }
 
 #[cfg(test)]
@@ -2144,8 +2217,9 @@ mod tests {
             let mut distinct = bytes.clone();
             distinct.sort();
             distinct.dedup();
-            if bytes.len().is_multiple_of(8) {
-                match few_values(&bytes) {
+            let (min, top) = (distinct[0], distinct[distinct.len() - 1]);
+            if min < top {
+                match few_values(&bytes, min, top) {
                     Some((values, n)) => {
                         let mut found = values[..n].to_vec();
                         found.sort();
@@ -2155,6 +2229,12 @@ mod tests {
                     None => assert!(distinct.len() > 3, "{bytes:?}"),
                 }
             }
+            assert_eq!(min_max(&bytes), (min, top));
+            let three = [min, top, distinct[distinct.len() / 2]];
+            assert_eq!(
+                only_values(&bytes, three),
+                bytes.iter().all(|b| three.contains(b))
+            );
             for chunk in bytes.chunks(64) {
                 let mask = (0..chunk.len())
                     .filter(|&i| chunk[i] == d)
@@ -2204,7 +2284,7 @@ mod tests {
                 assert!(width == 1 || width == 2);
                 assert_eq!(p.codes.len(), units * width / 64);
                 let per_word = 64 / width;
-                let mut count = [0u32; 4];
+                let mut count = [0u16; 4];
                 for i in 0..units {
                     let c = (p.codes[i / per_word] >> (i % per_word * width) & 3) as usize;
                     let c = if width == 1 { c & 1 } else { c };
@@ -2249,6 +2329,7 @@ mod tests {
                 let mut page = RlePage {
                     version: 0,
                     max: 0,
+                    expansions: 0,
                     repr: Repr::Uniform(0),
                 };
                 let mut model = vec![0u8; units];
@@ -2371,6 +2452,7 @@ mod tests {
             "bytes to one value",
             "bytes to 2-bit",
             "bytes stay",
+            "bytes stay (expanded before)",
             "word merge (last)",
             "word merge",
             "word relabel",
@@ -2379,6 +2461,13 @@ mod tests {
         }
         assert!(forms.iter().all(|&n| n > 100), "forms reached: {forms:?}");
         assert!(expansions > 10, "{expansions} expansions");
+    }
+
+    #[test]
+    fn a_page_is_one_cache_line_of_bytes() {
+        // The variant lives in `Width`'s spare values.
+        assert_eq!(size_of::<Repr>(), size_of::<Packed>());
+        assert!(size_of::<RlePage>() <= 64, "{}", size_of::<RlePage>());
     }
 
     #[test]
