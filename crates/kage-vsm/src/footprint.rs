@@ -26,33 +26,58 @@
 //! - `slim` (SlimTV, §3.2): the run-length byte plus one 8-byte version per location.
 //! - `bulk` (SlimTV + BulkTV, §3.3, Figure 5): run-length bytes in 64 KiB tag tables, one
 //!   version per table (the paper's footprint configuration).
-//! - `palette` (the default): `bulk` with 4 KiB tag tables kept in the smallest of three
-//!   forms: one value for the whole table (no array), two values (one bit per location), or
-//!   the byte array. Validation shrinks values, so a table usually collapses back to one or
-//!   two values when scrubbed; a write that needs a third value expands it.
+//! - `palette` (the default): `bulk` with 4 KiB tag tables kept in one of four forms: one
+//!   value for the whole table (no array); up to four values as a palette (a value per code)
+//!   and a code per location, of one bit (two codes: 1/8 of the bytes) or two bits (four
+//!   codes: 1/4); or the byte array, only when five values are needed at once.
 //!
-//! Both BulkTV kinds remember, per table, an upper bound of its bytes (`max`: no scrub when
+//! Both BulkTV kinds remember, per table, an upper bound of its values (`max`: no scrub when
 //! Theorem 1 leaves every level up to it valid) and, for byte arrays, one per chunk of 64
 //! units (1/64 more memory): a scrub clamps only the chunks whose bound exceeds the scrub
 //! level. A function called again and again, an inner loop walking a column, a recursion
 //! unwinding, thus cost the chunks their instances touched, not whole tables (Figure 5
-//! scrubs whole tables, which makes nested loops over large arrays quadratic). `palette`
-//! re-encodes a table in its smallest form after a scrub that clamped a quarter of it.
+//! scrubs whole tables, which makes nested loops over large arrays quadratic).
+//!
+//! # Palette tables
+//!
+//! A scrub of a coded table clamps its palette, O(4), never its codes; two codes may then
+//! hold the same value, and all of them one value makes the table one value again. A raise
+//! of a range to `d` counts the range's units per code below `d` (the counters' input) and
+//! gives them a code of value `d`: the one already holding `d`; else a code whose units all
+//! lie in the range takes the value `d` in place (every such code: no unit changes); else a
+//! free code; else two codes of the same value are merged first (the merged code's units
+//! rewritten, within the span of words each code keeps); else one-bit codes widen to two
+//! bits, and a table of four distinct values none of which is raised whole becomes bytes.
+//! Codes are compared, counted and set a word (64 or 32 units) at a time, a word all of one
+//! code without a popcount. Each code keeps its count of units (free at 0) and its span of
+//! words. So in a loop nest, where a table holds rows or elements of several instances
+//! (older rows at some level, this instance's clamped one below `d`, the ones being raised),
+//! an instance changes its range's codes and nothing else, without allocating; a column walk
+//! (a new instance per access in each table) merges the code of the previous instance's
+//! element, one word.
+//!
+//! A one-value table becomes one-bit codes on a partial write, widens on a third value, and
+//! narrows back after a raise that leaves two codes in use when that raise covered a quarter
+//! of the table or more (its cost is then of the order of the raise itself, and small writes
+//! never switch forms back and forth). A byte array is re-encoded after a scrub that clamped
+//! a quarter of its chunks, when it holds at most three values (a code left for the write
+//! that follows the scrub, which is above every value): four stay bytes, since that write
+//! would expand them again; and a table whose codes became bytes twice since it last held one
+//! value (a stack under a recursion, which keeps needing five values) goes back only to one
+//! value. A page (version, bound, form, palette, counts, spans) is 64 bytes.
+//!
+//! # Ranges
 //!
 //! Accesses of any size are applied a range at a time, split at table boundaries (the
 //! run-length kinds; `baseline` and `slim` go unit by unit): a byte array is compared and
 //! raised a word (8 bytes) at a time — a word already at `d` skipped, a word of one value
-//! counted at once, 32 bytes of one value on long ranges —, a one-value table becomes two
-//! values or one, a two-value table sets the range's bits and counts them, and the counters
-//! are updated once per run of units with the same previous run length. The line shadow is
-//! then touched over the lines from the first to the last new location of each piece (the
-//! others are not new), except the line touched last since the last enter (already at every
-//! active level). An access of at most 8 locations in one byte or two-value table takes a
-//! shorter path: one word loaded, compared and stored. A scrub finds the chunks to clamp
-//! 8 bounds at a time, and a re-encoding that would yield two values both below the depth
-//! of the write about to follow keeps the byte array (with exact chunk bounds): that write
-//! would expand it again at once (a table touched once per instance of a loop would
-//! otherwise be re-encoded and expanded, allocating, on every instance).
+//! counted at once, 32 bytes of one value on long ranges —, coded tables as above, and the
+//! counters are updated once per run of units with the same previous run length. The line
+//! shadow is then touched over the lines from the first to the last new location of each
+//! piece (the others are not new), except the line touched last since the last enter
+//! (already at every active level). An access of at most 8 locations within one word of a
+//! byte array or of codes takes a shorter path: one word loaded, compared and stored. A scrub
+//! finds the chunks of a byte array to clamp 8 bounds at a time.
 //!
 //! Tags are bytes: at most [`MAX_LEVELS`] levels are tracked (the paper's 256-level limit);
 //! [`Footprint::enter`] refuses deeper levels and the caller accounts for them.
@@ -81,7 +106,8 @@ pub enum FpKind {
     Slim,
     /// SlimTV + BulkTV: run-length bytes, a version per 64 KiB tag table.
     Bulk,
-    /// BulkTV with 4 KiB tag tables stored as one value, one bit or one byte per location.
+    /// BulkTV with 4 KiB tag tables stored as one value, a palette of up to four values with
+    /// a code of one or two bits per location, or one byte per location.
     Palette,
 }
 
@@ -293,10 +319,10 @@ impl Footprint {
         self.access_range(addr, size);
     }
 
-    /// The usual access, in one word: at most 8 locations in one table, once validated as
-    /// bytes (all new with the same previous run length, or none new) or as two values the
-    /// higher of which is the depth. Returns `false`, changing nothing but the validation,
-    /// for anything else.
+    /// The usual access, in one word: at most 8 locations in one table, once validated. As
+    /// bytes: all new with the same previous run length, or none new; a coded or one-value
+    /// table: any (one word of codes when they lie in one, else the table's range update).
+    /// Returns `false`, changing nothing but the validation, for anything else.
     #[inline(always)]
     fn access_word(&mut self, addr: u64, size: u64) -> bool {
         let Some(Presence::Rle(rle)) = &mut self.location_shadow else {
@@ -322,31 +348,9 @@ impl Footprint {
         let d8 = d as u8;
         let (bytes, chunk_max) = match &mut page.repr {
             Repr::Bytes { bytes, chunk_max } => (bytes, chunk_max),
-            &mut Repr::Uniform(v) => return v >= d8,
-            Repr::Bits {
-                lo: low,
-                hi: high,
-                ones,
-                bits,
-            } => {
-                if *high != d8 {
-                    return false;
-                }
-                let (n, _) = set_bits(bits, lo, hi);
-                if n == 0 {
-                    return true;
-                }
-                add_levels(&mut self.locations, *low as usize, d, n as u64);
-                *ones += n;
-                if *ones as usize == 1 << table_bits {
-                    page.repr = Repr::Uniform(d8);
-                    rle.array_bytes -= bits_bytes(1 << table_bits);
-                    rle.changed = true;
-                    self.changed = true;
-                }
-                self.touch_lines_of(first, last, d);
-                return true;
-            }
+            &mut Repr::Uniform(v) if v >= d8 => return true,
+            // Kept out of line: the byte path above stays small enough to inline.
+            _ => return self.access_coded(page, first, lo, hi),
         };
         // `n <= 8` units from `lo`; the word's other bytes are kept.
         let n = hi - lo + 1;
@@ -367,6 +371,32 @@ impl Footprint {
         page.max = page.max.max(d8);
         add_levels(&mut self.locations, valid as usize, d, n as u64);
         self.touch_lines_of(first, last, d);
+        true
+    }
+
+    /// [`access_word`](Self::access_word) on a validated coded table, or one of a single
+    /// value below the depth.
+    #[inline(never)]
+    fn access_coded(&mut self, page: *mut RlePage, first: u64, lo: usize, hi: usize) -> bool {
+        let Some(Presence::Rle(rle)) = &mut self.location_shadow else {
+            unreachable!("kage-vsm: a coded table without a run-length shadow");
+        };
+        let table_bits = rle.table_bits;
+        let d = self.versions.depth();
+        // SAFETY: as in `RlePresence::touch`; `access_word` holds no other reference to it.
+        let page = unsafe { &mut *page };
+        let locations = &mut self.locations;
+        let mut runs = Runs::new(|valid, n| add_levels(locations, valid, d, n));
+        let (delta, span) = page.raise_compressed(lo, hi, d as u8, 1 << table_bits, &mut runs);
+        runs.finish();
+        if delta != 0 {
+            rle.array_bytes = rle.array_bytes.wrapping_add_signed(delta);
+            self.changed = true;
+        }
+        if let Some((a, b)) = span {
+            let base = first & !((1u64 << table_bits) - 1);
+            self.touch_lines_of(base + a as u64, base + b as u64, d);
+        }
         true
     }
 
@@ -436,6 +466,15 @@ impl Footprint {
     #[inline]
     pub fn take_changed(&mut self) -> bool {
         std::mem::take(&mut self.changed)
+    }
+
+    /// How many tag tables of the location shadow (the line shadow when locations are lines)
+    /// are in each form, by name (a diagnostic, O(tables)); empty for kinds without forms.
+    pub fn table_forms(&self) -> Vec<(&'static str, usize)> {
+        match self.location_shadow.as_ref().unwrap_or(&self.line_shadow) {
+            Presence::Rle(rle) => rle.forms(),
+            _ => Vec::new(),
+        }
     }
 
     /// Exact bytes this structure holds on the heap (O(1)).
@@ -691,27 +730,282 @@ unsafe impl Send for RlePresence {}
 struct RlePage {
     /// The innermost version at the last validation; 0: never.
     version: u64,
-    /// No byte of the page exceeds this.
+    /// No unit of the page holds more than this.
     max: u8,
+    /// How many times (saturating) codes became bytes since the page last held one value.
+    expansions: u8,
     repr: Repr,
 }
+
+/// A page whose codes became bytes this many times since it last held one value goes back
+/// to codes only as one value: the values it takes at once keep exceeding four (a recursion
+/// over its stack), so re-encoding would be undone.
+const MAX_EXPANSIONS: u8 = 2;
 
 #[derive(Debug)]
 enum Repr {
     /// Every unit holds this value.
     Uniform(u8),
-    /// Units whose bit is set hold `hi`, the others `lo` (`lo < hi`); `ones` bits are set.
-    Bits {
-        lo: u8,
-        hi: u8,
-        ones: u32,
-        bits: Box<[u64]>,
-    },
+    /// At most four values: a code of one or two bits per unit (palette tables only).
+    Packed(Packed),
     /// A byte per unit, and per chunk of 64 units a bound on its bytes (`chunk_max`).
     Bytes {
         bytes: Box<[u8]>,
         chunk_max: Box<[u8]>,
     },
+}
+
+/// A table of at most four values: per unit a code of `width` bits, per code a value (a
+/// palette). A scrub clamps the values, not the codes; a raise gives the raised units a code
+/// whose value is the depth, found or made (a code raised whole takes the new value, a free
+/// code is taken, or two codes of the same value are merged first).
+#[derive(Debug)]
+struct Packed {
+    /// Bits per code.
+    width: Width,
+    /// Per code, its value. A code no unit holds is free, whatever its value; two codes may
+    /// hold the same value (a scrub clamps both to the same level).
+    value: [u8; 4],
+    /// Per code, how many units hold it (together: the table's units).
+    count: [u16; 4],
+    /// Per code, the first and the last word of `codes` that may hold it (`NO_WORDS` for a
+    /// free code): a merge rewrites the words of the code merged, not the whole table.
+    words: [[u16; 2]; 4],
+    /// The code given the depth at the last raise (a hint for the next one).
+    hot: u8,
+    /// Unit `i`'s code in bits `width * i..width * (i + 1)`.
+    codes: Box<[u64]>,
+}
+
+/// Bits per code (an enum: its spare values hold [`Repr`]'s variant, so that a page is 64
+/// bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Width {
+    /// Codes 0 and 1.
+    One = 1,
+    /// Codes 0 to 3.
+    Two = 2,
+}
+
+/// The words of a free code.
+const NO_WORDS: [u16; 2] = [u16::MAX, 0];
+
+/// The largest palette table, in units (`Packed::count` holds up to the table's units in 16
+/// bits).
+const MAX_PACKED_BITS: u32 = 15;
+
+impl Packed {
+    /// The codes some unit holds.
+    #[inline]
+    fn used(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..4).filter(|&c| self.count[c] != 0)
+    }
+
+    /// The value of every unit, if they all hold the same.
+    #[inline]
+    fn one_value(&self) -> Option<u8> {
+        let mut used = self.used();
+        let v = self.value[used.next()?];
+        used.all(|c| self.value[c] == v).then_some(v)
+    }
+
+    fn max_value(&self) -> u8 {
+        self.used().map(|c| self.value[c]).max().unwrap_or(0)
+    }
+
+    #[inline]
+    fn value_at(&self, unit: usize) -> u8 {
+        let width = self.width as usize;
+        // 64 or 32 units per word (no division).
+        let per_word_bits = 7 - width;
+        let at = (unit & ((1 << per_word_bits) - 1)) * width;
+        let code = self.codes[unit >> per_word_bits] >> at & ((1 << width) - 1);
+        self.value[code as usize]
+    }
+
+    fn array_bytes(&self) -> usize {
+        self.codes.len() * size_of::<u64>()
+    }
+
+    #[inline]
+    fn add_words(&mut self, code: usize, first: usize, last: usize) {
+        let words = &mut self.words[code];
+        words[0] = words[0].min(first as u16);
+        words[1] = words[1].max(last as u16);
+    }
+
+    /// Two used codes of the same value, if any: (the one to merge, the one to keep), the
+    /// merged one spanning the fewest words.
+    fn duplicate(&self) -> Option<(usize, usize)> {
+        let mut best: Option<(usize, usize)> = None;
+        let mut best_span = u16::MAX;
+        for a in 0..4 {
+            for b in a + 1..4 {
+                if self.count[a] == 0 || self.count[b] == 0 || self.value[a] != self.value[b] {
+                    continue;
+                }
+                let (sa, sb) = (
+                    self.words[a][1] - self.words[a][0],
+                    self.words[b][1] - self.words[b][0],
+                );
+                let (pair, span) = if sa <= sb { ((a, b), sa) } else { ((b, a), sb) };
+                if best.is_none() || span < best_span {
+                    best = Some(pair);
+                    best_span = span;
+                }
+            }
+        }
+        best
+    }
+
+    /// A used code of value `d`, if any (`hot` first).
+    #[inline(always)]
+    fn code_of(&self, d: u8) -> Option<usize> {
+        let hot = self.hot as usize;
+        if self.count[hot] != 0 && self.value[hot] == d {
+            return Some(hot);
+        }
+        (0..4).find(|&c| self.count[c] != 0 && self.value[c] == d)
+    }
+
+    /// A code for the value `d` when none is used: a free one, or one freed by a merge.
+    #[inline(always)]
+    fn new_code<const W: u32>(&mut self, got: &mut [u16; 4]) -> Option<usize> {
+        if let Some(free) = (0..1 << W).find(|&c| self.count[c] == 0) {
+            return Some(free);
+        }
+        // The code raised last is usually small and now equal to another (a scrub clamped
+        // it): merge it without a search.
+        let hot = self.hot as usize;
+        let (from, into) = match (0..4).find(|&c| c != hot && self.value[c] == self.value[hot]) {
+            Some(other) if self.count[other] != 0 && self.count[hot] != 0 => (hot, other),
+            _ => self.duplicate()?,
+        };
+        event(if from == hot {
+            "word merge (last)"
+        } else {
+            "word merge"
+        });
+        self.merge::<W>(from, into);
+        got[into] += std::mem::take(&mut got[from]);
+        Some(from)
+    }
+
+    /// [`RlePage::raise_compressed`] for units `lo..=hi` of one word of codes, when no code
+    /// runs out of units and no code must be added: the usual small access. Returns `None`,
+    /// having changed nothing but maybe merged two codes of the same value, when the
+    /// general path is needed.
+    #[inline(always)]
+    fn raise_in_word<const W: u32>(
+        &mut self,
+        lo: usize,
+        hi: usize,
+        d: u8,
+        runs: &mut Runs<impl FnMut(usize, u64)>,
+    ) -> Option<Option<(usize, usize)>> {
+        let per_word = 64 / W as usize;
+        let w = lo / per_word;
+        debug_assert_eq!(hi / per_word, w);
+        let word = self.codes[w];
+        let range = unit_range::<W>(lo % per_word, hi % per_word);
+        let first = (word >> range.trailing_zeros() & ((1 << W) - 1)) as usize;
+        let mut got = [0u16; 4];
+        if code_eq::<W>(word, first) & range == range {
+            // The usual case, one code over the range (no popcount: without the instruction,
+            // counting would be most of the work).
+            if self.value[first] >= d {
+                return Some(None);
+            }
+            let n = (hi - lo + 1) as u16;
+            if n == self.count[first] {
+                // All of the code: it takes the value (unless the table is then one value).
+                if (0..4).all(|c| c == first || self.count[c] == 0 || self.value[c] == d) {
+                    return None;
+                }
+                event("word relabel");
+                runs.add(self.value[first], n as u64);
+                self.value[first] = d;
+                self.hot = first as u8;
+                return Some(Some((lo, hi)));
+            }
+            let (t, from) = match self.code_of(d) {
+                Some(t) => (t, first),
+                None => {
+                    got[first] = n;
+                    let t = self.new_code::<W>(&mut got)?;
+                    // After a merge, `first`'s units may be another code's (same value).
+                    (
+                        t,
+                        got.iter().position(|&g| g != 0).expect("the units counted"),
+                    )
+                }
+            };
+            let word = self.codes[w];
+            self.codes[w] = (word & !unit_bits::<W>(range)) | (range * t as u64);
+            runs.add(self.value[from], n as u64);
+            self.count[from] -= n;
+            self.count[t] += n;
+            self.value[t] = d;
+            self.hot = t as u8;
+            self.add_words(t, w, w);
+            return Some(Some((lo, hi)));
+        }
+        // The units below `d`, per code: one step per code present in the range.
+        let mut below = 0u64;
+        let mut rest = range;
+        while rest != 0 {
+            let c = (word >> rest.trailing_zeros() & ((1 << W) - 1)) as usize;
+            let units = code_eq::<W>(word, c) & rest;
+            rest &= !units;
+            if self.value[c] < d {
+                got[c] = units.count_ones() as u16;
+                if got[c] == self.count[c] {
+                    return None;
+                }
+                below |= units;
+            }
+        }
+        if below == 0 {
+            return Some(None);
+        }
+        let t = match self.code_of(d) {
+            Some(t) => t,
+            None => self.new_code::<W>(&mut got)?,
+        };
+        // Reloaded: a merge may have rewritten it (the units below `d` are the same).
+        let word = self.codes[w];
+        self.codes[w] = (word & !unit_bits::<W>(below)) | (below * t as u64);
+        for (c, &n) in got.iter().enumerate() {
+            if n != 0 {
+                runs.add(self.value[c], n as u64);
+                self.count[c] -= n;
+                self.count[t] += n;
+            }
+        }
+        self.value[t] = d;
+        self.hot = t as u8;
+        self.add_words(t, w, w);
+        Some(Some((
+            w * per_word + below.trailing_zeros() as usize / W as usize,
+            w * per_word + (63 - below.leading_zeros() as usize) / W as usize,
+        )))
+    }
+
+    /// Gives the units of code `from` the code `into`, which has the same value: `from`
+    /// becomes free. Rewrites `from`'s words only.
+    fn merge<const W: u32>(&mut self, from: usize, into: usize) {
+        debug_assert_eq!(self.value[from], self.value[into]);
+        let [first, last] = self.words[from];
+        for word in &mut self.codes[first as usize..=last as usize] {
+            let m = code_eq::<W>(*word, from);
+            *word = (*word & !unit_bits::<W>(m)) | (m * into as u64);
+        }
+        self.count[into] += self.count[from];
+        self.count[from] = 0;
+        self.add_words(into, first as usize, last as usize);
+        self.words[from] = NO_WORDS;
+    }
 }
 
 /// Chunks of a byte array: 64 units each (a table has at least one).
@@ -735,6 +1029,10 @@ fn new_bytes(units: usize, fill: u8) -> Repr {
 
 impl RlePresence {
     fn new(table_bits: u32, compress: bool) -> Self {
+        assert!(
+            !compress || table_bits <= MAX_PACKED_BITS,
+            "kage-vsm: palette tables of 2^{table_bits} units (at most 2^{MAX_PACKED_BITS})"
+        );
         Self {
             table_bits,
             compress,
@@ -769,6 +1067,7 @@ impl RlePresence {
             RlePage {
                 version: 0,
                 max: 0,
+                expansions: 0,
                 repr: if compress {
                     Repr::Uniform(0)
                 } else {
@@ -878,6 +1177,19 @@ impl RlePresence {
     fn heap_bytes(&self) -> usize {
         self.pages.heap_bytes() + self.array_bytes
     }
+
+    fn forms(&self) -> Vec<(&'static str, usize)> {
+        let mut forms = vec![("uniform", 0), ("1-bit", 0), ("2-bit", 0), ("bytes", 0)];
+        for (_, page) in self.pages.iter() {
+            let form = match &page.repr {
+                Repr::Uniform(_) => 0,
+                Repr::Packed(p) => p.width as usize,
+                Repr::Bytes { .. } => 3,
+            };
+            forms[form].1 += 1;
+        }
+        forms
+    }
 }
 
 fn bits_bytes(units: usize) -> usize {
@@ -885,7 +1197,7 @@ fn bits_bytes(units: usize) -> usize {
 }
 
 impl RlePage {
-    /// Figure 5 on run-length bytes: clamp every byte to the valid prefix. Returns the change
+    /// Figure 5 on run-length bytes: clamp every unit to the valid prefix. Returns the change
     /// in array bytes.
     fn validate(&mut self, current: &[u64], units: usize, compress: bool) -> isize {
         let scrub = max_valid_level(self.version, current) as u8;
@@ -893,21 +1205,33 @@ impl RlePage {
         if scrub >= self.max {
             return 0;
         }
+        self.scrub(scrub, units, compress)
+    }
+
+    /// Clamps every unit to `scrub` (below `max`). Returns the change in array bytes.
+    fn scrub(&mut self, scrub: u8, units: usize, compress: bool) -> isize {
         self.max = scrub;
         match &mut self.repr {
             Repr::Uniform(v) => {
-                *v = scrub;
+                *v = (*v).min(scrub);
+                self.max = *v;
                 0
             }
-            Repr::Bits { lo, hi, .. } => {
-                *hi = scrub;
-                if *lo >= scrub {
-                    // Both values clamp to `scrub`.
-                    self.repr = Repr::Uniform(scrub);
-                    -(bits_bytes(units) as isize)
-                } else {
-                    0
+            Repr::Packed(p) => {
+                // The palette only: codes stay, values that become equal stay two codes.
+                for v in &mut p.value {
+                    *v = (*v).min(scrub);
                 }
+                if let Some(v) = p.one_value() {
+                    event("scrubbed to one value");
+                    let freed = p.array_bytes();
+                    self.max = v;
+                    self.repr = Repr::Uniform(v);
+                    self.expansions = 0;
+                    return -(freed as isize);
+                }
+                self.max = p.max_value();
+                0
             }
             Repr::Bytes { bytes, chunk_max } => {
                 let clamped = clamp_chunks(bytes, chunk_max, scrub);
@@ -916,58 +1240,69 @@ impl RlePage {
                 if !compress || clamped * 4 < chunk_max.len() {
                     return 0;
                 }
-                self.reencode(current.len(), units)
+                self.reencode(units)
             }
         }
     }
 
-    /// A byte table in its smallest form after a scrub, unless a write of `d` (about to
-    /// follow) would expand it to bytes again at once. Returns the change in array bytes.
-    fn reencode(&mut self, d: usize, units: usize) -> isize {
-        let Repr::Bytes { bytes, chunk_max } = &mut self.repr else {
+    /// A byte table of at most three values as one value or as codes of two bits (a code
+    /// left free for the write that follows the scrub, which is above every value). Four
+    /// values stay bytes: that write would expand them again, unless it covered every unit
+    /// of one value. Returns the change in array bytes.
+    fn reencode(&mut self, units: usize) -> isize {
+        let Repr::Bytes { bytes, .. } = &self.repr else {
             unreachable!("kage-vsm: re-encoding a table that is not bytes");
         };
+        let before = bytes_repr_bytes(units) as isize;
         let (min, max) = min_max(bytes);
         self.max = max;
         if min == max {
+            event("bytes to one value");
             self.repr = Repr::Uniform(min);
-            return -(bytes_repr_bytes(units) as isize);
+            self.expansions = 0;
+            return -before;
         }
-        if !only_two_values(bytes, min, max) {
+        if self.expansions >= MAX_EXPANSIONS {
+            event("bytes stay (expanded before)");
             return 0;
         }
-        if (max as usize) < d {
-            // The write (of `d`, above both values) would expand two values to bytes at
-            // once: stay bytes, with the exact chunk bounds that expansion computes.
-            if let [m] = &mut chunk_max[..] {
-                *m = max;
-            } else {
-                for (m, chunk) in chunk_max.iter_mut().zip(bytes.chunks(1 << CHUNK_SHIFT)) {
-                    *m = if eq_mask(chunk, max) != 0 { max } else { min };
+        let Some((values, n)) = few_values(bytes, min, max) else {
+            event("bytes stay");
+            return 0;
+        };
+        event("bytes to 2-bit");
+        let mut p = Packed {
+            width: Width::Two,
+            hot: 3,
+            value: [values[0], values[1], values[2], 0],
+            count: [0; 4],
+            words: [NO_WORDS; 4],
+            codes: vec![0; units / 32].into_boxed_slice(),
+        };
+        for (j, chunk) in bytes.chunks_exact(64).enumerate() {
+            let ones = eq_mask(chunk, values[1]);
+            let twos = if n == 3 { eq_mask(chunk, values[2]) } else { 0 };
+            for (c, m) in [!(ones | twos), ones, twos].into_iter().enumerate() {
+                p.count[c] += m.count_ones() as u16;
+                for half in 0..2 {
+                    if (m >> (32 * half)) as u32 != 0 {
+                        p.add_words(c, 2 * j + half, 2 * j + half);
+                    }
                 }
             }
-            return 0;
+            p.codes[2 * j] = spread(ones as u32) | spread(twos as u32) << 1;
+            p.codes[2 * j + 1] = spread((ones >> 32) as u32) | spread((twos >> 32) as u32) << 1;
         }
-        let mut bits = vec![0u64; units.div_ceil(64)].into_boxed_slice();
-        let mut ones = 0;
-        for (word, chunk) in bits.iter_mut().zip(bytes.chunks(64)) {
-            *word = eq_mask(chunk, max);
-            ones += word.count_ones();
-        }
-        self.repr = Repr::Bits {
-            lo: min,
-            hi: max,
-            ones,
-            bits,
-        };
-        bits_bytes(units) as isize - bytes_repr_bytes(units) as isize
+        let after = p.array_bytes() as isize;
+        self.repr = Repr::Packed(p);
+        after - before
     }
 
     /// The tag update on a validated page: the unit at `offset` becomes `d` if it was less.
     /// Returns its valid run length before and the change in array bytes.
     #[inline]
     fn set(&mut self, offset: usize, d: u8, units: usize) -> (u8, isize) {
-        match &mut self.repr {
+        let old = match &mut self.repr {
             Repr::Bytes { bytes, chunk_max } => {
                 let old = bytes[offset];
                 if old < d {
@@ -976,58 +1311,51 @@ impl RlePage {
                     *m = (*m).max(d);
                     self.max = self.max.max(d);
                 }
-                (old, 0)
+                return (old, 0);
             }
-            Repr::Uniform(v) => {
-                let old = *v;
-                if old >= d {
-                    return (old, 0);
-                }
-                let mut bits = vec![0u64; units.div_ceil(64)].into_boxed_slice();
-                bits[offset / 64] |= 1 << (offset % 64);
-                self.repr = Repr::Bits {
-                    lo: old,
-                    hi: d,
-                    ones: 1,
-                    bits,
-                };
-                self.max = d;
-                (old, bits_bytes(units) as isize)
+            &mut Repr::Uniform(v) => v,
+            Repr::Packed(p) => p.value_at(offset),
+        };
+        if old >= d {
+            return (old, 0);
+        }
+        let (delta, _) = self.raise_compressed(offset, offset, d, units, &mut Runs::new(|_, _| {}));
+        (old, delta)
+    }
+
+    /// The range update of [`RlePresence::touch_range`] on a validated table that is not
+    /// bytes: units `lo..=hi` below `d` become `d`. Returns the change in array bytes and
+    /// the first and the last unit raised, if any.
+    #[inline(always)]
+    fn raise_compressed(
+        &mut self,
+        lo: usize,
+        hi: usize,
+        d: u8,
+        units: usize,
+        runs: &mut Runs<impl FnMut(usize, u64)>,
+    ) -> (isize, Option<(usize, usize)>) {
+        let in_word = match &mut self.repr {
+            Repr::Packed(p) if p.width == Width::Two && lo / 32 == hi / 32 => {
+                p.raise_in_word::<2>(lo, hi, d, runs)
             }
-            Repr::Bits { lo, hi, ones, bits } => {
-                let word = &mut bits[offset / 64];
-                let mask = 1u64 << (offset % 64);
-                let set = *word & mask != 0;
-                let old = if set { *hi } else { *lo };
-                if old >= d {
-                    return (old, 0);
-                }
-                if !set && d == *hi {
-                    *word |= mask;
-                    *ones += 1;
-                    if *ones as usize == units {
-                        let hi = *hi;
-                        self.repr = Repr::Uniform(hi);
-                        return (old, -(bits_bytes(units) as isize));
-                    }
-                    return (old, 0);
-                }
-                // A third value: expand to bytes. Every other unit holds at most `hi`.
-                self.expand(units);
-                let (valid, _) = self.set(offset, d, units);
-                debug_assert_eq!(valid, old);
-                (
-                    old,
-                    bytes_repr_bytes(units) as isize - bits_bytes(units) as isize,
-                )
+            Repr::Packed(p) if p.width == Width::One && lo / 64 == hi / 64 => {
+                p.raise_in_word::<1>(lo, hi, d, runs)
             }
+            _ => None,
+        };
+        match in_word {
+            Some(span) => {
+                self.max = self.max.max(d);
+                (0, span)
+            }
+            None => self.raise_table(lo, hi, d, units, runs),
         }
     }
 
-    /// The range update of [`RlePresence::touch_range`] on a validated one- or two-value
-    /// table: units `lo..=hi` below `d` become `d`. Returns the change in array bytes and
-    /// the first and the last unit raised, if any.
-    fn raise_compressed(
+    /// [`raise_compressed`](Self::raise_compressed) but for one word of codes.
+    #[inline(never)]
+    fn raise_table(
         &mut self,
         lo: usize,
         hi: usize,
@@ -1042,86 +1370,282 @@ impl RlePage {
                 }
                 let n = hi - lo + 1;
                 runs.add(v, n as u64);
-                self.max = d;
+                self.max = self.max.max(d);
                 if n == units {
                     self.repr = Repr::Uniform(d);
+                    self.expansions = 0;
                     return (0, Some((lo, hi)));
                 }
-                let mut bits = vec![0u64; units.div_ceil(64)].into_boxed_slice();
-                set_bits(&mut bits, lo, hi);
-                self.repr = Repr::Bits {
-                    lo: v,
-                    hi: d,
-                    ones: n as u32,
-                    bits,
-                };
+                let words = units / 64;
+                let mut codes = vec![0u64; words].into_boxed_slice();
+                set_bits(&mut codes, lo, hi);
+                self.repr = Repr::Packed(Packed {
+                    width: Width::One,
+                    hot: 1,
+                    value: [v, d, 0, 0],
+                    count: [(units - n) as u16, n as u16, 0, 0],
+                    words: [
+                        [0, (words - 1) as u16],
+                        [(lo / 64) as u16, (hi / 64) as u16],
+                        NO_WORDS,
+                        NO_WORDS,
+                    ],
+                    codes,
+                });
                 (bits_bytes(units) as isize, Some((lo, hi)))
             }
-            Repr::Bits {
-                lo: low,
-                hi: high,
-                ones,
-                bits,
-            } if *high == d => {
-                // Set the range's clear bits: each was `low`.
-                let (n, span) = set_bits(bits, lo, hi);
-                if n == 0 {
-                    return (0, None);
-                }
-                runs.add(*low, n as u64);
-                *ones += n;
-                if *ones as usize == units {
-                    self.repr = Repr::Uniform(d);
-                    return (-(bits_bytes(units) as isize), span);
-                }
-                (0, span)
+            Repr::Packed(p) if p.width == Width::One => {
+                self.raise_packed::<1>(lo, hi, d, units, runs)
             }
-            Repr::Bits { .. } => {
-                // After validation `lo < hi <= d`: `hi < d` here, every unit of the range
-                // takes a third value. Expand to bytes and raise them.
-                self.expand(units);
-                let Repr::Bytes { bytes, chunk_max } = &mut self.repr else {
-                    unreachable!("kage-vsm: expanded to bytes");
-                };
-                let span = raise_bytes(&mut bytes[lo..=hi], d, runs).map(|(a, b)| (lo + a, lo + b));
-                for m in &mut chunk_max[lo >> CHUNK_SHIFT..=hi >> CHUNK_SHIFT] {
-                    *m = (*m).max(d);
-                }
-                self.max = self.max.max(d);
-                (
-                    bytes_repr_bytes(units) as isize - bits_bytes(units) as isize,
-                    span,
-                )
-            }
+            Repr::Packed(_) => self.raise_packed::<2>(lo, hi, d, units, runs),
             Repr::Bytes { .. } => unreachable!("kage-vsm: a byte table is not compressed"),
         }
     }
 
-    /// A two-value table as bytes (the same values; chunk bounds exact).
-    #[cold]
-    fn expand(&mut self, units: usize) {
-        let Repr::Bits { lo, hi, bits, .. } = &self.repr else {
-            unreachable!("kage-vsm: expanding a table that is not two-valued");
+    /// [`raise_compressed`](Self::raise_compressed) on codes of `W` bits.
+    #[inline(never)]
+    fn raise_packed<const W: u32>(
+        &mut self,
+        lo: usize,
+        hi: usize,
+        d: u8,
+        units: usize,
+        runs: &mut Runs<impl FnMut(usize, u64)>,
+    ) -> (isize, Option<(usize, usize)>) {
+        let Repr::Packed(p) = &mut self.repr else {
+            unreachable!("kage-vsm: raising codes of a table that has none");
         };
-        let (lo, hi) = (*lo, *hi);
-        let mut bytes = vec![lo; units].into_boxed_slice();
-        for (chunk, &word) in bytes.chunks_mut(64).zip(bits.iter()) {
-            if word == u64::MAX {
-                chunk.fill(hi);
-                continue;
-            }
-            let mut rest = word;
-            while rest != 0 {
-                chunk[rest.trailing_zeros() as usize] = hi;
-                rest &= rest - 1;
+        debug_assert_eq!(p.width as u32, W);
+        let per_word = 64 / W as usize;
+        // The codes in use below `d`, and one whose value is `d`.
+        let (mut below, mut target) = (0u32, None);
+        for c in p.used() {
+            match p.value[c].cmp(&d) {
+                std::cmp::Ordering::Less => below |= 1 << c,
+                std::cmp::Ordering::Equal => target = Some(c),
+                std::cmp::Ordering::Greater => {}
             }
         }
-        // A chunk is exactly one word of the bitmap.
-        let chunk_max: Box<[u8]> = bits
-            .iter()
-            .map(|&word| if word != 0 { hi } else { lo })
+        if below == 0 {
+            return (0, None);
+        }
+        let mut got = [0u16; 4];
+        let report = |p: &Packed, got: &[u16; 4], runs: &mut Runs<_>| {
+            for (c, &n) in got.iter().enumerate() {
+                if n != 0 {
+                    runs.add(p.value[c], n as u64);
+                }
+            }
+        };
+        let (t, span) = if let Some(t) = target {
+            // One pass: count the units below `d` per code and give them code `t`.
+            let Some(span) = scan_codes::<W, true>(&mut p.codes, lo, hi, below, t, &mut got).get()
+            else {
+                return (0, None);
+            };
+            report(p, &got, runs);
+            (t, span)
+        } else {
+            let Some(span) = scan_codes::<W, false>(&mut p.codes, lo, hi, below, 0, &mut got).get()
+            else {
+                return (0, None);
+            };
+            let (mut whole, mut partial) = (0u32, 0u32);
+            for (c, &n) in got.iter().enumerate() {
+                if n == p.count[c] && n != 0 {
+                    whole |= 1 << c;
+                } else if n != 0 {
+                    partial |= 1 << c;
+                }
+            }
+            if partial == 0 {
+                // Every code raised is raised whole: it takes the value `d`, no unit changes.
+                event("relabel all");
+                report(p, &got, runs);
+                for c in 0..4 {
+                    if whole >> c & 1 != 0 {
+                        p.value[c] = d;
+                        p.hot = c as u8;
+                    }
+                }
+                self.max = self.max.max(d);
+                return (self.after_raise::<W>(lo, hi, units), Some(span));
+            }
+            let free = (0..1 << W).find(|&c| p.count[c] == 0);
+            let t = if whole != 0 {
+                event("relabel one");
+                whole.trailing_zeros() as usize
+            } else if let Some(free) = free {
+                event("free code");
+                free
+            } else if let Some((from, into)) = p.duplicate() {
+                event("merge");
+                p.merge::<W>(from, into);
+                got[into] += std::mem::take(&mut got[from]);
+                from
+            } else if W == 1 {
+                // Two values in use, a third needed: two bits per unit.
+                let widened = self.widen();
+                let (delta, span) = self.raise_packed::<2>(lo, hi, d, units, runs);
+                return (widened + delta, span);
+            } else {
+                // Four values in use, none raised whole: a fifth needs bytes.
+                return self.expand_and_raise(lo, hi, d, units, runs);
+            };
+            report(p, &got, runs);
+            // `t`'s units in the range (if any) are all below `d`; the others take `t`.
+            let rest = (0..4)
+                .filter(|&c| c != t && got[c] != 0)
+                .fold(0, |set, c| set | 1 << c);
+            scan_codes::<W, true>(&mut p.codes, span.0, span.1, rest, t, &mut [0; 4]);
+            (t, span)
+        };
+        // Move the counts to `t`.
+        let Repr::Packed(p) = &mut self.repr else {
+            unreachable!("kage-vsm: still codes");
+        };
+        p.value[t] = d;
+        p.hot = t as u8;
+        for (c, &n) in got.iter().enumerate() {
+            if c != t && n != 0 {
+                p.count[c] -= n;
+                p.count[t] += n;
+                if p.count[c] == 0 {
+                    p.words[c] = NO_WORDS;
+                }
+            }
+        }
+        p.add_words(t, span.0 / per_word, span.1 / per_word);
+        self.max = self.max.max(d);
+        (self.after_raise::<W>(lo, hi, units), Some(span))
+    }
+
+    /// After raising units `lo..=hi` of a table of codes: one value if every unit holds
+    /// the same; from two bits to one when two codes are left in use and the raise covered a
+    /// quarter of the table (the narrowing costs at most a few times the raise; a small
+    /// write does not pay for it, nor switch back and forth). Returns the change in array
+    /// bytes.
+    fn after_raise<const W: u32>(&mut self, lo: usize, hi: usize, units: usize) -> isize {
+        let Repr::Packed(p) = &mut self.repr else {
+            unreachable!("kage-vsm: still codes");
+        };
+        if let Some(v) = p.one_value() {
+            event("raised to one value");
+            let freed = p.array_bytes();
+            self.repr = Repr::Uniform(v);
+            self.expansions = 0;
+            return -(freed as isize);
+        }
+        if W == 2 && p.used().count() <= 2 && (hi - lo + 1) * 4 >= units {
+            return self.narrow(units);
+        }
+        0
+    }
+
+    /// A table of one-bit codes as two-bit codes (the same codes). Returns the change in
+    /// array bytes.
+    #[cold]
+    fn widen(&mut self) -> isize {
+        let Repr::Packed(p) = &mut self.repr else {
+            unreachable!("kage-vsm: widening a table without codes");
+        };
+        debug_assert_eq!(p.width, Width::One);
+        event("widen");
+        let mut codes = vec![0u64; 2 * p.codes.len()].into_boxed_slice();
+        for (pair, &bits) in codes.chunks_exact_mut(2).zip(p.codes.iter()) {
+            pair[0] = spread(bits as u32);
+            pair[1] = spread((bits >> 32) as u32);
+        }
+        for c in p.used().collect::<Vec<_>>() {
+            let [first, last] = p.words[c];
+            p.words[c] = [2 * first, 2 * last + 1];
+        }
+        let before = p.array_bytes() as isize;
+        p.width = Width::Two;
+        p.codes = codes;
+        p.array_bytes() as isize - before
+    }
+
+    /// A table of two-bit codes, two of them in use, as one-bit codes. Returns the change in
+    /// array bytes.
+    #[cold]
+    fn narrow(&mut self, units: usize) -> isize {
+        let Repr::Packed(p) = &mut self.repr else {
+            unreachable!("kage-vsm: narrowing a table without codes");
+        };
+        let a = p.used().next().expect("a code in use");
+        let b = p.used().find(|&c| c > a).expect("two codes in use");
+        debug_assert_eq!(p.used().count(), 2);
+        event("narrow");
+        let mut bits = vec![0u64; units / 64].into_boxed_slice();
+        for (word, pair) in bits.iter_mut().zip(p.codes.chunks_exact(2)) {
+            *word = compact(code_eq::<2>(pair[0], b)) as u64
+                | (compact(code_eq::<2>(pair[1], b)) as u64) << 32;
+        }
+        let half = |w: [u16; 2]| [w[0] / 2, w[1] / 2];
+        let narrow = Packed {
+            width: Width::One,
+            hot: (p.hot as usize == b) as u8,
+            value: [p.value[a], p.value[b], 0, 0],
+            count: [p.count[a], p.count[b], 0, 0],
+            words: [half(p.words[a]), half(p.words[b]), NO_WORDS, NO_WORDS],
+            codes: bits,
+        };
+        let delta = narrow.array_bytes() as isize - p.array_bytes() as isize;
+        *p = narrow;
+        delta
+    }
+
+    /// A table of two-bit codes as bytes (exact chunk bounds), then units `lo..=hi` below
+    /// `d` raised to `d`. Returns the change in array bytes and the first and the last unit
+    /// raised.
+    #[cold]
+    fn expand_and_raise(
+        &mut self,
+        lo: usize,
+        hi: usize,
+        d: u8,
+        units: usize,
+        runs: &mut Runs<impl FnMut(usize, u64)>,
+    ) -> (isize, Option<(usize, usize)>) {
+        let Repr::Packed(p) = &self.repr else {
+            unreachable!("kage-vsm: expanding a table without codes");
+        };
+        debug_assert_eq!(p.width, Width::Two);
+        event("expand");
+        // A byte of codes (four units) to their four values.
+        let four: [u32; 256] = std::array::from_fn(|byte| {
+            (0..4).fold(0, |word, i| {
+                word | (p.value[byte >> (2 * i) & 3] as u32) << (8 * i)
+            })
+        });
+        let mut bytes = vec![0u8; units].into_boxed_slice();
+        for (out, &word) in bytes.chunks_exact_mut(32).zip(p.codes.iter()) {
+            for (q, quad) in out.chunks_exact_mut(4).enumerate() {
+                quad.copy_from_slice(&four[(word >> (8 * q) & 0xff) as usize].to_le_bytes());
+            }
+        }
+        // A chunk of 64 units is two words of codes.
+        let mut chunk_max: Box<[u8]> = p
+            .codes
+            .chunks_exact(2)
+            .map(|pair| {
+                p.used()
+                    .filter(|&c| code_eq::<2>(pair[0], c) | code_eq::<2>(pair[1], c) != 0)
+                    .map(|c| p.value[c])
+                    .max()
+                    .unwrap_or(0)
+            })
             .collect();
+        let span = raise_bytes(&mut bytes[lo..=hi], d, runs).map(|(a, b)| (lo + a, lo + b));
+        for m in &mut chunk_max[lo >> CHUNK_SHIFT..=hi >> CHUNK_SHIFT] {
+            *m = (*m).max(d);
+        }
+        let delta = bytes_repr_bytes(units) as isize - p.array_bytes() as isize;
+        self.max = self.max.max(d);
+        self.expansions = self.expansions.saturating_add(1);
         self.repr = Repr::Bytes { bytes, chunk_max };
+        (delta, span)
     }
 }
 
@@ -1386,41 +1910,6 @@ fn clamp_chunks(bytes: &mut [u8], chunk_max: &mut [u8], scrub: u8) -> usize {
     clamped
 }
 
-/// The smallest and the largest byte (`(255, 0)` for none), 32 lanes at a time.
-#[inline]
-fn min_max(bytes: &[u8]) -> (u8, u8) {
-    const LANES: usize = 32;
-    let (mut min, mut max) = ([u8::MAX; LANES], [0u8; LANES]);
-    let mut blocks = bytes.chunks_exact(LANES);
-    for block in blocks.by_ref() {
-        let block: &[u8; LANES] = block.try_into().expect("a block");
-        for i in 0..LANES {
-            min[i] = min[i].min(block[i]);
-            max[i] = max[i].max(block[i]);
-        }
-    }
-    let mut lo = min.iter().fold(u8::MAX, |a, &b| a.min(b));
-    let mut hi = max.iter().fold(0, |a, &b| a.max(b));
-    for &b in blocks.remainder() {
-        lo = lo.min(b);
-        hi = hi.max(b);
-    }
-    (lo, hi)
-}
-
-/// Whether every byte is `a` or `b`, a word at a time.
-#[inline]
-fn only_two_values(bytes: &[u8], a: u8, b: u8) -> bool {
-    let (aa, bb) = (ONES * a as u64, ONES * b as u64);
-    let mut words = bytes.chunks_exact(8);
-    let mut other = 0;
-    for word in words.by_ref() {
-        let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-        other |= !(zero_bytes(w ^ aa) | zero_bytes(w ^ bb)) & HIGHS;
-    }
-    other == 0 && words.remainder().iter().all(|&x| x == a || x == b)
-}
-
 /// The high bit of every zero byte of `x` (exact).
 #[inline(always)]
 fn zero_bytes(x: u64) -> u64 {
@@ -1448,9 +1937,198 @@ fn eq_mask(chunk: &[u8], value: u8) -> u64 {
     mask
 }
 
+/// Counts a table transition (tests only: they check that every path is taken).
+#[inline(always)]
+fn event(_name: &'static str) {
+    #[cfg(test)]
+    tests::EVENTS.with(|e| *e.borrow_mut().entry(_name).or_default() += 1);
+}
+
+/// The low bit of every 2-bit code of a word.
+const LOW2: u64 = 0x5555_5555_5555_5555;
+
+/// The lowest bit of every unit of a word of `W`-bit codes whose code is `code`.
+#[inline(always)]
+fn code_eq<const W: u32>(word: u64, code: usize) -> u64 {
+    if W == 1 {
+        if code == 1 {
+            word
+        } else {
+            !word
+        }
+    } else {
+        let x = word ^ (LOW2 * code as u64);
+        !(x | x >> 1) & LOW2
+    }
+}
+
+/// Every bit of the units whose lowest bit is set in `m`.
+#[inline(always)]
+fn unit_bits<const W: u32>(m: u64) -> u64 {
+    if W == 1 {
+        m
+    } else {
+        m * 3
+    }
+}
+
+/// The lowest bits of units `a..=b` of a word of `W`-bit codes.
+#[inline(always)]
+fn unit_range<const W: u32>(a: usize, b: usize) -> u64 {
+    let m = (u64::MAX << (a as u32 * W)) & (u64::MAX >> (63 - (b as u32 * W + W - 1)));
+    if W == 1 {
+        m
+    } else {
+        m & LOW2
+    }
+}
+
+/// Over units `lo..=hi` of `W`-bit codes, a word at a time: counts in `got` the units of
+/// each code in `from` (a bit per code) and, when `SET`, gives them the code `to`. Returns
+/// the first and the last of them.
+#[inline(always)]
+fn scan_codes<const W: u32, const SET: bool>(
+    codes: &mut [u64],
+    lo: usize,
+    hi: usize,
+    from: u32,
+    to: usize,
+    got: &mut [u16; 4],
+) -> Span {
+    let per_word = 64 / W as usize;
+    let (first_word, last_word) = (lo / per_word, hi / per_word);
+    let mut span = Span::NONE;
+    for (w, code_word) in codes
+        .iter_mut()
+        .enumerate()
+        .take(last_word + 1)
+        .skip(first_word)
+    {
+        let a = if w == first_word { lo % per_word } else { 0 };
+        let b = if w == last_word {
+            hi % per_word
+        } else {
+            per_word - 1
+        };
+        let range = unit_range::<W>(a, b);
+        let word = *code_word;
+        // A word all of one code is the usual case (without a popcount instruction,
+        // counting would be most of the work).
+        let first = (word >> (a as u32 * W) & ((1 << W) - 1)) as usize;
+        let m = if code_eq::<W>(word, first) & range == range {
+            if from >> first & 1 == 0 {
+                continue;
+            }
+            got[first] += (b - a + 1) as u16;
+            range
+        } else {
+            let mut m = 0;
+            let mut set = from;
+            while set != 0 {
+                let c = set.trailing_zeros() as usize;
+                set &= set - 1;
+                let mc = code_eq::<W>(word, c) & range;
+                got[c] += mc.count_ones() as u16;
+                m |= mc;
+            }
+            m
+        };
+        if m != 0 {
+            span.note(
+                w * per_word + m.trailing_zeros() as usize / W as usize,
+                w * per_word + (63 - m.leading_zeros() as usize) / W as usize,
+            );
+            if SET {
+                *code_word = (word & !unit_bits::<W>(m)) | (m * to as u64);
+            }
+        }
+    }
+    span
+}
+
+/// Bit `i` of `x` to bit `2i`: 32 one-bit codes as the low bits of 32 two-bit codes.
+#[inline(always)]
+fn spread(x: u32) -> u64 {
+    let mut x = x as u64;
+    x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+    x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+    x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | x << 2) & 0x3333_3333_3333_3333;
+    (x | x << 1) & LOW2
+}
+
+/// Bit `2i` of `x` to bit `i` (the odd bits ignored): the inverse of [`spread`].
+#[inline(always)]
+fn compact(x: u64) -> u32 {
+    let mut x = x & LOW2;
+    x = (x | x >> 1) & 0x3333_3333_3333_3333;
+    x = (x | x >> 2) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | x >> 4) & 0x00ff_00ff_00ff_00ff;
+    x = (x | x >> 8) & 0x0000_ffff_0000_ffff;
+    (x | x >> 16) as u32
+}
+
+/// The distinct values of `bytes`, whose smallest is `min` and largest `max > min`, and how
+/// many there are, if two or three (unused entries repeat the first): whether any other byte
+/// is there, then whether it is the only one (passes the compiler vectorizes; a table that
+/// has more values, the usual case where this fails, costs two of them).
+fn few_values(bytes: &[u8], min: u8, max: u8) -> Option<([u8; 3], usize)> {
+    debug_assert!(min < max);
+    if only_values(bytes, [min, max, max]) {
+        return Some(([min, max, min], 2));
+    }
+    let &mid = bytes.iter().find(|&&b| b != min && b != max)?;
+    only_values(bytes, [min, mid, max]).then_some(([min, mid, max], 3))
+}
+
+/// The smallest and the largest byte (`(255, 0)` for none), 32 lanes at a time.
+#[inline]
+fn min_max(bytes: &[u8]) -> (u8, u8) {
+    const LANES: usize = 32;
+    let (mut min, mut max) = ([u8::MAX; LANES], [0u8; LANES]);
+    let mut blocks = bytes.chunks_exact(LANES);
+    for block in blocks.by_ref() {
+        let block: &[u8; LANES] = block.try_into().expect("a block");
+        for i in 0..LANES {
+            min[i] = min[i].min(block[i]);
+            max[i] = max[i].max(block[i]);
+        }
+    }
+    let mut lo = min.iter().fold(u8::MAX, |a, &b| a.min(b));
+    let mut hi = max.iter().fold(0, |a, &b| a.max(b));
+    for &b in blocks.remainder() {
+        lo = lo.min(b);
+        hi = hi.max(b);
+    }
+    (lo, hi)
+}
+
+/// Whether every byte is one of `values`, 32 lanes at a time.
+#[inline]
+fn only_values(bytes: &[u8], values: [u8; 3]) -> bool {
+    const LANES: usize = 32;
+    let mut other = [0u8; LANES];
+    let mut blocks = bytes.chunks_exact(LANES);
+    for block in blocks.by_ref() {
+        let block: &[u8; LANES] = block.try_into().expect("a block");
+        for i in 0..LANES {
+            let b = block[i];
+            other[i] |=
+                u8::from(b != values[0]) & u8::from(b != values[1]) & u8::from(b != values[2]);
+        }
+    }
+    other.iter().all(|&o| o == 0) && blocks.remainder().iter().all(|b| values.contains(b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+
+    thread_local! {
+        pub(super) static EVENTS: RefCell<BTreeMap<&'static str, usize>> = RefCell::default();
+    }
 
     fn small(kind: FpKind) -> FpConfig {
         FpConfig {
@@ -1536,12 +2214,26 @@ mod tests {
             let max: Vec<u8> = bytes.iter().map(|&b| b.max(d)).collect();
             assert_eq!(raised, max);
 
-            let min = bytes.iter().copied().min().unwrap_or(u8::MAX);
-            let top = bytes.iter().copied().max().unwrap_or(0);
+            let mut distinct = bytes.clone();
+            distinct.sort();
+            distinct.dedup();
+            let (min, top) = (distinct[0], distinct[distinct.len() - 1]);
+            if min < top {
+                match few_values(&bytes, min, top) {
+                    Some((values, n)) => {
+                        let mut found = values[..n].to_vec();
+                        found.sort();
+                        assert_eq!(found, distinct, "{bytes:?}");
+                        assert!(values[n..].iter().all(|&v| v == values[0]));
+                    }
+                    None => assert!(distinct.len() > 3, "{bytes:?}"),
+                }
+            }
             assert_eq!(min_max(&bytes), (min, top));
+            let three = [min, top, distinct[distinct.len() / 2]];
             assert_eq!(
-                only_two_values(&bytes, min, top),
-                bytes.iter().all(|&b| b == min || b == top)
+                only_values(&bytes, three),
+                bytes.iter().all(|b| three.contains(b))
             );
             for chunk in bytes.chunks(64) {
                 let mask = (0..chunk.len())
@@ -1569,6 +2261,213 @@ mod tests {
             let expected: Vec<u8> = bytes.iter().map(|&b| b.min(d)).collect();
             assert_eq!(clamped, expected);
         }
+    }
+
+    /// Every unit's value, whatever the form.
+    fn values_of(page: &RlePage, units: usize) -> Vec<u8> {
+        match &page.repr {
+            &Repr::Uniform(v) => vec![v; units],
+            Repr::Packed(p) => (0..units).map(|i| p.value_at(i)).collect(),
+            Repr::Bytes { bytes, .. } => bytes.to_vec(),
+        }
+    }
+
+    /// The form's own invariants, and its array bytes.
+    fn check_form(page: &RlePage, units: usize, model: &[u8]) -> usize {
+        assert_eq!(values_of(page, units), model, "{:?}", page.repr);
+        let top = model.iter().copied().max().unwrap_or(0);
+        assert!(page.max >= top, "max {} below {top}", page.max);
+        match &page.repr {
+            Repr::Uniform(_) => 0,
+            Repr::Packed(p) => {
+                let width = p.width as usize;
+                assert!(width == 1 || width == 2);
+                assert_eq!(p.codes.len(), units * width / 64);
+                let per_word = 64 / width;
+                let mut count = [0u16; 4];
+                for i in 0..units {
+                    let c = (p.codes[i / per_word] >> (i % per_word * width) & 3) as usize;
+                    let c = if width == 1 { c & 1 } else { c };
+                    count[c] += 1;
+                    let [first, last] = p.words[c];
+                    let w = (i / per_word) as u16;
+                    assert!(
+                        first <= w && w <= last,
+                        "code {c} at unit {i} outside its words"
+                    );
+                }
+                assert_eq!(count, p.count);
+                let used = p.used().count();
+                assert!(used >= 2, "a table of codes with {used} in use");
+                assert!(p.one_value().is_none(), "codes of one value");
+                for c in 0..4 {
+                    if p.count[c] == 0 {
+                        assert_eq!(p.words[c], NO_WORDS);
+                    }
+                }
+                p.array_bytes()
+            }
+            Repr::Bytes { bytes, chunk_max } => {
+                for (m, chunk) in chunk_max.iter().zip(bytes.chunks(1 << CHUNK_SHIFT)) {
+                    assert!(chunk.iter().all(|b| b <= m));
+                }
+                bytes_repr_bytes(units)
+            }
+        }
+    }
+
+    /// Drives single palette tables through raises and scrubs against a byte model: one to
+    /// five and more values, merges, scrubs that make values equal, the narrow and wide
+    /// codes, bytes and back.
+    #[test]
+    fn palette_tables_match_a_byte_model() {
+        let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+        let mut forms = [0usize; 4];
+        let mut expansions = 0;
+        for units in [64usize, 128, 256, 4096] {
+            for _ in 0..60 {
+                let mut page = RlePage {
+                    version: 0,
+                    max: 0,
+                    expansions: 0,
+                    repr: Repr::Uniform(0),
+                };
+                let mut model = vec![0u8; units];
+                let mut held = 0isize;
+                let mut prev = (0, 0);
+                // Small depths collide often; a few programs go deeper.
+                let levels = if rng.next().is_multiple_of(4) { 12 } else { 6 };
+                for _ in 0..400 {
+                    let r = rng.next();
+                    if r.is_multiple_of(6) {
+                        let scrub = (rng.next() % (levels + 1)) as u8;
+                        if scrub < page.max {
+                            held += page.scrub(scrub, units, true);
+                            for b in &mut model {
+                                *b = (*b).min(scrub);
+                            }
+                        }
+                    } else {
+                        let d = 1 + (rng.next() % levels) as u8;
+                        let (lo, hi) = match r % 8 {
+                            // The same units again (a line, a stack frame, per instance).
+                            7 => prev,
+                            1 => {
+                                let lo = rng.next() as usize % units;
+                                (lo, lo)
+                            }
+                            2 => (0, units - 1),
+                            3 | 4 => {
+                                let lo = rng.next() as usize % units;
+                                (lo, (lo + rng.next() as usize % 9).min(units - 1))
+                            }
+                            _ => {
+                                let lo = rng.next() as usize % units;
+                                (lo, lo + rng.next() as usize % (units - lo))
+                            }
+                        };
+                        prev = (lo, hi);
+                        let mut expected = [0u64; 256];
+                        for &b in &model[lo..=hi] {
+                            if b < d {
+                                expected[b as usize] += 1;
+                            }
+                        }
+                        let first = model[lo..=hi].iter().position(|&b| b < d);
+                        let last = model[lo..=hi].iter().rposition(|&b| b < d);
+                        let expected_span = first.zip(last).map(|(a, b)| (lo + a, lo + b));
+                        let distinct_before = {
+                            let mut v = values_of(&page, units);
+                            v.sort();
+                            v.dedup();
+                            v.len()
+                        };
+                        let was_packed = matches!(page.repr, Repr::Packed(_));
+
+                        let mut totals = [0u64; 256];
+                        if lo == hi && r.is_multiple_of(2) {
+                            let (old, delta) = page.set(lo, d, units);
+                            assert_eq!(old, model[lo]);
+                            held += delta;
+                            if old < d {
+                                totals[old as usize] += 1;
+                            }
+                        } else {
+                            let mut runs = Runs::new(|v, n| totals[v] += n);
+                            let span = match &mut page.repr {
+                                Repr::Bytes { bytes, chunk_max } => {
+                                    let span = raise_bytes(&mut bytes[lo..=hi], d, &mut runs)
+                                        .map(|(a, b)| (lo + a, lo + b));
+                                    for m in &mut chunk_max[lo >> CHUNK_SHIFT..=hi >> CHUNK_SHIFT] {
+                                        *m = (*m).max(d);
+                                    }
+                                    page.max = page.max.max(d);
+                                    span
+                                }
+                                _ => {
+                                    let (delta, span) =
+                                        page.raise_compressed(lo, hi, d, units, &mut runs);
+                                    held += delta;
+                                    span
+                                }
+                            };
+                            runs.finish();
+                            assert_eq!(span, expected_span, "{lo}..={hi} to {d}");
+                        }
+                        assert_eq!(totals, expected, "{lo}..={hi} to {d}");
+                        for b in &mut model[lo..=hi] {
+                            *b = (*b).max(d);
+                        }
+                        if was_packed && matches!(page.repr, Repr::Bytes { .. }) {
+                            // Only when five values are really needed.
+                            let mut v = model.clone();
+                            v.sort();
+                            v.dedup();
+                            assert!(v.len() >= 5, "expanded to bytes for {} values", v.len());
+                            assert!(distinct_before >= 4);
+                            expansions += 1;
+                        }
+                    }
+                    let array = check_form(&page, units, &model);
+                    assert_eq!(held, array as isize, "array bytes");
+                    forms[match &page.repr {
+                        Repr::Uniform(_) => 0,
+                        Repr::Packed(p) => p.width as usize,
+                        Repr::Bytes { .. } => 3,
+                    }] += 1;
+                }
+            }
+        }
+        let events = EVENTS.with(|e| e.borrow().clone());
+        for name in [
+            "relabel one",
+            "relabel all",
+            "free code",
+            "merge",
+            "raised to one value",
+            "scrubbed to one value",
+            "widen",
+            "narrow",
+            "expand",
+            "bytes to one value",
+            "bytes to 2-bit",
+            "bytes stay",
+            "bytes stay (expanded before)",
+            "word merge (last)",
+            "word merge",
+            "word relabel",
+        ] {
+            assert!(events.get(name) >= Some(&20), "{name}: {events:?}");
+        }
+        assert!(forms.iter().all(|&n| n > 100), "forms reached: {forms:?}");
+        assert!(expansions > 10, "{expansions} expansions");
+    }
+
+    #[test]
+    fn a_page_is_one_cache_line_of_bytes() {
+        // The variant lives in `Width`'s spare values.
+        assert_eq!(size_of::<Repr>(), size_of::<Packed>());
+        assert!(size_of::<RlePage>() <= 64, "{}", size_of::<RlePage>());
     }
 
     #[test]

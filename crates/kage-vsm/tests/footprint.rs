@@ -327,3 +327,87 @@ fn hoisted_rows_match_word_accesses_and_the_model() {
         }
     }
 }
+
+/// Programs that keep coming back to a few tables (of 64 units with `Some(6)`) at many
+/// depths: palette tables take one to five and more values, codes of equal values merge,
+/// scrubs make values equal, codes narrow and widen, bytes come back to codes.
+fn revisit_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => Just(Op::Enter),
+        3 => Just(Op::Exit),
+        6 => (0u64..1200, 1u64..16).prop_map(|(a, s)| Op::Access(a, s)),
+        2 => (0u64..1200, 16u64..700).prop_map(|(a, s)| Op::Access(a, s)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn revisited_tables_match_the_model(ops in prop::collection::vec(revisit_op(), 0..300)) {
+        for kind in FpKind::ALL {
+            for (location_shift, line_shift) in [(0, 6), (3, 6), (6, 6), (0, 4), (2, 3)] {
+                for table_bits in [Some(6), Some(7), None] {
+                    let config = FpConfig { kind, location_shift, line_shift, table_bits };
+                    check(config, &ops)?;
+                }
+            }
+        }
+    }
+}
+
+/// One palette table through every form, checked against the model at every step: nested
+/// instances give it one value more each (1-bit, 2-bit codes, bytes at five), new instances
+/// scrub it (bytes back to codes or one value, codes of equal values), ranges across tables.
+#[test]
+fn palette_tables_take_every_form() {
+    let mut ops = vec![Op::Enter];
+    for round in 0..6u64 {
+        for depth in 0..6u64 {
+            ops.push(Op::Enter);
+            ops.push(Op::Access(depth * 8 + round, 8));
+            ops.push(Op::Access(64 + depth * 3, 2));
+        }
+        ops.push(Op::Access(100 + round * 7, 40));
+        for _ in 0..4 {
+            ops.push(Op::Exit);
+        }
+        ops.push(Op::Access(round * 11, 9));
+        ops.push(Op::Exit);
+        ops.push(Op::Access(30, 90));
+        ops.push(Op::Exit);
+        ops.push(Op::Enter);
+        ops.push(Op::Access(0, 512));
+        ops.push(Op::Exit);
+    }
+    for (location_shift, line_shift) in [(0, 6), (3, 6), (0, 3)] {
+        let config = FpConfig {
+            kind: FpKind::Palette,
+            location_shift,
+            line_shift,
+            table_bits: Some(6),
+        };
+        check(config, &ops).unwrap();
+        // The forms the location tables took along the way.
+        let mut fp = Footprint::new(config);
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for op in &ops {
+            match *op {
+                Op::Enter => assert!(fp.enter()),
+                Op::Exit => {
+                    fp.exit();
+                }
+                Op::Access(addr, size) => fp.access(addr, size),
+            }
+            for (form, n) in fp.table_forms() {
+                *seen.entry(form).or_default() += n;
+            }
+        }
+        for form in ["uniform", "1-bit", "2-bit", "bytes"] {
+            assert!(
+                seen.get(form) > Some(&0),
+                "{location_shift}: {form}: {seen:?}"
+            );
+        }
+    }
+}
