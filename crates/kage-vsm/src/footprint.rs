@@ -1353,7 +1353,8 @@ impl RlePage {
         }
     }
 
-    /// [`raise_compressed`](Self::raise_compressed) but for one word of codes.
+    /// [`raise_compressed`](Self::raise_compressed) for everything but a range within one
+    /// word of codes (out of line, so that the one-word path stays small).
     #[inline(never)]
     fn raise_table(
         &mut self,
