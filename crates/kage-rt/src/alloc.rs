@@ -59,9 +59,20 @@ fn round_up(n: usize, to: usize) -> usize {
     (n + to - 1) & !(to - 1)
 }
 
+/// Where the runtime asks for its next mapping: an address range of its own, far from where
+/// the kernel puts the program's mappings (top down from below the stack) and its heap. A
+/// program's own mappings then land where they would without the runtime, whatever the
+/// runtime uses: runs under different tool configurations touch the same addresses (a
+/// program that hashes pointers, or reuses a freed buffer's lines, behaves the same), which
+/// is what lets their reports be compared exactly. A hint only: where it is taken, the
+/// kernel picks another place.
+static NEXT_HINT: AtomicUsize = AtomicUsize::new(HINT_BASE);
+const HINT_BASE: usize = 0x2000_0000_0000;
+
 unsafe fn map(len: usize) -> *mut u8 {
+    let hint = NEXT_HINT.fetch_add(round_up(len, page_size()), Ordering::Relaxed);
     let p = libc::mmap(
-        null_mut(),
+        hint as *mut libc::c_void,
         len,
         libc::PROT_READ | libc::PROT_WRITE,
         libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
@@ -233,6 +244,18 @@ mod tests {
                     a.dealloc(z, l);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn mappings_go_to_the_runtimes_own_range() {
+        let a = KageAlloc;
+        let layout = Layout::from_size_align(1 << 20, 8).unwrap();
+        unsafe {
+            let p = a.alloc(layout);
+            assert!(!p.is_null());
+            assert!((p as usize) >= HINT_BASE, "{p:p}");
+            a.dealloc(p, layout);
         }
     }
 
