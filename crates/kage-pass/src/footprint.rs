@@ -36,12 +36,12 @@ use std::collections::HashSet;
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
 use llvm_sys::target::LLVMTargetDataRef;
-use llvm_sys::{LLVMAtomicOrdering, LLVMLinkage, LLVMThreadLocalMode};
+use llvm_sys::LLVMAtomicOrdering;
 
 use crate::access::{Access, Length, Range};
 use crate::checkpoints::{Checkpoints, Marked};
 use crate::instrument::FunctionPlan;
-use crate::ir::{self, c_string};
+use crate::ir;
 use crate::working_set::{function_segments, plan_marks, Mark, Segment};
 
 /// `void __kage_fp_strided(const void *addr, uint64_t width, uint64_t stride, uint64_t count)`.
@@ -70,19 +70,10 @@ impl FpRuntime {
         let mut params = [ptr_type, i64_type, i64_type, i64_type];
         let strided_type =
             LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 4, 0);
-        let strided = ir::declare_runtime_function(module, STRIDED, strided_type);
-        let name = c_string(ACCESSES);
-        let mut accesses = LLVMGetNamedGlobal(module, name.as_ptr());
-        if accesses.is_null() {
-            accesses = LLVMAddGlobal(module, i64_type, name.as_ptr());
-            LLVMSetLinkage(accesses, LLVMLinkage::LLVMExternalLinkage);
-            LLVMSetThreadLocalMode(accesses, LLVMThreadLocalMode::LLVMInitialExecTLSModel);
-            LLVMSetAlignment(accesses, 8);
-        }
         FpRuntime {
-            strided,
+            strided: ir::declare_runtime_function(module, STRIDED, strided_type),
             strided_type,
-            accesses,
+            accesses: ir::declare_runtime_global(module, ACCESSES, true),
             i64_type,
         }
     }

@@ -228,6 +228,50 @@ pub unsafe fn declare_runtime_function(
     func
 }
 
+/// `@name`, an external i64 global of the runtime (initial-exec thread-local when
+/// `per_thread`), declared when missing.
+///
+/// # Safety
+/// `module` must be valid.
+pub unsafe fn declare_runtime_global(
+    module: LLVMModuleRef,
+    name: &str,
+    per_thread: bool,
+) -> LLVMValueRef {
+    let cname = c_string(name);
+    let existing = LLVMGetNamedGlobal(module, cname.as_ptr());
+    if !existing.is_null() {
+        return existing;
+    }
+    let i64_type = LLVMInt64TypeInContext(LLVMGetModuleContext(module));
+    let global = LLVMAddGlobal(module, i64_type, cname.as_ptr());
+    LLVMSetLinkage(global, llvm_sys::LLVMLinkage::LLVMExternalLinkage);
+    if per_thread {
+        LLVMSetThreadLocalMode(
+            global,
+            llvm_sys::LLVMThreadLocalMode::LLVMInitialExecTLSModel,
+        );
+    }
+    global
+}
+
+/// A new internal `alwaysinline nounwind` function `name` of type `ty`, without a body yet:
+/// the pass's helpers, inlined into the instrumented code after the pass.
+///
+/// # Safety
+/// `module` must be valid; `ty` a function type of its context.
+pub unsafe fn define_inline_helper(
+    module: LLVMModuleRef,
+    name: &str,
+    ty: LLVMTypeRef,
+) -> LLVMValueRef {
+    let f = LLVMAddFunction(module, c_string(name).as_ptr(), ty);
+    LLVMSetLinkage(f, llvm_sys::LLVMLinkage::LLVMInternalLinkage);
+    add_function_attribute(f, "alwaysinline");
+    add_function_attribute(f, "nounwind");
+    f
+}
+
 /// Adds the enum attribute `name` (one without a value) to `func`.
 ///
 /// # Safety

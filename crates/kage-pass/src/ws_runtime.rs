@@ -28,7 +28,7 @@ use llvm_sys::core::*;
 use llvm_sys::prelude::{
     LLVMBasicBlockRef, LLVMBuilderRef, LLVMContextRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
 };
-use llvm_sys::{LLVMCallConv, LLVMIntPredicate, LLVMLinkage, LLVMThreadLocalMode};
+use llvm_sys::{LLVMCallConv, LLVMIntPredicate};
 
 use crate::ir::{self, c_string};
 
@@ -307,11 +307,7 @@ impl WsRuntime {
 
     /// An internal `alwaysinline nounwind` function of type `ty` without a body yet.
     unsafe fn define_function(&self, name: &str, ty: LLVMTypeRef) -> LLVMValueRef {
-        let f = LLVMAddFunction(self.module, c_string(name).as_ptr(), ty);
-        LLVMSetLinkage(f, LLVMLinkage::LLVMInternalLinkage);
-        ir::add_function_attribute(f, "alwaysinline");
-        ir::add_function_attribute(f, "nounwind");
-        f
+        ir::define_inline_helper(self.module, name, ty)
     }
 
     /// Appends a block named `name` to `f`.
@@ -335,17 +331,7 @@ impl WsRuntime {
 
     /// `@name`, an external i64 global of the runtime (thread-local when `per_thread`).
     unsafe fn runtime_global(&self, name: &str, per_thread: bool) -> LLVMValueRef {
-        let cname = c_string(name);
-        let existing = LLVMGetNamedGlobal(self.module, cname.as_ptr());
-        if !existing.is_null() {
-            return existing;
-        }
-        let global = LLVMAddGlobal(self.module, self.i64_type, cname.as_ptr());
-        LLVMSetLinkage(global, LLVMLinkage::LLVMExternalLinkage);
-        if per_thread {
-            LLVMSetThreadLocalMode(global, LLVMThreadLocalMode::LLVMInitialExecTLSModel);
-        }
-        global
+        ir::declare_runtime_global(self.module, name, per_thread)
     }
 
     /// Loads a runtime global that never changes once instrumented code runs; the

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMBuilderRef, LLVMTypeRef, LLVMValueRef};
-use llvm_sys::{LLVMIntPredicate, LLVMLinkage};
+use llvm_sys::LLVMIntPredicate;
 
 use super::{Extension, HoistPlan, InvariantTerm, StridedRange, TripCount};
 use crate::footprint::FpRuntime;
@@ -79,7 +79,7 @@ pub unsafe fn emit_footprint(
         params.len() as u32,
         0,
     );
-    let helper = define_helper(module, c"__kage_fp_chunk", helper_type);
+    let helper = ir::define_inline_helper(module, "__kage_fp_chunk", helper_type);
     let mut frame = ChunkFrame::open(helper, plan);
     let b = frame.builder;
     // Iteration 0: the loop's region is entered before its first range is reported.
@@ -131,19 +131,6 @@ pub unsafe fn emit_footprint(
         args.len() as u32,
         c"".as_ptr(),
     );
-}
-
-/// An internal `alwaysinline nounwind` function of type `ty` without a body yet.
-unsafe fn define_helper(
-    module: llvm_sys::prelude::LLVMModuleRef,
-    name: &std::ffi::CStr,
-    ty: LLVMTypeRef,
-) -> LLVMValueRef {
-    let f = LLVMAddFunction(module, name.as_ptr(), ty);
-    LLVMSetLinkage(f, LLVMLinkage::LLVMInternalLinkage);
-    ir::add_function_attribute(f, "alwaysinline");
-    ir::add_function_attribute(f, "nounwind");
-    f
 }
 
 /// Computed before the preheader's `br` (the builder is there): `iv`, `S`, `T - 1` and each
