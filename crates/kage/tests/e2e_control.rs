@@ -35,30 +35,11 @@ fn threads_each_have_their_own_region_stack() {
 fn a_forked_child_writes_its_own_report() {
     let work = Work::new();
     let exe = work.build("fork.c", &["-O2"]);
-    let template = work.path("r.%p.json");
-    let child = std::process::Command::new(&exe)
-        .env("KAGE_OPTIONS", format!("output={}", template.display()))
-        .spawn()
-        .unwrap();
-    let parent_pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-
-    let parent = read_report(&work.path(&format!("r.{parent_pid}.json"))).unwrap();
+    let (parent_pid, parent, child) = work.run_forking(&exe);
     assert_eq!(parent.forked_from, None);
     assert_counts(func(&parent, "fill"), 2, c(0, 30, 0, 120), c(0, 0, 0, 0));
     assert_counts(func(&parent, "main"), 1, c(0, 30, 0, 120), c(0, 0, 0, 0));
 
-    let others: Vec<_> = std::fs::read_dir(work.dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.extension().is_some_and(|x| x == "json")
-                && !p.ends_with(format!("r.{parent_pid}.json"))
-        })
-        .collect();
-    assert_eq!(others.len(), 1, "one report from the child: {others:?}");
-    let child = read_report(&others[0]).unwrap();
     assert_eq!(child.forked_from, Some(parent_pid));
     assert_ne!(child.pid, parent_pid);
     // The child's report covers what the child did after the fork.

@@ -520,24 +520,7 @@ mod grouped {
 fn a_forked_child_of_a_footprint_build_reports_its_own_accesses() {
     let work = Work::new();
     let exe = work.build_with_env("fork.c", &["-O2"], &[("KAGE_TOOL", "footprint")]);
-    let template = work.path("r.%p.json");
-    let child = std::process::Command::new(&exe)
-        .env("KAGE_OPTIONS", format!("output={}", template.display()))
-        .spawn()
-        .unwrap();
-    let parent_pid = child.id();
-    assert!(child.wait_with_output().unwrap().status.success());
-    let parent = kage_report::read_report(&work.path(&format!("r.{parent_pid}.json"))).unwrap();
-    let reports: Vec<Report> = std::fs::read_dir(work.dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter(|p| !p.ends_with(format!("r.{parent_pid}.json")))
-        .map(|p| kage_report::read_report(&p).unwrap())
-        .collect();
-    let [child] = &reports[..] else {
-        panic!("one report from the child, found {}", reports.len())
-    };
+    let (_, parent, child) = work.run_forking(&exe);
     assert_eq!(parent.tool, "footprint");
     // fill(n) writes g[0, n): 4 n bytes; the parent fills 10 then 20, the child 7.
     let fill = &func(&parent, "fill").metrics["footprint"];
@@ -546,7 +529,7 @@ fn a_forked_child_of_a_footprint_build_reports_its_own_accesses() {
         (Some(2), Some(80))
     );
     assert_eq!(parent.tool_data["accesses"], 30);
-    let fill = &func(child, "fill").metrics["footprint"];
+    let fill = &func(&child, "fill").metrics["footprint"];
     assert_eq!(
         (fill["instances"].as_u64(), fill["max_bytes"].as_u64()),
         (Some(1), Some(28))

@@ -105,6 +105,29 @@ impl Work {
         (exe, out)
     }
 
+    /// Runs `exe`, a program that forks one child, with reports to `r.<pid>.json`; asserts
+    /// that it succeeded and that the child wrote one report too. Returns the parent's pid,
+    /// its report and the child's.
+    pub fn run_forking(&self, exe: &Path) -> (u32, kage_report::Report, kage_report::Report) {
+        let template = self.path("r.%p.json");
+        let child = Command::new(exe)
+            .env("KAGE_OPTIONS", format!("output={}", template.display()))
+            .spawn()
+            .unwrap();
+        let parent_pid = child.id();
+        assert!(child.wait_with_output().unwrap().status.success());
+        let parent_path = self.path(&format!("r.{parent_pid}.json"));
+        let parent = read_report(&parent_path).unwrap();
+        let others: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json") && *p != parent_path)
+            .collect();
+        assert_eq!(others.len(), 1, "one report from the child: {others:?}");
+        let child = read_report(&others[0]).unwrap();
+        (parent_pid, parent, child)
+    }
+
     /// Runs `exe` with the report going to `<scratch>/<report_name>`; returns the process output.
     pub fn run_with_options(&self, exe: &Path, args: &[&str], options: &str) -> Output {
         Command::new(exe)
