@@ -82,8 +82,11 @@
 //! Tags are bytes: at most [`MAX_LEVELS`] levels are tracked (the paper's 256-level limit);
 //! [`Footprint::enter`] refuses deeper levels and the caller accounts for them.
 
+mod deferred;
+
 use crate::page_table::PageTable;
 use crate::{max_valid_level, BaselineVsm, Config, Granularity, VectorShadow, VersionStack};
+use deferred::Deferred;
 use std::fmt;
 use std::str::FromStr;
 
@@ -217,6 +220,9 @@ pub struct Footprint {
     /// large then).
     last_line: u64,
     changed: bool,
+    /// The innermost levels, while they have no shadow level of their own (see
+    /// [`deferred`]).
+    deferred: Deferred,
 }
 
 impl Footprint {
@@ -234,6 +240,7 @@ impl Footprint {
             line_shadow,
             last_line: u64::MAX,
             changed: false,
+            deferred: Deferred::new(MAX_LEVELS),
         };
         fp.push_level();
         fp
@@ -258,17 +265,58 @@ impl Footprint {
     /// Active region levels (the root not counted).
     #[inline]
     pub fn depth(&self) -> usize {
-        self.versions.depth() - 1
+        self.versions.depth() - 1 + self.deferred.levels()
     }
 
     /// Enters a region. Returns `false`, changing nothing, when [`MAX_LEVELS`] are active.
+    ///
+    /// The level is deferred: it has no shadow level until it has children of its own
+    /// that need it or accesses too many ranges ([`deferred`]).
+    #[inline]
     pub fn enter(&mut self) -> bool {
-        if self.versions.depth() >= MAX_LEVELS {
+        if self.depth() + 1 >= MAX_LEVELS {
             return false;
         }
+        self.deferred.enter();
+        true
+    }
+
+    /// Gives the outermost deferred level its shadow level and applies its own ranges.
+    fn materialize_outermost(&mut self) {
         self.push_level();
         self.changed = true;
-        true
+        for i in 0..self.deferred.outermost_len() {
+            let (first, last) = self.deferred.ranges()[i];
+            self.apply_units(first, last);
+        }
+        self.deferred.drop_outermost();
+    }
+
+    /// Applies what every deferred level accessed so far: [`total`](Self::total) and
+    /// [`current`](Self::current) are then exact (between calls they may lag behind what
+    /// the deferred levels accessed). Exits stay exact without it.
+    pub fn flush(&mut self) {
+        while self.deferred.levels() > 0 {
+            self.materialize_outermost();
+        }
+    }
+
+    /// Makes room in the deferred levels' buffer.
+    #[cold]
+    fn make_room(&mut self) {
+        self.deferred.compact_innermost();
+        while self.deferred.len() > deferred::CAPACITY / 2 && self.deferred.levels() > 0 {
+            self.materialize_outermost();
+        }
+    }
+
+    /// The shift from units (locations, or lines when locations are lines) to lines.
+    fn units_per_line_shift(&self) -> u32 {
+        self.config.line_shift - self.unit_shift()
+    }
+
+    fn unit_shift(&self) -> u32 {
+        self.config.location_shift.min(self.config.line_shift)
     }
 
     /// Exits the innermost region and returns what its instance touched.
@@ -277,6 +325,18 @@ impl Footprint {
     /// At depth 0.
     pub fn exit(&mut self) -> Touched {
         assert!(self.depth() > 0, "kage-vsm: footprint exit at depth 0");
+        if self.deferred.levels() > 0 {
+            let touched = self.deferred.exit(self.units_per_line_shift());
+            if self.deferred.levels() == 0 {
+                // The parent has its shadow level (the root, at least): apply the union.
+                for i in 0..self.deferred.len() {
+                    let (first, last) = self.deferred.ranges()[i];
+                    self.apply_units(first, last);
+                }
+                self.deferred.clear();
+            }
+            return touched;
+        }
         self.versions.exit();
         if let Some(shadow) = &mut self.location_shadow {
             shadow.exit();
@@ -288,7 +348,8 @@ impl Footprint {
         }
     }
 
-    /// What the thread touched while any region was active (the root level).
+    /// What the thread touched while any region was active (the root level), as of the
+    /// last [`flush`](Self::flush) or exit of an outermost deferred level.
     pub fn total(&self) -> Touched {
         Touched {
             locations: self.locations[0],
@@ -296,7 +357,8 @@ impl Footprint {
         }
     }
 
-    /// What the current instance at `level` (0: outermost region) has touched so far.
+    /// What the current instance at `level` (0: outermost region) has touched so far, as
+    /// of the last [`flush`](Self::flush).
     pub fn current(&self, level: usize) -> Touched {
         Touched {
             locations: self.locations[level + 1],
@@ -310,9 +372,41 @@ impl Footprint {
     /// only over the span of each table's piece whose locations were new.
     #[inline]
     pub fn access(&mut self, addr: u64, size: u64) {
-        if self.versions.depth() <= 1 || size == 0 {
+        if size == 0 {
             return;
         }
+        if self.deferred.levels() > 0 {
+            let shift = self.unit_shift();
+            let (first, last) = (addr >> shift, addr.saturating_add(size - 1) >> shift);
+            if self.deferred.push(first, last) {
+                return;
+            }
+            self.make_room();
+            if self.deferred.levels() > 0 {
+                let pushed = self.deferred.push(first, last);
+                debug_assert!(pushed, "make_room leaves room");
+                return;
+            }
+            // Every level was materialized: the access is the innermost one's.
+        }
+        if self.versions.depth() <= 1 {
+            return;
+        }
+        self.apply(addr, size);
+    }
+
+    /// Units `first..=last` are accessed at the depth of the innermost level with a shadow
+    /// level (the root included).
+    fn apply_units(&mut self, first: u64, last: u64) {
+        let shift = self.unit_shift();
+        let addr = first << shift;
+        let size = (last - first).saturating_add(1).saturating_mul(1 << shift);
+        self.apply(addr, size);
+    }
+
+    /// An access at the depth of the innermost level with a shadow level.
+    #[inline]
+    fn apply(&mut self, addr: u64, size: u64) {
         if size <= 64 && self.access_word(addr, size) {
             return;
         }
@@ -479,7 +573,8 @@ impl Footprint {
 
     /// Exact bytes this structure holds on the heap (O(1)).
     pub fn heap_bytes(&self) -> usize {
-        self.versions.heap_bytes()
+        self.deferred.heap_bytes()
+            + self.versions.heap_bytes()
             + (self.locations.capacity() + self.lines.capacity()) * size_of::<u64>()
             + self
                 .location_shadow

@@ -1,6 +1,6 @@
 //! The footprint shadow against a naive model: per active region instance, the set of
 //! locations and lines it touched. Every kind must report, for every instance, exactly the
-//! model's counts (at its exit, and for every open level at every step), at byte, word and
+//! model's counts (at its exit, and for every open level after a flush), at byte, word and
 //! line granularity, with tag tables small enough that programs cross many of them, for
 //! accesses of a few bytes and for ranges of up to tens of thousands of bytes.
 
@@ -13,6 +13,8 @@ enum Op {
     Enter,
     Exit,
     Access(u64, u64),
+    /// `Footprint::flush`: every open level's counts are exact after it.
+    Flush,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -22,6 +24,7 @@ fn op() -> impl Strategy<Value = Op> {
         // Addresses clustered so that locations are touched again, across a few tables.
         6 => (0u64..3000, 1u64..20).prop_map(|(a, s)| Op::Access(a, s)),
         1 => (0u64..4, 1u64..300).prop_map(|(p, s)| Op::Access((p << 40) + 4096, s)),
+        1 => Just(Op::Flush),
     ]
 }
 
@@ -114,7 +117,15 @@ fn the_models_unit_set_is_a_set() {
     }
 }
 
+/// `ops` against the model twice: with levels deferred as `Footprint` does, and with every
+/// level given its shadow level at once (a flush after each enter), so that both the
+/// deferred levels and the shadow under deep nesting are checked.
 fn check(config: FpConfig, ops: &[Op]) -> Result<(), TestCaseError> {
+    check_with(config, ops, false)?;
+    check_with(config, ops, true)
+}
+
+fn check_with(config: FpConfig, ops: &[Op], eager: bool) -> Result<(), TestCaseError> {
     let mut fp = Footprint::new(config);
     let mut model = Model {
         location_shift: config.location_shift.min(config.line_shift),
@@ -125,6 +136,9 @@ fn check(config: FpConfig, ops: &[Op]) -> Result<(), TestCaseError> {
         match *op {
             Op::Enter => {
                 prop_assert!(fp.enter());
+                if eager {
+                    fp.flush();
+                }
                 model.levels.push(Default::default());
             }
             Op::Exit => {
@@ -138,17 +152,27 @@ fn check(config: FpConfig, ops: &[Op]) -> Result<(), TestCaseError> {
                 fp.access(addr, size);
                 model.access(addr, size);
             }
+            Op::Flush => fp.flush(),
         }
         prop_assert_eq!(fp.depth(), model.levels.len() - 1);
-        prop_assert_eq!(fp.total(), model.touched(0));
-        for level in 0..fp.depth() {
-            prop_assert_eq!(
-                fp.current(level),
-                model.touched(level + 1),
-                "level {}",
-                level
-            );
+        if matches!(op, Op::Flush) || fp.depth() == 0 {
+            check_open_levels(&fp, &model)?;
         }
+    }
+    fp.flush();
+    check_open_levels(&fp, &model)
+}
+
+/// The root's and every open level's counts.
+fn check_open_levels(fp: &Footprint, model: &Model) -> Result<(), TestCaseError> {
+    prop_assert_eq!(fp.total(), model.touched(0));
+    for level in 0..fp.depth() {
+        prop_assert_eq!(
+            fp.current(level),
+            model.touched(level + 1),
+            "level {}",
+            level
+        );
     }
     Ok(())
 }
@@ -202,6 +226,43 @@ fn sweeps_and_repeated_calls_match_the_model() {
                 location_shift: 0,
                 line_shift: 6,
                 table_bits,
+            };
+            check(config, &ops).unwrap();
+        }
+    }
+}
+
+/// Deferred levels whose ranges overflow the buffer: nested levels each accessing more
+/// scattered ranges than it holds, with leaf children in between (kept deferred, their
+/// unions handed to a deferred or a materialized parent), at every granularity.
+#[test]
+fn deferred_levels_that_overflow_match_the_model() {
+    let mut ops = vec![Op::Enter];
+    for outer in 0..3u64 {
+        ops.push(Op::Enter);
+        for i in 0..150u64 {
+            ops.push(Op::Access(outer * 7 + i * 40, 3));
+            if i % 20 == 0 {
+                ops.push(Op::Enter);
+                ops.extend((0..5).map(|k| Op::Access(9000 + k * 100 + i, 4)));
+                ops.push(Op::Exit);
+            }
+            if i % 50 == 25 {
+                ops.push(Op::Enter);
+                ops.extend((0..90).map(|k| Op::Access(20_000 + k * 17 + outer, 2)));
+                ops.push(Op::Exit);
+            }
+        }
+        ops.push(Op::Exit);
+    }
+    ops.push(Op::Exit);
+    for kind in FpKind::ALL {
+        for (location_shift, line_shift) in [(0, 6), (3, 6), (6, 6)] {
+            let config = FpConfig {
+                kind,
+                location_shift,
+                line_shift,
+                table_bits: Some(7),
             };
             check(config, &ops).unwrap();
         }
@@ -393,11 +454,16 @@ fn palette_tables_take_every_form() {
         let mut seen: HashMap<&str, usize> = HashMap::new();
         for op in &ops {
             match *op {
-                Op::Enter => assert!(fp.enter()),
+                Op::Enter => {
+                    assert!(fp.enter());
+                    // Every level in the shadow: the forms are those of nested instances.
+                    fp.flush();
+                }
                 Op::Exit => {
                     fp.exit();
                 }
                 Op::Access(addr, size) => fp.access(addr, size),
+                Op::Flush => fp.flush(),
             }
             for (form, n) in fp.table_forms() {
                 *seen.entry(form).or_default() += n;

@@ -103,5 +103,6 @@ fn depth_is_bounded_by_the_byte_tag() {
     }
     assert!(!fp.enter(), "a level beyond the byte's range is refused");
     fp.access(0, 1);
+    fp.flush();
     assert_eq!(fp.current(MAX_LEVELS - 2).locations, 1);
 }
