@@ -866,6 +866,10 @@ struct Packed {
     /// Per code, the first and the last word of `codes` that may hold it (`NO_WORDS` for a
     /// free code): a merge rewrites the words of the code merged, not the whole table.
     words: [[u16; 2]; 4],
+    /// Per code (bit `c`): its units lie in its first and its last word only, so a merge
+    /// rewrites at most two words however far apart they are (a column walk leaves a code
+    /// with this instance's element and the last one's, a row apart).
+    ends: u8,
     /// The code given the depth at the last raise (a hint for the next one).
     hot: u8,
     /// Unit `i`'s code in bits `width * i..width * (i + 1)`.
@@ -923,11 +927,34 @@ impl Packed {
         self.codes.len() * size_of::<u64>()
     }
 
+    /// Code `code` may now hold units in words `first..=last`.
     #[inline]
     fn add_words(&mut self, code: usize, first: usize, last: usize) {
-        let words = &mut self.words[code];
-        words[0] = words[0].min(first as u16);
-        words[1] = words[1].max(last as u16);
+        let [f, l] = self.words[code];
+        let (nf, nl) = (f.min(first as u16), l.max(last as u16));
+        let is_end = |w: u16| w == nf || w == nl;
+        let ends_only = last - first <= 1
+            && is_end(first as u16)
+            && is_end(last as u16)
+            && (f > l || (self.ends >> code & 1 != 0 && is_end(f) && is_end(l)));
+        self.ends = self.ends & !(1 << code) | (ends_only as u8) << code;
+        self.words[code] = [nf, nl];
+    }
+
+    /// Code `code` holds no unit any more.
+    fn free_words(&mut self, code: usize) {
+        self.words[code] = NO_WORDS;
+        self.ends &= !(1 << code);
+    }
+
+    /// The words a merge of code `c` into another rewrites.
+    fn merge_cost(&self, c: usize) -> u16 {
+        let [first, last] = self.words[c];
+        if self.ends >> c & 1 != 0 {
+            1 + (first != last) as u16
+        } else {
+            last - first + 1
+        }
     }
 
     /// Two used codes of the same value, if any: (the one to merge, the one to keep), the
@@ -940,10 +967,7 @@ impl Packed {
                 if self.count[a] == 0 || self.count[b] == 0 || self.value[a] != self.value[b] {
                     continue;
                 }
-                let (sa, sb) = (
-                    self.words[a][1] - self.words[a][0],
-                    self.words[b][1] - self.words[b][0],
-                );
+                let (sa, sb) = (self.merge_cost(a), self.merge_cost(b));
                 let (pair, span) = if sa <= sb { ((a, b), sa) } else { ((b, a), sb) };
                 if best.is_none() || span < best_span {
                     best = Some(pair);
@@ -974,11 +998,20 @@ impl Packed {
         // it): merge it without a search.
         let hot = self.hot as usize;
         let (from, into) = match (0..4).find(|&c| c != hot && self.value[c] == self.value[hot]) {
-            Some(other) if self.count[other] != 0 && self.count[hot] != 0 => (hot, other),
+            Some(other) if self.count[other] != 0 && self.count[hot] != 0 => {
+                // Either way frees a code: rewrite the fewer words.
+                if self.merge_cost(other) < self.merge_cost(hot) {
+                    (other, hot)
+                } else {
+                    (hot, other)
+                }
+            }
             _ => self.duplicate()?,
         };
         event(if from == hot {
             "word merge (last)"
+        } else if into == hot {
+            "word merge (into last)"
         } else {
             "word merge"
         });
@@ -1092,14 +1125,25 @@ impl Packed {
     fn merge<const W: u32>(&mut self, from: usize, into: usize) {
         debug_assert_eq!(self.value[from], self.value[into]);
         let [first, last] = self.words[from];
-        for word in &mut self.codes[first as usize..=last as usize] {
+        let rewrite = |word: &mut u64| {
             let m = code_eq::<W>(*word, from);
             *word = (*word & !unit_bits::<W>(m)) | (m * into as u64);
+        };
+        if self.ends >> from & 1 != 0 {
+            event("merge of ends");
+            rewrite(&mut self.codes[first as usize]);
+            rewrite(&mut self.codes[last as usize]);
+            self.add_words(into, first as usize, first as usize);
+            self.add_words(into, last as usize, last as usize);
+        } else {
+            self.codes[first as usize..=last as usize]
+                .iter_mut()
+                .for_each(rewrite);
+            self.add_words(into, first as usize, last as usize);
         }
         self.count[into] += self.count[from];
         self.count[from] = 0;
-        self.add_words(into, first as usize, last as usize);
-        self.words[from] = NO_WORDS;
+        self.free_words(from);
     }
 }
 
@@ -1372,6 +1416,7 @@ impl RlePage {
             value: [values[0], values[1], values[2], 0],
             count: [0; 4],
             words: [NO_WORDS; 4],
+            ends: 0,
             codes: vec![0; units / 32].into_boxed_slice(),
         };
         for (j, chunk) in bytes.chunks_exact(64).enumerate() {
@@ -1486,6 +1531,7 @@ impl RlePage {
                         NO_WORDS,
                         NO_WORDS,
                     ],
+                    ends: 0,
                     codes,
                 });
                 (bits_bytes(units) as isize, Some((lo, hi)))
@@ -1607,7 +1653,7 @@ impl RlePage {
                 p.count[c] -= n;
                 p.count[t] += n;
                 if p.count[c] == 0 {
-                    p.words[c] = NO_WORDS;
+                    p.free_words(c);
                 }
             }
         }
@@ -1656,6 +1702,11 @@ impl RlePage {
             let [first, last] = p.words[c];
             p.words[c] = [2 * first, 2 * last + 1];
         }
+        // A word's units are now in two words: only a code in one word keeps its ends.
+        p.ends &= p
+            .used()
+            .filter(|&c| p.words[c][1] - p.words[c][0] == 1)
+            .fold(0, |m, c| m | 1 << c);
         let before = p.array_bytes() as isize;
         p.width = Width::Two;
         p.codes = codes;
@@ -1685,6 +1736,8 @@ impl RlePage {
             value: [p.value[a], p.value[b], 0, 0],
             count: [p.count[a], p.count[b], 0, 0],
             words: [half(p.words[a]), half(p.words[b]), NO_WORDS, NO_WORDS],
+            // The words of the ends hold the units of the ends.
+            ends: (p.ends >> a & 1) | (p.ends >> b & 1) << 1,
             codes: bits,
         };
         let delta = narrow.array_bytes() as isize - p.array_bytes() as isize;
@@ -2391,6 +2444,10 @@ mod tests {
                         first <= w && w <= last,
                         "code {c} at unit {i} outside its words"
                     );
+                    assert!(
+                        p.ends >> c & 1 == 0 || w == first || w == last,
+                        "code {c} at unit {i} between its ends"
+                    );
                 }
                 assert_eq!(count, p.count);
                 let used = p.used().count();
@@ -2557,6 +2614,44 @@ mod tests {
         }
         assert!(forms.iter().all(|&n| n > 100), "forms reached: {forms:?}");
         assert!(expansions > 10, "{expansions} expansions");
+    }
+
+    /// Covariance's column walks: each new innermost instance raises an element of column
+    /// `i` and one of column `j` in every row's table, and the code of the last instance's
+    /// elements, a row apart, is merged rewriting its two words only.
+    #[test]
+    fn a_column_walk_merges_two_words_per_table() {
+        let (m, n) = (120u64, 40u64);
+        let mut fp = Footprint::new(FpConfig::new(FpKind::Palette));
+        let data = 0x10_0000u64;
+        fp.enter();
+        fp.access(data, m * n * 8);
+        EVENTS.with(|e| e.borrow_mut().clear());
+        let mut expected_k = Touched::default();
+        for i in 0..4 {
+            fp.enter();
+            for j in i + 1..m {
+                fp.enter();
+                fp.flush();
+                for k in 0..n {
+                    fp.access(data + (k * m + i) * 8, 8);
+                    fp.access(data + (k * m + j) * 8, 8);
+                }
+                let lines: std::collections::HashSet<u64> = (0..n)
+                    .flat_map(|k| [(data + (k * m + i) * 8) >> 6, (data + (k * m + j) * 8) >> 6])
+                    .collect();
+                expected_k.locations = 16 * n;
+                expected_k.lines = lines.len() as u64;
+                assert_eq!(fp.exit(), expected_k, "{i} {j}");
+            }
+            fp.exit();
+        }
+        let events = EVENTS.with(|e| e.borrow().clone());
+        let walks = 4 * (m - 1) - 6;
+        assert!(
+            events.get("merge of ends") >= Some(&(walks as usize)),
+            "{events:?}"
+        );
     }
 
     #[test]
