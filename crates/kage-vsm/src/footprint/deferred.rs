@@ -56,11 +56,12 @@ impl Deferred {
     #[inline]
     pub(super) fn push(&mut self, first: u64, last: u64) -> bool {
         debug_assert!(!self.starts.is_empty());
-        // A repeat of the last range (the same fields read in each iteration of a loop that
-        // is not a region) is common and costs nothing here.
+        // A range overlapping or touching the last one (the same fields read again, the
+        // next fields of a structure, the next elements of an array) joins it.
         if self.ranges.len() > self.innermost_start() {
-            let (a, b) = self.ranges[self.ranges.len() - 1];
-            if a <= first && last <= b {
+            let top = self.ranges.last_mut().expect("a range of this level");
+            if first <= top.1.saturating_add(1) && last.saturating_add(1) >= top.0 {
+                *top = (top.0.min(first), top.1.max(last));
                 return true;
             }
         }
@@ -236,6 +237,22 @@ mod tests {
         assert_eq!(d.levels(), 1);
         assert_eq!(d.ranges(), &[(5, 5)]);
         assert_eq!(d.exit(6).locations, 1);
+    }
+
+    #[test]
+    fn a_range_touching_the_last_one_joins_it() {
+        let mut d = Deferred::new(2);
+        d.enter();
+        d.push(10, 19);
+        d.push(20, 23);
+        d.push(5, 9);
+        d.push(12, 14);
+        d.enter();
+        // Not the parent's: a level's ranges join only its own.
+        d.push(24, 24);
+        assert_eq!(d.ranges(), &[(5, 23), (24, 24)]);
+        d.push(26, 26);
+        assert_eq!(d.len(), 3);
     }
 
     #[test]
