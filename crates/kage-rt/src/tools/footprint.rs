@@ -140,7 +140,9 @@ struct ThreadStats {
     epoch: AtomicU64,
     retired: AtomicBool,
     accesses: AtomicU64,
-    /// The root level's counters, published at every region exit.
+    /// The root level's counters, published at every region exit (exact once the thread's
+    /// regions have all exited, as at thread and process end; while deferred levels are
+    /// open, without their ranges: `Footprint::total`).
     total_locations: AtomicU64,
     total_lines: AtomicU64,
     max_depth: AtomicU64,
