@@ -79,6 +79,15 @@
 //! byte array or of codes takes a shorter path: one word loaded, compared and stored. A scrub
 //! finds the chunks of a byte array to clamp 8 bounds at a time.
 //!
+//! # Deferred levels
+//!
+//! An entered level has no shadow level at first (module `deferred`): its instance's unit
+//! ranges wait in a 64-entry buffer, and if it exits before it needs one its footprint is
+//! the size of their union, the ranges then passing to its parent. A level is given its
+//! shadow level (outermost first) when the buffer fills; [`Footprint::flush`] gives every
+//! open level one. Most instances (leaf calls, small loops) thus never start a version, and
+//! neither their tables nor their parents' are scrubbed for them.
+//!
 //! Tags are bytes: at most [`MAX_LEVELS`] levels are tracked (the paper's 256-level limit);
 //! [`Footprint::enter`] refuses deeper levels and the caller accounts for them.
 
