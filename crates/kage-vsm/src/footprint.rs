@@ -294,11 +294,20 @@ impl Footprint {
     fn materialize_outermost(&mut self) {
         self.push_level();
         self.changed = true;
-        for i in 0..self.deferred.outermost_len() {
-            let (first, last) = self.deferred.ranges()[i];
-            self.apply_units(first, last);
-        }
+        self.apply_spans(self.deferred.outermost_len());
         self.deferred.drop_outermost();
+    }
+
+    /// Applies the first `n` deferred spans at the depth of the innermost level with a
+    /// shadow level.
+    fn apply_spans(&mut self, n: usize) {
+        for i in 0..n {
+            let span = self.deferred.spans()[i];
+            for k in 0..span.count {
+                let (first, last) = span.element(k);
+                self.apply_units(first, last);
+            }
+        }
     }
 
     /// Applies what every deferred level accessed so far: [`total`](Self::total) and
@@ -313,8 +322,8 @@ impl Footprint {
     /// Makes room in the deferred levels' buffer.
     #[cold]
     fn make_room(&mut self) {
-        self.deferred.compact_innermost();
-        while self.deferred.len() > deferred::CAPACITY / 2 && self.deferred.levels() > 0 {
+        self.deferred.compact();
+        while self.deferred.len() > deferred::COMPACT_TO && self.deferred.levels() > 0 {
             self.materialize_outermost();
         }
     }
@@ -338,10 +347,7 @@ impl Footprint {
             let touched = self.deferred.exit(self.units_per_line_shift());
             if self.deferred.levels() == 0 {
                 // The parent has its shadow level (the root, at least): apply the union.
-                for i in 0..self.deferred.len() {
-                    let (first, last) = self.deferred.ranges()[i];
-                    self.apply_units(first, last);
-                }
+                self.apply_spans(self.deferred.len());
                 self.deferred.clear();
             }
             return touched;
@@ -402,6 +408,42 @@ impl Footprint {
             return;
         }
         self.apply(addr, size);
+    }
+
+    /// `count` accesses of `width` bytes, the first at `addr`, each `stride` bytes after
+    /// the one before (a hoisted loop's chunk). Ignored at depth 0.
+    pub fn access_strided(&mut self, addr: u64, width: u64, stride: u64, count: u64) {
+        if width == 0 || count == 0 {
+            return;
+        }
+        let shift = self.unit_shift();
+        if self.deferred.levels() > 0 && stride & ((1 << shift) - 1) == 0 {
+            // Whole units apart: the same units in every element, shifted.
+            let (first, last) = (addr >> shift, addr.saturating_add(width - 1) >> shift);
+            if self
+                .deferred
+                .push_strided(first, last, stride >> shift, count)
+            {
+                return;
+            }
+            self.make_room();
+            if self.deferred.levels() > 0 {
+                let pushed = self
+                    .deferred
+                    .push_strided(first, last, stride >> shift, count);
+                debug_assert!(pushed, "make_room leaves room");
+                return;
+            }
+        }
+        if stride <= width {
+            // Elements that overlap or touch make one range.
+            let len = (count - 1).saturating_mul(stride).saturating_add(width);
+            self.access(addr, len);
+        } else {
+            for k in 0..count {
+                self.access(addr.wrapping_add(k.wrapping_mul(stride)), width);
+            }
+        }
     }
 
     /// Units `first..=last` are accessed at the depth of the innermost level with a shadow

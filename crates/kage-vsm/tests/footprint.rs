@@ -13,8 +13,16 @@ enum Op {
     Enter,
     Exit,
     Access(u64, u64),
+    /// `Footprint::access_strided(addr, width, stride, count)`.
+    Strided(u64, u64, u64, u64),
     /// `Footprint::flush`: every open level's counts are exact after it.
     Flush,
+}
+
+/// A hoisted loop's chunk: elements that overlap, touch or leave gaps, strides of whole
+/// words or not.
+fn strided() -> impl Strategy<Value = Op> {
+    (0u64..3000, 1u64..12, 1u64..300, 1u64..40).prop_map(|(a, w, s, c)| Op::Strided(a, w, s, c))
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -25,6 +33,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0u64..3000, 1u64..20).prop_map(|(a, s)| Op::Access(a, s)),
         1 => (0u64..4, 1u64..300).prop_map(|(p, s)| Op::Access((p << 40) + 4096, s)),
         1 => Just(Op::Flush),
+        1 => strided(),
     ]
 }
 
@@ -152,6 +161,12 @@ fn check_with(config: FpConfig, ops: &[Op], eager: bool) -> Result<(), TestCaseE
                 fp.access(addr, size);
                 model.access(addr, size);
             }
+            Op::Strided(addr, width, stride, count) => {
+                fp.access_strided(addr, width, stride, count);
+                for k in 0..count {
+                    model.access(addr + k * stride, width);
+                }
+            }
             Op::Flush => fp.flush(),
         }
         prop_assert_eq!(fp.depth(), model.levels.len() - 1);
@@ -263,6 +278,51 @@ fn deferred_levels_that_overflow_match_the_model() {
                 location_shift,
                 line_shift,
                 table_bits: Some(7),
+            };
+            check(config, &ops).unwrap();
+        }
+    }
+}
+
+/// Covariance's loop nest: per column pair an innermost instance walking two columns
+/// (interleaved, one access per element, so the deferred buffer finds the progressions),
+/// then row and column writes; and the same walks reported as hoisted chunks.
+#[test]
+fn column_walks_match_the_model() {
+    let (m, n) = (24u64, 30u64);
+    let data = 0x10_0000;
+    let cov = 0x20_0000;
+    let mut ops = vec![Op::Enter, Op::Access(data, m * n * 8), Op::Enter];
+    for i in 0..m {
+        ops.push(Op::Enter);
+        for j in i..m {
+            ops.push(Op::Enter);
+            if j % 3 == 0 {
+                for chunk in 0..n / 10 {
+                    let row = data + chunk * 10 * m * 8;
+                    ops.push(Op::Strided(row + i * 8, 8, m * 8, 10));
+                    ops.push(Op::Strided(row + j * 8, 8, m * 8, 10));
+                }
+            } else {
+                for k in 0..n {
+                    ops.push(Op::Access(data + (k * m + i) * 8, 8));
+                    ops.push(Op::Access(data + (k * m + j) * 8, 8));
+                }
+            }
+            ops.push(Op::Exit);
+            ops.push(Op::Access(cov + (i * m + j) * 8, 8));
+            ops.push(Op::Access(cov + (j * m + i) * 8, 8));
+        }
+        ops.push(Op::Exit);
+    }
+    ops.extend([Op::Exit, Op::Exit]);
+    for kind in FpKind::ALL {
+        for (location_shift, line_shift) in [(0, 6), (3, 6), (2, 3), (6, 6)] {
+            let config = FpConfig {
+                kind,
+                location_shift,
+                line_shift,
+                table_bits: None,
             };
             check(config, &ops).unwrap();
         }
@@ -398,6 +458,7 @@ fn revisit_op() -> impl Strategy<Value = Op> {
         3 => Just(Op::Exit),
         6 => (0u64..1200, 1u64..16).prop_map(|(a, s)| Op::Access(a, s)),
         2 => (0u64..1200, 16u64..700).prop_map(|(a, s)| Op::Access(a, s)),
+        1 => strided(),
     ]
 }
 
@@ -463,6 +524,9 @@ fn palette_tables_take_every_form() {
                     fp.exit();
                 }
                 Op::Access(addr, size) => fp.access(addr, size),
+                Op::Strided(addr, width, stride, count) => {
+                    fp.access_strided(addr, width, stride, count)
+                }
                 Op::Flush => fp.flush(),
             }
             for (form, n) in fp.table_forms() {

@@ -516,17 +516,7 @@ impl ThreadTool for FootprintThread {
     }
 
     fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
-        let addr = addr as u64;
-        if stride <= width {
-            // Elements that overlap or touch make one range.
-            let len = (count - 1).saturating_mul(stride).saturating_add(width);
-            self.fp.access(addr, len);
-        } else {
-            for k in 0..count {
-                self.fp
-                    .access(addr.wrapping_add(k.wrapping_mul(stride)), width);
-            }
-        }
+        self.fp.access_strided(addr as u64, width, stride, count);
         self.sync_heap();
     }
 

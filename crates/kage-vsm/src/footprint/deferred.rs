@@ -3,30 +3,124 @@
 //! Most region instances are short and have few or no children (a leaf function called from
 //! a loop, a small loop). Giving each one a shadow level costs a new version, so every tag
 //! table it touches is scrubbed on first touch, and so is every table its parent touches
-//! after it returns. A deferred level instead keeps the unit ranges its instance accessed in
-//! a small buffer. When it exits, its footprint is the size of their union (sorted and
-//! coalesced in place, the lines counted from the same ranges); the coalesced ranges then
-//! belong to its parent: they stay in the buffer when the parent is deferred too, and are
-//! applied to the shadow at the parent's depth otherwise, which marks levels `0..=parent`
-//! exactly as the original accesses would have (an instance's tags at its own level are
-//! never read after it exits).
+//! after it returns. A deferred level instead keeps what its instance accessed in a small
+//! buffer of [`Span`]s: unit ranges, or progressions of equal ranges (a column walk, a
+//! hoisted loop's chunk). When it exits, its footprint is the size of their union (sorted,
+//! coalesced in place, then walked in address order, the lines counted on the way); the
+//! coalesced spans then belong to its parent: they stay in the buffer when the parent is
+//! deferred too, and are applied to the shadow at the parent's depth otherwise, which marks
+//! levels `0..=parent` exactly as the original accesses would have (an instance's tags at
+//! its own level are never read after it exits).
 //!
-//! Deferred levels are always the innermost ones. When the buffer fills, the innermost
-//! level's ranges are coalesced; if that leaves it more than half full, the outermost
-//! deferred levels are *materialized* (given their shadow level, their own ranges applied)
-//! until it is not. Accesses of a materialized innermost level go to the shadow directly.
+//! Deferred levels are always the innermost ones. When the buffer fills, every deferred
+//! level's spans are compacted (coalesced; progressions found among its ranges if that is
+//! not enough); if that leaves it more than a quarter full, the outermost deferred levels
+//! are *materialized* (given their shadow level, their own spans applied) until it is not.
+//! Accesses of a materialized innermost level go to the shadow directly.
 
 use super::Touched;
 
-/// Ranges the buffer holds (16 bytes each).
+/// Spans the buffer holds (32 bytes each).
 pub(super) const CAPACITY: usize = 64;
+
+/// Spans a compaction must leave at most, or deferred levels are materialized: a quarter of
+/// the buffer, so that compactions (a sort of the buffer) come at most once per
+/// `3 * CAPACITY / 4` accesses.
+pub(super) const COMPACT_TO: usize = CAPACITY / 4;
+
+/// Spans looked back at for progressions when compacting.
+const WINDOW: usize = 4;
+
+/// Units `first + k * stride ..= last + k * stride` for `k` in `0..count`: a range
+/// (`count` 1, `stride` 0) or a progression of disjoint ranges (`stride` beyond the width).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Span {
+    pub(super) first: u64,
+    pub(super) last: u64,
+    pub(super) stride: u64,
+    pub(super) count: u64,
+}
+
+impl Span {
+    fn range(first: u64, last: u64) -> Self {
+        Span {
+            first,
+            last,
+            stride: 0,
+            count: 1,
+        }
+    }
+
+    /// Units per element.
+    fn width(&self) -> u64 {
+        self.last - self.first
+    }
+
+    /// The last unit of the last element (saturating: spans come from real addresses).
+    fn end(&self) -> u64 {
+        self.last
+            .saturating_add((self.count - 1).saturating_mul(self.stride))
+    }
+
+    /// The first unit of element `k`.
+    fn next_first(&self) -> u64 {
+        self.first
+            .wrapping_add(self.count.wrapping_mul(self.stride))
+    }
+
+    /// Element `k`.
+    pub(super) fn element(&self, k: u64) -> (u64, u64) {
+        let offset = k.wrapping_mul(self.stride);
+        (
+            self.first.wrapping_add(offset),
+            self.last.wrapping_add(offset),
+        )
+    }
+
+    /// `self` (the earlier in address order) and `other` as one span, if they are one.
+    #[inline]
+    fn join(&self, other: &Span) -> Option<Span> {
+        debug_assert!(self.first <= other.first);
+        if self.count == 1 && other.count == 1 {
+            return (other.first <= self.last.saturating_add(1))
+                .then(|| Span::range(self.first, self.last.max(other.last)));
+        }
+        if self.count == 1 && other.end() <= self.last {
+            return Some(*self); // `other` lies within this range.
+        }
+        if other.count > 1 && self.stride != other.stride {
+            return None;
+        }
+        if self.count == other.count && other.first <= self.last.saturating_add(1) {
+            // The same rows, columns that overlap or touch: one wider band.
+            let last = self.last.max(other.last);
+            return Some(if last - self.first + 1 >= self.stride {
+                Span::range(self.first, last + (self.count - 1) * self.stride)
+            } else {
+                Span { last, ..*self }
+            });
+        }
+        // Equal elements: `other` continues (or repeats part of) this progression.
+        let offset = other.first - self.first;
+        if self.width() == other.width() && offset % self.stride == 0 {
+            let k = offset / self.stride;
+            if k <= self.count {
+                return Some(Span {
+                    count: self.count.max(k + other.count),
+                    ..*self
+                });
+            }
+        }
+        None
+    }
+}
 
 #[derive(Debug)]
 pub(super) struct Deferred {
-    /// Inclusive unit ranges accessed by the deferred levels, each level's own after its
-    /// start (coalesced ranges of exited children included).
-    ranges: Vec<(u64, u64)>,
-    /// Per deferred level, outermost first: where its own ranges begin in `ranges`.
+    /// What the deferred levels accessed, each level's own spans after its start
+    /// (coalesced spans of exited children included).
+    spans: Vec<Span>,
+    /// Per deferred level, outermost first: where its own spans begin in `spans`.
     starts: Vec<usize>,
 }
 
@@ -34,7 +128,7 @@ impl Deferred {
     /// `max_levels`: the most levels that can be deferred at once.
     pub(super) fn new(max_levels: usize) -> Self {
         Self {
-            ranges: Vec::with_capacity(CAPACITY),
+            spans: Vec::with_capacity(CAPACITY),
             starts: Vec::with_capacity(max_levels),
         }
     }
@@ -48,27 +142,71 @@ impl Deferred {
     #[inline]
     pub(super) fn enter(&mut self) {
         debug_assert!(self.starts.len() < self.starts.capacity());
-        self.starts.push(self.ranges.len());
+        self.starts.push(self.spans.len());
     }
 
     /// Records units `first..=last` for the innermost deferred level. Returns `false`,
     /// recording nothing, when the buffer is full.
     #[inline]
     pub(super) fn push(&mut self, first: u64, last: u64) -> bool {
+        self.push_span(Span::range(first, last))
+    }
+
+    /// Records `count` ranges `first..=last`, each `stride` units after the one before
+    /// (`count >= 1`). Returns `false`, recording nothing, when the buffer is full.
+    #[inline]
+    pub(super) fn push_strided(&mut self, first: u64, last: u64, stride: u64, count: u64) -> bool {
+        debug_assert!(count >= 1);
+        let span = if count == 1 || stride <= last - first + 1 {
+            // One element, or elements that overlap or touch: one range.
+            Span::range(
+                first,
+                last.saturating_add((count - 1).saturating_mul(stride)),
+            )
+        } else {
+            Span {
+                first,
+                last,
+                stride,
+                count,
+            }
+        };
+        self.push_span(span)
+    }
+
+    #[inline]
+    fn push_span(&mut self, span: Span) -> bool {
         debug_assert!(!self.starts.is_empty());
-        // A range overlapping or touching the last one (the same fields read again, the
-        // next fields of a structure, the next elements of an array) joins it.
-        if self.ranges.len() > self.innermost_start() {
-            let top = self.ranges.last_mut().expect("a range of this level");
-            if first <= top.1.saturating_add(1) && last.saturating_add(1) >= top.0 {
-                *top = (top.0.min(first), top.1.max(last));
+        let start = self.innermost_start();
+        let n = self.spans.len();
+        // A range overlapping or touching one of the last three ranges (the same fields read
+        // again, the next fields of a structure, the next elements of an array, or of two
+        // or three arrays walked together) joins it; so does the next element of one of the
+        // last three progressions.
+        for e in self.spans[start.max(n.saturating_sub(3))..n]
+            .iter_mut()
+            .rev()
+        {
+            if e.count == 1 {
+                if span.count == 1
+                    && span.first <= e.last.saturating_add(1)
+                    && span.last.saturating_add(1) >= e.first
+                {
+                    *e = Span::range(e.first.min(span.first), e.last.max(span.last));
+                    return true;
+                }
+            } else if span.first == e.next_first()
+                && span.width() == e.width()
+                && (span.count == 1 || span.stride == e.stride)
+            {
+                e.count += span.count;
                 return true;
             }
         }
-        if self.ranges.len() == CAPACITY {
+        if n == CAPACITY {
             return false;
         }
-        self.ranges.push((first, last));
+        self.spans.push(span);
         true
     }
 
@@ -76,21 +214,48 @@ impl Deferred {
         self.starts.last().copied().unwrap_or(0)
     }
 
-    /// Ranges held.
+    /// Spans held.
     #[inline]
     pub(super) fn len(&self) -> usize {
-        self.ranges.len()
+        self.spans.len()
     }
 
-    /// Coalesces the innermost level's own ranges.
-    pub(super) fn compact_innermost(&mut self) {
-        let start = self.innermost_start();
-        let kept = coalesce(&mut self.ranges[start..]);
-        self.ranges.truncate(start + kept);
+    /// Compacts every deferred level's own spans (a parent's hold its exited children's,
+    /// which only its exit would coalesce otherwise): coalesced, then, if that left more
+    /// than [`COMPACT_TO`], progressions found among them (in address order, interleaved
+    /// walks alternate as they were accessed) and coalesced again.
+    pub(super) fn compact(&mut self) {
+        self.compact_with(coalesce);
+        if self.spans.len() > COMPACT_TO {
+            self.compact_with(|spans| {
+                let kept = find_progressions(spans);
+                coalesce(&mut spans[..kept])
+            });
+        }
+    }
+
+    /// Rewrites each level's own spans with `f`, which returns how many it left at the
+    /// front; the levels' spans stay in order, each after the one before.
+    fn compact_with(&mut self, f: impl Fn(&mut [Span]) -> usize) {
+        let mut kept_total = 0;
+        for level in 0..self.starts.len() {
+            let (from, to) = (
+                self.starts[level],
+                self.starts
+                    .get(level + 1)
+                    .copied()
+                    .unwrap_or(self.spans.len()),
+            );
+            let kept = f(&mut self.spans[from..to]);
+            self.spans.copy_within(from..from + kept, kept_total);
+            self.starts[level] = kept_total;
+            kept_total += kept;
+        }
+        self.spans.truncate(kept_total);
     }
 
     /// The innermost deferred level exits: what its instance touched (`per_line`: log2 of
-    /// the units per line; 0 when units are lines). Its coalesced ranges stay, now its
+    /// the units per line; 0 when units are lines). Its coalesced spans stay, now its
     /// parent's own (or, without a deferred parent, for the caller to apply and
     /// [`clear`](Self::clear)).
     pub(super) fn exit(&mut self, per_line: u32) -> Touched {
@@ -98,47 +263,32 @@ impl Deferred {
             .starts
             .pop()
             .expect("kage-vsm: no deferred level to exit");
-        let kept = coalesce(&mut self.ranges[start..]);
-        self.ranges.truncate(start + kept);
-        let ranges = &self.ranges[start..];
-        let mut touched = Touched::default();
-        // Lines are counted once, however many ranges share them (ranges are in order).
-        let mut counted_to: Option<u64> = None;
-        for &(first, last) in ranges {
-            touched.locations += last - first + 1;
-            let (mut from, to) = (first >> per_line, last >> per_line);
-            if let Some(c) = counted_to {
-                from = from.max(c + 1);
-            }
-            if to >= from {
-                touched.lines += to - from + 1;
-                counted_to = Some(to);
-            }
-        }
-        touched
+        let kept = coalesce(&mut self.spans[start..]);
+        self.spans.truncate(start + kept);
+        union_size(&self.spans[start..], per_line)
     }
 
-    /// Every range held (with no level deferred: those of the level that just exited).
+    /// Every span held (with no level deferred: those of the level that just exited).
     #[inline]
-    pub(super) fn ranges(&self) -> &[(u64, u64)] {
-        &self.ranges
+    pub(super) fn spans(&self) -> &[Span] {
+        &self.spans
     }
 
     pub(super) fn clear(&mut self) {
         debug_assert!(self.starts.is_empty());
-        self.ranges.clear();
+        self.spans.clear();
     }
 
-    /// How many of the leading ranges are the outermost deferred level's own.
+    /// How many of the leading spans are the outermost deferred level's own.
     pub(super) fn outermost_len(&self) -> usize {
-        self.starts.get(1).copied().unwrap_or(self.ranges.len())
+        self.starts.get(1).copied().unwrap_or(self.spans.len())
     }
 
-    /// The outermost deferred level has been materialized (its own ranges, the first
+    /// The outermost deferred level has been materialized (its own spans, the first
     /// [`outermost_len`](Self::outermost_len), applied): forget it and them.
     pub(super) fn drop_outermost(&mut self) {
         let n = self.outermost_len();
-        self.ranges.drain(..n);
+        self.spans.drain(..n);
         self.starts.remove(0);
         for s in &mut self.starts {
             *s -= n;
@@ -146,52 +296,282 @@ impl Deferred {
     }
 
     pub(super) fn heap_bytes(&self) -> usize {
-        self.ranges.capacity() * size_of::<(u64, u64)>()
-            + self.starts.capacity() * size_of::<usize>()
+        self.spans.capacity() * size_of::<Span>() + self.starts.capacity() * size_of::<usize>()
     }
 }
 
-/// Sorts `ranges` and merges those that overlap or touch into the leading ones. Returns how
-/// many are left.
-fn coalesce(ranges: &mut [(u64, u64)]) -> usize {
-    if ranges.len() <= 1 {
-        return ranges.len();
+/// Rewrites `spans` (in the order accessed) with equally spaced equal ranges as
+/// progressions: a range continues one of the last [`WINDOW`] spans kept, or makes one with
+/// two of them (the third of three equally spaced). Returns how many spans are left.
+fn find_progressions(spans: &mut [Span]) -> usize {
+    let mut kept: usize = 0;
+    'next: for i in 0..spans.len() {
+        let x = spans[i];
+        let window = kept.saturating_sub(WINDOW)..kept;
+        for j in window.clone().rev() {
+            let e = &mut spans[j];
+            if e.count > 1
+                && x.first == e.next_first()
+                && x.width() == e.width()
+                && (x.count == 1 || x.stride == e.stride)
+            {
+                e.count += x.count;
+                continue 'next;
+            }
+        }
+        if x.count == 1 {
+            for b in window.clone().rev() {
+                let newer = spans[b];
+                if newer.count != 1 || newer.width() != x.width() || newer.first >= x.first {
+                    continue;
+                }
+                let stride = x.first - newer.first;
+                if stride <= x.width() + 1 {
+                    continue;
+                }
+                for a in (window.start..b).rev() {
+                    let older = spans[a];
+                    if older.count == 1
+                        && older.width() == x.width()
+                        && newer.first.checked_sub(older.first) == Some(stride)
+                    {
+                        spans[a] = Span {
+                            stride,
+                            count: 3,
+                            ..older
+                        };
+                        spans.copy_within(b + 1..kept, b);
+                        kept -= 1;
+                        continue 'next;
+                    }
+                }
+            }
+        }
+        spans[kept] = x;
+        kept += 1;
     }
-    ranges.sort_unstable_by_key(|r| r.0);
+    kept
+}
+
+/// Sorts `spans` and joins neighbours that are one span into the leading ones. Returns how
+/// many are left. Their union is unchanged; they may still overlap.
+fn coalesce(spans: &mut [Span]) -> usize {
+    if spans.len() <= 1 {
+        return spans.len();
+    }
+    if spans.len() <= 16 {
+        // A leaf's few ranges, often nearly in order.
+        for i in 1..spans.len() {
+            let x = spans[i];
+            let mut j = i;
+            while j > 0 && spans[j - 1].first > x.first {
+                spans[j] = spans[j - 1];
+                j -= 1;
+            }
+            spans[j] = x;
+        }
+    } else {
+        spans.sort_unstable_by_key(|s| s.first);
+    }
     let mut kept = 0;
-    for i in 1..ranges.len() {
-        let (first, last) = ranges[i];
-        let top = &mut ranges[kept];
-        if first <= top.1.saturating_add(1) {
-            top.1 = top.1.max(last);
-        } else {
-            kept += 1;
-            ranges[kept] = (first, last);
+    for i in 1..spans.len() {
+        let next = spans[i];
+        match spans[kept].join(&next) {
+            Some(joined) => spans[kept] = joined,
+            None => {
+                kept += 1;
+                spans[kept] = next;
+            }
         }
     }
     kept + 1
 }
 
+/// The distinct units and lines of `spans` (sorted by `first`, as [`coalesce`] leaves them).
+fn union_size(spans: &[Span], per_line: u32) -> Touched {
+    let mut touched = Touched::default();
+    // Lines are counted once, however many ranges share them (runs come in order).
+    let mut counted_to: Option<u64> = None;
+    let mut add_run = |first: u64, last: u64| {
+        touched.locations += last - first + 1;
+        let (mut from, to) = (first >> per_line, last >> per_line);
+        if let Some(c) = counted_to {
+            from = from.max(c + 1);
+        }
+        if to >= from {
+            touched.lines += to - from + 1;
+            counted_to = Some(to);
+        }
+    };
+    if spans.iter().all(|s| s.count == 1) {
+        // Coalesced ranges are disjoint and in order.
+        for s in spans {
+            add_run(s.first, s.last);
+        }
+        return touched;
+    }
+    // Elements of every span in address order (each span's are), overlapping ones merged.
+    // Per span not yet walked to its end: (its next element's first unit, that element,
+    // the span).
+    debug_assert!(spans.len() <= CAPACITY);
+    let mut cursors = [(0u64, 0u64, 0u64); CAPACITY];
+    let mut open = 0;
+    for (i, s) in spans.iter().enumerate() {
+        cursors[open] = (s.first, 0, i as u64);
+        open += 1;
+    }
+    let mut run: Option<(u64, u64)> = None;
+    while open > 0 {
+        let next = &mut cursors[..open];
+        let (at, _) = next
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, n)| n.0)
+            .expect("a span left");
+        let (_, k, i) = next[at];
+        let span = &spans[i as usize];
+        let (first, last) = span.element(k);
+        if k + 1 < span.count {
+            next[at] = (span.element(k + 1).0, k + 1, i);
+        } else {
+            next[at] = next[open - 1];
+            open -= 1;
+        }
+        run = match run {
+            Some((a, b)) if first <= b.saturating_add(1) => Some((a, b.max(last))),
+            Some((a, b)) => {
+                add_run(a, b);
+                Some((first, last))
+            }
+            None => Some((first, last)),
+        };
+    }
+    if let Some((a, b)) = run {
+        add_run(a, b);
+    }
+    touched
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+
+    fn units(spans: &[Span]) -> BTreeSet<u64> {
+        spans
+            .iter()
+            .flat_map(|s| {
+                (0..s.count).flat_map(move |k| {
+                    let (a, b) = s.element(k);
+                    a..=b
+                })
+            })
+            .collect()
+    }
+
+    fn naive(spans: &[Span], per_line: u32) -> Touched {
+        let set = units(spans);
+        Touched {
+            locations: set.len() as u64,
+            lines: set
+                .iter()
+                .map(|u| u >> per_line)
+                .collect::<BTreeSet<_>>()
+                .len() as u64,
+        }
+    }
 
     #[test]
     fn coalesce_merges_overlapping_and_touching_ranges_only() {
-        let mut r = [
-            (10, 12),
-            (0, 3),
-            (4, 4),
-            (13, 20),
-            (30, 31),
-            (2, 2),
-            (22, 25),
+        let r = |a, b| Span::range(a, b);
+        let mut s = [
+            r(10, 12),
+            r(0, 3),
+            r(4, 4),
+            r(13, 20),
+            r(30, 31),
+            r(2, 2),
+            r(22, 25),
         ];
-        let n = coalesce(&mut r);
-        assert_eq!(&r[..n], &[(0, 4), (10, 20), (22, 25), (30, 31)]);
-        let mut r = [(u64::MAX - 1, u64::MAX), (u64::MAX, u64::MAX)];
-        assert_eq!(coalesce(&mut r), 1);
-        assert_eq!(r[0], (u64::MAX - 1, u64::MAX));
+        let n = coalesce(&mut s);
+        assert_eq!(&s[..n], &[r(0, 4), r(10, 20), r(22, 25), r(30, 31)]);
+        let mut s = [r(u64::MAX - 1, u64::MAX), r(u64::MAX, u64::MAX)];
+        assert_eq!(coalesce(&mut s), 1);
+        assert_eq!(s[0], r(u64::MAX - 1, u64::MAX));
+    }
+
+    #[test]
+    fn progressions_join_as_bands_continuations_and_ranges() {
+        let p = |first, last, stride, count| Span {
+            first,
+            last,
+            stride,
+            count,
+        };
+        // Columns 0, 1 and 3 of 10 rows of 100: 0 and 1 make a band, 3 stays.
+        let mut s = [p(3, 3, 100, 10), p(1, 1, 100, 10), p(0, 0, 100, 10)];
+        let n = coalesce(&mut s);
+        assert_eq!(&s[..n], &[p(0, 1, 100, 10), p(3, 3, 100, 10)]);
+        // A band as wide as the stride is one range.
+        let mut s = [p(0, 49, 100, 4), p(50, 99, 100, 4)];
+        assert_eq!(coalesce(&mut s), 1);
+        assert_eq!(s[0], Span::range(0, 399));
+        // A continuation, and a repeat of part of it.
+        let mut s = [p(8, 9, 10, 3), p(38, 39, 10, 2), p(18, 19, 10, 1)];
+        assert_eq!(coalesce(&mut s), 1);
+        assert_eq!(s[0], p(8, 9, 10, 5));
+        // A range inside a range; a progression inside a range.
+        let mut s = [Span::range(0, 1000), p(5, 6, 50, 4), Span::range(7, 9)];
+        assert_eq!(coalesce(&mut s), 1);
+    }
+
+    #[test]
+    fn progressions_are_found_among_interleaved_walks() {
+        // Two column walks interleaved (columns 3 and 7, rows 100 apart), then a stray range.
+        let mut s: Vec<Span> = (0..20u64)
+            .flat_map(|k| {
+                [
+                    Span::range(k * 100 + 3, k * 100 + 3),
+                    Span::range(k * 100 + 7, k * 100 + 8),
+                ]
+            })
+            .collect();
+        s.push(Span::range(5000, 5000));
+        let before = units(&s);
+        let n = find_progressions(&mut s);
+        assert_eq!(n, 3, "{:?}", &s[..n]);
+        assert_eq!(units(&s[..n]), before);
+        assert_eq!(s[0].count, 20);
+        assert_eq!(s[1].count, 20);
+    }
+
+    #[test]
+    fn union_size_walks_progressions_in_address_order() {
+        let p = |first, last, stride, count| Span {
+            first,
+            last,
+            stride,
+            count,
+        };
+        let cases: Vec<Vec<Span>> = vec![
+            vec![p(0, 7, 4400, 50), p(64, 71, 4400, 50)],
+            vec![p(0, 7, 4400, 50), p(8, 15, 4400, 50), Span::range(100, 300)],
+            vec![
+                p(3, 5, 7, 9),
+                p(4, 9, 13, 5),
+                Span::range(0, 2),
+                p(60, 60, 2, 30),
+            ],
+            vec![p(0, 0, 64, 10), p(63, 63, 64, 10)],
+        ];
+        for mut spans in cases {
+            for per_line in [0, 3, 6] {
+                let expected = naive(&spans, per_line);
+                let n = coalesce(&mut spans);
+                assert_eq!(units(&spans[..n]).len() as u64, expected.locations);
+                assert_eq!(union_size(&spans[..n], per_line), expected, "{spans:?}");
+            }
+        }
     }
 
     #[test]
@@ -219,13 +599,17 @@ mod tests {
                 lines: 4
             }
         );
-        assert_eq!(d.ranges(), &[(0, 70), (100, 100), (127, 128), (200, 200)]);
+        let r = Span::range;
+        assert_eq!(
+            d.spans(),
+            &[r(0, 70), r(100, 100), r(127, 128), r(200, 200)]
+        );
         d.clear();
         assert_eq!(d.len(), 0);
     }
 
     #[test]
-    fn materializing_the_outermost_keeps_the_inner_levels_ranges() {
+    fn materializing_the_outermost_keeps_the_inner_levels_spans() {
         let mut d = Deferred::new(4);
         d.enter();
         d.push(1, 2);
@@ -235,7 +619,7 @@ mod tests {
         assert_eq!(d.outermost_len(), 2);
         d.drop_outermost();
         assert_eq!(d.levels(), 1);
-        assert_eq!(d.ranges(), &[(5, 5)]);
+        assert_eq!(d.spans(), &[Span::range(5, 5)]);
         assert_eq!(d.exit(6).locations, 1);
     }
 
@@ -250,9 +634,44 @@ mod tests {
         d.enter();
         // Not the parent's: a level's ranges join only its own.
         d.push(24, 24);
-        assert_eq!(d.ranges(), &[(5, 23), (24, 24)]);
+        assert_eq!(d.spans(), &[Span::range(5, 23), Span::range(24, 24)]);
         d.push(26, 26);
         assert_eq!(d.len(), 3);
+    }
+
+    #[test]
+    fn the_next_element_of_a_recent_progression_joins_it() {
+        let mut d = Deferred::new(1);
+        d.enter();
+        d.push_strided(0, 7, 100, 4);
+        d.push_strided(50, 57, 100, 4);
+        d.push(400, 407);
+        d.push(450, 457);
+        d.push_strided(500, 507, 100, 3);
+        assert_eq!(d.len(), 2);
+        assert_eq!(d.exit(0).locations, 8 * 8 + 5 * 8);
+    }
+
+    #[test]
+    fn compacting_coalesces_every_level_and_keeps_them_apart() {
+        let mut d = Deferred::new(3);
+        d.enter();
+        // The parent's spans: what 40 children left, one column each (a band once sorted).
+        for c in [7u64, 3, 5, 1, 0, 2, 6, 4].iter().cycle().take(40) {
+            assert!(d.push_strided(*c, *c, 100, 10));
+        }
+        d.enter();
+        for k in 0..24u64 {
+            assert!(d.push(1000 + 10 * k, 1000 + 10 * k));
+        }
+        assert_eq!(d.len(), CAPACITY);
+        d.compact();
+        // The parent's band; the child's ranges as one progression (coalescing alone left
+        // more than a quarter of the buffer).
+        assert_eq!(d.outermost_len(), 1, "{:?}", d.spans());
+        assert_eq!(d.len(), 2, "{:?}", d.spans());
+        assert_eq!(d.exit(0).locations, 24);
+        assert_eq!(d.exit(0).locations, 80 + 24);
     }
 
     #[test]
@@ -260,11 +679,12 @@ mod tests {
         let mut d = Deferred::new(1);
         d.enter();
         for k in 0..CAPACITY as u64 {
-            assert!(d.push(2 * k, 2 * k));
+            assert!(d.push(3 * k * k, 3 * k * k));
         }
-        assert!(d.push(2 * (CAPACITY as u64 - 1), 2 * (CAPACITY as u64 - 1)));
+        let last = 3 * (CAPACITY as u64 - 1).pow(2);
+        assert!(d.push(last, last));
         assert!(!d.push(1, 1));
-        d.compact_innermost();
+        d.compact();
         assert_eq!(d.len(), CAPACITY);
     }
 }
