@@ -413,6 +413,11 @@ impl Footprint {
     /// `count` accesses of `width` bytes, the first at `addr`, each `stride` bytes after
     /// the one before (a hoisted loop's chunk). Ignored at depth 0.
     pub fn access_strided(&mut self, addr: u64, width: u64, stride: u64, count: u64) {
+        if count == 1 {
+            // A segment's report.
+            self.access(addr, width);
+            return;
+        }
         if width == 0 || count == 0 {
             return;
         }

@@ -102,7 +102,7 @@ impl Span {
         }
         // Equal elements: `other` continues (or repeats part of) this progression.
         let offset = other.first - self.first;
-        if self.width() == other.width() && offset % self.stride == 0 {
+        if self.width() == other.width() && offset.is_multiple_of(self.stride) {
             let k = offset / self.stride;
             if k <= self.count {
                 return Some(Span {
@@ -147,7 +147,7 @@ impl Deferred {
 
     /// Records units `first..=last` for the innermost deferred level. Returns `false`,
     /// recording nothing, when the buffer is full.
-    #[inline]
+    #[inline(always)]
     pub(super) fn push(&mut self, first: u64, last: u64) -> bool {
         self.push_span(Span::range(first, last))
     }
@@ -174,7 +174,9 @@ impl Deferred {
         self.push_span(span)
     }
 
-    #[inline]
+    // Always inlined: a span passed through memory is stored as words and reloaded as
+    // vectors, which stalls (store forwarding) on every access.
+    #[inline(always)]
     fn push_span(&mut self, span: Span) -> bool {
         debug_assert!(!self.starts.is_empty());
         let start = self.innermost_start();
