@@ -1320,7 +1320,7 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
         .map(|s| s.to_string())
         .collect();
     let mut expected = count(1, 2, 1).to_vec();
-    expected.push("call void @__kage_fp_strided(ptr %p, i64 4, i64 0, i64 1)".into());
+    expected.push("call void @__kage_fp_range(ptr %p, i64 4)".into());
     expected.push("br i1 %found, label %exit, label %latch".into());
     assert_eq!(tail, expected);
     // Around a call, the same element is stored twice: reported once (before the call, at
@@ -1332,14 +1332,11 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
         .collect();
     let reports: Vec<&String> = header
         .iter()
-        .filter(|i| i.contains("__kage_fp_strided"))
+        .filter(|i| i.contains("__kage_fp_range"))
         .collect();
-    assert_eq!(
-        reports,
-        ["call void @__kage_fp_strided(ptr %p, i64 4, i64 0, i64 1)"]
-    );
+    assert_eq!(reports, ["call void @__kage_fp_range(ptr %p, i64 4)"]);
     let at = |needle: &str| header.iter().position(|i| i.contains(needle)).unwrap();
-    assert!(at("__kage_fp_strided") < at("call void @opaque()"));
+    assert!(at("__kage_fp_range") < at("call void @opaque()"));
     let counts = header
         .iter()
         .filter(|i| i.starts_with("store atomic i64"))

@@ -20,3 +20,21 @@ __thread _Atomic uint64_t __kage_fp_accesses;
 
 /* The calling thread's counter, readable by other threads while it lives. */
 _Atomic uint64_t *kage_fp_accesses_slot(void) { return &__kage_fp_accesses; }
+
+/* The footprint tool's per-thread buffer of reported ranges ("Footprint instrumentation"):
+ * instrumented code appends (first byte, last byte) while len < limit, and calls
+ * __kage_fp_strided otherwise; the runtime drains it at every region event and sets limit
+ * (0 while the thread's accesses are not to be buffered). `limit` may be set by another
+ * thread (kage_set_enabled): both sides access it with relaxed atomics. */
+#define KAGE_FP_BUFFER 32
+struct kage_fp_buffer {
+  uint64_t len;
+  _Atomic uint64_t limit;
+  uint64_t ranges[2 * KAGE_FP_BUFFER];
+};
+__attribute__((tls_model("initial-exec"), visibility("default")))
+__thread struct kage_fp_buffer __kage_fp_buffer;
+
+/* The calling thread's buffer, for the runtime (its limit settable by other threads). */
+struct kage_fp_buffer *kage_fp_buffer_slot(void) { return &__kage_fp_buffer; }
+uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }

@@ -57,6 +57,83 @@ pub struct FootprintTool {
 extern "C" {
     /// csrc/tls.c: the calling thread's `__kage_fp_accesses`.
     fn kage_fp_accesses_slot() -> *mut AtomicU64;
+    /// csrc/tls.c: the calling thread's `__kage_fp_buffer`.
+    fn kage_fp_buffer_slot() -> *mut RangeBuffer;
+    /// csrc/tls.c: the ranges `__kage_fp_buffer` holds.
+    fn kage_fp_buffer_capacity() -> u64;
+}
+
+/// `struct kage_fp_buffer` (csrc/tls.c, docs/abi.md): the ranges (first byte, last byte)
+/// footprint instrumentation appends inline while `len < limit`; the owner thread drains
+/// it at every region event, and whoever turns accesses on or off sets `limit`.
+#[repr(C)]
+struct RangeBuffer {
+    len: u64,
+    limit: AtomicU64,
+    /// `kage_fp_buffer_capacity()` pairs.
+    ranges: [u64; 0],
+}
+
+/// The owner thread's buffer, as the tool holds it.
+struct BufferSlot {
+    /// Null once the owner has ended.
+    buffer: AtomicPtr<RangeBuffer>,
+    capacity: u64,
+}
+
+impl BufferSlot {
+    /// For the calling thread (the owner), buffering when `on`.
+    fn new(on: bool) -> Self {
+        // SAFETY: the calling thread's buffer, which lives as long as the thread.
+        let (buffer, capacity) = unsafe { (kage_fp_buffer_slot(), kage_fp_buffer_capacity()) };
+        let slot = BufferSlot {
+            buffer: AtomicPtr::new(buffer),
+            capacity,
+        };
+        slot.set_enabled(on);
+        slot
+    }
+
+    /// Instrumented code buffers ranges (`on`) or reports each one (the runtime then drops
+    /// them while accesses are off).
+    fn set_enabled(&self, on: bool) {
+        let buffer = self.buffer.load(Acquire);
+        if !buffer.is_null() {
+            let limit = if on { self.capacity } else { 0 };
+            // SAFETY: non-null only while the owner lives.
+            unsafe { (*buffer).limit.store(limit, Relaxed) };
+        }
+    }
+
+    /// Owner only: takes the buffered ranges, in order.
+    fn drain(&self, mut each: impl FnMut(u64, u64)) {
+        let buffer = self.buffer.load(Relaxed);
+        if buffer.is_null() {
+            return;
+        }
+        // SAFETY: the owner's own buffer; only the owner (inline, or here) writes `len`
+        // and the ranges.
+        unsafe {
+            let len = (*buffer).len.min(self.capacity) as usize;
+            let ranges = std::ptr::addr_of!((*buffer).ranges) as *const u64;
+            for i in 0..len {
+                each(*ranges.add(2 * i), *ranges.add(2 * i + 1));
+            }
+            (*buffer).len = 0;
+        }
+    }
+
+    /// Owner only: forgets the buffered ranges.
+    fn clear(&self) {
+        self.drain(|_, _| {});
+    }
+
+    /// Owner only, at its end: nothing is buffered any more.
+    fn close(&self) {
+        self.clear();
+        self.set_enabled(false);
+        self.buffer.store(std::ptr::null_mut(), Release);
+    }
 }
 
 /// The accesses that footprint instrumentation counts inline, in the owner thread's
@@ -149,6 +226,7 @@ struct ThreadStats {
     untracked: AtomicU64,
     regions: Chunked<W>,
     inline: InlineCount,
+    buffer: BufferSlot,
 }
 
 pub struct FootprintThread {
@@ -289,6 +367,7 @@ impl Tool for FootprintTool {
         }
         for t in self.threads.lock().iter() {
             t.inline.set_enabled(on);
+            t.buffer.set_enabled(on);
         }
     }
 
@@ -304,6 +383,7 @@ impl Tool for FootprintTool {
             untracked: AtomicU64::new(0),
             regions: Chunked::new(),
             inline: InlineCount::new(),
+            buffer: BufferSlot::new(self.enabled.load(Relaxed)),
         }));
         self.threads.lock().push(s);
         let fp = Footprint::new(settings.config);
@@ -409,6 +489,16 @@ impl FootprintThread {
         self.s.total_lines.store(total.lines, Relaxed);
     }
 
+    /// Applies the ranges instrumented code buffered (all in the current innermost
+    /// instance: every region event drains them first).
+    #[inline]
+    fn drain(&mut self) {
+        let fp = &mut self.fp;
+        self.s
+            .buffer
+            .drain(|first, last| fp.access(first, last.wrapping_sub(first).wrapping_add(1)));
+    }
+
     /// Applies the tool's latest reset if this thread has not yet.
     fn sync_epoch(&mut self) {
         let e = self.tool.epoch.load(Acquire);
@@ -431,6 +521,7 @@ impl FootprintThread {
             a.store(0, Relaxed);
         }
         self.s.inline.zero();
+        self.s.buffer.clear();
         let mut fp = Footprint::new(*self.fp.config());
         for _ in self.open.iter().filter(|(_, tracked)| *tracked) {
             fp.enter();
@@ -453,6 +544,7 @@ impl ThreadTool for FootprintThread {
         if !self.is_tracked_kind(region) {
             return;
         }
+        self.drain();
         let tracked = self.fp.enter();
         if !tracked {
             bump(&self.s.untracked, 1);
@@ -474,6 +566,7 @@ impl ThreadTool for FootprintThread {
             debug_assert!(false, "unbalanced exit of region {region}");
             return;
         }
+        self.drain();
         let Some((_, tracked)) = self.open.pop() else {
             return;
         };
@@ -516,6 +609,8 @@ impl ThreadTool for FootprintThread {
     }
 
     fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
+        // Called when the buffer is full, among others.
+        self.drain();
         self.fp.access_strided(addr as u64, width, stride, count);
         self.sync_heap();
     }
@@ -531,6 +626,13 @@ impl ThreadTool for FootprintThread {
     }
 
     fn thread_exit(&mut self) {
+        self.drain();
+        {
+            // Under the lock `set_enabled` writes limits under: the buffer goes with the
+            // thread.
+            let _threads = self.tool.threads.lock();
+            self.s.buffer.close();
+        }
         self.s.inline.fold(!self.tool.enabled.load(Relaxed));
         self.publish_totals();
     }
@@ -587,6 +689,57 @@ mod tests {
             assert_eq!(res.top["accesses"], 4);
             assert!(res.top["shadow_peak_bytes"].as_u64().unwrap() > 0);
         }
+    }
+
+    /// What instrumented code does inline: append a range if the buffer has room.
+    fn append_inline(first: u64, len: u64) -> bool {
+        // SAFETY: this thread's buffer; the test is its only writer.
+        unsafe {
+            let b = kage_fp_buffer_slot();
+            let n = (*b).len;
+            if n >= (*b).limit.load(Relaxed) {
+                return false;
+            }
+            let ranges = std::ptr::addr_of_mut!((*b).ranges) as *mut u64;
+            *ranges.add(2 * n as usize) = first;
+            *ranges.add(2 * n as usize + 1) = first + len - 1;
+            (*b).len = n + 1;
+            true
+        }
+    }
+
+    #[test]
+    fn ranges_buffered_inline_count_in_the_instance_they_were_made_in() {
+        let t = tool("palette", "byte");
+        let mut a = t.new_thread();
+        a.enter(0);
+        assert!(append_inline(0x1000, 16));
+        a.enter(1);
+        // Buffered in region 1's instance (entered above, so drained before it).
+        assert!(append_inline(0x2000, 8));
+        assert!(append_inline(0x1000, 4));
+        a.exit(1);
+        // Until the buffer is full; then instrumented code calls the runtime.
+        let capacity = unsafe { kage_fp_buffer_capacity() };
+        for k in 0..capacity {
+            assert!(append_inline(0x3000 + 2 * k, 1));
+        }
+        assert!(!append_inline(0x9000, 1));
+        a.access_strided(0x9000, 1, 0, 1);
+        // Off: nothing is buffered (instrumented code calls the runtime, whose gate drops it).
+        t.set_enabled(false);
+        assert!(!append_inline(0xa000, 64));
+        t.set_enabled(true);
+        a.exit(0);
+        a.thread_exit();
+        assert!(
+            !append_inline(0xb000, 64),
+            "no buffering after the thread's end"
+        );
+        let res = t.finish(2);
+        assert_eq!(fp(&res, 1)["max_bytes"], 12);
+        assert_eq!(fp(&res, 0)["max_bytes"], 16 + 8 + capacity + 1);
+        assert_eq!(res.top["total_bytes"], 16 + 8 + capacity + 1);
     }
 
     #[test]
