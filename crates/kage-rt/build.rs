@@ -1,4 +1,5 @@
-//! Compiles the runtime's only C: the thread-locals instrumented code updates (csrc/tls.c).
+//! Compiles the runtime's only C: the thread-locals instrumented code updates and the
+//! footprint range buffer (csrc/tls.c).
 fn main() {
     println!("cargo:rerun-if-changed=csrc/tls.c");
     cc::Build::new()

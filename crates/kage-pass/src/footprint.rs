@@ -10,9 +10,10 @@
 //! - **Segments.** Each block is cut into segments at calls, as for the working set
 //!   ([`crate::working_set::function_segments`]). A segment's accesses are reported at its
 //!   end (before the call or the terminator), ranges with one base and constant offsets
-//!   merged where they overlap or touch: one `__kage_fp_range(ptr, len)` per merged range,
-//!   an inline helper appending it to the thread's `__kage_fp_buffer` (the runtime drains it
-//!   at region events), or calling `__kage_fp_strided(ptr, len, 0, 1)` when that is full.
+//!   merged where they overlap or touch: one `__kage_fp_range(ptr, len)` per merged range
+//!   (the runtime's C part appends it to a thread-local buffer that the tool drains at
+//!   region events; a call, not inline code: sqlite's text grew by 2.9 MB of resident
+//!   pages when it was inline).
 //!   Region hooks sit only at block starts (`__kage_func_enter`, `__kage_loop_iter`,
 //!   `__kage_settle`, `__kage_resume_at`) and right before `ret`/`resume`
 //!   (`__kage_func_exit`, inserted after the reports), so a segment's reports see the
@@ -38,7 +39,7 @@ use std::collections::HashSet;
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
 use llvm_sys::target::LLVMTargetDataRef;
-use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate};
+use llvm_sys::LLVMAtomicOrdering;
 
 use crate::access::{Access, Length, Range};
 use crate::checkpoints::{Checkpoints, Marked};
@@ -50,14 +51,9 @@ use crate::working_set::{function_segments, plan_marks, Mark, Segment};
 pub const STRIDED: &str = "__kage_fp_strided";
 /// `__thread uint64_t __kage_fp_accesses` (initial-exec).
 pub const ACCESSES: &str = "__kage_fp_accesses";
-/// `__thread struct { uint64_t len, limit, ranges[2 * RANGE_BUFFER]; } __kage_fp_buffer`
-/// (initial-exec): ranges (first byte, last byte) that instrumented code appends while
-/// `len < limit` (docs/abi.md).
-pub const BUFFER: &str = "__kage_fp_buffer";
-/// Ranges `__kage_fp_buffer` holds.
-pub const RANGE_BUFFER: u32 = 32;
-/// The inline helper appending a range to the buffer, or calling the runtime.
-const RANGE_HELPER: &str = "__kage_fp_range";
+/// `void __kage_fp_range(const void *addr, uint64_t len)`: a range, buffered by the runtime's
+/// C part (docs/abi.md).
+pub const RANGE: &str = "__kage_fp_range";
 
 /// The runtime's footprint symbols, declared in one module.
 pub struct FpRuntime {
@@ -65,7 +61,7 @@ pub struct FpRuntime {
     pub strided_type: LLVMTypeRef,
     /// The thread-local access counter.
     pub accesses: LLVMValueRef,
-    /// `void __kage_fp_range(ptr, i64 len)`: the range buffered, or reported.
+    /// `__kage_fp_range`.
     range: LLVMValueRef,
     range_type: LLVMTypeRef,
     pub i64_type: LLVMTypeRef,
@@ -85,80 +81,17 @@ impl FpRuntime {
             LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 4, 0);
         let range_type =
             LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 2, 0);
-        let mut rt = FpRuntime {
+        FpRuntime {
             strided: ir::declare_runtime_function(module, STRIDED, strided_type),
             strided_type,
-            accesses: ir::declare_runtime_global(module, ACCESSES, 1, true),
-            range: ir::define_inline_helper(module, RANGE_HELPER, range_type),
+            accesses: ir::declare_runtime_global(module, ACCESSES, true),
+            range: ir::declare_runtime_function(module, RANGE, range_type),
             range_type,
             i64_type,
-        };
-        rt.define_range_helper(module);
-        rt
+        }
     }
 
-    /// The body of `__kage_fp_range(ptr, len)`:
-    ///
-    /// ```text
-    /// n = buffer.len; if (n < buffer.limit && len != 0) {
-    ///     buffer.ranges[n] = (ptr, ptr + len - 1); buffer.len = n + 1;
-    /// } else __kage_fp_strided(ptr, len, 0, 1);
-    /// ```
-    ///
-    /// `limit` is loaded relaxed-atomically: another thread's `kage_set_enabled` sets it.
-    unsafe fn define_range_helper(&mut self, module: LLVMModuleRef) {
-        let context = LLVMGetModuleContext(module);
-        let buffer = ir::declare_runtime_global(module, BUFFER, 2 + 2 * RANGE_BUFFER, true);
-        let f = self.range;
-        let (ptr, len) = (LLVMGetParam(f, 0), LLVMGetParam(f, 1));
-        let entry = LLVMAppendBasicBlockInContext(context, f, c"entry".as_ptr());
-        let append = LLVMAppendBasicBlockInContext(context, f, c"append".as_ptr());
-        let call = LLVMAppendBasicBlockInContext(context, f, c"call".as_ptr());
-        let b = LLVMCreateBuilderInContext(context);
-        LLVMPositionBuilderAtEnd(b, entry);
-        let word = |b, i: u64| ir::byte_gep(b, buffer, self.constant(8 * i));
-        let n = LLVMBuildLoad2(b, self.i64_type, buffer, c"n".as_ptr());
-        let limit = LLVMBuildLoad2(b, self.i64_type, word(b, 1), c"limit".as_ptr());
-        LLVMSetOrdering(limit, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
-        LLVMSetAlignment(limit, 8);
-        let room = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntULT, n, limit, c"".as_ptr());
-        let some = LLVMBuildICmp(
-            b,
-            LLVMIntPredicate::LLVMIntNE,
-            len,
-            self.constant(0),
-            c"".as_ptr(),
-        );
-        let ok = LLVMBuildAnd(b, room, some, c"".as_ptr());
-        let branch = LLVMBuildCondBr(b, ok, append, call);
-        ir::set_branch_weights(branch, 1000, 1);
-        LLVMPositionBuilderAtEnd(b, append);
-        let first = LLVMBuildPtrToInt(b, ptr, self.i64_type, c"".as_ptr());
-        let last = LLVMBuildAdd(
-            b,
-            first,
-            LLVMBuildSub(b, len, self.constant(1), c"".as_ptr()),
-            c"".as_ptr(),
-        );
-        let slot = LLVMBuildShl(b, n, self.constant(4), c"".as_ptr());
-        let slot = LLVMBuildAdd(b, slot, self.constant(16), c"".as_ptr());
-        let at = ir::byte_gep(b, buffer, slot);
-        LLVMBuildStore(b, first, at);
-        LLVMBuildStore(b, last, ir::byte_gep(b, at, self.constant(8)));
-        LLVMBuildStore(
-            b,
-            LLVMBuildAdd(b, n, self.constant(1), c"".as_ptr()),
-            buffer,
-        );
-        LLVMBuildRetVoid(b);
-        LLVMPositionBuilderAtEnd(b, call);
-        self.report(b, ptr, len, self.constant(0), self.constant(1));
-        LLVMBuildRetVoid(b);
-        LLVMDisposeBuilder(b);
-    }
-
-    /// At the builder's position: the range `ptr..ptr + len` buffered or reported
-    /// (`__kage_fp_range`).
+    /// At the builder's position: `__kage_fp_range(ptr, len)`.
     ///
     /// # Safety
     /// `builder` must be positioned in a function of the module; `ptr` a pointer, `len` an

@@ -228,15 +228,14 @@ pub unsafe fn declare_runtime_function(
     func
 }
 
-/// `@name`, an external global of the runtime of `words` i64s (one: an i64; more: an
-/// array), initial-exec thread-local when `per_thread`, declared when missing.
+/// `@name`, an external i64 global of the runtime (initial-exec thread-local when
+/// `per_thread`), declared when missing.
 ///
 /// # Safety
 /// `module` must be valid.
 pub unsafe fn declare_runtime_global(
     module: LLVMModuleRef,
     name: &str,
-    words: u32,
     per_thread: bool,
 ) -> LLVMValueRef {
     let cname = c_string(name);
@@ -245,12 +244,7 @@ pub unsafe fn declare_runtime_global(
         return existing;
     }
     let i64_type = LLVMInt64TypeInContext(LLVMGetModuleContext(module));
-    let ty = if words == 1 {
-        i64_type
-    } else {
-        LLVMArrayType2(i64_type, u64::from(words))
-    };
-    let global = LLVMAddGlobal(module, ty, cname.as_ptr());
+    let global = LLVMAddGlobal(module, i64_type, cname.as_ptr());
     LLVMSetLinkage(global, llvm_sys::LLVMLinkage::LLVMExternalLinkage);
     if per_thread {
         LLVMSetThreadLocalMode(

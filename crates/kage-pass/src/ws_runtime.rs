@@ -331,7 +331,7 @@ impl WsRuntime {
 
     /// `@name`, an external i64 global of the runtime (thread-local when `per_thread`).
     unsafe fn runtime_global(&self, name: &str, per_thread: bool) -> LLVMValueRef {
-        ir::declare_runtime_global(self.module, name, 1, per_thread)
+        ir::declare_runtime_global(self.module, name, per_thread)
     }
 
     /// Loads a runtime global that never changes once instrumented code runs; the

@@ -1,6 +1,8 @@
-/* The thread-locals that instrumented code updates inline (docs/abi.md). They live in C
- * because stable Rust cannot define an exported thread-local symbol. Initial-exec: the
- * runtime is always part of the executable. */
+/* The thread-locals that instrumented code updates inline (docs/abi.md), and the footprint
+ * range buffer with its append. They live in C because stable Rust cannot define an
+ * exported thread-local symbol. Initial-exec: the runtime is always part of the
+ * executable. */
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* The working-set tool's per-thread access budget ("Working-set instrumentation").
@@ -22,8 +24,8 @@ __thread _Atomic uint64_t __kage_fp_accesses;
 _Atomic uint64_t *kage_fp_accesses_slot(void) { return &__kage_fp_accesses; }
 
 /* The footprint tool's per-thread buffer of reported ranges ("Footprint instrumentation"):
- * instrumented code appends (first byte, last byte) while len < limit, and calls
- * __kage_fp_strided otherwise; the runtime drains it at every region event and sets limit
+ * __kage_fp_range appends (first byte, last byte) while len < limit, and calls
+ * __kage_fp_strided otherwise; the tool drains it at every region event and sets limit
  * (0 while the thread's accesses are not to be buffered). `limit` may be set by another
  * thread (kage_set_enabled): both sides access it with relaxed atomics. */
 #define KAGE_FP_BUFFER 32
@@ -32,9 +34,27 @@ struct kage_fp_buffer {
   _Atomic uint64_t limit;
   uint64_t ranges[2 * KAGE_FP_BUFFER];
 };
-__attribute__((tls_model("initial-exec"), visibility("default")))
-__thread struct kage_fp_buffer __kage_fp_buffer;
+__attribute__((tls_model("initial-exec")))
+static __thread struct kage_fp_buffer kage_fp_buffer;
+
+void __kage_fp_strided(const void *addr, uint64_t width, uint64_t stride, uint64_t count);
+
+/* `len` bytes at `addr` are accessed: a segment's report (docs/abi.md). Here, not in the
+ * Rust part: the common case is an append, without the thread lookup and dispatch of a
+ * runtime event. */
+void __kage_fp_range(const void *addr, uint64_t len) {
+  struct kage_fp_buffer *b = &kage_fp_buffer;
+  uint64_t n = b->len;
+  if (__builtin_expect(n < atomic_load_explicit(&b->limit, memory_order_relaxed) && len != 0, 1)) {
+    uint64_t first = (uint64_t)(uintptr_t)addr;
+    b->ranges[2 * n] = first;
+    b->ranges[2 * n + 1] = first + (len - 1);
+    b->len = n + 1;
+    return;
+  }
+  __kage_fp_strided(addr, len, 0, 1);
+}
 
 /* The calling thread's buffer, for the runtime (its limit settable by other threads). */
-struct kage_fp_buffer *kage_fp_buffer_slot(void) { return &__kage_fp_buffer; }
+struct kage_fp_buffer *kage_fp_buffer_slot(void) { return &kage_fp_buffer; }
 uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }

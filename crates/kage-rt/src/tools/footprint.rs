@@ -57,15 +57,15 @@ pub struct FootprintTool {
 extern "C" {
     /// csrc/tls.c: the calling thread's `__kage_fp_accesses`.
     fn kage_fp_accesses_slot() -> *mut AtomicU64;
-    /// csrc/tls.c: the calling thread's `__kage_fp_buffer`.
+    /// csrc/tls.c: the calling thread's range buffer.
     fn kage_fp_buffer_slot() -> *mut RangeBuffer;
-    /// csrc/tls.c: the ranges `__kage_fp_buffer` holds.
+    /// csrc/tls.c: the ranges the buffer holds.
     fn kage_fp_buffer_capacity() -> u64;
 }
 
-/// `struct kage_fp_buffer` (csrc/tls.c, docs/abi.md): the ranges (first byte, last byte)
-/// footprint instrumentation appends inline while `len < limit`; the owner thread drains
-/// it at every region event, and whoever turns accesses on or off sets `limit`.
+/// `struct kage_fp_buffer` (csrc/tls.c): the ranges (first byte, last byte) that
+/// `__kage_fp_range` appends while `len < limit`; the owner thread drains it at every region
+/// event, and whoever turns accesses on or off sets `limit`.
 #[repr(C)]
 struct RangeBuffer {
     len: u64,
@@ -691,8 +691,8 @@ mod tests {
         }
     }
 
-    /// What instrumented code does inline: append a range if the buffer has room.
-    fn append_inline(first: u64, len: u64) -> bool {
+    /// What `__kage_fp_range` does: append a range if the buffer has room.
+    fn buffer_range(first: u64, len: u64) -> bool {
         // SAFETY: this thread's buffer; the test is its only writer.
         unsafe {
             let b = kage_fp_buffer_slot();
@@ -713,27 +713,27 @@ mod tests {
         let t = tool("palette", "byte");
         let mut a = t.new_thread();
         a.enter(0);
-        assert!(append_inline(0x1000, 16));
+        assert!(buffer_range(0x1000, 16));
         a.enter(1);
         // Buffered in region 1's instance (entered above, so drained before it).
-        assert!(append_inline(0x2000, 8));
-        assert!(append_inline(0x1000, 4));
+        assert!(buffer_range(0x2000, 8));
+        assert!(buffer_range(0x1000, 4));
         a.exit(1);
         // Until the buffer is full; then instrumented code calls the runtime.
         let capacity = unsafe { kage_fp_buffer_capacity() };
         for k in 0..capacity {
-            assert!(append_inline(0x3000 + 2 * k, 1));
+            assert!(buffer_range(0x3000 + 2 * k, 1));
         }
-        assert!(!append_inline(0x9000, 1));
+        assert!(!buffer_range(0x9000, 1));
         a.access_strided(0x9000, 1, 0, 1);
         // Off: nothing is buffered (instrumented code calls the runtime, whose gate drops it).
         t.set_enabled(false);
-        assert!(!append_inline(0xa000, 64));
+        assert!(!buffer_range(0xa000, 64));
         t.set_enabled(true);
         a.exit(0);
         a.thread_exit();
         assert!(
-            !append_inline(0xb000, 64),
+            !buffer_range(0xb000, 64),
             "no buffering after the thread's end"
         );
         let res = t.finish(2);
