@@ -329,10 +329,12 @@ impl Footprint {
     }
 
     /// The shift from units (locations, or lines when locations are lines) to lines.
+    #[inline]
     fn units_per_line_shift(&self) -> u32 {
         self.config.line_shift - self.unit_shift()
     }
 
+    #[inline]
     fn unit_shift(&self) -> u32 {
         self.config.location_shift.min(self.config.line_shift)
     }

@@ -361,6 +361,9 @@ fn coalesce(spans: &mut [Span]) -> usize {
     if spans.len() <= 1 {
         return spans.len();
     }
+    if spans.len() <= 16 && spans.iter().all(|s| s.count == 1) {
+        return coalesce_ranges(spans);
+    }
     if spans.len() <= 16 {
         // A leaf's few ranges, often nearly in order.
         for i in 1..spans.len() {
@@ -386,6 +389,35 @@ fn coalesce(spans: &mut [Span]) -> usize {
             }
         }
     }
+    kept + 1
+}
+
+/// [`coalesce`] for a few ranges (a leaf's, at its exit: the common case), sorted as pairs
+/// (half the bytes to move) in a copy.
+fn coalesce_ranges(spans: &mut [Span]) -> usize {
+    let mut ranges = [(0u64, 0u64); 16];
+    let n = spans.len();
+    for (i, s) in spans.iter().enumerate() {
+        let x = (s.first, s.last);
+        let mut j = i;
+        while j > 0 && ranges[j - 1].0 > x.0 {
+            ranges[j] = ranges[j - 1];
+            j -= 1;
+        }
+        ranges[j] = x;
+    }
+    let mut kept = 0;
+    let mut top = ranges[0];
+    for &(first, last) in &ranges[1..n] {
+        if first <= top.1.saturating_add(1) {
+            top.1 = top.1.max(last);
+        } else {
+            spans[kept] = Span::range(top.0, top.1);
+            kept += 1;
+            top = (first, last);
+        }
+    }
+    spans[kept] = Span::range(top.0, top.1);
     kept + 1
 }
 
