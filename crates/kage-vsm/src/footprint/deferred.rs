@@ -421,6 +421,41 @@ fn coalesce_ranges(spans: &mut [Span]) -> usize {
     kept + 1
 }
 
+/// Row 0 of spans that are all progressions of one stride and count whose elements lie
+/// within one stride of the first (so that row `k`, every span's element `k`, lies before
+/// row `k + 1`): its ranges, merged and in order.
+struct Row {
+    ranges: [(u64, u64); CAPACITY],
+    len: usize,
+}
+
+fn one_row_pattern(spans: &[Span]) -> Option<Row> {
+    let (stride, count) = (spans[0].stride, spans[0].count);
+    let start = spans[0].first;
+    if count < 2
+        || spans
+            .iter()
+            .any(|s| s.stride != stride || s.count != count || s.last - start >= stride)
+    {
+        return None;
+    }
+    // `spans` are sorted by `first`.
+    let mut row = Row {
+        ranges: [(0, 0); CAPACITY],
+        len: 0,
+    };
+    for s in spans {
+        match row.len.checked_sub(1).map(|i| &mut row.ranges[i]) {
+            Some(top) if s.first <= top.1 + 1 => top.1 = top.1.max(s.last),
+            _ => {
+                row.ranges[row.len] = (s.first, s.last);
+                row.len += 1;
+            }
+        }
+    }
+    Some(row)
+}
+
 /// The distinct units and lines of `spans` (sorted by `first`, as [`coalesce`] leaves them).
 fn union_size(spans: &[Span], per_line: u32) -> Touched {
     let mut touched = Touched::default();
@@ -441,6 +476,18 @@ fn union_size(spans: &[Span], per_line: u32) -> Touched {
         // Coalesced ranges are disjoint and in order.
         for s in spans {
             add_run(s.first, s.last);
+        }
+        return touched;
+    }
+    if let Some(row) = one_row_pattern(spans) {
+        // Rows of the same ranges (a nest's column walks): row `k` is row 0 shifted by
+        // `k * stride`, after row `k - 1`.
+        let (stride, count) = (spans[0].stride, spans[0].count);
+        for k in 0..count {
+            let shift = k * stride;
+            for &(first, last) in &row.ranges[..row.len] {
+                add_run(first + shift, last + shift);
+            }
         }
         return touched;
     }
@@ -597,6 +644,10 @@ mod tests {
                 p(60, 60, 2, 30),
             ],
             vec![p(0, 0, 64, 10), p(63, 63, 64, 10)],
+            // Rows of one pattern: column walks, touching and line-sharing rows.
+            vec![p(5, 7, 100, 20), p(40, 47, 100, 20), p(44, 60, 100, 20)],
+            vec![p(0, 10, 24, 30), p(12, 23, 24, 30)],
+            vec![p(60, 63, 70, 9), p(64, 65, 70, 9)],
         ];
         for mut spans in cases {
             for per_line in [0, 3, 6] {
