@@ -81,7 +81,8 @@
 //!
 //! # Deferred levels
 //!
-//! An entered level has no shadow level at first (module `deferred`): its instance's unit
+//! With `palette`, an entered level has no shadow level at first (module `deferred`; the
+//! paper's kinds keep its scheme, a level per enter): its instance's unit
 //! ranges wait in a 64-entry buffer, and if it exits before it needs one its footprint is
 //! the size of their union, the ranges then passing to its parent. A level is given its
 //! shadow level (outermost first) when the buffer fills; [`Footprint::flush`] gives every
@@ -133,6 +134,13 @@ impl FpKind {
     ];
     /// The default: the best the library offers.
     pub const DEFAULT: FpKind = FpKind::Palette;
+
+    /// Whether levels are deferred ([`deferred`]): a technique of ours, for `palette`
+    /// only, so that `baseline`, `slim` and `bulk` stay the paper's techniques and the
+    /// paper's comparison (Figure 7) can be reproduced.
+    pub const fn defers_levels(self) -> bool {
+        matches!(self, FpKind::Palette)
+    }
 
     /// The short name.
     pub const fn name(self) -> &'static str {
@@ -279,14 +287,19 @@ impl Footprint {
 
     /// Enters a region. Returns `false`, changing nothing, when [`MAX_LEVELS`] are active.
     ///
-    /// The level is deferred: it has no shadow level until it has children of its own
-    /// that need it or accesses too many ranges ([`deferred`]).
+    /// With `palette`, the level is deferred: it has no shadow level until it has children
+    /// of its own that need it or accesses too many ranges ([`deferred`]).
     #[inline]
     pub fn enter(&mut self) -> bool {
         if self.depth() + 1 >= MAX_LEVELS {
             return false;
         }
-        self.deferred.enter();
+        if self.config.kind.defers_levels() {
+            self.deferred.enter();
+        } else {
+            self.push_level();
+            self.changed = true;
+        }
         true
     }
 
