@@ -62,10 +62,16 @@ impl Span {
             .saturating_add((self.count - 1).saturating_mul(self.stride))
     }
 
-    /// The first unit of element `k`.
-    fn next_first(&self) -> u64 {
-        self.first
-            .wrapping_add(self.count.wrapping_mul(self.stride))
+    /// Whether `next` continues this progression: its elements are this one's next ones.
+    #[inline(always)]
+    fn continued_by(&self, next: &Span) -> bool {
+        self.count > 1
+            && next.first
+                == self
+                    .first
+                    .wrapping_add(self.count.wrapping_mul(self.stride))
+            && next.width() == self.width()
+            && (next.count == 1 || next.stride == self.stride)
     }
 
     /// Element `k`.
@@ -197,10 +203,7 @@ impl Deferred {
                     *e = Span::range(e.first.min(span.first), e.last.max(span.last));
                     return true;
                 }
-            } else if span.first == e.next_first()
-                && span.width() == e.width()
-                && (span.count == 1 || span.stride == e.stride)
-            {
+            } else if e.continued_by(&span) {
                 e.count += span.count;
                 return true;
             }
@@ -312,11 +315,7 @@ fn find_progressions(spans: &mut [Span]) -> usize {
         let window = kept.saturating_sub(WINDOW)..kept;
         for j in window.clone().rev() {
             let e = &mut spans[j];
-            if e.count > 1
-                && x.first == e.next_first()
-                && x.width() == e.width()
-                && (x.count == 1 || x.stride == e.stride)
-            {
+            if e.continued_by(&x) {
                 e.count += x.count;
                 continue 'next;
             }
