@@ -332,6 +332,28 @@ impl Footprint {
         }
     }
 
+    /// Records an access for the innermost deferred level with `push` (one of
+    /// [`Deferred`]'s), making room when the buffer is full. Returns `false` when making
+    /// room materialized every level: the access is then the innermost level's, in the
+    /// shadow.
+    #[inline(always)]
+    fn defer(&mut self, push: impl Fn(&mut Deferred) -> bool) -> bool {
+        push(&mut self.deferred) || self.defer_after_making_room(push)
+    }
+
+    /// [`defer`](Self::defer) when the buffer is full: kept out of the accesses' path.
+    #[cold]
+    #[inline(never)]
+    fn defer_after_making_room(&mut self, push: impl Fn(&mut Deferred) -> bool) -> bool {
+        self.make_room();
+        if self.deferred.levels() == 0 {
+            return false;
+        }
+        let pushed = push(&mut self.deferred);
+        debug_assert!(pushed, "make_room leaves room");
+        true
+    }
+
     /// Makes room in the deferred levels' buffer.
     #[cold]
     fn make_room(&mut self) {
@@ -408,16 +430,9 @@ impl Footprint {
         if self.deferred.levels() > 0 {
             let shift = self.unit_shift();
             let (first, last) = (addr >> shift, addr.saturating_add(size - 1) >> shift);
-            if self.deferred.push(first, last) {
+            if self.defer(|d| d.push(first, last)) {
                 return;
             }
-            self.make_room();
-            if self.deferred.levels() > 0 {
-                let pushed = self.deferred.push(first, last);
-                debug_assert!(pushed, "make_room leaves room");
-                return;
-            }
-            // Every level was materialized: the access is the innermost one's.
         }
         if self.versions.depth() <= 1 {
             return;
@@ -440,18 +455,7 @@ impl Footprint {
         if self.deferred.levels() > 0 && stride & ((1 << shift) - 1) == 0 {
             // Whole units apart: the same units in every element, shifted.
             let (first, last) = (addr >> shift, addr.saturating_add(width - 1) >> shift);
-            if self
-                .deferred
-                .push_strided(first, last, stride >> shift, count)
-            {
-                return;
-            }
-            self.make_room();
-            if self.deferred.levels() > 0 {
-                let pushed = self
-                    .deferred
-                    .push_strided(first, last, stride >> shift, count);
-                debug_assert!(pushed, "make_room leaves room");
+            if self.defer(|d| d.push_strided(first, last, stride >> shift, count)) {
                 return;
             }
         }
