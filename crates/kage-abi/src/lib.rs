@@ -1,0 +1,472 @@
+//! The contract between `kage-pass` (which writes calls and tables into the program) and
+//! `kage-rt` (which implements them), as `docs/abi.md` describes it, written once so that
+//! both sides, and the compiler wrapper, use the same definitions.
+//!
+//! - [`Region`], [`Module`]: the C layout of the static region table;
+//! - [`RegionKind`]: `enum kage_region_kind`;
+//! - [`Instrumentation`]: `enum kage_instrumentation`, and [`BUILD_TOOLS`], the `KAGE_TOOL`
+//!   values that select one;
+//! - [`symbols`]: every function and global the instrumented code and the runtime share,
+//!   with its C signature as data ([`Symbol`]); the pass declares from it, and a test of the
+//!   pass checks that what it emits matches it, while the runtime's definitions are checked
+//!   against [`symbols`]'s function-pointer types at compile time.
+//!
+//! `no_std` and dependency-free: the runtime links it into every instrumented program, and
+//! the pass loads it into clang.
+
+#![no_std]
+
+use core::ffi::{c_char, c_void};
+
+/// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
+pub const VERSION: u32 = 3;
+
+/// `kage_region.global_id` before registration, and `parent` for none.
+pub const NONE: u32 = 0xFFFF_FFFF;
+/// `global_id` the runtime writes into a region whose module was rejected, so later hooks
+/// skip it without retrying the registration.
+pub const REJECTED: u32 = 0xFFFF_FFFE;
+
+/// The name of a module's `struct kage_module` global: its presence also tells the pass that
+/// a module is already instrumented.
+pub const MODULE_GLOBAL: &str = "__kage_module";
+/// Priority of the constructor that registers a module's table (`llvm.global_ctors`).
+pub const CTOR_PRIORITY: u64 = 1;
+
+/// `enum kage_region_kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum RegionKind {
+    Function = 0,
+    Loop = 1,
+    /// One iteration of a loop; always the entry right after its loop's.
+    LoopBody = 2,
+}
+
+impl RegionKind {
+    /// The kind a table's `kind` field holds, if it is one.
+    pub const fn from_u32(value: u32) -> Option<RegionKind> {
+        match value {
+            0 => Some(RegionKind::Function),
+            1 => Some(RegionKind::Loop),
+            2 => Some(RegionKind::LoopBody),
+            _ => None,
+        }
+    }
+}
+
+/// `struct kage_region`: one entry of a module's region table (64 bytes, align 8).
+#[repr(C)]
+pub struct Region {
+    /// Written by the runtime at registration; [`NONE`] before, [`REJECTED`] for a rejected
+    /// module.
+    pub global_id: u32,
+    /// A [`RegionKind`].
+    pub kind: u32,
+    /// Local index of the static parent; [`NONE`] for a function.
+    pub parent: u32,
+    /// First and last source line (0 = unknown).
+    pub first_line: u32,
+    pub last_line: u32,
+    /// This entry's own index in the module's array.
+    pub local_index: u32,
+    /// The function's name, demangled where it is C++.
+    pub name: *const c_char,
+    /// The function's linkage name.
+    pub symbol: *const c_char,
+    /// The source file, absolute where known, "" when unknown.
+    pub file: *const c_char,
+    pub module: *mut Module,
+    /// A function entry's code address; null for loops and bodies.
+    pub code: *const c_void,
+}
+
+/// `struct kage_module` (32 bytes, align 8).
+#[repr(C)]
+pub struct Module {
+    /// [`VERSION`].
+    pub abi_version: u32,
+    pub region_count: u32,
+    pub regions: *mut Region,
+    /// The module's source file name.
+    pub module_name: *const c_char,
+    /// An [`Instrumentation`].
+    pub instrumentation: u32,
+    /// Working-set instrumentation: log2 of the line size built into its marks; 0 otherwise.
+    pub line_shift: u32,
+}
+
+/// Byte offsets of the fields of [`Region`] and [`Module`], in field order: the pass lays
+/// out its constant tables by them (`regions.rs`), and the layout assertions below tie them
+/// to the Rust structs the runtime reads.
+pub mod layout {
+    pub const REGION_SIZE: usize = 64;
+    /// `global_id, kind, parent, first_line, last_line, local_index` (i32 each), then
+    /// `name, symbol, file, module, code` (pointers).
+    pub const REGION_FIELDS: [usize; 11] = [0, 4, 8, 12, 16, 20, 24, 32, 40, 48, 56];
+    pub const MODULE_SIZE: usize = 32;
+    /// `abi_version, region_count` (i32), `regions, module_name` (pointers),
+    /// `instrumentation, line_shift` (i32).
+    pub const MODULE_FIELDS: [usize; 6] = [0, 4, 8, 16, 24, 28];
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<Region>() == layout::REGION_SIZE);
+    let r = layout::REGION_FIELDS;
+    assert!(offset_of!(Region, global_id) == r[0] && offset_of!(Region, kind) == r[1]);
+    assert!(offset_of!(Region, parent) == r[2] && offset_of!(Region, first_line) == r[3]);
+    assert!(offset_of!(Region, last_line) == r[4] && offset_of!(Region, local_index) == r[5]);
+    assert!(offset_of!(Region, name) == r[6] && offset_of!(Region, symbol) == r[7]);
+    assert!(offset_of!(Region, file) == r[8] && offset_of!(Region, module) == r[9]);
+    assert!(offset_of!(Region, code) == r[10]);
+    assert!(size_of::<Module>() == layout::MODULE_SIZE);
+    let m = layout::MODULE_FIELDS;
+    assert!(offset_of!(Module, abi_version) == m[0] && offset_of!(Module, region_count) == m[1]);
+    assert!(offset_of!(Module, regions) == m[2] && offset_of!(Module, module_name) == m[3]);
+    assert!(offset_of!(Module, instrumentation) == m[4] && offset_of!(Module, line_shift) == m[5]);
+};
+
+/// `enum kage_instrumentation`: what a module's code reports, chosen at build time
+/// (`KAGE_TOOL`). Which runtime tools can read it is [`Instrumentation::only_tool`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Instrumentation {
+    /// Region hooks and a call per access: works with every runtime tool.
+    Calls = 0,
+    /// Inline working-set marking, budget checks per segment, no region hooks.
+    WorkingSet = 1,
+    /// As `WorkingSet`, plus a `__kage_ws_trace` call before every access (tests only).
+    WorkingSetTrace = 2,
+    /// The region hooks of `Calls`, accesses reported in groups (`__kage_fp_range`,
+    /// `__kage_fp_strided`) and counted inline: the footprint tool only.
+    Footprint = 3,
+}
+
+impl Instrumentation {
+    pub const ALL: [Instrumentation; 4] = [
+        Instrumentation::Calls,
+        Instrumentation::WorkingSet,
+        Instrumentation::WorkingSetTrace,
+        Instrumentation::Footprint,
+    ];
+
+    /// The value of `kage_module.instrumentation`.
+    pub const fn value(self) -> u32 {
+        self as u32
+    }
+
+    /// The instrumentation a table's field holds, if it is one.
+    pub const fn from_u32(value: u32) -> Option<Instrumentation> {
+        match value {
+            0 => Some(Instrumentation::Calls),
+            1 => Some(Instrumentation::WorkingSet),
+            2 => Some(Instrumentation::WorkingSetTrace),
+            3 => Some(Instrumentation::Footprint),
+            _ => None,
+        }
+    }
+
+    /// The one runtime tool (`tool=`) that understands this instrumentation; `None` when
+    /// every tool does.
+    pub const fn only_tool(self) -> Option<&'static str> {
+        match self {
+            Instrumentation::Calls => None,
+            Instrumentation::WorkingSet | Instrumentation::WorkingSetTrace => Some("working-set"),
+            Instrumentation::Footprint => Some("footprint"),
+        }
+    }
+
+    /// Whether the build has a line size (`kage_module.line_shift`, `KAGE_WS_LINE_SIZE`).
+    pub const fn has_line_size(self) -> bool {
+        matches!(
+            self,
+            Instrumentation::WorkingSet | Instrumentation::WorkingSetTrace
+        )
+    }
+}
+
+/// The environment variable that names the tool a program is built for.
+pub const TOOL_VARIABLE: &str = "KAGE_TOOL";
+/// With `KAGE_TOOL=working-set`, `1` selects [`Instrumentation::WorkingSetTrace`].
+pub const TRACE_VARIABLE: &str = "KAGE_WS_TRACE";
+/// With `KAGE_TOOL=working-set`: the cache line size built into the marks, in bytes.
+pub const LINE_SIZE_VARIABLE: &str = "KAGE_WS_LINE_SIZE";
+/// The line size when [`LINE_SIZE_VARIABLE`] (or the runtime's `line_size=`) is unset.
+pub const DEFAULT_LINE_SIZE: u64 = 64;
+/// The line sizes a build and the runtime accept: powers of two in this range.
+pub const LINE_SIZES: core::ops::RangeInclusive<u64> = 16..=4096;
+
+/// Whether `size` is a line size Kage accepts.
+pub fn is_line_size(size: u64) -> bool {
+    size.is_power_of_two() && LINE_SIZES.start() <= &size && &size <= LINE_SIZES.end()
+}
+
+/// A `KAGE_TOOL` value and the instrumentation it builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildTool {
+    pub name: &'static str,
+    pub instrumentation: Instrumentation,
+}
+
+/// Every `KAGE_TOOL` value (unset and empty mean `count`). `KAGE_WS_TRACE=1` turns
+/// `working-set` into [`Instrumentation::WorkingSetTrace`].
+pub const BUILD_TOOLS: &[BuildTool] = &[
+    BuildTool {
+        name: "count",
+        instrumentation: Instrumentation::Calls,
+    },
+    BuildTool {
+        name: "working-set",
+        instrumentation: Instrumentation::WorkingSet,
+    },
+    BuildTool {
+        name: "footprint",
+        instrumentation: Instrumentation::Footprint,
+    },
+];
+
+/// The instrumentation for the values of `KAGE_TOOL` and `KAGE_WS_TRACE` (`None`: unset);
+/// `Err(())` when `KAGE_TOOL` names no build tool.
+pub fn instrumentation_for(
+    tool: Option<&str>,
+    trace: Option<&str>,
+) -> Result<Instrumentation, ()> {
+    let name = match tool.unwrap_or("") {
+        "" => "count",
+        name => name,
+    };
+    let found = BUILD_TOOLS.iter().find(|t| t.name == name).ok_or(())?;
+    Ok(match found.instrumentation {
+        Instrumentation::WorkingSet if trace == Some("1") => Instrumentation::WorkingSetTrace,
+        other => other,
+    })
+}
+
+/// The C type of a parameter, a return value or a global.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CType {
+    Void,
+    /// Any pointer (`const void *`, `struct kage_region *`...).
+    Ptr,
+    I32,
+    I64,
+}
+
+/// How a function is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallingConvention {
+    C,
+    /// LLVM's `preserve_most` on x86-64 (the C convention elsewhere): the callee saves every
+    /// general-purpose register but r11.
+    PreserveMostOnX86_64,
+}
+
+/// A symbol shared by instrumented code and the runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Symbol {
+    /// A runtime function that instrumented code calls.
+    Function {
+        name: &'static str,
+        params: &'static [CType],
+        returns: CType,
+        convention: CallingConvention,
+        /// Which instrumentations call it.
+        called_by: &'static [Instrumentation],
+    },
+    /// A runtime global that instrumented code reads or updates inline.
+    Global {
+        name: &'static str,
+        ty: CType,
+        /// A `__thread` variable (initial-exec).
+        thread_local: bool,
+        used_by: &'static [Instrumentation],
+    },
+}
+
+impl Symbol {
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Symbol::Function { name, .. } | Symbol::Global { name, .. } => name,
+        }
+    }
+}
+
+/// Every symbol of the runtime that instrumented code uses, with its C signature.
+/// The function-pointer types beside each are what the runtime's definitions are checked
+/// against at compile time (`const _: symbols::FuncEnter = __kage_func_enter;`).
+pub mod symbols {
+    use super::CType::{self, *};
+    use super::CallingConvention::*;
+    use super::Instrumentation::{self, *};
+    use super::Symbol;
+    use super::{Module, Region};
+    use core::ffi::c_void;
+
+    const fn function(
+        name: &'static str,
+        params: &'static [CType],
+        called_by: &'static [Instrumentation],
+    ) -> Symbol {
+        Symbol::Function {
+            name,
+            params,
+            returns: Void,
+            convention: C,
+            called_by,
+        }
+    }
+
+    const REGION_HOOKS: &[Instrumentation] = &[Calls, Footprint];
+    const EVERY: &[Instrumentation] = &[Calls, WorkingSet, WorkingSetTrace, Footprint];
+    const WORKING_SET: &[Instrumentation] = &[WorkingSet, WorkingSetTrace];
+
+    /// `void __kage_register_module(struct kage_module *m)`.
+    pub const REGISTER_MODULE: Symbol = function("__kage_register_module", &[Ptr], EVERY);
+    pub type RegisterModule = unsafe extern "C" fn(*mut Module);
+
+    /// `void __kage_func_enter(struct kage_region *fn, const void *frame)`.
+    pub const FUNC_ENTER: Symbol = function("__kage_func_enter", &[Ptr, Ptr], REGION_HOOKS);
+    pub type FuncEnter = unsafe extern "C" fn(*mut Region, *const c_void);
+    /// `void __kage_func_exit(struct kage_region *fn)`.
+    pub const FUNC_EXIT: Symbol = function("__kage_func_exit", &[Ptr], REGION_HOOKS);
+    /// `void __kage_loop_iter(struct kage_region *loop)`.
+    pub const LOOP_ITER: Symbol = function("__kage_loop_iter", &[Ptr], REGION_HOOKS);
+    /// `void __kage_settle(struct kage_region *r)`.
+    pub const SETTLE: Symbol = function("__kage_settle", &[Ptr], REGION_HOOKS);
+    /// `void __kage_resume_at(struct kage_region *r, const void *frame)`.
+    pub const RESUME_AT: Symbol = function("__kage_resume_at", &[Ptr, Ptr], REGION_HOOKS);
+    /// The type of every region hook that takes only its region.
+    pub type RegionHook = unsafe extern "C" fn(*mut Region);
+
+    /// `void __kage_load(const void *addr, uint64_t size)`.
+    pub const LOAD: Symbol = function("__kage_load", &[Ptr, I64], &[Calls]);
+    /// `void __kage_store(const void *addr, uint64_t size)`.
+    pub const STORE: Symbol = function("__kage_store", &[Ptr, I64], &[Calls]);
+    pub type Access = unsafe extern "C" fn(*const c_void, u64);
+    /// `void __kage_cmpxchg(const void *addr, uint64_t size, uint32_t stored)`.
+    pub const CMPXCHG: Symbol = function("__kage_cmpxchg", &[Ptr, I64, I32], REGION_HOOKS);
+    pub type CmpXchg = unsafe extern "C" fn(*const c_void, u64, u32);
+
+    /// `void __kage_fp_strided(const void *addr, uint64_t width, uint64_t stride,
+    /// uint64_t count)`.
+    pub const FP_STRIDED: Symbol =
+        function("__kage_fp_strided", &[Ptr, I64, I64, I64], &[Footprint]);
+    pub type FpStrided = unsafe extern "C" fn(*const c_void, u64, u64, u64);
+    /// `void __kage_fp_range(const void *addr, uint64_t len)` (the runtime's C part).
+    pub const FP_RANGE: Symbol = function("__kage_fp_range", &[Ptr, I64], &[Footprint]);
+    /// `__thread uint64_t __kage_fp_accesses`.
+    pub const FP_ACCESSES: Symbol = Symbol::Global {
+        name: "__kage_fp_accesses",
+        ty: I64,
+        thread_local: true,
+        used_by: &[Footprint],
+    };
+
+    /// `uint64_t __kage_ws_shadow_offset`: the shadow byte of line `L` is at offset + `L`.
+    pub const WS_SHADOW_OFFSET: Symbol = Symbol::Global {
+        name: "__kage_ws_shadow_offset",
+        ty: I64,
+        thread_local: false,
+        used_by: WORKING_SET,
+    };
+    /// `__thread int64_t __kage_ws_budget`.
+    pub const WS_BUDGET: Symbol = Symbol::Global {
+        name: "__kage_ws_budget",
+        ty: I64,
+        thread_local: true,
+        used_by: WORKING_SET,
+    };
+    /// `void __kage_ws_mark_lines(uint64_t first_line, uint64_t last_line)`.
+    pub const WS_MARK_LINES: Symbol = function("__kage_ws_mark_lines", &[I64, I64], WORKING_SET);
+    pub type WsMarkLines = unsafe extern "C" fn(u64, u64);
+    /// `void __kage_ws_tick(struct kage_region *innermost)`, `preserve_most` on x86-64.
+    pub const WS_TICK: Symbol = Symbol::Function {
+        name: "__kage_ws_tick",
+        params: &[Ptr],
+        returns: Void,
+        convention: PreserveMostOnX86_64,
+        called_by: WORKING_SET,
+    };
+    /// `void __kage_ws_trace(const void *addr, uint64_t size)` (mode 2 only).
+    pub const WS_TRACE: Symbol = function("__kage_ws_trace", &[Ptr, I64], &[WorkingSetTrace]);
+
+    /// Every symbol above.
+    pub const ALL: &[Symbol] = &[
+        REGISTER_MODULE,
+        FUNC_ENTER,
+        FUNC_EXIT,
+        LOOP_ITER,
+        SETTLE,
+        RESUME_AT,
+        LOAD,
+        STORE,
+        CMPXCHG,
+        FP_STRIDED,
+        FP_RANGE,
+        FP_ACCESSES,
+        WS_SHADOW_OFFSET,
+        WS_BUDGET,
+        WS_MARK_LINES,
+        WS_TICK,
+        WS_TRACE,
+    ];
+
+    /// The symbol called `name`, if the runtime defines one.
+    pub fn find(name: &str) -> Option<&'static Symbol> {
+        ALL.iter().find(|s| s.name() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip() {
+        for i in Instrumentation::ALL {
+            assert_eq!(Instrumentation::from_u32(i.value()), Some(i));
+        }
+        assert_eq!(Instrumentation::from_u32(4), None);
+        for k in [RegionKind::Function, RegionKind::Loop, RegionKind::LoopBody] {
+            assert_eq!(RegionKind::from_u32(k as u32), Some(k));
+        }
+        assert_eq!(RegionKind::from_u32(3), None);
+    }
+
+    #[test]
+    fn build_tools() {
+        use Instrumentation::*;
+        assert_eq!(instrumentation_for(None, None), Ok(Calls));
+        assert_eq!(instrumentation_for(Some(""), Some("1")), Ok(Calls));
+        assert_eq!(instrumentation_for(Some("count"), Some("1")), Ok(Calls));
+        assert_eq!(instrumentation_for(Some("footprint"), None), Ok(Footprint));
+        assert_eq!(instrumentation_for(Some("working-set"), None), Ok(WorkingSet));
+        assert_eq!(instrumentation_for(Some("working-set"), Some("0")), Ok(WorkingSet));
+        assert_eq!(instrumentation_for(Some("working-set"), Some("1")), Ok(WorkingSetTrace));
+        assert_eq!(instrumentation_for(Some("workingset"), None), Err(()));
+        // Every instrumentation but the trace one is some KAGE_TOOL's, and each build tool
+        // that is not `count` is read by the runtime tool of its own name.
+        for t in BUILD_TOOLS {
+            assert_eq!(t.instrumentation.only_tool().unwrap_or("count"), t.name);
+        }
+    }
+
+    #[test]
+    fn line_sizes() {
+        assert!(is_line_size(16) && is_line_size(64) && is_line_size(4096));
+        assert!(!is_line_size(8) && !is_line_size(48) && !is_line_size(8192) && !is_line_size(0));
+        assert!(is_line_size(DEFAULT_LINE_SIZE));
+    }
+
+    #[test]
+    fn symbols_are_named_once_and_prefixed() {
+        for (i, a) in symbols::ALL.iter().enumerate() {
+            assert!(a.name().starts_with("__kage_"), "{}", a.name());
+            for b in &symbols::ALL[i + 1..] {
+                assert_ne!(a.name(), b.name());
+            }
+            assert_eq!(symbols::find(a.name()), Some(a));
+        }
+    }
+}
