@@ -227,17 +227,14 @@ pub const BUILD_TOOLS: &[BuildTool] = &[
 ];
 
 /// The instrumentation for the values of `KAGE_TOOL` and `KAGE_WS_TRACE` (`None`: unset);
-/// `Err(())` when `KAGE_TOOL` names no build tool.
-pub fn instrumentation_for(
-    tool: Option<&str>,
-    trace: Option<&str>,
-) -> Result<Instrumentation, ()> {
+/// `None` when `KAGE_TOOL` names no build tool.
+pub fn instrumentation_for(tool: Option<&str>, trace: Option<&str>) -> Option<Instrumentation> {
     let name = match tool.unwrap_or("") {
         "" => "count",
         name => name,
     };
-    let found = BUILD_TOOLS.iter().find(|t| t.name == name).ok_or(())?;
-    Ok(match found.instrumentation {
+    let found = BUILD_TOOLS.iter().find(|t| t.name == name)?;
+    Some(match found.instrumentation {
         Instrumentation::WorkingSet if trace == Some("1") => Instrumentation::WorkingSetTrace,
         other => other,
     })
@@ -437,14 +434,26 @@ mod tests {
     #[test]
     fn build_tools() {
         use Instrumentation::*;
-        assert_eq!(instrumentation_for(None, None), Ok(Calls));
-        assert_eq!(instrumentation_for(Some(""), Some("1")), Ok(Calls));
-        assert_eq!(instrumentation_for(Some("count"), Some("1")), Ok(Calls));
-        assert_eq!(instrumentation_for(Some("footprint"), None), Ok(Footprint));
-        assert_eq!(instrumentation_for(Some("working-set"), None), Ok(WorkingSet));
-        assert_eq!(instrumentation_for(Some("working-set"), Some("0")), Ok(WorkingSet));
-        assert_eq!(instrumentation_for(Some("working-set"), Some("1")), Ok(WorkingSetTrace));
-        assert_eq!(instrumentation_for(Some("workingset"), None), Err(()));
+        assert_eq!(instrumentation_for(None, None), Some(Calls));
+        assert_eq!(instrumentation_for(Some(""), Some("1")), Some(Calls));
+        assert_eq!(instrumentation_for(Some("count"), Some("1")), Some(Calls));
+        assert_eq!(
+            instrumentation_for(Some("footprint"), None),
+            Some(Footprint)
+        );
+        assert_eq!(
+            instrumentation_for(Some("working-set"), None),
+            Some(WorkingSet)
+        );
+        assert_eq!(
+            instrumentation_for(Some("working-set"), Some("0")),
+            Some(WorkingSet)
+        );
+        assert_eq!(
+            instrumentation_for(Some("working-set"), Some("1")),
+            Some(WorkingSetTrace)
+        );
+        assert_eq!(instrumentation_for(Some("workingset"), None), None);
         // Every instrumentation but the trace one is some KAGE_TOOL's, and each build tool
         // that is not `count` is read by the runtime tool of its own name.
         for t in BUILD_TOOLS {

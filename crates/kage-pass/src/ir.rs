@@ -3,9 +3,12 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 
+use kage_abi::{CType, CallingConvention, Symbol};
 use llvm_sys::core::*;
-use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
-use llvm_sys::{LLVMAttributeFunctionIndex, LLVMOpcode};
+use llvm_sys::prelude::{
+    LLVMBasicBlockRef, LLVMBuilderRef, LLVMContextRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
+};
+use llvm_sys::{LLVMAttributeFunctionIndex, LLVMCallConv, LLVMOpcode};
 
 /// Copies `len` bytes at `ptr` into a `String` (invalid UTF-8 replaced); "" for null.
 ///
@@ -213,7 +216,7 @@ pub unsafe fn direct_callee(inst: LLVMValueRef) -> Option<LLVMValueRef> {
 ///
 /// # Safety
 /// `module` must be valid; `ty` a function type of its context.
-pub unsafe fn declare_runtime_function(
+unsafe fn declare_runtime_function(
     module: LLVMModuleRef,
     name: &str,
     ty: LLVMTypeRef,
@@ -228,25 +231,122 @@ pub unsafe fn declare_runtime_function(
     func
 }
 
-/// `@name`, an external i64 global of the runtime (initial-exec thread-local when
-/// `per_thread`), declared when missing.
+/// A runtime function as the instrumented code calls it, declared from its signature in
+/// [`kage_abi::symbols`].
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimeFunction {
+    pub value: LLVMValueRef,
+    pub ty: LLVMTypeRef,
+    /// The LLVM calling convention of its declaration and of every call.
+    convention: u32,
+}
+
+impl RuntimeFunction {
+    /// Declares `symbol` (a [`Symbol::Function`]) in `module` when missing.
+    ///
+    /// # Safety
+    /// `module` must be valid.
+    pub unsafe fn declare(module: LLVMModuleRef, symbol: &Symbol) -> Self {
+        let Symbol::Function {
+            name,
+            params,
+            returns,
+            convention,
+            ..
+        } = *symbol
+        else {
+            unreachable!("{} is a global, not a function", symbol.name());
+        };
+        let context = LLVMGetModuleContext(module);
+        let mut params: Vec<LLVMTypeRef> = params.iter().map(|&t| c_type(context, t)).collect();
+        let ty = LLVMFunctionType(
+            c_type(context, returns),
+            params.as_mut_ptr(),
+            params.len() as u32,
+            0,
+        );
+        let convention = match convention {
+            CallingConvention::PreserveMostOnX86_64 if targets_x86_64(module) => {
+                LLVMCallConv::LLVMPreserveMostCallConv as u32
+            }
+            _ => LLVMCallConv::LLVMCCallConv as u32,
+        };
+        let value = declare_runtime_function(module, name, ty);
+        LLVMSetFunctionCallConv(value, convention);
+        RuntimeFunction {
+            value,
+            ty,
+            convention,
+        }
+    }
+
+    /// A call with `args` at the builder's position.
+    ///
+    /// # Safety
+    /// The builder must be positioned in a function of the module the function was declared
+    /// in; `args` must match its parameters.
+    pub unsafe fn call(&self, builder: LLVMBuilderRef, args: &mut [LLVMValueRef]) -> LLVMValueRef {
+        let call = LLVMBuildCall2(
+            builder,
+            self.ty,
+            self.value,
+            args.as_mut_ptr(),
+            args.len() as u32,
+            c"".as_ptr(),
+        );
+        if self.convention != LLVMCallConv::LLVMCCallConv as u32 {
+            LLVMSetInstructionCallConv(call, self.convention);
+        }
+        call
+    }
+}
+
+/// The LLVM type of a C type of the ABI.
+unsafe fn c_type(context: LLVMContextRef, ty: CType) -> LLVMTypeRef {
+    match ty {
+        CType::Void => LLVMVoidTypeInContext(context),
+        CType::Ptr => LLVMPointerTypeInContext(context, 0),
+        CType::I32 => LLVMInt32TypeInContext(context),
+        CType::I64 => LLVMInt64TypeInContext(context),
+    }
+}
+
+/// Whether `module` is compiled for x86-64.
+unsafe fn targets_x86_64(module: LLVMModuleRef) -> bool {
+    let triple = LLVMGetTarget(module);
+    !triple.is_null()
+        && std::ffi::CStr::from_ptr(triple)
+            .to_bytes()
+            .starts_with(b"x86_64")
+}
+
+/// `@name`, the runtime's global `symbol` (a [`Symbol::Global`]: external, initial-exec
+/// thread-local when it is per thread), declared when missing.
 ///
 /// # Safety
 /// `module` must be valid.
-pub unsafe fn declare_runtime_global(
-    module: LLVMModuleRef,
-    name: &str,
-    per_thread: bool,
-) -> LLVMValueRef {
+pub unsafe fn declare_runtime_global(module: LLVMModuleRef, symbol: &Symbol) -> LLVMValueRef {
+    let Symbol::Global {
+        name,
+        ty,
+        thread_local,
+        ..
+    } = *symbol
+    else {
+        unreachable!("{} is a function, not a global", symbol.name());
+    };
     let cname = c_string(name);
     let existing = LLVMGetNamedGlobal(module, cname.as_ptr());
     if !existing.is_null() {
         return existing;
     }
-    let i64_type = LLVMInt64TypeInContext(LLVMGetModuleContext(module));
-    let global = LLVMAddGlobal(module, i64_type, cname.as_ptr());
+    let global = LLVMAddGlobal(
+        module,
+        c_type(LLVMGetModuleContext(module), ty),
+        cname.as_ptr(),
+    );
     LLVMSetLinkage(global, llvm_sys::LLVMLinkage::LLVMExternalLinkage);
-    if per_thread {
+    if thread_local {
         LLVMSetThreadLocalMode(
             global,
             llvm_sys::LLVMThreadLocalMode::LLVMInitialExecTLSModel,
@@ -329,4 +429,26 @@ pub unsafe fn byte_gep(
         1,
         c"".as_ptr(),
     )
+}
+
+/// Whether `inst` is a `musttail` call: nothing may come between it and its `ret`.
+///
+/// # Safety
+/// `inst` must be a valid instruction.
+pub unsafe fn is_musttail_call(inst: LLVMValueRef) -> bool {
+    !LLVMIsACallInst(inst).is_null()
+        && LLVMGetTailCallKind(inst) == llvm_sys::LLVMTailCallKind::LLVMTailCallKindMustTail
+}
+
+/// The `musttail` call whose result the `ret` `terminator` returns (possibly through a
+/// bitcast), if any: nothing may go between the two.
+///
+/// # Safety
+/// `terminator` must be a valid instruction.
+pub unsafe fn musttail_call_returned_by(terminator: LLVMValueRef) -> Option<LLVMValueRef> {
+    let mut prev = LLVMGetPreviousInstruction(terminator);
+    if !prev.is_null() && opcode(prev) == LLVMOpcode::LLVMBitCast {
+        prev = LLVMGetPreviousInstruction(prev);
+    }
+    (!prev.is_null() && is_musttail_call(prev)).then_some(prev)
 }

@@ -2,25 +2,26 @@
 //!
 //! `src/shim.cpp` registers a module pass with LLVM's PassBuilder (clang's OptimizerLast
 //! extension point followed by `AlwaysInlinerPass`, and `-passes=kage` for `opt`); the pass
-//! calls [`kage_run_on_module`], which finds regions (functions, natural loops, loop
-//! bodies), emits the region table and instruments the module exactly as `docs/abi.md`
-//! (version 2) specifies, in the mode `KAGE_TOOL` selects when the pass runs ([`mode`]):
-//! - unset, empty or `count`: instrumentation 0, region hooks and a call per access;
-//! - `working-set`: instrumentation 1, no region hooks; per segment a budget check and
-//!   coalesced inline marks, through internal `alwaysinline` helpers
-//!   (`__kage_ws_budget_check(ptr, i64)`, `__kage_ws_mark_range(ptr, i64 len)`); simple
-//!   counted innermost loops are checked and marked per chunk of iterations, from a
-//!   per-loop helper (`__kage_ws_chunk`) called at the start of each iteration;
-//! - `working-set` with `KAGE_WS_TRACE=1`: instrumentation 2, as 1 plus a
-//!   `__kage_ws_trace` call before every access (tests only).
+//! calls [`kage_run_on_module`], which runs [`pass::instrument_module`]: it plans every
+//! function ([`plan`]: regions, loops, accesses, entries and exits), emits the region table
+//! ([`regions`]) and lets the tool `KAGE_TOOL` selects ([`tools`]) instrument the module as
+//! `docs/abi.md` specifies, with the definitions of the `kage-abi` crate:
+//! - unset, empty or `count` ([`tools::count`]): instrumentation 0, region hooks and a call
+//!   per access;
+//! - `working-set` ([`tools::working_set`]): instrumentation 1 (2 with `KAGE_WS_TRACE=1`, a
+//!   trace call per access, tests only): no region hooks; per segment a budget check and
+//!   coalesced inline marks, simple counted loops per chunk of iterations;
+//! - `footprint` ([`tools::footprint`]): instrumentation 3, region hooks, accesses reported
+//!   in groups and counted inline.
 //!
-//! Modules: [`loops`] (dominators and natural loops on a plain graph, no LLVM),
-//! [`regions`] (table layout, emission, constructor), [`instrument`] (the pass and mode 0),
-//! [`access`] (which instructions are accesses), [`working_set`] (modes 1 and 2: segments,
-//! checks, marks), [`address`] (base + constant offset, range merging), [`hoist`] (counted
-//! loops marked per chunk of iterations), [`ws_runtime`] (the working-set runtime's symbols and
-//! the helpers' bodies), [`mode`] (`KAGE_TOOL`), [`debuginfo`] (lines, files, hook
-//! locations), [`ir`] (C API helpers).
+//! The machinery the tools share, below them (no tool module imports another): [`loops`]
+//! (dominators and natural loops on a plain graph, no LLVM), [`plan`], [`regions`],
+//! [`access`] (which instructions are accesses), [`address`] (base + constant offset, range
+//! merging), [`segments`] (runs of instructions between calls, accesses coalesced per
+//! range), [`checkpoints`] (where a path-wise "already covered" fact dies), [`hoist`]
+//! (counted loops with affine addresses, handled per chunk of iterations), [`hooks`] (the
+//! region hooks and per-access calls), [`debuginfo`] (lines, files, hook locations), [`ir`]
+//! (C API helpers, runtime symbols declared from `kage-abi`).
 //!
 //! Where it runs: clang's OptimizerLast extension point, which LLVM 22 also invokes from the
 //! -O0 pipeline and from the ThinLTO/full-LTO pre-link pipelines (checked by the
@@ -65,15 +66,15 @@ pub mod access;
 pub mod address;
 pub mod checkpoints;
 pub mod debuginfo;
-pub mod footprint;
 pub mod hoist;
-pub mod instrument;
+pub mod hooks;
 pub mod ir;
 pub mod loops;
-pub mod mode;
+pub mod pass;
+pub mod plan;
 pub mod regions;
-pub mod working_set;
-pub mod ws_runtime;
+pub mod segments;
+pub mod tools;
 
 /// Mirror of `llvm::PassPluginLibraryInfo` (llvm/Plugins/PassPlugin.h, LLVM 22); the shim
 /// static-asserts the C++ size so a layout change fails the build.
@@ -114,8 +115,8 @@ pub unsafe extern "C" fn llvmGetPassPluginInfo() -> PassPluginLibraryInfo {
 }
 
 /// Runs the Kage pass on one module (called by the C++ pass in src/shim.cpp). Returns
-/// whether it instrumented the module now in a working-set mode: the shim then cleans up
-/// after inlining the helpers (see src/shim.cpp).
+/// whether it instrumented the module now for a tool that asks for the shim's clean-up
+/// after inlining its helpers ([`tools::Tool::needs_cleanup`], see src/shim.cpp).
 ///
 /// # Safety
 /// `module` must be a valid `LLVMModuleRef` that no one else mutates during the call.
@@ -124,5 +125,5 @@ pub unsafe extern "C" fn kage_run_on_module(module: LLVMModuleRef) -> bool {
     if module.is_null() {
         return false;
     }
-    instrument::instrument_module(module).is_some_and(|mode| mode.is_working_set())
+    pass::instrument_module(module).is_some_and(|tool| tool.needs_cleanup())
 }

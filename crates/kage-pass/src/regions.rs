@@ -8,29 +8,14 @@ use llvm_sys::prelude::{LLVMContextRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef
 use llvm_sys::LLVMLinkage;
 use llvm_sys::LLVMUnnamedAddr;
 
-use crate::ir::c_string;
+use kage_abi::{RegionKind, CTOR_PRIORITY, MODULE_GLOBAL, NONE};
+
+use crate::ir::{c_string, RuntimeFunction};
 use crate::loops::LoopForest;
 
-/// ABI version written into `kage_module.abi_version`.
-pub const ABI_VERSION: u64 = 3;
-/// `global_id` before registration, and `parent` of a function entry.
-pub const NONE: u32 = 0xFFFF_FFFF;
-/// Name of the module's `struct kage_module` global; its presence marks a module that
-/// was already instrumented (running the pass twice must not instrument twice).
-pub const MODULE_GLOBAL: &str = "__kage_module";
 const REGIONS_GLOBAL: &str = "__kage_regions";
 /// Starts with `__kage_`, so the pass never instruments its own constructor.
 const CTOR_NAME: &str = "__kage_module_ctor";
-/// Priority of the registration constructor in `llvm.global_ctors`.
-pub const CTOR_PRIORITY: u64 = 1;
-
-/// `enum kage_region_kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RegionKind {
-    Function = 0,
-    Loop = 1,
-    LoopBody = 2,
-}
 
 /// Lowest and highest non-zero source line seen; 0 when none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -302,7 +287,7 @@ pub unsafe fn emit_table(
     );
 
     let mut module_values = [
-        LLVMConstInt(i32_type, ABI_VERSION, 0),
+        LLVMConstInt(i32_type, u64::from(kage_abi::VERSION), 0),
         u32_const(entries.len() as u32),
         regions_global,
         strings.get(info.name),
@@ -334,8 +319,7 @@ pub unsafe fn emit_table(
 pub unsafe fn add_registration_ctor(
     module: LLVMModuleRef,
     table: &RegionTable,
-    register_fn: LLVMValueRef,
-    register_type: LLVMTypeRef,
+    register: RuntimeFunction,
 ) {
     let context = LLVMGetModuleContext(module);
     let void_type = LLVMVoidTypeInContext(context);
@@ -345,15 +329,7 @@ pub unsafe fn add_registration_ctor(
     let entry = LLVMAppendBasicBlockInContext(context, ctor, c_string("entry").as_ptr());
     let builder = LLVMCreateBuilderInContext(context);
     LLVMPositionBuilderAtEnd(builder, entry);
-    let mut args = [table.module_global];
-    LLVMBuildCall2(
-        builder,
-        register_type,
-        register_fn,
-        args.as_mut_ptr(),
-        1,
-        c_string("").as_ptr(),
-    );
+    register.call(builder, &mut [table.module_global]);
     LLVMBuildRetVoid(builder);
     LLVMDisposeBuilder(builder);
 

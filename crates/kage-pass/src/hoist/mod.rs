@@ -1,4 +1,10 @@
-//! Hoisting the working-set instrumentation out of simple counted loops: an innermost loop
+//! Hoisting instrumentation out of simple counted loops, a planner shared by the tools: it
+//! finds the loops and their strided ranges ([`plan_function`], with the tool's
+//! [`Coverage`]) and [`chunk`] builds the frame of a per-loop helper; what the helper does
+//! per chunk is the tool's (`tools::working_set::hoisted`, `tools::footprint`). The working
+//! set's use of it is described here, the footprint's in its module.
+//!
+//! For the working set: an innermost loop
 //! whose trip count and addresses are known before it runs is counted and marked per
 //! *chunk* of `C` iterations instead of per access. Its preheader computes the trip count
 //! `T` and each range's start, marking and counting nothing; the header's first insertion
@@ -70,7 +76,7 @@
 //!   and C++ such a loop without I/O, volatile or atomic accesses is undefined anyway.)
 
 mod affine;
-mod emit;
+pub mod chunk;
 #[cfg(test)]
 mod tests;
 
@@ -85,11 +91,10 @@ use crate::access::{classify_access, Length};
 use crate::address::{merge_ranges_within, MERGE_GAP};
 use crate::ir::{self, FunctionCfg};
 use crate::loops::LoopForest;
-use crate::working_set::is_cut;
+use crate::segments::is_cut;
 
 use affine::{inductions, is_loop_invariant, Affine, Induction, LoopContext};
 pub use affine::{Extension, InvariantTerm};
-pub use emit::{emit, emit_footprint};
 
 /// Hoisted per-iteration strides are at most this many bytes, which bounds a chunk's marked
 /// length by `MAX_CHUNK * MAX_STRIDE` bytes.

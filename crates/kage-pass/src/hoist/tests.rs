@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::loops::find_loops;
-use crate::mode::Instrumentation;
 use llvm_sys::core::*;
 use llvm_sys::ir_reader::LLVMParseIRInContext2;
 use llvm_sys::prelude::{LLVMContextRef, LLVMModuleRef};
@@ -558,13 +557,15 @@ exit:
   ret void
 }
 "#;
-    for mode in [
-        Instrumentation::WorkingSet,
-        Instrumentation::WorkingSetTrace,
-    ] {
+    for traces in [false, true] {
+        let tool = crate::tools::working_set::WorkingSet {
+            line_size: kage_abi::DEFAULT_LINE_SIZE,
+            traces,
+        };
+        let mode = crate::tools::Tool::instrumentation(&tool);
         let text = unsafe {
             let (context, module) = parse(body);
-            crate::instrument::instrument_module_for(module, mode, crate::mode::DEFAULT_LINE_SIZE);
+            crate::pass::instrument_module_with(module, &tool);
             let func = LLVMGetNamedFunction(module, c"f".as_ptr());
             let header = LLVMGetNextBasicBlock(LLVMGetFirstBasicBlock(func));
             let first = crate::ir::first_insertion_point(header).unwrap();
@@ -587,9 +588,9 @@ exit:
             LLVMContextDispose(context);
             blocks
         };
-        let trace = |name: &str| match mode {
-            Instrumentation::WorkingSetTrace => vec![name.to_string()],
-            _ => vec![],
+        let trace = |name: &str| match traces {
+            true => vec![name.to_string()],
+            false => vec![],
         };
         // The preheader (the entry) only loads the function's local budget, which the exit
         // stores back: every access is hoisted, so nothing is spent outside the chunks.

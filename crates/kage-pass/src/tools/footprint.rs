@@ -8,7 +8,7 @@
 //! locations count for the parent too) need not be reported again. Hence:
 //!
 //! - **Segments.** Each block is cut into segments at calls, as for the working set
-//!   ([`crate::working_set::function_segments`]). A segment's accesses are reported at its
+//!   ([`crate::segments::function_segments`]). A segment's accesses are reported at its
 //!   end (before the call or the terminator), ranges with one base and constant offsets
 //!   merged where they overlap or touch: one `__kage_fp_range(ptr, len)` per merged range
 //!   (the runtime's C part appends it to a thread-local buffer that the tool drains at
@@ -26,7 +26,7 @@
 //!   loop exits (`__kage_settle` ends a loop instance; what it touched counts for its parent).
 //!   Landing pads start afresh too.
 //! - **Hoisted loops** ([`crate::hoist`], [`Coverage::Bytes`](crate::hoist::Coverage)):
-//!   per chunk of iterations, see [`crate::hoist::emit_footprint`].
+//!   per chunk of iterations, see [`emit_hoisted`].
 //! - **The access count.** Every group adds the number of accesses it stands for to the
 //!   thread's `__kage_fp_accesses` inline (relaxed atomic load and store: other threads only
 //!   read it), so the report's `accesses` equals a build for every tool's.
@@ -36,35 +36,84 @@
 
 use std::collections::HashSet;
 
+use kage_abi::{symbols, Instrumentation};
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
-use llvm_sys::target::LLVMTargetDataRef;
-use llvm_sys::LLVMAtomicOrdering;
+use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
+use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate};
 
+use super::{Settings, Tool};
 use crate::access::{Access, Length, Range};
 use crate::checkpoints::{Checkpoints, Marked};
-use crate::instrument::FunctionPlan;
-use crate::ir;
-use crate::working_set::{function_segments, plan_marks, Mark, Segment};
+use crate::hoist::chunk::{preheader_values, ChunkFrame};
+use crate::hoist::{self, Coverage, HoistPlan};
+use crate::hooks::{self, Hooks, Inserter};
+use crate::ir::{self, RuntimeFunction};
+use crate::plan::FunctionPlan;
+use crate::regions::RegionTable;
+use crate::segments::{function_segments, plan_marks, Mark, Segment};
 
-/// `void __kage_fp_strided(const void *addr, uint64_t width, uint64_t stride, uint64_t count)`.
-pub const STRIDED: &str = "__kage_fp_strided";
-/// `__thread uint64_t __kage_fp_accesses` (initial-exec).
-pub const ACCESSES: &str = "__kage_fp_accesses";
-/// `void __kage_fp_range(const void *addr, uint64_t len)`: a range, buffered by the runtime's
-/// C part (docs/abi.md).
-pub const RANGE: &str = "__kage_fp_range";
+/// Region hooks, accesses reported in groups.
+pub struct Footprint;
+
+/// The `footprint` build; it has no settings of its own.
+pub fn make(_: &mut Settings) -> Box<dyn Tool> {
+    Box::new(Footprint)
+}
+
+impl Tool for Footprint {
+    fn instrumentation(&self) -> Instrumentation {
+        Instrumentation::Footprint
+    }
+
+    unsafe fn instrument(
+        &self,
+        module: LLVMModuleRef,
+        plans: &[FunctionPlan],
+        table: &RegionTable,
+    ) {
+        let hooks = Hooks::declare(module);
+        let rt = FpRuntime::declare(module);
+        let data_layout = LLVMGetModuleDataLayout(module);
+        let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
+        for plan in plans {
+            // Planned before anything is inserted into the function.
+            let hoisted =
+                hoist::plan_function(&plan.cfg, &plan.forest, data_layout, Coverage::Bytes);
+            let hoisted_loops: Vec<usize> = hoisted.iter().map(|h| h.loop_index).collect();
+            let hoisted_accesses: HashSet<LLVMValueRef> = (hoisted.iter())
+                .flat_map(|h| h.accesses.iter().copied())
+                .collect();
+            let reports = plan_reports(plan, &hoisted_accesses, data_layout);
+            let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
+            hooks::insert(plan, &mut ins, &hoisted_loops, |ins| {
+                let cmpxchgs = (plan.accesses.iter())
+                    .filter(|a| matches!(a, Access::CmpXchg { .. }))
+                    .filter(|a| !hoisted_accesses.contains(&a.instruction()));
+                for access in cmpxchgs {
+                    ins.access_hook(access);
+                }
+                let mut position = |at: LLVMValueRef| ins.position_before(at);
+                emit_reports(&reports, &rt, builder, &mut position);
+            });
+            // Last: each helper call goes before the hooks already at its header's start.
+            for h in &hoisted {
+                let region = table.region_ptr(plan.slots.loop_entry(h.loop_index));
+                let mut position = |at: LLVMValueRef| ins.position_before(at);
+                emit_hoisted(h, builder, &mut position, &rt, hooks.loop_iter, region);
+            }
+        }
+        LLVMDisposeBuilder(builder);
+    }
+}
 
 /// The runtime's footprint symbols, declared in one module.
-pub struct FpRuntime {
-    pub strided: LLVMValueRef,
-    pub strided_type: LLVMTypeRef,
+struct FpRuntime {
+    strided: RuntimeFunction,
     /// The thread-local access counter.
-    pub accesses: LLVMValueRef,
-    /// `__kage_fp_range`.
-    range: LLVMValueRef,
-    range_type: LLVMTypeRef,
-    pub i64_type: LLVMTypeRef,
+    accesses: LLVMValueRef,
+    range: RuntimeFunction,
+    i64_type: LLVMTypeRef,
 }
 
 impl FpRuntime {
@@ -72,22 +121,13 @@ impl FpRuntime {
     ///
     /// # Safety
     /// `module` must be a valid module.
-    pub unsafe fn declare(module: LLVMModuleRef) -> Self {
+    unsafe fn declare(module: LLVMModuleRef) -> Self {
         let context = LLVMGetModuleContext(module);
-        let i64_type = LLVMInt64TypeInContext(context);
-        let ptr_type = LLVMPointerTypeInContext(context, 0);
-        let mut params = [ptr_type, i64_type, i64_type, i64_type];
-        let strided_type =
-            LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 4, 0);
-        let range_type =
-            LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 2, 0);
         FpRuntime {
-            strided: ir::declare_runtime_function(module, STRIDED, strided_type),
-            strided_type,
-            accesses: ir::declare_runtime_global(module, ACCESSES, true),
-            range: ir::declare_runtime_function(module, RANGE, range_type),
-            range_type,
-            i64_type,
+            strided: RuntimeFunction::declare(module, &symbols::FP_STRIDED),
+            accesses: ir::declare_runtime_global(module, &symbols::FP_ACCESSES),
+            range: RuntimeFunction::declare(module, &symbols::FP_RANGE),
+            i64_type: LLVMInt64TypeInContext(context),
         }
     }
 
@@ -96,25 +136,12 @@ impl FpRuntime {
     /// # Safety
     /// `builder` must be positioned in a function of the module; `ptr` a pointer, `len` an
     /// i64.
-    pub unsafe fn report_range(
-        &self,
-        builder: LLVMBuilderRef,
-        ptr: LLVMValueRef,
-        len: LLVMValueRef,
-    ) {
-        let mut args = [ptr, len];
-        LLVMBuildCall2(
-            builder,
-            self.range_type,
-            self.range,
-            args.as_mut_ptr(),
-            2,
-            c"".as_ptr(),
-        );
+    unsafe fn report_range(&self, builder: LLVMBuilderRef, ptr: LLVMValueRef, len: LLVMValueRef) {
+        self.range.call(builder, &mut [ptr, len]);
     }
 
     /// An i64 constant.
-    pub fn constant(&self, value: u64) -> LLVMValueRef {
+    fn constant(&self, value: u64) -> LLVMValueRef {
         unsafe { LLVMConstInt(self.i64_type, value, 0) }
     }
 
@@ -122,7 +149,7 @@ impl FpRuntime {
     ///
     /// # Safety
     /// `builder` must be positioned in a function of the module; `n` an i64.
-    pub unsafe fn count(&self, builder: LLVMBuilderRef, n: LLVMValueRef) {
+    unsafe fn count(&self, builder: LLVMBuilderRef, n: LLVMValueRef) {
         let old = LLVMBuildLoad2(builder, self.i64_type, self.accesses, c"".as_ptr());
         LLVMSetOrdering(old, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
         LLVMSetAlignment(old, 8);
@@ -137,7 +164,7 @@ impl FpRuntime {
     /// # Safety
     /// `builder` must be positioned in a function of the module; the others are a pointer
     /// and i64s.
-    pub unsafe fn report(
+    unsafe fn report(
         &self,
         builder: LLVMBuilderRef,
         ptr: LLVMValueRef,
@@ -145,15 +172,7 @@ impl FpRuntime {
         stride: LLVMValueRef,
         count: LLVMValueRef,
     ) {
-        let mut args = [ptr, width, stride, count];
-        LLVMBuildCall2(
-            builder,
-            self.strided_type,
-            self.strided,
-            args.as_mut_ptr(),
-            4,
-            c"".as_ptr(),
-        );
+        self.strided.call(builder, &mut [ptr, width, stride, count]);
     }
 }
 
@@ -169,7 +188,7 @@ fn hook_count(access: &Access) -> u64 {
 
 /// What one segment reports, at its end: its access count and the merged ranges not
 /// reported before on every path.
-pub struct SegmentReport {
+struct SegmentReport {
     /// The cutting call or terminator the reports go before.
     pub end: LLVMValueRef,
     /// The accesses it stands for.
@@ -182,7 +201,7 @@ pub struct SegmentReport {
 ///
 /// # Safety
 /// `plan` must describe a live function not yet changed.
-pub unsafe fn plan_reports(
+unsafe fn plan_reports(
     plan: &FunctionPlan,
     hoisted: &HashSet<LLVMValueRef>,
     data_layout: LLVMTargetDataRef,
@@ -243,7 +262,7 @@ pub unsafe fn plan_reports(
 ///
 /// # Safety
 /// `reports` must come from [`plan_reports`] on a live function of `rt`'s module.
-pub unsafe fn emit_reports(
+unsafe fn emit_reports(
     reports: &[SegmentReport],
     rt: &FpRuntime,
     builder: LLVMBuilderRef,
@@ -278,4 +297,81 @@ pub unsafe fn emit_reports(
             rt.report_range(builder, ptr, len);
         }
     }
+}
+
+/// Emits a hoisted loop's footprint instrumentation (mode 3, docs/abi.md): the preheader's
+/// values ([`preheader_values`]), and at the header's first insertion point the call
+/// `__kage_fp_chunk(iv, S, T - 1, starts...)` of a helper that, at iteration 0, calls
+/// `__kage_loop_iter(loop)` (the loop's only iteration event: it enters the loop's region)
+/// and, at every chunk start (`m` iterations), adds the chunk's `m * n` accesses to the
+/// thread's counter and calls `__kage_fp_strided(lowest, width, |stride|, m)` for each range.
+/// `loop_iter` is `__kage_loop_iter`. `position(at)` puts `builder` before
+/// `at` with the hook location of `at`.
+///
+/// # Safety
+/// `plan` must come from [`hoist::plan_function`] (with [`Coverage::Bytes`]) on the
+/// function being instrumented, whose header has not been given its loop hook.
+unsafe fn emit_hoisted(
+    plan: &HoistPlan,
+    builder: LLVMBuilderRef,
+    position: &mut dyn FnMut(LLVMValueRef),
+    rt: &FpRuntime,
+    loop_iter: RuntimeFunction,
+    loop_region: LLVMValueRef,
+) {
+    let module = LLVMGetGlobalParent(LLVMGetBasicBlockParent(plan.header));
+    let context = LLVMGetModuleContext(module);
+    let i64_type = LLVMInt64TypeInContext(context);
+    position(plan.at);
+    let mut args = preheader_values(builder, i64_type, plan);
+    let mut params: Vec<LLVMTypeRef> = args.iter().map(|&a| LLVMTypeOf(a)).collect();
+    let helper_type = LLVMFunctionType(
+        LLVMVoidTypeInContext(context),
+        params.as_mut_ptr(),
+        params.len() as u32,
+        0,
+    );
+    let helper = ir::define_inline_helper(module, "__kage_fp_chunk", helper_type);
+    let mut frame = ChunkFrame::open(helper, plan);
+    let b = frame.builder;
+    // Iteration 0: the loop's region is entered before its first range is reported.
+    let first_iteration = LLVMBuildICmp(
+        b,
+        LLVMIntPredicate::LLVMIntEQ,
+        frame.index,
+        frame.math.constant(0),
+        c"".as_ptr(),
+    );
+    let enter = LLVMAppendBasicBlockInContext(context, helper, c"enter".as_ptr());
+    let report = LLVMAppendBasicBlockInContext(context, helper, c"report".as_ptr());
+    let branch = LLVMBuildCondBr(b, first_iteration, enter, report);
+    ir::set_branch_weights(branch, 1, plan.chunk_iterations.max(2) - 1);
+    LLVMPositionBuilderAtEnd(b, enter);
+    loop_iter.call(b, &mut [loop_region]);
+    LLVMBuildBr(b, report);
+    LLVMPositionBuilderAtEnd(b, report);
+    let iterations = frame.math.add(frame.last, frame.math.constant(1));
+    let accesses = frame.math.mul(
+        iterations,
+        frame.math.constant(plan.accesses_per_iteration as i64),
+    );
+    rt.count(b, accesses);
+    for (r, range) in plan.ranges.iter().enumerate() {
+        let lowest = frame.lowest_byte(plan, r);
+        let m = &frame.math;
+        let (width, stride) = (range.hi - range.lo, range.stride().abs());
+        rt.report(b, lowest, m.constant(width), m.constant(stride), iterations);
+    }
+    frame.close();
+    let at = ir::first_insertion_point(plan.header)
+        .expect("a loop header has an insertion point (it has a terminator)");
+    position(at);
+    LLVMBuildCall2(
+        builder,
+        helper_type,
+        helper,
+        args.as_mut_ptr(),
+        args.len() as u32,
+        c"".as_ptr(),
+    );
 }

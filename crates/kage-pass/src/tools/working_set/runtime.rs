@@ -6,7 +6,7 @@
 //! Helpers (internal, `alwaysinline nounwind`; clang's `AlwaysInlinerPass` inlines them):
 //! - `void __kage_ws_budget_check(ptr innermost, i64 k, ptr local)`: `b = *local - k;
 //!   *local = b; if (b < 0) { budget = b; __kage_ws_tick(innermost); *local = budget; }`.
-//!   `local` is the function's own copy of the budget (see [`crate::working_set`]).
+//!   `local` is the function's own copy of the budget (see [`super`]).
 //! - `void __kage_ws_budget_spend(i64 k, ptr local)`: `*local -= k` (segments that are
 //!   not checkpoints, see [`crate::checkpoints`]).
 //! - `void __kage_ws_budget_load(ptr local)`: `*local = budget`; and
@@ -22,21 +22,18 @@
 //!   `len` is 0, for `llvm.mem*` lengths only known at run time.
 //! - `void __kage_ws_chunk(iN iv, iN start, i64 trips_after_first, ptr range_start...,
 //!   ptr local)`:
-//!   one per hoisted loop, its body built by [`crate::hoist`] (a chunk's check and marks).
+//!   one per hoisted loop, its body built by [`super::hoisted`] (a chunk's check and marks).
 
 use llvm_sys::core::*;
 use llvm_sys::prelude::{
     LLVMBasicBlockRef, LLVMBuilderRef, LLVMContextRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
 };
-use llvm_sys::{LLVMCallConv, LLVMIntPredicate};
+use llvm_sys::LLVMIntPredicate;
 
-use crate::ir::{self, c_string};
+use kage_abi::{symbols, Symbol};
 
-pub const SHADOW_OFFSET: &str = "__kage_ws_shadow_offset";
-pub const BUDGET: &str = "__kage_ws_budget";
-pub const MARK_LINES: &str = "__kage_ws_mark_lines";
-pub const TICK: &str = "__kage_ws_tick";
-pub const TRACE: &str = "__kage_ws_trace";
+use crate::ir::{self, c_string, RuntimeFunction};
+
 pub const BUDGET_CHECK: &str = "__kage_ws_budget_check";
 pub const BUDGET_SPEND: &str = "__kage_ws_budget_spend";
 pub const BUDGET_LOAD: &str = "__kage_ws_budget_load";
@@ -197,7 +194,7 @@ impl WsRuntime {
         let f = self.define_function(name, self.budget_copy_type);
         let builder = LLVMCreateBuilderInContext(self.context);
         LLVMPositionBuilderAtEnd(builder, self.append_block(f, "entry"));
-        let budget = self.thread_local_address(builder, self.runtime_global(BUDGET, true));
+        let budget = self.thread_local_address(builder, self.runtime_global(&symbols::WS_BUDGET));
         let local = LLVMGetParam(f, 0);
         let (from, to) = if to_local {
             (budget, local)
@@ -241,7 +238,7 @@ impl WsRuntime {
         if let Some(f) = self.trace {
             return f;
         }
-        let f = ir::declare_runtime_function(self.module, TRACE, self.pointer_length_type);
+        let f = RuntimeFunction::declare(self.module, &symbols::WS_TRACE).value;
         self.trace = Some(f);
         f
     }
@@ -329,15 +326,15 @@ impl WsRuntime {
         )
     }
 
-    /// `@name`, an external i64 global of the runtime (thread-local when `per_thread`).
-    unsafe fn runtime_global(&self, name: &str, per_thread: bool) -> LLVMValueRef {
-        ir::declare_runtime_global(self.module, name, per_thread)
+    /// The runtime's global `symbol`.
+    unsafe fn runtime_global(&self, symbol: &Symbol) -> LLVMValueRef {
+        ir::declare_runtime_global(self.module, symbol)
     }
 
     /// Loads a runtime global that never changes once instrumented code runs; the
     /// `!invariant.load` lets later passes hoist and merge these loads.
-    unsafe fn load_invariant(&self, builder: LLVMBuilderRef, name: &str) -> LLVMValueRef {
-        let global = self.runtime_global(name, false);
+    unsafe fn load_invariant(&self, builder: LLVMBuilderRef, symbol: &Symbol) -> LLVMValueRef {
+        let global = self.runtime_global(symbol);
         let load = LLVMBuildLoad2(builder, self.i64_type, global, c"".as_ptr());
         LLVMSetAlignment(load, 8);
         let kind = c"invariant.load";
@@ -348,14 +345,10 @@ impl WsRuntime {
     }
 
     unsafe fn build_budget_check(&self, f: LLVMValueRef) {
-        let tick_type = {
-            let mut params = [self.ptr_type];
-            LLVMFunctionType(self.void_type, params.as_mut_ptr(), 1, 0)
-        };
-        let tick = ir::declare_runtime_function(self.module, TICK, tick_type);
-        let convention = self.tick_convention();
-        LLVMSetFunctionCallConv(tick, convention);
-        let budget = self.runtime_global(BUDGET, true);
+        // `preserve_most` on x86-64 (the runtime's trampoline saves the registers), so the
+        // cold call does not make the caller save callee-saved registers.
+        let tick = RuntimeFunction::declare(self.module, &symbols::WS_TICK);
+        let budget = self.runtime_global(&symbols::WS_BUDGET);
         let builder = LLVMCreateBuilderInContext(self.context);
         let entry = self.append_block(f, "entry");
         let tick_block = self.append_block(f, "tick");
@@ -380,9 +373,7 @@ impl WsRuntime {
         // The tick reads the spent budget and sets the next interval's.
         let shared = self.thread_local_address(builder, budget);
         LLVMSetAlignment(LLVMBuildStore(builder, new, shared), 8);
-        let mut args = [LLVMGetParam(f, 0)];
-        let call = LLVMBuildCall2(builder, tick_type, tick, args.as_mut_ptr(), 1, c"".as_ptr());
-        LLVMSetInstructionCallConv(call, convention);
+        tick.call(builder, &mut [LLVMGetParam(f, 0)]);
         let next = LLVMBuildLoad2(builder, self.i64_type, shared, c"".as_ptr());
         LLVMSetAlignment(next, 8);
         LLVMSetAlignment(LLVMBuildStore(builder, next, local), 8);
@@ -390,18 +381,6 @@ impl WsRuntime {
         LLVMPositionBuilderAtEnd(builder, done);
         LLVMBuildRetVoid(builder);
         LLVMDisposeBuilder(builder);
-    }
-
-    /// How `__kage_ws_tick` is called: `preserve_most` on x86-64 (the runtime's trampoline
-    /// saves the registers), so the cold call does not make the caller save callee-saved
-    /// registers; the C convention elsewhere.
-    unsafe fn tick_convention(&self) -> u32 {
-        let triple = std::ffi::CStr::from_ptr(LLVMGetTarget(self.module)).to_bytes();
-        if triple.starts_with(b"x86_64") {
-            LLVMCallConv::LLVMPreserveMostCallConv as u32
-        } else {
-            LLVMCallConv::LLVMCCallConv as u32
-        }
     }
 
     /// `llvm.threadlocal.address(global)`: how IR reads a thread-local's address.
@@ -435,7 +414,7 @@ impl WsRuntime {
         }
 
         LLVMPositionBuilderAtEnd(builder, mark_first);
-        let offset = self.load_invariant(builder, SHADOW_OFFSET);
+        let offset = self.load_invariant(builder, &symbols::WS_SHADOW_OFFSET);
         let address = LLVMBuildPtrToInt(builder, p, self.i64_type, c"".as_ptr());
         let first = self.line_of(builder, address);
         self.mark_line(builder, offset, first, done);
@@ -475,21 +454,9 @@ impl WsRuntime {
                 LLVMBuildCondBr(builder, has_middle, mark_middle, done);
 
                 LLVMPositionBuilderAtEnd(builder, mark_middle);
-                let mut line_params = [self.i64_type, self.i64_type];
-                let mark_lines_type =
-                    LLVMFunctionType(self.void_type, line_params.as_mut_ptr(), 2, 0);
-                let mark_lines =
-                    ir::declare_runtime_function(self.module, MARK_LINES, mark_lines_type);
+                let mark_lines = RuntimeFunction::declare(self.module, &symbols::WS_MARK_LINES);
                 let before_last = LLVMBuildSub(builder, last, one, c"".as_ptr());
-                let mut args = [after_first, before_last];
-                LLVMBuildCall2(
-                    builder,
-                    mark_lines_type,
-                    mark_lines,
-                    args.as_mut_ptr(),
-                    2,
-                    c"".as_ptr(),
-                );
+                mark_lines.call(builder, &mut [after_first, before_last]);
                 LLVMBuildBr(builder, done);
             }
         }

@@ -4,10 +4,10 @@
 //! accesses spends them from the budget at its start and marks them at its end: nothing
 //! between the two can tick, so delaying and coalescing the marks keeps every access in the
 //! interval it happened in. Accesses with the same base pointer and constant offsets share
-//! one mark call per merged range. Only segments at checkpoints ([`crate::checkpoints`]:
+//! one mark call per merged range ([`crate::segments`]). Only segments at checkpoints ([`crate::checkpoints`]:
 //! the function's start and loop headers) check the budget and may tick; a mark whose bytes
 //! were already marked since the last checkpoint or call on every path is left out. Innermost loops of a simple counted form
-//! are counted and marked per chunk of iterations instead ([`crate::hoist`]): one helper
+//! are counted and marked per chunk of iterations instead ([`crate::hoist`], [`hoisted`]): one helper
 //! call at the start of each iteration, which checks and marks when a chunk starts. In
 //! mode 2 every access also calls `__kage_ws_trace` right before it.
 //!
@@ -28,45 +28,103 @@
 //! the handler's accesses are then not counted towards the next boundary, which moves
 //! later by as much (marks are never affected).
 
-use std::collections::{HashMap, HashSet};
+mod hoisted;
+pub mod runtime;
 
+use std::collections::HashSet;
+
+use kage_abi::{Instrumentation, DEFAULT_LINE_SIZE, LINE_SIZE_VARIABLE, TRACE_VARIABLE};
 use llvm_sys::core::*;
-use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMBuilderRef, LLVMModuleRef, LLVMValueRef};
+use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMValueRef};
 use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
 use llvm_sys::LLVMOpcode;
 
-use crate::access::{classify_access, Access, Length, Range};
-use crate::address::{merge_ranges_within, split_constant_offset, MERGE_GAP};
+use super::{Settings, Tool};
+use crate::access::{Access, Length, Range};
+use crate::address::MERGE_GAP;
 use crate::checkpoints::{Checkpoints, Marked};
 use crate::debuginfo::HookLocations;
 use crate::hoist;
-use crate::instrument::FunctionPlan;
 use crate::ir;
-use crate::mode::Instrumentation;
+use crate::plan::FunctionPlan;
 use crate::regions::RegionTable;
-use crate::ws_runtime::{LineSpan, WsRuntime};
+use crate::segments::{function_segments, is_cut, plan_marks, Mark, Segment};
+use runtime::{LineSpan, WsRuntime};
 
-/// Constant-length `llvm.mem*` ranges up to this size are coalesced like ordinary accesses;
-/// longer ones get a mark call of their own.
-pub const COALESCED_LENGTH_LIMIT: u64 = 4096;
+/// Inline marking of lines of `line_size` bytes, with `__kage_ws_trace` calls when `traces`
+/// (instrumentation 2, tests only).
+pub struct WorkingSet {
+    /// Bytes per line built into the marks: a power of two, see [`kage_abi::LINE_SIZES`].
+    pub line_size: u64,
+    pub traces: bool,
+}
 
-/// Intrinsics that can run arbitrary code: calls to them end a segment like other calls.
-const CALLING_INTRINSICS: &[&str] = &[
-    "llvm.experimental.gc.statepoint",
-    "llvm.experimental.patchpoint",
-    "llvm.coro.",
-    "llvm.icall.branch.funnel",
-];
+/// The `working-set` build: lines of `KAGE_WS_LINE_SIZE` bytes (64 when unset; an invalid
+/// value warns and falls back to 64, the wrapper rejects it earlier), traced with
+/// `KAGE_WS_TRACE=1`.
+pub fn make(settings: &mut Settings) -> Box<dyn Tool> {
+    let line_size = match line_size_from_setting(settings.get(LINE_SIZE_VARIABLE).as_deref()) {
+        Ok(size) => size,
+        Err(warning) => {
+            settings.warn(warning);
+            DEFAULT_LINE_SIZE
+        }
+    };
+    let traces = settings.get(TRACE_VARIABLE).as_deref() == Some("1");
+    Box::new(WorkingSet { line_size, traces })
+}
 
-/// Instruments every planned function for mode 1 or 2, marking lines of `line_size` bytes.
+/// The line size a `KAGE_WS_LINE_SIZE` value asks for (`None`: unset).
+pub fn line_size_from_setting(value: Option<&str>) -> Result<u64, String> {
+    match value.unwrap_or("") {
+        "" => Ok(DEFAULT_LINE_SIZE),
+        v => match v.parse::<u64>() {
+            Ok(n) if kage_abi::is_line_size(n) => Ok(n),
+            _ => Err(format!(
+                "kage-pass: {LINE_SIZE_VARIABLE}='{v}' is not a power of two from 16 to 4096; \
+                 building for {DEFAULT_LINE_SIZE}-byte lines"
+            )),
+        },
+    }
+}
+
+impl Tool for WorkingSet {
+    fn instrumentation(&self) -> Instrumentation {
+        if self.traces {
+            Instrumentation::WorkingSetTrace
+        } else {
+            Instrumentation::WorkingSet
+        }
+    }
+
+    fn line_shift(&self) -> u32 {
+        self.line_size.trailing_zeros()
+    }
+
+    unsafe fn instrument(
+        &self,
+        module: LLVMModuleRef,
+        plans: &[FunctionPlan],
+        table: &RegionTable,
+    ) {
+        instrument_functions(module, plans, table, self.traces, self.line_size);
+    }
+
+    fn needs_cleanup(&self) -> bool {
+        true
+    }
+}
+
+/// Instruments every planned function for mode 1 (or 2 when `traces`), marking lines of
+/// `line_size` bytes.
 ///
 /// # Safety
 /// `module` must be valid, `plans` made from its functions and `table` emitted into it.
-pub unsafe fn instrument_functions(
+unsafe fn instrument_functions(
     module: LLVMModuleRef,
     plans: &[FunctionPlan],
     table: &RegionTable,
-    mode: Instrumentation,
+    traces: bool,
     line_size: u64,
 ) {
     let data_layout = LLVMGetModuleDataLayout(module);
@@ -82,7 +140,7 @@ pub unsafe fn instrument_functions(
             runtime: &mut runtime,
             locations: HookLocations::new(module, plan.func),
             data_layout,
-            traces: mode.traces(),
+            traces,
             local_budget: std::ptr::null_mut(),
         };
         let hoisted: HashSet<LLVMValueRef> = hoists
@@ -136,7 +194,7 @@ pub unsafe fn instrument_functions(
         // for the loop, and the chunk call goes before mode 2's traces in the header.
         for h in &hoists {
             let region = plan.slots.loop_body(h.loop_index);
-            hoist::emit(h, &mut inserter, table.region_ptr(region));
+            hoisted::emit(h, &mut inserter, table.region_ptr(region));
         }
     }
     LLVMDisposeBuilder(builder);
@@ -173,13 +231,13 @@ unsafe fn place_local_budget(inserter: &mut WsInserter, plan: &FunctionPlan) -> 
                     for &s in &cfg.successors[b] {
                         loading_blocks[s] = true;
                     }
-                } else if !is_musttail(inst) {
+                } else if !ir::is_musttail_call(inst) {
                     inserter.copy_budget(LLVMGetNextInstruction(inst), local, true);
                 }
             } else if matches!(
                 ir::opcode(inst),
                 LLVMOpcode::LLVMRet | LLVMOpcode::LLVMResume
-            ) && !returns_musttail_call(inst)
+            ) && ir::musttail_call_returned_by(inst).is_none()
             {
                 inserter.copy_budget(inst, local, false);
             }
@@ -197,202 +255,6 @@ unsafe fn place_local_budget(inserter: &mut WsInserter, plan: &FunctionPlan) -> 
         }
     }
     local
-}
-
-/// Whether `inst` is a `musttail` call: nothing may come between it and its `ret`.
-unsafe fn is_musttail(inst: LLVMValueRef) -> bool {
-    !LLVMIsACallInst(inst).is_null()
-        && LLVMGetTailCallKind(inst) == llvm_sys::LLVMTailCallKind::LLVMTailCallKindMustTail
-}
-
-/// Whether the `ret` `inst` returns a `musttail` call's result (possibly through a bitcast):
-/// the budget was stored before that call and nothing may go between the two.
-unsafe fn returns_musttail_call(inst: LLVMValueRef) -> bool {
-    let mut prev = LLVMGetPreviousInstruction(inst);
-    if !prev.is_null() && ir::opcode(prev) == LLVMOpcode::LLVMBitCast {
-        prev = LLVMGetPreviousInstruction(prev);
-    }
-    !prev.is_null() && is_musttail(prev)
-}
-
-/// A run of instructions of one block that no call into instrumented code interrupts.
-pub struct Segment {
-    /// Index of the block in the function's CFG.
-    pub block: usize,
-    /// The segment's first instruction: the budget check goes right before it.
-    pub start: LLVMValueRef,
-    /// The cutting call or the block's terminator: the marks go right before it.
-    pub end: LLVMValueRef,
-    pub accesses: Vec<Access>,
-}
-
-/// Every segment of every block, in layout order.
-///
-/// # Safety
-/// `plan` must describe a live function of a module with `data_layout`.
-pub unsafe fn function_segments(
-    plan: &FunctionPlan,
-    data_layout: LLVMTargetDataRef,
-) -> Vec<Segment> {
-    let mut out = Vec::new();
-    for (b, &block) in plan.cfg.blocks.iter().enumerate() {
-        out.extend(block_segments(b, block, b == 0, data_layout));
-    }
-    out
-}
-
-/// The segments of `block`. None for blocks starting with a Windows EH pad (no insertion
-/// point, see [`ir::first_insertion_point`]).
-unsafe fn block_segments(
-    index: usize,
-    block: LLVMBasicBlockRef,
-    is_entry: bool,
-    data_layout: LLVMTargetDataRef,
-) -> Vec<Segment> {
-    let Some(mut start) = ir::first_insertion_point(block) else {
-        return Vec::new();
-    };
-    if is_entry {
-        // Static allocas stay first: once the inlined budget check splits the entry block,
-        // allocas after it would become dynamic.
-        while ir::opcode(start) == LLVMOpcode::LLVMAlloca {
-            start = LLVMGetNextInstruction(start);
-        }
-    }
-    let mut segments = Vec::new();
-    let mut accesses = Vec::new();
-    for inst in ir::instructions(block) {
-        if let Some(access) = classify_access(inst, data_layout) {
-            accesses.push(access);
-        }
-        let is_terminator = !LLVMIsATerminatorInst(inst).is_null();
-        if is_terminator || is_cut(inst) {
-            segments.push(Segment {
-                block: index,
-                start,
-                end: inst,
-                accesses: std::mem::take(&mut accesses),
-            });
-            if is_terminator {
-                break;
-            }
-            start = LLVMGetNextInstruction(inst);
-        }
-    }
-    segments
-}
-
-/// Whether `inst` ends a segment: a call, invoke or callbr that may run instrumented code,
-/// i.e. any except the pass's own `__kage_*` functions and intrinsics other than those in
-/// [`CALLING_INTRINSICS`]. Inline assembly counts as a call (it could call anything).
-///
-/// # Safety
-/// `inst` must be a valid instruction.
-pub unsafe fn is_cut(inst: LLVMValueRef) -> bool {
-    if !ir::is_call_site(inst) {
-        return false;
-    }
-    let Some(callee) = ir::direct_callee(inst) else {
-        return true; // indirect call or inline assembly
-    };
-    let name = ir::value_name(callee);
-    if name.starts_with("__kage_") {
-        false
-    } else if name.starts_with("llvm.") {
-        CALLING_INTRINSICS
-            .iter()
-            .any(|prefix| name.starts_with(prefix))
-    } else {
-        true
-    }
-}
-
-/// One mark (or report) call for a range of bytes.
-pub enum Mark {
-    /// `[base + lo, base + hi)`; `exact` is an access pointer equal to `base + lo`, if any;
-    /// `align` what `base + lo` is known to be a multiple of.
-    Bytes {
-        base: LLVMValueRef,
-        lo: i64,
-        hi: i64,
-        exact: Option<LLVMValueRef>,
-        align: u64,
-    },
-    /// A range marked on its own: long or run-time-sized `llvm.mem*` ranges.
-    Whole { ptr: LLVMValueRef, len: Length },
-}
-
-/// Bytes `[lo, hi)` from a base, accessed through `ptr`, a multiple of `align`.
-struct Piece {
-    lo: i64,
-    hi: i64,
-    ptr: LLVMValueRef,
-    align: u64,
-}
-
-/// The marks for `ranges`, coalesced per base pointer (merged across gaps below `gap`
-/// bytes: [`MERGE_GAP`] for lines, 1 for exact bytes), in order of first appearance.
-///
-/// # Safety
-/// The ranges' pointers must be live values of a module with `data_layout`.
-pub unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range], gap: i64) -> Vec<Mark> {
-    enum Item {
-        Group(usize),
-        Whole(LLVMValueRef, Length),
-    }
-    let mut groups: Vec<(LLVMValueRef, Vec<Piece>)> = Vec::new();
-    let mut group_of: HashMap<LLVMValueRef, usize> = HashMap::new();
-    let mut items = Vec::new();
-    for range in ranges {
-        let size = match range.len {
-            Length::Constant(0) => continue,
-            Length::Constant(n) if n <= COALESCED_LENGTH_LIMIT => n as i64,
-            len => {
-                items.push(Item::Whole(range.ptr, len));
-                continue;
-            }
-        };
-        let (base, offset) = split_constant_offset(data_layout, range.ptr);
-        let Some(end) = offset.checked_add(size) else {
-            items.push(Item::Whole(range.ptr, range.len));
-            continue;
-        };
-        let group = *group_of.entry(base).or_insert_with(|| {
-            groups.push((base, Vec::new()));
-            items.push(Item::Group(groups.len() - 1));
-            groups.len() - 1
-        });
-        groups[group].1.push(Piece {
-            lo: offset,
-            hi: end,
-            ptr: range.ptr,
-            align: range.align,
-        });
-    }
-    let mut marks = Vec::new();
-    for item in items {
-        match item {
-            Item::Whole(ptr, len) => marks.push(Mark::Whole { ptr, len }),
-            Item::Group(g) => {
-                let (base, pieces) = &groups[g];
-                let merged =
-                    merge_ranges_within(pieces.iter().map(|p| (p.lo, p.hi)).collect(), gap);
-                for (lo, hi) in merged {
-                    let starting = || pieces.iter().filter(|p| p.lo == lo);
-                    let exact = starting().next().map(|p| p.ptr);
-                    let align = starting().map(|p| p.align).max().unwrap_or(1);
-                    marks.push(Mark::Bytes {
-                        base: *base,
-                        lo,
-                        hi,
-                        exact,
-                        align,
-                    });
-                }
-            }
-        }
-    }
-    marks
 }
 
 /// Builds the working-set instrumentation inside one function.
@@ -592,5 +454,36 @@ impl WsInserter<'_> {
             2,
             c"".as_ptr(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_sizes() {
+        use super::line_size_from_setting as size;
+        assert_eq!(size(None), Ok(64));
+        assert_eq!(size(Some("")), Ok(64));
+        assert_eq!(size(Some("16")), Ok(16));
+        assert_eq!(size(Some("4096")), Ok(4096));
+        for bad in ["8", "48", "8192", "sixty-four", "-64"] {
+            let e = size(Some(bad)).unwrap_err();
+            assert!(e.contains(&format!("KAGE_WS_LINE_SIZE='{bad}'")), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_build_line_size_is_the_table_line_shift_and_a_bad_one_warns() {
+        let build = |value: &'static str| {
+            let read = move |name: &str| (name == LINE_SIZE_VARIABLE).then(|| value.to_string());
+            let mut settings = Settings::new(&read);
+            let tool = make(&mut settings);
+            (tool.line_shift(), settings.warnings().len())
+        };
+        assert_eq!(build("128"), (7, 0));
+        assert_eq!(build("16"), (4, 0));
+        assert_eq!(build("48"), (6, 1));
     }
 }

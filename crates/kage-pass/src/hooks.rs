@@ -1,0 +1,233 @@
+//! The region hooks and per-access calls of docs/abi.md ("Hooks the pass inserts"): shared
+//! by the tools whose builds report region events (`count`: every access a call;
+//! `footprint`: accesses in groups). [`insert`] places a function's region hooks around what
+//! the tool inserts for its accesses, in the order that keeps hooks sharing a position
+//! right; [`Inserter`] builds the calls.
+
+use kage_abi::symbols;
+use llvm_sys::core::*;
+use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+
+use crate::access::Access;
+use crate::debuginfo::HookLocations;
+use crate::ir::{self, RuntimeFunction};
+use crate::plan::FunctionPlan;
+use crate::regions::RegionTable;
+
+/// Inserts `plan`'s region hooks and, through `accesses`, the tool's instrumentation of its
+/// accesses. The order keeps hooks sharing a position right: block-entry hooks first
+/// (`__kage_func_enter`, `__kage_resume_at`, `__kage_loop_iter`, `__kage_settle`; later
+/// insertions before the same instruction land after them), then `accesses` (in program
+/// order), then the function exits (so they come after a `cmpxchg`'s hook and a segment's
+/// reports). Loops in `skipped_loops` get no `__kage_loop_iter`: the tool enters them
+/// itself. Every position is taken before anything is inserted.
+///
+/// # Safety
+/// `plan` must describe a live function that nothing was inserted into yet, and `ins` be
+/// made for it.
+pub unsafe fn insert(
+    plan: &FunctionPlan,
+    ins: &mut Inserter,
+    skipped_loops: &[usize],
+    accesses: impl FnOnce(&mut Inserter),
+) {
+    let entry_block = plan.cfg.blocks[0];
+    let function_region = plan.slots.function();
+    let func_enter_at = ir::first_insertion_point(entry_block);
+    let loop_iters: Vec<_> = (plan.forest.loops.iter().enumerate())
+        .filter(|(k, _)| !skipped_loops.contains(k))
+        .filter_map(|(k, lp)| Some((ir::first_insertion_point(plan.cfg.blocks[lp.header])?, k)))
+        .collect();
+    let settles: Vec<_> = (plan.forest.settle_blocks(&plan.cfg.successors).into_iter())
+        .filter_map(|(block, innermost)| {
+            Some((
+                ir::first_insertion_point(plan.cfg.blocks[block])?,
+                innermost,
+            ))
+        })
+        .collect();
+    let hooks = ins.hooks;
+    if let Some(at) = func_enter_at {
+        ins.frame_hook(hooks.func_enter, function_region, at);
+    }
+    for &(at, block) in &plan.resume_points {
+        let region = plan.slots.innermost_region(plan.forest.innermost[block]);
+        ins.frame_hook(hooks.resume_at, region, at);
+    }
+    for (at, k) in loop_iters {
+        ins.region_hook(hooks.loop_iter, plan.slots.loop_entry(k), at);
+    }
+    for (at, innermost) in settles {
+        ins.region_hook(hooks.settle, plan.slots.innermost_region(innermost), at);
+    }
+    accesses(ins);
+    for &at in &plan.exits {
+        ins.region_hook(hooks.func_exit, function_region, at);
+    }
+}
+
+/// The runtime's region and access hooks, declared from [`kage_abi::symbols`].
+pub struct Hooks {
+    pub func_enter: RuntimeFunction,
+    pub func_exit: RuntimeFunction,
+    pub loop_iter: RuntimeFunction,
+    pub settle: RuntimeFunction,
+    pub resume_at: RuntimeFunction,
+    /// `llvm.addressofreturnaddress`: where the return address of the current activation
+    /// lives, i.e. the stack pointer at the function's entry. The runtime orders function
+    /// activations by it, whatever size their frames have.
+    frame_address: LLVMValueRef,
+    frame_address_type: LLVMTypeRef,
+    load: RuntimeFunction,
+    store: RuntimeFunction,
+    cmpxchg: RuntimeFunction,
+    i32_type: LLVMTypeRef,
+    i64_type: LLVMTypeRef,
+}
+
+impl Hooks {
+    /// Declares the hooks in `module`.
+    ///
+    /// # Safety
+    /// `module` must be valid.
+    pub unsafe fn declare(module: LLVMModuleRef) -> Self {
+        let context = LLVMGetModuleContext(module);
+        let ptr_type = LLVMPointerTypeInContext(context, 0);
+        let frame_address_type = LLVMFunctionType(ptr_type, std::ptr::null_mut(), 0, 0);
+        let declare = |symbol| RuntimeFunction::declare(module, symbol);
+        Hooks {
+            func_enter: declare(&symbols::FUNC_ENTER),
+            func_exit: declare(&symbols::FUNC_EXIT),
+            loop_iter: declare(&symbols::LOOP_ITER),
+            settle: declare(&symbols::SETTLE),
+            resume_at: declare(&symbols::RESUME_AT),
+            frame_address: {
+                let name = c"llvm.addressofreturnaddress.p0";
+                let existing = LLVMGetNamedFunction(module, name.as_ptr());
+                if existing.is_null() {
+                    LLVMAddFunction(module, name.as_ptr(), frame_address_type)
+                } else {
+                    existing
+                }
+            },
+            frame_address_type,
+            load: declare(&symbols::LOAD),
+            store: declare(&symbols::STORE),
+            cmpxchg: declare(&symbols::CMPXCHG),
+            i32_type: LLVMInt32TypeInContext(context),
+            i64_type: LLVMInt64TypeInContext(context),
+        }
+    }
+}
+
+/// Builds hook calls inside one function.
+pub struct Inserter<'a> {
+    pub builder: LLVMBuilderRef,
+    pub hooks: &'a Hooks,
+    pub table: &'a RegionTable,
+    locations: HookLocations,
+}
+
+impl<'a> Inserter<'a> {
+    /// An inserter for `func`, building with `builder`.
+    ///
+    /// # Safety
+    /// `func` must be a function of `module`, which holds `hooks` and `table`.
+    pub unsafe fn new(
+        module: LLVMModuleRef,
+        func: LLVMValueRef,
+        builder: LLVMBuilderRef,
+        hooks: &'a Hooks,
+        table: &'a RegionTable,
+    ) -> Self {
+        Inserter {
+            builder,
+            hooks,
+            table,
+            locations: HookLocations::new(module, func),
+        }
+    }
+
+    /// Positions the builder before `at`, with `at`'s hook debug location.
+    ///
+    /// # Safety
+    /// `at` must be an instruction of the function this inserter was made for.
+    pub unsafe fn position_before(&mut self, at: LLVMValueRef) {
+        LLVMPositionBuilderBefore(self.builder, at);
+        LLVMSetCurrentDebugLocation2(self.builder, self.locations.for_instruction(at));
+    }
+
+    /// `hook(region)` before `at`.
+    unsafe fn region_hook(&mut self, hook: RuntimeFunction, region: u32, at: LLVMValueRef) {
+        self.position_before(at);
+        let region_ptr = self.table.region_ptr(region);
+        hook.call(self.builder, &mut [region_ptr]);
+    }
+
+    /// A region hook that also passes the current activation's frame address.
+    unsafe fn frame_hook(&mut self, hook: RuntimeFunction, region: u32, at: LLVMValueRef) {
+        self.position_before(at);
+        let region_ptr = self.table.region_ptr(region);
+        let frame = LLVMBuildCall2(
+            self.builder,
+            self.hooks.frame_address_type,
+            self.hooks.frame_address,
+            std::ptr::null_mut(),
+            0,
+            c"".as_ptr(),
+        );
+        hook.call(self.builder, &mut [region_ptr, frame]);
+    }
+
+    /// The calls of docs/abi.md's table for one access: `__kage_load`/`__kage_store` before
+    /// it, or `__kage_cmpxchg` after a `cmpxchg`.
+    ///
+    /// # Safety
+    /// `access` must be an access of the function this inserter was made for.
+    pub unsafe fn access_hook(&mut self, access: &Access) {
+        let i64_type = self.hooks.i64_type;
+        let (load, store) = (self.hooks.load, self.hooks.store);
+        match *access {
+            Access::Plain {
+                at,
+                ptr,
+                size,
+                load: loads,
+                store: stores,
+            } => {
+                self.position_before(at);
+                let size = LLVMConstInt(i64_type, size, 0);
+                if loads {
+                    load.call(self.builder, &mut [ptr, size]);
+                }
+                if stores {
+                    store.call(self.builder, &mut [ptr, size]);
+                }
+            }
+            Access::CmpXchg { inst, ptr, size } => {
+                // After the cmpxchg (never a terminator), with its own location.
+                let next = LLVMGetNextInstruction(inst);
+                if next.is_null() {
+                    return;
+                }
+                LLVMPositionBuilderBefore(self.builder, next);
+                LLVMSetCurrentDebugLocation2(self.builder, self.locations.for_instruction(inst));
+                let success = LLVMBuildExtractValue(self.builder, inst, 1, c"".as_ptr());
+                let stored =
+                    LLVMBuildZExt(self.builder, success, self.hooks.i32_type, c"".as_ptr());
+                let size = LLVMConstInt(i64_type, size, 0);
+                self.hooks
+                    .cmpxchg
+                    .call(self.builder, &mut [ptr, size, stored]);
+            }
+            Access::Intrinsic { at, dst, src, len } => {
+                self.position_before(at);
+                let len = LLVMBuildIntCast2(self.builder, len, i64_type, 0, c"".as_ptr());
+                if let Some(src) = src {
+                    load.call(self.builder, &mut [src, len]);
+                }
+                store.call(self.builder, &mut [dst, len]);
+            }
+        }
+    }
+}

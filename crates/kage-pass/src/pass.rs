@@ -1,0 +1,123 @@
+//! The module pass: picks the functions to instrument, plans each ([`FunctionPlan`]), emits
+//! the region table and its registration, and lets the build's tool ([`crate::tools`])
+//! instrument the functions. Everything is analysed before anything is inserted.
+
+use kage_abi::symbols;
+use llvm_sys::core::*;
+use llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
+use llvm_sys::{LLVMAttributeFunctionIndex, LLVMLinkage};
+
+use crate::ir::{self, c_string, RuntimeFunction};
+use crate::plan::FunctionPlan;
+use crate::regions::{self, FunctionSlots, ModuleInfo, RegionEntry};
+use crate::tools::{self, Tool};
+
+/// Instruments `module` in place for the tool the compiler's environment selects
+/// (`KAGE_TOOL` and the tool's own variables, see [`tools::from_environment`]). Returns the
+/// tool when the module was instrumented now, `None` when it was left alone (already
+/// instrumented, or nothing to instrument).
+///
+/// # Safety
+/// `module` must be a valid module that nothing else mutates meanwhile.
+pub unsafe fn instrument_module(module: LLVMModuleRef) -> Option<Box<dyn Tool>> {
+    let tool = tools::from_environment();
+    instrument_module_with(module, tool.as_ref()).then_some(tool)
+}
+
+/// Instruments `module` in place for `tool`; returns whether it did (`false` when the module
+/// was already instrumented or has nothing to instrument).
+///
+/// # Safety
+/// `module` must be a valid module that nothing else mutates meanwhile.
+pub unsafe fn instrument_module_with(module: LLVMModuleRef, tool: &dyn Tool) -> bool {
+    if !LLVMGetNamedGlobal(module, c_string(kage_abi::MODULE_GLOBAL).as_ptr()).is_null() {
+        return false; // already instrumented (e.g. the pass was scheduled twice)
+    }
+    let functions: Vec<LLVMValueRef> = module_functions(module)
+        .into_iter()
+        .filter(|&f| should_instrument(f))
+        .collect();
+    if functions.is_empty() {
+        return false;
+    }
+
+    // Analyse every function before changing anything.
+    let mut plans = Vec::with_capacity(functions.len());
+    let mut entries: Vec<RegionEntry> = Vec::new();
+    // The table's `code` column: each function entry points at its function.
+    let mut code: Vec<LLVMValueRef> = Vec::new();
+    for &func in &functions {
+        let plan = FunctionPlan::new(
+            func,
+            FunctionSlots {
+                base: entries.len() as u32,
+            },
+        );
+        let regions = plan.regions();
+        code.push(func);
+        code.resize(code.len() + regions.len() - 1, std::ptr::null_mut());
+        entries.extend(regions);
+        plans.push(plan);
+    }
+
+    let mut name_len = 0usize;
+    let module_name = ir::lossy_string(LLVMGetSourceFileName(module, &mut name_len), name_len);
+    let info = ModuleInfo {
+        name: &module_name,
+        instrumentation: tool.instrumentation().value(),
+        line_shift: tool.line_shift(),
+    };
+    let table = regions::emit_table(module, &entries, &code, &info);
+    let register = RuntimeFunction::declare(module, &symbols::REGISTER_MODULE);
+    for plan in &plans {
+        drop_attributes_hooks_break(plan.func);
+    }
+    tool.instrument(module, &plans, &table);
+    regions::add_registration_ctor(module, &table, register);
+    true
+}
+
+/// Instrumented functions now call the runtime, which reads and writes its own memory and
+/// may synchronise: attributes promising otherwise would let later passes (or LTO callers)
+/// move or delete calls and lose events. MemorySanitizer drops the same ones.
+unsafe fn drop_attributes_hooks_break(func: LLVMValueRef) {
+    for name in ["memory", "speculatable", "nosync", "nofree"] {
+        let kind = LLVMGetEnumAttributeKindForName(name.as_ptr() as *const _, name.len());
+        if kind != 0 {
+            LLVMRemoveEnumAttributeAtIndex(func, LLVMAttributeFunctionIndex, kind);
+        }
+    }
+}
+
+unsafe fn module_functions(module: LLVMModuleRef) -> Vec<LLVMValueRef> {
+    let mut out = Vec::new();
+    let mut func = LLVMGetFirstFunction(module);
+    while !func.is_null() {
+        out.push(func);
+        func = LLVMGetNextFunction(func);
+    }
+    out
+}
+
+/// Functions with a body, except the runtime's own (`__kage_*`, which includes the pass's
+/// constructor), those opting out with `disable_sanitizer_instrumentation`, `naked` ones
+/// (no prologue to call from) and `available_externally` copies (never emitted themselves).
+unsafe fn should_instrument(func: LLVMValueRef) -> bool {
+    if LLVMIsDeclaration(func) != 0 || LLVMGetFirstBasicBlock(func).is_null() {
+        return false;
+    }
+    if ir::value_name(func).starts_with("__kage_") {
+        return false;
+    }
+    if LLVMGetLinkage(func) == LLVMLinkage::LLVMAvailableExternallyLinkage {
+        return false;
+    }
+    !["disable_sanitizer_instrumentation", "naked"]
+        .iter()
+        .any(|attr| has_function_attribute(func, attr))
+}
+
+unsafe fn has_function_attribute(func: LLVMValueRef, name: &str) -> bool {
+    let kind = LLVMGetEnumAttributeKindForName(name.as_ptr() as *const _, name.len());
+    kind != 0 && !LLVMGetEnumAttributeAtIndex(func, LLVMAttributeFunctionIndex, kind).is_null()
+}

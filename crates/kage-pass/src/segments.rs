@@ -1,0 +1,212 @@
+//! Segments: the runs of a block's instructions that no call into instrumented code
+//! interrupts, and the coalescing of their accesses into one call per merged byte range.
+//! Shared by the instrumentations that delay and group accesses (the working set marks a
+//! segment's lines at its end, the footprint reports its ranges there): nothing between a
+//! segment's start and its end can run other instrumented code, so delaying is invisible
+//! to the runtime.
+
+use std::collections::HashMap;
+
+use llvm_sys::core::*;
+use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
+use llvm_sys::target::LLVMTargetDataRef;
+use llvm_sys::LLVMOpcode;
+
+use crate::access::{classify_access, Access, Length, Range};
+#[cfg(doc)]
+use crate::address::MERGE_GAP;
+use crate::address::{merge_ranges_within, split_constant_offset};
+use crate::ir;
+use crate::plan::FunctionPlan;
+
+/// Constant-length `llvm.mem*` ranges up to this size are coalesced like ordinary accesses;
+/// longer ones get a mark call of their own.
+pub const COALESCED_LENGTH_LIMIT: u64 = 4096;
+
+/// Intrinsics that can run arbitrary code: calls to them end a segment like other calls.
+const CALLING_INTRINSICS: &[&str] = &[
+    "llvm.experimental.gc.statepoint",
+    "llvm.experimental.patchpoint",
+    "llvm.coro.",
+    "llvm.icall.branch.funnel",
+];
+
+/// A run of instructions of one block that no call into instrumented code interrupts.
+pub struct Segment {
+    /// Index of the block in the function's CFG.
+    pub block: usize,
+    /// The segment's first instruction: the budget check goes right before it.
+    pub start: LLVMValueRef,
+    /// The cutting call or the block's terminator: the marks go right before it.
+    pub end: LLVMValueRef,
+    pub accesses: Vec<Access>,
+}
+
+/// Every segment of every block, in layout order.
+///
+/// # Safety
+/// `plan` must describe a live function of a module with `data_layout`.
+pub unsafe fn function_segments(
+    plan: &FunctionPlan,
+    data_layout: LLVMTargetDataRef,
+) -> Vec<Segment> {
+    let mut out = Vec::new();
+    for (b, &block) in plan.cfg.blocks.iter().enumerate() {
+        out.extend(block_segments(b, block, b == 0, data_layout));
+    }
+    out
+}
+
+/// The segments of `block`. None for blocks starting with a Windows EH pad (no insertion
+/// point, see [`ir::first_insertion_point`]).
+unsafe fn block_segments(
+    index: usize,
+    block: LLVMBasicBlockRef,
+    is_entry: bool,
+    data_layout: LLVMTargetDataRef,
+) -> Vec<Segment> {
+    let Some(mut start) = ir::first_insertion_point(block) else {
+        return Vec::new();
+    };
+    if is_entry {
+        // Static allocas stay first: once the inlined budget check splits the entry block,
+        // allocas after it would become dynamic.
+        while ir::opcode(start) == LLVMOpcode::LLVMAlloca {
+            start = LLVMGetNextInstruction(start);
+        }
+    }
+    let mut segments = Vec::new();
+    let mut accesses = Vec::new();
+    for inst in ir::instructions(block) {
+        if let Some(access) = classify_access(inst, data_layout) {
+            accesses.push(access);
+        }
+        let is_terminator = !LLVMIsATerminatorInst(inst).is_null();
+        if is_terminator || is_cut(inst) {
+            segments.push(Segment {
+                block: index,
+                start,
+                end: inst,
+                accesses: std::mem::take(&mut accesses),
+            });
+            if is_terminator {
+                break;
+            }
+            start = LLVMGetNextInstruction(inst);
+        }
+    }
+    segments
+}
+
+/// Whether `inst` ends a segment: a call, invoke or callbr that may run instrumented code,
+/// i.e. any except the pass's own `__kage_*` functions and intrinsics other than those in
+/// [`CALLING_INTRINSICS`]. Inline assembly counts as a call (it could call anything).
+///
+/// # Safety
+/// `inst` must be a valid instruction.
+pub unsafe fn is_cut(inst: LLVMValueRef) -> bool {
+    if !ir::is_call_site(inst) {
+        return false;
+    }
+    let Some(callee) = ir::direct_callee(inst) else {
+        return true; // indirect call or inline assembly
+    };
+    let name = ir::value_name(callee);
+    if name.starts_with("__kage_") {
+        false
+    } else if name.starts_with("llvm.") {
+        CALLING_INTRINSICS
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+    } else {
+        true
+    }
+}
+
+/// One mark (or report) call for a range of bytes.
+pub enum Mark {
+    /// `[base + lo, base + hi)`; `exact` is an access pointer equal to `base + lo`, if any;
+    /// `align` what `base + lo` is known to be a multiple of.
+    Bytes {
+        base: LLVMValueRef,
+        lo: i64,
+        hi: i64,
+        exact: Option<LLVMValueRef>,
+        align: u64,
+    },
+    /// A range marked on its own: long or run-time-sized `llvm.mem*` ranges.
+    Whole { ptr: LLVMValueRef, len: Length },
+}
+
+/// Bytes `[lo, hi)` from a base, accessed through `ptr`, a multiple of `align`.
+struct Piece {
+    lo: i64,
+    hi: i64,
+    ptr: LLVMValueRef,
+    align: u64,
+}
+
+/// The marks for `ranges`, coalesced per base pointer (merged across gaps below `gap`
+/// bytes: [`MERGE_GAP`] for lines, 1 for exact bytes), in order of first appearance.
+///
+/// # Safety
+/// The ranges' pointers must be live values of a module with `data_layout`.
+pub unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range], gap: i64) -> Vec<Mark> {
+    enum Item {
+        Group(usize),
+        Whole(LLVMValueRef, Length),
+    }
+    let mut groups: Vec<(LLVMValueRef, Vec<Piece>)> = Vec::new();
+    let mut group_of: HashMap<LLVMValueRef, usize> = HashMap::new();
+    let mut items = Vec::new();
+    for range in ranges {
+        let size = match range.len {
+            Length::Constant(0) => continue,
+            Length::Constant(n) if n <= COALESCED_LENGTH_LIMIT => n as i64,
+            len => {
+                items.push(Item::Whole(range.ptr, len));
+                continue;
+            }
+        };
+        let (base, offset) = split_constant_offset(data_layout, range.ptr);
+        let Some(end) = offset.checked_add(size) else {
+            items.push(Item::Whole(range.ptr, range.len));
+            continue;
+        };
+        let group = *group_of.entry(base).or_insert_with(|| {
+            groups.push((base, Vec::new()));
+            items.push(Item::Group(groups.len() - 1));
+            groups.len() - 1
+        });
+        groups[group].1.push(Piece {
+            lo: offset,
+            hi: end,
+            ptr: range.ptr,
+            align: range.align,
+        });
+    }
+    let mut marks = Vec::new();
+    for item in items {
+        match item {
+            Item::Whole(ptr, len) => marks.push(Mark::Whole { ptr, len }),
+            Item::Group(g) => {
+                let (base, pieces) = &groups[g];
+                let merged =
+                    merge_ranges_within(pieces.iter().map(|p| (p.lo, p.hi)).collect(), gap);
+                for (lo, hi) in merged {
+                    let starting = || pieces.iter().filter(|p| p.lo == lo);
+                    let exact = starting().next().map(|p| p.ptr);
+                    let align = starting().map(|p| p.align).max().unwrap_or(1);
+                    marks.push(Mark::Bytes {
+                        base: *base,
+                        lo,
+                        hi,
+                        exact,
+                        align,
+                    });
+                }
+            }
+        }
+    }
+    marks
+}
