@@ -1,5 +1,5 @@
-//! The region hooks and per-access calls of docs/abi.md ("Hooks the pass inserts"): shared
-//! by the tools whose builds report region events (`count`: every access a call;
+//! The region hooks of docs/abi.md ("Hooks the pass inserts") and the `cmpxchg` hook:
+//! shared by the tools whose builds report region events (`count`: every access a call;
 //! `footprint`: accesses in groups). [`insert`] places a function's region hooks around what
 //! the tool inserts for its accesses, in the order that keeps hooks sharing a position
 //! right; [`Inserter`] builds the calls.
@@ -8,7 +8,6 @@ use kage_abi::symbols;
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
 
-use crate::access::Access;
 use crate::debuginfo::HookLocations;
 use crate::ir::{self, RuntimeFunction};
 use crate::plan::FunctionPlan;
@@ -66,7 +65,7 @@ pub unsafe fn insert(
     }
 }
 
-/// The runtime's region and access hooks, declared from [`kage_abi::symbols`].
+/// The runtime's region hooks and `__kage_cmpxchg`, declared from [`kage_abi::symbols`].
 pub struct Hooks {
     pub func_enter: RuntimeFunction,
     pub func_exit: RuntimeFunction,
@@ -78,8 +77,6 @@ pub struct Hooks {
     /// activations by it, whatever size their frames have.
     frame_address: LLVMValueRef,
     frame_address_type: LLVMTypeRef,
-    load: RuntimeFunction,
-    store: RuntimeFunction,
     cmpxchg: RuntimeFunction,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
@@ -111,8 +108,6 @@ impl Hooks {
                 }
             },
             frame_address_type,
-            load: declare(&symbols::LOAD),
-            store: declare(&symbols::STORE),
             cmpxchg: declare(&symbols::CMPXCHG),
             i32_type: LLVMInt32TypeInContext(context),
             i64_type: LLVMInt64TypeInContext(context),
@@ -179,55 +174,22 @@ impl<'a> Inserter<'a> {
         hook.call(self.builder, &mut [region_ptr, frame]);
     }
 
-    /// The calls of docs/abi.md's table for one access: `__kage_load`/`__kage_store` before
-    /// it, or `__kage_cmpxchg` after a `cmpxchg`.
+    /// `__kage_cmpxchg(ptr, size, stored)` right after the `cmpxchg` `inst`, with its own
+    /// location: whether it wrote is known only then.
     ///
     /// # Safety
-    /// `access` must be an access of the function this inserter was made for.
-    pub unsafe fn access_hook(&mut self, access: &Access) {
-        let i64_type = self.hooks.i64_type;
-        let (load, store) = (self.hooks.load, self.hooks.store);
-        match *access {
-            Access::Plain {
-                at,
-                ptr,
-                size,
-                load: loads,
-                store: stores,
-            } => {
-                self.position_before(at);
-                let size = LLVMConstInt(i64_type, size, 0);
-                if loads {
-                    load.call(self.builder, &mut [ptr, size]);
-                }
-                if stores {
-                    store.call(self.builder, &mut [ptr, size]);
-                }
-            }
-            Access::CmpXchg { inst, ptr, size } => {
-                // After the cmpxchg (never a terminator), with its own location.
-                let next = LLVMGetNextInstruction(inst);
-                if next.is_null() {
-                    return;
-                }
-                LLVMPositionBuilderBefore(self.builder, next);
-                LLVMSetCurrentDebugLocation2(self.builder, self.locations.for_instruction(inst));
-                let success = LLVMBuildExtractValue(self.builder, inst, 1, c"".as_ptr());
-                let stored =
-                    LLVMBuildZExt(self.builder, success, self.hooks.i32_type, c"".as_ptr());
-                let size = LLVMConstInt(i64_type, size, 0);
-                self.hooks
-                    .cmpxchg
-                    .call(self.builder, &mut [ptr, size, stored]);
-            }
-            Access::Intrinsic { at, dst, src, len } => {
-                self.position_before(at);
-                let len = LLVMBuildIntCast2(self.builder, len, i64_type, 0, c"".as_ptr());
-                if let Some(src) = src {
-                    load.call(self.builder, &mut [src, len]);
-                }
-                store.call(self.builder, &mut [dst, len]);
-            }
+    /// `inst` must be a `cmpxchg` of the function this inserter was made for.
+    pub unsafe fn cmpxchg_hook(&mut self, inst: LLVMValueRef, ptr: LLVMValueRef, size: u64) {
+        // A cmpxchg is never a terminator.
+        let next = LLVMGetNextInstruction(inst);
+        if next.is_null() {
+            return;
         }
+        LLVMPositionBuilderBefore(self.builder, next);
+        LLVMSetCurrentDebugLocation2(self.builder, self.locations.for_instruction(inst));
+        let success = LLVMBuildExtractValue(self.builder, inst, 1, c"".as_ptr());
+        let stored = LLVMBuildZExt(self.builder, success, self.hooks.i32_type, c"".as_ptr());
+        let size = LLVMConstInt(self.hooks.i64_type, size, 0);
+        self.hooks.cmpxchg.call(self.builder, &mut [ptr, size, stored]);
     }
 }

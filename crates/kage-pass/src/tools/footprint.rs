@@ -87,11 +87,12 @@ impl Tool for Footprint {
             let reports = plan_reports(plan, &hoisted_accesses, data_layout);
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
             hooks::insert(plan, &mut ins, &hoisted_loops, |ins| {
-                let cmpxchgs = (plan.accesses.iter())
-                    .filter(|a| matches!(a, Access::CmpXchg { .. }))
-                    .filter(|a| !hoisted_accesses.contains(&a.instruction()));
-                for access in cmpxchgs {
-                    ins.access_hook(access);
+                for access in &plan.accesses {
+                    if let Access::CmpXchg { inst, ptr, size } = *access {
+                        if !hoisted_accesses.contains(&inst) {
+                            ins.cmpxchg_hook(inst, ptr, size);
+                        }
+                    }
                 }
                 let mut position = |at: LLVMValueRef| ins.position_before(at);
                 emit_reports(&reports, &rt, builder, &mut position);
