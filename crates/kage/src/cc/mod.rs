@@ -24,11 +24,9 @@ pub const VERBOSE_ENV_VAR: &str = "KAGE_CC_VERBOSE";
 
 /// Chooses the instrumentation at build time (read by the pass, see docs/abi.md): unset or
 /// `count` builds for every tool (call hooks), `working-set` for the working-set tool's
-/// inline fast path, `footprint` for the footprint tool's grouped reports.
-pub const TOOL_ENV_VAR: &str = "KAGE_TOOL";
-
-/// The values [`TOOL_ENV_VAR`] may take.
-pub const BUILD_TOOLS: &[&str] = &["count", "working-set", "footprint"];
+/// inline fast path, `footprint` for the footprint tool's grouped reports; the values are
+/// `kage_abi::BUILD_TOOLS`.
+pub const TOOL_ENV_VAR: &str = kage_abi::TOOL_VARIABLE;
 
 /// Checks a `KAGE_TOOL` value; the error names the valid ones.
 pub fn check_build_tool(value: Option<&std::ffi::OsStr>) -> Result<(), String> {
@@ -36,19 +34,21 @@ pub fn check_build_tool(value: Option<&std::ffi::OsStr>) -> Result<(), String> {
         return Ok(());
     };
     match value.to_str() {
-        Some(v) if BUILD_TOOLS.contains(&v) => Ok(()),
+        Some(v) if kage_abi::BUILD_TOOLS.iter().any(|t| t.name == v) => Ok(()),
         _ => Err(format!(
             "{TOOL_ENV_VAR}='{}' is not a tool; use one of: {} (or leave it unset to build for \
              every tool that works with call hooks)",
             value.to_string_lossy(),
-            BUILD_TOOLS.join(", ")
+            (kage_abi::BUILD_TOOLS.iter().map(|t| t.name))
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }
 
 /// With `KAGE_TOOL=working-set`: the cache line size built into the inline marks (read by
 /// the pass; 64 when unset). The runtime reports in lines of this size or larger.
-pub const LINE_SIZE_ENV_VAR: &str = "KAGE_WS_LINE_SIZE";
+pub const LINE_SIZE_ENV_VAR: &str = kage_abi::LINE_SIZE_VARIABLE;
 
 /// Checks a `KAGE_WS_LINE_SIZE` value: a power of two from 16 to 4096, as `line_size=`.
 pub fn check_build_line_size(value: Option<&std::ffi::OsStr>) -> Result<(), String> {
@@ -56,7 +56,7 @@ pub fn check_build_line_size(value: Option<&std::ffi::OsStr>) -> Result<(), Stri
         return Ok(());
     };
     match value.to_str().and_then(|v| v.parse::<u64>().ok()) {
-        Some(n) if n.is_power_of_two() && (16..=4096).contains(&n) => Ok(()),
+        Some(n) if kage_abi::is_line_size(n) => Ok(()),
         _ => Err(format!(
             "{LINE_SIZE_ENV_VAR}='{}' is not a line size; use a power of two from 16 to 4096 \
              (or leave it unset for 64)",
