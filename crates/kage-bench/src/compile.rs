@@ -32,8 +32,8 @@ impl Compiler {
     }
 
     /// kage-cc, rebuilding when the wrapper, the pass plugin or the runtime next to it change.
-    /// Tools with instrumentation of their own (`working-set`, `footprint`) are built for it
-    /// (`KAGE_TOOL`).
+    /// Tools with instrumentation of their own (a `kage_abi::BUILD_TOOLS` name other than
+    /// `count`: `working-set`, `footprint`) are built for it (`KAGE_TOOL`).
     pub fn kage(kage_cc: &Path, tool: &str) -> Self {
         let dir = kage_cc.parent().unwrap_or(Path::new("."));
         let depends_on = [
@@ -44,8 +44,10 @@ impl Compiler {
         .into_iter()
         .filter(|p| p.exists())
         .collect();
-        let env = if tool == "working-set" || tool == "footprint" {
-            vec![("KAGE_TOOL".to_string(), tool.to_string())]
+        let own_build = (kage_abi::BUILD_TOOLS.iter())
+            .any(|t| t.name == tool && t.instrumentation.only_tool() == Some(tool));
+        let env = if own_build {
+            vec![(kage_abi::TOOL_VARIABLE.to_string(), tool.to_string())]
         } else {
             vec![]
         };
