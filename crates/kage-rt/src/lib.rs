@@ -1,14 +1,27 @@
 //! Kage runtime: linked into instrumented programs as a static library.
 //!
-//! The C ABI (`abi.rs`, contract in `docs/abi.md`) is a thin layer over plain Rust:
-//! option parsing (`options`), module registration (`registry`), per-thread region stacks
-//! with the repair rules (`stack`, `thread`), the tools (`tools`), and the report
-//! (`report`). The runtime never calls the program's `malloc` (see `alloc`) and ignores
-//! events raised while it is itself running.
+//! The C ABI (contract in `docs/abi.md`, written once in `kage_abi`) is a thin layer over
+//! plain Rust, in layers that import only downwards (checked by `tests/module_layers.rs`):
+//!
+//! - `runtime` (start-up, the tool for the build, the end, fork) and `abi` (the common hooks
+//!   and `include/kage.h`) on top;
+//! - `thread` (the list of threads, their creation and end), `signals` (fatal signals, given
+//!   what to do), `report` (the report file);
+//! - `tools`: the `TOOLS` table and one module per tool: its options as data, its part of
+//!   the C ABI (the entry points only its instrumentation calls), its `Tool`;
+//! - `gate` (the on/off gate and the calling thread's state, what every hook reads first)
+//!   and `tool` (the `Tool`/`ThreadTool` interface);
+//! - `options` (the option table: the common options, and the tools' as given), `registry`
+//!   (module tables, global ids), `stack` (region stacks and their repair), `sync`, `alloc`,
+//!   `chunked`.
+//!
+//! The runtime never calls the program's `malloc` (see `alloc`) and ignores events raised
+//! while it is itself running.
 
 pub mod abi;
 pub mod alloc;
 pub mod chunked;
+pub mod gate;
 pub mod options;
 pub mod registry;
 pub mod report;
@@ -17,6 +30,7 @@ pub mod signals;
 pub mod stack;
 pub mod sync;
 pub mod thread;
+pub mod tool;
 pub mod tools;
 
 /// Every allocation made by Rust code in the runtime goes to mmap-backed memory, never to

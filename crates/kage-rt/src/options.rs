@@ -1,350 +1,164 @@
-//! Runtime options: one declared table, read from `KAGE_OPTIONS` (`key=value` items
-//! separated by `:` or `,`), in the style of the sanitizers' flags.
+//! Runtime options, read from `KAGE_OPTIONS` (`key=value` items separated by `:` or `,`), in
+//! the style of the sanitizers' flags.
+//!
+//! Options are data: an [`OptionDef`] is a name, a default, a help text and a parser. This
+//! module declares the common ones ([`COMMON`], and [`HELP`], listed last); each tool
+//! declares its own in its module (`ToolInfo::options`), and [`Options::parse`] takes those
+//! tables as an argument, so this module knows no tool. Every value is kept as its parser
+//! gives it back (as the report shows it); the typed reading of a tool's options is the
+//! tool's own.
 
 use std::collections::BTreeMap;
 
-/// The line sizes `line_size=` accepts (powers of two), and the working-set build's
-/// `KAGE_WS_LINE_SIZE` too.
-pub const LINE_SIZES: std::ops::RangeInclusive<u64> = 16..=4096;
-
-/// The options in force.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
-    pub tool: String,
-    pub output: String,
-    pub enabled: bool,
-    pub handle_signals: bool,
-    pub verbosity: u32,
-    pub help: bool,
-    /// working-set: bytes per cache line (a power of two, 16..=4096).
-    pub line_size: u64,
-    /// working-set: what the interval is measured in.
-    pub interval_unit: IntervalUnit,
-    /// working-set: the interval as written (`10ms`, `1000000`); checked against the unit
-    /// by [`Options::interval_length`].
-    pub interval: String,
-    /// working-set: the most snapshots kept before adjacent ones are merged.
-    pub snapshots: u32,
-    /// working-set: the most memory (MiB) the kept snapshots' bitmaps may take before
-    /// adjacent ones are merged.
-    pub snapshot_mib: u32,
-    /// working-set, test-only: file that receives every traced access.
-    pub trace: String,
-    /// footprint: the vector shadow memory implementation (`kage_vsm::footprint::FpKind`).
-    pub vsm: String,
-    /// footprint: what a location is: `byte`, `word` or `line`.
-    pub granularity: String,
-    /// footprint: loop bodies (one instance per iteration) are regions too.
-    pub loop_bodies: bool,
-}
-
-/// The unit of working-set intervals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IntervalUnit {
-    Accesses,
-    WallTime,
-    CpuTime,
-    Instructions,
-}
-
-impl IntervalUnit {
-    pub const ALL: [(&'static str, IntervalUnit); 4] = [
-        ("wall", IntervalUnit::WallTime),
-        ("cpu", IntervalUnit::CpuTime),
-        ("accesses", IntervalUnit::Accesses),
-        ("instructions", IntervalUnit::Instructions),
-    ];
-
-    pub fn option_name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, u)| *u == self)
-            .map(|(n, _)| *n)
-            .unwrap_or("wall")
-    }
-
-    /// The unit of `start`/`end` in the report.
-    pub fn to_report(self) -> kage_report::IntervalUnit {
-        match self {
-            IntervalUnit::Accesses => kage_report::IntervalUnit::Accesses,
-            IntervalUnit::WallTime => kage_report::IntervalUnit::WallNs,
-            IntervalUnit::CpuTime => kage_report::IntervalUnit::CpuNs,
-            IntervalUnit::Instructions => kage_report::IntervalUnit::Instructions,
-        }
-    }
-
-    pub fn is_time(self) -> bool {
-        matches!(self, IntervalUnit::WallTime | IntervalUnit::CpuTime)
-    }
-}
-
-/// Parses an interval length for `unit`: a duration (`500us`, `10ms`, `2s`, `100ns`) for time
-/// units, a count with an optional `k`, `M` or `G` suffix for the others. Never zero.
-pub fn parse_interval(v: &str, unit: IntervalUnit) -> Result<u64, String> {
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (digits, suffix) = v.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("'{v}' does not start with a number"))?;
-    let scale: u64 = if unit.is_time() {
-        match suffix {
-            "ns" => 1,
-            "us" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            _ => {
-                return Err(format!(
-                    "'{v}': a time interval needs a unit: ns, us, ms or s"
-                ))
-            }
-        }
-    } else {
-        match suffix {
-            "" => 1,
-            "k" => 1_000,
-            "M" => 1_000_000,
-            "G" => 1_000_000_000,
-            _ => return Err(format!("'{v}': a count takes no unit but k, M or G")),
-        }
-    };
-    match n.checked_mul(scale) {
-        Some(0) => Err("the interval must not be zero".into()),
-        Some(x) => Ok(x),
-        None => Err(format!("'{v}' is too large")),
-    }
-}
-
-/// One declared option: its name, default, help text, and how it is parsed and shown.
+/// One declared option.
 pub struct OptionDef {
     pub name: &'static str,
     pub default: &'static str,
     pub help: &'static str,
-    set: fn(&mut Options, &str) -> Result<(), String>,
-    get: fn(&Options) -> String,
+    /// Checks a value and gives it back as the report shows it (a number in its plain
+    /// form); `Err` says what was expected.
+    pub parse: fn(&str) -> Result<String, String>,
 }
 
-fn parse_bool(v: &str) -> Result<bool, String> {
+impl std::fmt::Debug for OptionDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OptionDef({})", self.name)
+    }
+}
+
+/// `0` or `1`.
+pub fn parse_bool(v: &str) -> Result<String, String> {
     match v {
-        "1" => Ok(true),
-        "0" => Ok(false),
+        "0" | "1" => Ok(v.to_string()),
         _ => Err("expected 0 or 1".into()),
     }
 }
 
-fn parse_u32(v: &str) -> Result<u32, String> {
-    v.parse()
+fn parse_u32(v: &str) -> Result<String, String> {
+    v.parse::<u32>()
+        .map(|n| n.to_string())
         .map_err(|_| "expected a non-negative integer".into())
 }
 
-/// Every option the runtime knows. `help=1` prints this table.
-pub static OPTIONS: &[OptionDef] = &[
-    OptionDef {
-        name: "tool",
-        default: "count",
-        help: "analysis tool to run (see the tool list printed with help=1); programs built \
-               with KAGE_TOOL=working-set default to working-set",
-        set: |o, v| {
-            if v.is_empty() {
-                return Err("expected a tool name".into());
-            }
-            o.tool = v.to_string();
-            Ok(())
-        },
-        get: |o| o.tool.clone(),
+/// Anything but the empty string; `Err(what)` otherwise.
+pub fn non_empty(v: &str, what: &str) -> Result<String, String> {
+    if v.is_empty() {
+        Err(format!("expected {what}"))
+    } else {
+        Ok(v.to_string())
+    }
+}
+
+pub const TOOL: OptionDef = OptionDef {
+    name: "tool",
+    default: "count",
+    help: "analysis tool to run (see the tool list printed with help=1); programs built \
+           with KAGE_TOOL=working-set default to working-set",
+    parse: |v| non_empty(v, "a tool name"),
+};
+
+pub const OUTPUT: OptionDef = OptionDef {
+    name: "output",
+    default: "kage.%e.%p.json",
+    help: "report path; %e = executable name, %p = pid (a forked child without %p \
+           inserts .<pid> before .json)",
+    parse: |v| non_empty(v, "a path"),
+};
+
+pub const ENABLED: OptionDef = OptionDef {
+    name: "enabled",
+    default: "1",
+    help: "1: deliver memory accesses to the tool from the start; 0: start off \
+           (the program turns it on with kage_set_enabled(1))",
+    parse: parse_bool,
+};
+
+pub const HANDLE_SIGNALS: OptionDef = OptionDef {
+    name: "handle_signals",
+    default: "1",
+    help: "1: write a (best effort) report on fatal signals whose handler is the default one",
+    parse: parse_bool,
+};
+
+pub const VERBOSITY: OptionDef = OptionDef {
+    name: "verbosity",
+    default: "0",
+    help: "0: quiet; 1: print the report path; 2: also print module registrations",
+    parse: parse_u32,
+};
+
+/// Shared by the working-set and footprint tools, and tied to the build (`kage_abi`).
+pub const LINE_SIZE: OptionDef = OptionDef {
+    name: "line_size",
+    default: "64",
+    help: "working-set, footprint: cache line size in bytes (a power of two from 16 to 4096); \
+           a program built for the working-set tool defaults to, and needs at least, the \
+           line size it was built with (KAGE_WS_LINE_SIZE)",
+    parse: |v| match v.parse::<u64>() {
+        Ok(n) if kage_abi::is_line_size(n) => Ok(n.to_string()),
+        _ => Err("expected a power of two from 16 to 4096".into()),
     },
-    OptionDef {
-        name: "output",
-        default: "kage.%e.%p.json",
-        help: "report path; %e = executable name, %p = pid (a forked child without %p \
-               inserts .<pid> before .json)",
-        set: |o, v| {
-            if v.is_empty() {
-                return Err("expected a path".into());
-            }
-            o.output = v.to_string();
-            Ok(())
-        },
-        get: |o| o.output.clone(),
-    },
-    OptionDef {
-        name: "enabled",
-        default: "1",
-        help: "1: deliver memory accesses to the tool from the start; 0: start off \
-               (the program turns it on with kage_set_enabled(1))",
-        set: |o, v| parse_bool(v).map(|b| o.enabled = b),
-        get: |o| (o.enabled as u8).to_string(),
-    },
-    OptionDef {
-        name: "handle_signals",
-        default: "1",
-        help: "1: write a (best effort) report on fatal signals whose handler is the default one",
-        set: |o, v| parse_bool(v).map(|b| o.handle_signals = b),
-        get: |o| (o.handle_signals as u8).to_string(),
-    },
-    OptionDef {
-        name: "verbosity",
-        default: "0",
-        help: "0: quiet; 1: print the report path; 2: also print module registrations",
-        set: |o, v| parse_u32(v).map(|n| o.verbosity = n),
-        get: |o| o.verbosity.to_string(),
-    },
-    OptionDef {
-        name: "line_size",
-        default: "64",
-        help: "working-set, footprint: cache line size in bytes (a power of two from 16 to 4096); \
-               a program built for the working-set tool defaults to, and needs at least, the \
-               line size it was built with (KAGE_WS_LINE_SIZE)",
-        set: |o, v| match v.parse::<u64>() {
-            Ok(n) if n.is_power_of_two() && LINE_SIZES.contains(&n) => {
-                o.line_size = n;
-                Ok(())
-            }
-            _ => Err("expected a power of two from 16 to 4096".into()),
-        },
-        get: |o| o.line_size.to_string(),
-    },
-    OptionDef {
-        name: "interval_unit",
-        default: "wall",
-        help: "working-set: what intervals measure: wall (time), cpu (process CPU time), \
-               accesses (memory accesses), instructions (hardware counter; falls back to cpu)",
-        set: |o, v| match IntervalUnit::ALL.iter().find(|(n, _)| *n == v) {
-            Some((_, u)) => {
-                o.interval_unit = *u;
-                Ok(())
-            }
-            None => Err("expected wall, cpu, accesses or instructions".into()),
-        },
-        get: |o| o.interval_unit.option_name().to_string(),
-    },
-    OptionDef {
-        name: "interval",
-        default: "10ms",
-        help: "working-set: the snapshot interval: a duration (10ms, 500us, 1s) for wall and \
-               cpu, a count (100000, 50k, 2M) for accesses and instructions (default for \
-               those: 10M)",
-        set: |o, v| {
-            if v.is_empty() {
-                return Err("expected an interval".into());
-            }
-            o.interval = v.to_string();
-            Ok(())
-        },
-        get: |o| o.interval.clone(),
-    },
-    OptionDef {
-        name: "snapshots",
-        default: "128",
-        help: "working-set: snapshots kept; when full, adjacent pairs are merged (their \
-               union) and the interval doubles",
-        set: |o, v| match v.parse::<u32>() {
-            Ok(n) if n >= 2 => {
-                o.snapshots = n;
-                Ok(())
-            }
-            _ => Err("expected an integer of at least 2".into()),
-        },
-        get: |o| o.snapshots.to_string(),
-    },
-    OptionDef {
-        name: "snapshot_mib",
-        default: "2",
-        help: "working-set: memory (MiB) the kept snapshots' compressed bitmaps may take; \
-               beyond it adjacent snapshots are merged as when there are too many",
-        set: |o, v| match v.parse::<u32>() {
-            Ok(n) if n >= 1 => {
-                o.snapshot_mib = n;
-                Ok(())
-            }
-            _ => Err("expected a positive integer".into()),
-        },
-        get: |o| o.snapshot_mib.to_string(),
-    },
-    OptionDef {
-        name: "trace",
-        default: "",
-        help: "working-set, test-only (programs built with KAGE_WS_TRACE=1): write every \
-               access with its interval to this file",
-        set: |o, v| {
-            o.trace = v.to_string();
-            Ok(())
-        },
-        get: |o| o.trace.clone(),
-    },
-    OptionDef {
-        name: "vsm",
-        default: "palette",
-        help: "footprint: the vector shadow memory: baseline (a version per tag), slim \
-               (SlimTV), bulk (SlimTV+BulkTV, 64 KiB tag tables), palette (BulkTV, 4 KiB \
-               tag tables stored as one value, a bit or a byte per location)",
-        set: |o, v| {
-            v.parse::<kage_vsm::FpKind>()?;
-            o.vsm = v.to_string();
-            Ok(())
-        },
-        get: |o| o.vsm.clone(),
-    },
-    OptionDef {
-        name: "granularity",
-        default: "byte",
-        help: "footprint: what a location is: byte, word (8 bytes) or line (line_size bytes)",
-        set: |o, v| match kage_vsm::Granularity::from_name(v) {
-            Some(_) => {
-                o.granularity = v.to_string();
-                Ok(())
-            }
-            None => Err("expected byte, word or line".into()),
-        },
-        get: |o| o.granularity.clone(),
-    },
-    OptionDef {
-        name: "loop_bodies",
-        default: "0",
-        help: "footprint: 1: loop bodies are regions too (one instance per iteration)",
-        set: |o, v| parse_bool(v).map(|b| o.loop_bodies = b),
-        get: |o| (o.loop_bodies as u8).to_string(),
-    },
-    OptionDef {
-        name: "help",
-        default: "0",
-        help: "1: print every option with its default and help to stderr, then run",
-        set: |o, v| parse_bool(v).map(|b| o.help = b),
-        get: |o| (o.help as u8).to_string(),
-    },
-];
+};
+
+pub const HELP: OptionDef = OptionDef {
+    name: "help",
+    default: "0",
+    help: "1: print every option with its default and help to stderr, then run",
+    parse: parse_bool,
+};
+
+/// The options of every tool, before the tools' own; [`HELP`] comes after those.
+pub static COMMON: &[OptionDef] = &[TOOL, OUTPUT, ENABLED, HANDLE_SIGNALS, VERBOSITY, LINE_SIZE];
+
+/// The options in force: every known option with its value (parsed; the default unless
+/// set), in the order [`Options::parse`] lists them.
+#[derive(Clone)]
+pub struct Options {
+    values: Vec<(&'static OptionDef, String)>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.values.iter().map(|(d, v)| (d.name, v)))
+            .finish()
+    }
+}
+
+impl PartialEq for Options {
+    fn eq(&self, other: &Options) -> bool {
+        self.values.len() == other.values.len()
+            && (self.values.iter().zip(&other.values))
+                .all(|((a, x), (b, y))| a.name == b.name && x == y)
+    }
+}
+
+impl Eq for Options {}
 
 impl Default for Options {
+    /// The common options' defaults (no tool's options).
     fn default() -> Self {
-        let mut o = Options {
-            tool: String::new(),
-            output: String::new(),
-            enabled: true,
-            handle_signals: true,
-            verbosity: 0,
-            help: false,
-            line_size: 64,
-            interval_unit: IntervalUnit::WallTime,
-            interval: String::new(),
-            snapshots: 128,
-            snapshot_mib: 2,
-            trace: String::new(),
-            vsm: String::new(),
-            granularity: String::new(),
-            loop_bodies: false,
-        };
-        for d in OPTIONS {
-            // The declared defaults are valid by construction (tested below).
-            let _ = (d.set)(&mut o, d.default);
-        }
-        o
+        Options::parse("", &[]).0
     }
 }
 
 impl Options {
-    /// Parses a `KAGE_OPTIONS` string. Returns the options and one warning per problem
-    /// (unknown option, bad value, item without `=`); a bad item keeps the default.
-    pub fn parse(s: &str) -> (Options, Vec<String>) {
-        let mut o = Options::default();
+    /// Parses a `KAGE_OPTIONS` string against the common options and `tools`' tables (each
+    /// tool's [`OptionDef`]s). Returns the options and one warning per problem (unknown
+    /// option, bad value, item without `=`); a bad item keeps the default. A name declared
+    /// twice is the first declaration's.
+    pub fn parse(s: &str, tools: &[&'static [OptionDef]]) -> (Options, Vec<String>) {
+        let mut values: Vec<(&'static OptionDef, String)> = Vec::new();
+        let all = COMMON
+            .iter()
+            .chain(tools.iter().flat_map(|t| t.iter()))
+            .chain([&HELP]);
+        for d in all {
+            if values.iter().all(|(known, _)| known.name != d.name) {
+                values.push((d, d.default.to_string()));
+            }
+        }
+        let mut o = Options { values };
         let mut warnings = Vec::new();
         for item in s.split([':', ',']) {
             let item = item.trim();
@@ -356,21 +170,23 @@ impl Options {
                 continue;
             };
             let (k, v) = (k.trim(), v.trim());
-            match OPTIONS.iter().find(|d| d.name == k) {
+            match o.values.iter().position(|(d, _)| d.name == k) {
                 None => warnings.push(format!(
                     "KAGE_OPTIONS: unknown option '{k}' ignored; known options: {}",
-                    OPTIONS
+                    o.values
                         .iter()
-                        .map(|d| d.name)
+                        .map(|(d, _)| d.name)
                         .collect::<Vec<_>>()
                         .join(", ")
                 )),
-                Some(d) => {
-                    if let Err(e) = (d.set)(&mut o, v) {
-                        warnings.push(format!(
+                Some(i) => {
+                    let d = o.values[i].0;
+                    match (d.parse)(v) {
+                        Ok(value) => o.values[i].1 = value,
+                        Err(e) => warnings.push(format!(
                             "KAGE_OPTIONS: bad value '{v}' for option '{k}' ({e}); using the default '{}'",
                             d.default
-                        ));
+                        )),
                     }
                 }
             }
@@ -378,14 +194,63 @@ impl Options {
         (o, warnings)
     }
 
-    /// The working-set interval length in its unit. A count unit with the (time) default
-    /// gets 10M; anything else that does not parse is an error for the caller to report.
-    pub fn interval_length(&self) -> Result<u64, String> {
-        let default_is_time = self.interval == "10ms";
-        match parse_interval(&self.interval, self.interval_unit) {
-            Err(_) if default_is_time && !self.interval_unit.is_time() => Ok(10_000_000),
-            r => r,
-        }
+    /// The value in force of option `d` (a tool's, or a common one): as written when set
+    /// and valid, else its default (also when `d` was not among the parsed tables).
+    pub fn get(&self, d: &OptionDef) -> &str {
+        self.values
+            .iter()
+            .find(|(known, _)| known.name == d.name)
+            .map_or(d.default, |(_, v)| v.as_str())
+    }
+
+    /// Whether option `d` is 1 (for `0`/`1` options).
+    pub fn flag(&self, d: &OptionDef) -> bool {
+        self.get(d) == "1"
+    }
+
+    /// Sets an option the runtime or a tool corrects (the report shows the value in
+    /// force). `Err` for an unknown option or a value its parser refuses.
+    pub fn set(&mut self, d: &OptionDef, value: &str) -> Result<(), String> {
+        let Some(slot) = self
+            .values
+            .iter_mut()
+            .find(|(known, _)| known.name == d.name)
+        else {
+            return Err(format!("unknown option '{}'", d.name));
+        };
+        slot.1 = (slot.0.parse)(value)?;
+        Ok(())
+    }
+
+    pub fn tool(&self) -> &str {
+        self.get(&TOOL)
+    }
+
+    pub fn output(&self) -> &str {
+        self.get(&OUTPUT)
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.flag(&ENABLED)
+    }
+
+    pub fn handle_signals(&self) -> bool {
+        self.flag(&HANDLE_SIGNALS)
+    }
+
+    pub fn verbosity(&self) -> u32 {
+        self.get(&VERBOSITY).parse().unwrap_or(0)
+    }
+
+    pub fn help(&self) -> bool {
+        self.flag(&HELP)
+    }
+
+    /// Bytes per cache line: a power of two, 16..=4096.
+    pub fn line_size(&self) -> u64 {
+        self.get(&LINE_SIZE)
+            .parse()
+            .unwrap_or(kage_abi::DEFAULT_LINE_SIZE)
     }
 
     /// Whether the `KAGE_OPTIONS` string `s` sets option `name` (to anything).
@@ -397,21 +262,21 @@ impl Options {
 
     /// Every option with the value in force, for the report.
     pub fn to_map(&self) -> BTreeMap<String, String> {
-        OPTIONS
-            .iter()
-            .map(|d| (d.name.to_string(), (d.get)(self)))
+        (self.values.iter())
+            .map(|(d, v)| (d.name.to_string(), v.clone()))
             .collect()
     }
 
-    /// The `help=1` text: every option with its default and help, then the tools.
-    pub fn help_text() -> String {
+    /// The `help=1` text: every option with its default and help, then `tools` (name,
+    /// help).
+    pub fn help_text<'a>(&self, tools: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
         let mut s = String::from("kage: runtime options (KAGE_OPTIONS=key=value:key=value...)\n");
-        for d in OPTIONS {
+        for (d, _) in &self.values {
             s += &format!("  {:<15} default: {:<17} {}\n", d.name, d.default, d.help);
         }
         s += "kage: tools (tool=...)\n";
-        for t in crate::tools::TOOLS {
-            s += &format!("  {:<15} {}\n", t.name, t.help);
+        for (name, help) in tools {
+            s += &format!("  {name:<15} {help}\n");
         }
         s
     }
@@ -424,81 +289,109 @@ mod tests {
     #[test]
     fn defaults() {
         let o = Options::default();
-        assert_eq!(o.tool, "count");
-        assert_eq!(o.output, "kage.%e.%p.json");
-        assert!(o.enabled && o.handle_signals && !o.help);
-        assert_eq!(o.verbosity, 0);
-        for d in OPTIONS {
-            let mut x = Options::default();
-            assert!(
-                (d.set)(&mut x, d.default).is_ok(),
-                "default of {} parses",
-                d.name
-            );
+        assert_eq!(o.tool(), "count");
+        assert_eq!(o.output(), "kage.%e.%p.json");
+        assert!(o.enabled() && o.handle_signals() && !o.help());
+        assert_eq!(o.verbosity(), 0);
+        assert_eq!(o.line_size(), kage_abi::DEFAULT_LINE_SIZE);
+        assert_eq!(LINE_SIZE.default, kage_abi::DEFAULT_LINE_SIZE.to_string());
+        for d in COMMON.iter().chain([&HELP]) {
+            assert_eq!((d.parse)(d.default).as_deref(), Ok(d.default), "{}", d.name);
         }
     }
 
     #[test]
     fn parse_both_separators() {
-        let (o, w) = Options::parse("tool=count:output=/tmp/x.json,enabled=0 : verbosity=2");
+        let (o, w) = Options::parse("tool=count:output=/tmp/x.json,enabled=0 : verbosity=2", &[]);
         assert!(w.is_empty(), "{w:?}");
-        assert_eq!(o.output, "/tmp/x.json");
-        assert!(!o.enabled);
-        assert_eq!(o.verbosity, 2);
-        assert_eq!(Options::parse("").0, Options::default());
+        assert_eq!(o.output(), "/tmp/x.json");
+        assert!(!o.enabled());
+        assert_eq!(o.verbosity(), 2);
+        assert_eq!(Options::parse("", &[]).0, Options::default());
+        // Numbers as the report shows them.
+        let (o, w) = Options::parse("verbosity=02:line_size=0128", &[]);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            (o.to_map()["verbosity"].as_str(), o.line_size()),
+            ("2", 128)
+        );
+        assert_eq!(o.to_map()["line_size"], "128");
     }
 
     #[test]
     fn unknown_and_bad_values_warn_and_keep_defaults() {
-        let (o, w) = Options::parse("bogus=3:enabled=yes:verbosity=-1:novalue:help=1");
+        let (o, w) = Options::parse("bogus=3:enabled=yes:verbosity=-1:novalue:help=1", &[]);
         assert_eq!(w.len(), 4, "{w:?}");
         assert!(w[0].contains("unknown option 'bogus'") && w[0].contains("handle_signals"));
         assert!(w[1].contains("'yes'") && w[1].contains("enabled"));
         assert!(w[2].contains("verbosity"));
         assert!(w[3].contains("novalue"));
-        assert!(o.enabled);
-        assert_eq!(o.verbosity, 0);
-        assert!(o.help);
+        assert!(o.enabled());
+        assert_eq!(o.verbosity(), 0);
+        assert!(o.help());
+        let (o, w) = Options::parse("line_size=48:line_size=4096", &[]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(o.line_size(), 4096);
+    }
+
+    static TOOL_A: &[OptionDef] = &[OptionDef {
+        name: "depth",
+        default: "3",
+        help: "a: how deep",
+        parse: parse_u32,
+    }];
+    static TOOL_B: &[OptionDef] = &[
+        OptionDef {
+            name: "mode",
+            default: "fast",
+            help: "b: how",
+            parse: |v| non_empty(v, "a mode"),
+        },
+        // Declared by tool a already: a's declaration counts.
+        OptionDef {
+            name: "depth",
+            default: "9",
+            help: "b: ignored",
+            parse: parse_bool,
+        },
+    ];
+
+    #[test]
+    fn tools_options_between_the_common_ones_and_help() {
+        let (mut o, w) = Options::parse("depth=5:mode=slow", &[TOOL_A, TOOL_B]);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!((o.get(&TOOL_A[0]), o.get(&TOOL_B[0])), ("5", "slow"));
+        let names: Vec<_> = o.to_map().into_keys().collect();
+        assert_eq!(names.len(), COMMON.len() + 3);
+        let (_, w) = Options::parse("nope=1", &[TOOL_A, TOOL_B]);
+        assert!(w[0].ends_with(
+            "known options: tool, output, enabled, handle_signals, verbosity, line_size, \
+             depth, mode, help"
+        ));
+        // Options a tool corrects show in the map; a bad or unknown one is refused.
+        assert!(o.set(&TOOL_A[0], "7").is_ok());
+        assert_eq!(o.to_map()["depth"], "7");
+        assert!(o.set(&TOOL_A[0], "x").is_err());
+        assert!(o.set(&TOOL_B[1], "1").is_ok(), "a's depth");
+        assert_eq!(o.get(&TOOL_A[0]), "1");
+        // Without a tool's table: its defaults, and its options are unknown.
+        let (o, w) = Options::parse("depth=5", &[]);
+        assert_eq!(w.len(), 1);
+        assert_eq!(o.get(&TOOL_A[0]), "3");
     }
 
     #[test]
-    fn intervals_follow_their_unit() {
-        use IntervalUnit::*;
-        assert_eq!(parse_interval("10ms", WallTime), Ok(10_000_000));
-        assert_eq!(parse_interval("500us", CpuTime), Ok(500_000));
-        assert_eq!(parse_interval("2s", WallTime), Ok(2_000_000_000));
-        assert_eq!(parse_interval("50k", Accesses), Ok(50_000));
-        assert_eq!(parse_interval("3M", Instructions), Ok(3_000_000));
-        assert_eq!(parse_interval("1234", Accesses), Ok(1234));
-        assert!(parse_interval("10", WallTime)
-            .unwrap_err()
-            .contains("needs a unit"));
-        assert!(parse_interval("10ms", Accesses).is_err());
-        assert!(parse_interval("0", Accesses).is_err());
-        assert!(parse_interval("ms", WallTime).is_err());
-        let (o, w) = Options::parse("interval_unit=accesses");
-        assert!(w.is_empty());
-        assert_eq!(o.interval_length(), Ok(10_000_000));
-        let (o, _) = Options::parse("interval_unit=accesses:interval=10ms");
-        assert_eq!(o.interval_length(), Ok(10_000_000)); // the default spelled out
-        let (o, _) = Options::parse("interval_unit=cpu:interval=7");
-        assert!(o.interval_length().is_err());
-        let (o, w) = Options::parse("line_size=48:snapshots=1:interval_unit=cycles");
-        assert_eq!(w.len(), 3, "{w:?}");
-        assert_eq!((o.line_size, o.snapshots), (64, 128));
-    }
-
-    #[test]
-    fn map_has_every_option() {
-        let (o, _) = Options::parse("enabled=0");
+    fn map_and_help_have_every_option() {
+        let (o, _) = Options::parse("enabled=0", &[TOOL_A]);
         let m = o.to_map();
-        assert_eq!(m.len(), OPTIONS.len());
+        assert_eq!(m.len(), COMMON.len() + 2);
         assert_eq!(m["enabled"], "0");
         assert_eq!(m["tool"], "count");
-        let h = Options::help_text();
-        for d in OPTIONS {
+        assert_eq!(m["depth"], "3");
+        let h = o.help_text([("count", "counts"), ("other", "does more")]);
+        for d in COMMON.iter().chain([&HELP, &TOOL_A[0]]) {
             assert!(h.contains(d.name) && h.contains(d.help));
         }
-        assert!(h.contains("count"));
+        assert!(h.contains("  count           counts\n"));
     }
 }

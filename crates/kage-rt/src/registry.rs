@@ -3,88 +3,53 @@
 
 use crate::chunked::Chunked;
 use crate::sync::SpinLock;
-use kage_report::RegionKind;
+use kage_abi::{Instrumentation, Module, Region, RegionKind, NONE, REJECTED};
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-pub const ABI_VERSION: u32 = 3;
-/// `global_id` before registration (and `parent` for none).
-pub const NONE: u32 = 0xFFFF_FFFF;
-/// `global_id` the runtime writes into a region whose module was rejected, so later hooks
-/// skip it without retrying the registration.
-pub const REJECTED: u32 = 0xFFFF_FFFE;
+/// A set of instrumentations (`kage_abi::Instrumentation`), one bit each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Instrumentations(u32);
 
-pub const KIND_FUNCTION: u32 = 0;
-pub const KIND_LOOP: u32 = 1;
-pub const KIND_LOOP_BODY: u32 = 2;
+impl Instrumentations {
+    pub const fn with(self, i: Instrumentation) -> Instrumentations {
+        Instrumentations(self.0 | 1 << i.value())
+    }
 
-#[repr(C)]
-pub struct KageRegion {
-    pub global_id: u32,
-    pub kind: u32,
-    pub parent: u32,
-    pub first_line: u32,
-    pub last_line: u32,
-    pub local_index: u32,
-    pub name: *const c_char,
-    pub symbol: *const c_char,
-    pub file: *const c_char,
-    pub module: *mut KageModule,
-    /// A function entry's code address; null for loops and bodies.
-    pub code: *const std::ffi::c_void,
-}
+    pub const fn contains(self, i: Instrumentation) -> bool {
+        self.0 & 1 << i.value() != 0
+    }
 
-#[repr(C)]
-pub struct KageModule {
-    pub abi_version: u32,
-    pub region_count: u32,
-    pub regions: *mut KageRegion,
-    pub module_name: *const c_char,
-    /// `enum kage_instrumentation`: one of the `INSTRUMENTATION_*` values.
-    pub instrumentation: u32,
-    /// Working-set instrumentation: log2 of the line size built into its marks.
-    pub line_shift: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<KageRegion>() == 64);
-const _: () = assert!(std::mem::size_of::<KageModule>() == 32);
-
-/// Region hooks and a call per access: every tool.
-pub const INSTRUMENTATION_CALLS: u32 = 0;
-/// Inline working-set marking, no region hooks.
-pub const INSTRUMENTATION_WORKING_SET: u32 = 1;
-/// As working-set, plus a `__kage_ws_trace` call per access (test-only).
-pub const INSTRUMENTATION_WORKING_SET_TRACE: u32 = 2;
-/// Region hooks and a call per access, simple counted innermost loops reported per chunk
-/// (`__kage_fp_strided`) with one loop event per entry: the footprint tool.
-pub const INSTRUMENTATION_FOOTPRINT: u32 = 3;
-
-/// Bit `1 << instrumentation` for every instrumentation seen in a registered module (or
-/// announced by a hook that only such code calls).
-pub static INSTRUMENTATIONS_SEEN: AtomicU32 = AtomicU32::new(0);
-
-pub fn note_instrumentation(kind: u32) {
-    if kind < 32 {
-        INSTRUMENTATIONS_SEEN.fetch_or(1 << kind, Ordering::Relaxed);
+    /// In the order of `Instrumentation::ALL`.
+    pub fn iter(self) -> impl Iterator<Item = Instrumentation> {
+        Instrumentation::ALL
+            .into_iter()
+            .filter(move |&i| self.contains(i))
     }
 }
 
-pub fn instrumentation_seen(kind: u32) -> bool {
-    INSTRUMENTATIONS_SEEN.load(Ordering::Relaxed) & (1 << kind) != 0
+/// Bit `1 << instrumentation` for every instrumentation seen in a registered module (or
+/// announced by a hook that only such code calls).
+static INSTRUMENTATIONS_SEEN: AtomicU32 = AtomicU32::new(0);
+
+pub fn note_instrumentation(i: Instrumentation) {
+    INSTRUMENTATIONS_SEEN.fetch_or(Instrumentations::default().with(i).0, Ordering::Relaxed);
 }
 
-fn is_working_set(instrumentation: u32) -> bool {
-    matches!(
-        instrumentation,
-        INSTRUMENTATION_WORKING_SET | INSTRUMENTATION_WORKING_SET_TRACE
-    )
+/// What the program's modules were built with, as far as seen so far.
+pub fn instrumentations_seen() -> Instrumentations {
+    Instrumentations(INSTRUMENTATIONS_SEEN.load(Ordering::Relaxed))
+}
+
+/// Whether a table's `instrumentation` field is a build with a line size in its marks.
+fn has_line_size(instrumentation: u32) -> bool {
+    Instrumentation::from_u32(instrumentation).is_some_and(Instrumentation::has_line_size)
 }
 
 /// The line shifts a module table may carry: lines of 16 to 4096 bytes, as `line_size=`.
 const LINE_SHIFTS: std::ops::RangeInclusive<u32> =
-    crate::options::LINE_SIZES.start().trailing_zeros()
-        ..=crate::options::LINE_SIZES.end().trailing_zeros();
+    kage_abi::LINE_SIZES.start().trailing_zeros()..=kage_abi::LINE_SIZES.end().trailing_zeros();
 
 /// log2 of the line size built into the first working-set module seen; 0 before one.
 static BUILT_LINE_SHIFT: AtomicU32 = AtomicU32::new(0);
@@ -95,13 +60,15 @@ static BUILT_LINE_SHIFT: AtomicU32 = AtomicU32::new(0);
 ///
 /// # Safety
 /// `m` is null or points to a `struct kage_module`.
-pub unsafe fn note_module(m: *const KageModule) {
-    if m.is_null() || (*m).abi_version != ABI_VERSION {
+pub unsafe fn note_module(m: *const Module) {
+    if m.is_null() || (*m).abi_version != kage_abi::VERSION {
         return;
     }
     let m = &*m;
-    note_instrumentation(m.instrumentation);
-    if is_working_set(m.instrumentation) && LINE_SHIFTS.contains(&m.line_shift) {
+    if let Some(i) = Instrumentation::from_u32(m.instrumentation) {
+        note_instrumentation(i);
+    }
+    if has_line_size(m.instrumentation) && LINE_SHIFTS.contains(&m.line_shift) {
         let _ = BUILT_LINE_SHIFT.compare_exchange(
             0,
             m.line_shift,
@@ -121,7 +88,7 @@ pub fn built_line_shift() -> Option<u32> {
 /// (a function's loops have its name, symbol and file; a module has few files).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegionInfo {
-    pub kind: RegionKind,
+    pub kind: kage_report::RegionKind,
     pub name: Arc<str>,
     pub symbol: Arc<str>,
     pub file: Arc<str>,
@@ -137,7 +104,7 @@ pub struct RegionInfo {
 /// What the hooks need about a region without taking a lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Meta {
-    pub kind: u32,
+    pub kind: RegionKind,
     pub func: u32,
     pub parent: u32,
 }
@@ -165,13 +132,13 @@ pub fn meta(gid: u32) -> Option<Meta> {
     let r = meta_table().get(gid as usize)?;
     let w = r[0].load(Ordering::Relaxed);
     Some(Meta {
-        kind: w as u32,
+        kind: RegionKind::from_u32(w as u32)?,
         func: (w >> 32) as u32,
         parent: r[1].load(Ordering::Relaxed) as u32,
     })
 }
 
-fn gid_cell(r: *mut KageRegion) -> &'static AtomicU32 {
+fn gid_cell(r: *mut Region) -> &'static AtomicU32 {
     // SAFETY: `global_id` is the first field, 4-byte aligned, in writable memory (abi.md).
     unsafe { &*(std::ptr::addr_of_mut!((*r).global_id) as *const AtomicU32) }
 }
@@ -201,18 +168,20 @@ impl Interned {
 ///
 /// # Safety
 /// `m` points to a module whose `regions` array has `region_count` readable entries.
-pub unsafe fn validate(m: *const KageModule) -> Result<(), String> {
+pub unsafe fn validate(m: *const Module) -> Result<(), String> {
     let m = &*m;
-    if m.instrumentation > INSTRUMENTATION_FOOTPRINT && m.abi_version == ABI_VERSION {
+    if Instrumentation::from_u32(m.instrumentation).is_none() && m.abi_version == kage_abi::VERSION
+    {
         return Err(format!("unknown instrumentation {}", m.instrumentation));
     }
-    if m.abi_version != ABI_VERSION {
+    if m.abi_version != kage_abi::VERSION {
         return Err(format!(
-            "ABI version {} (this runtime implements version {ABI_VERSION}; rebuild with a matching kage)",
-            m.abi_version
+            "ABI version {} (this runtime implements version {}; rebuild with a matching kage)",
+            m.abi_version,
+            kage_abi::VERSION
         ));
     }
-    if is_working_set(m.instrumentation) && !LINE_SHIFTS.contains(&m.line_shift) {
+    if has_line_size(m.instrumentation) && !LINE_SHIFTS.contains(&m.line_shift) {
         return Err(format!(
             "line shift {} (working-set code marks lines of 2^{} to 2^{} bytes)",
             m.line_shift,
@@ -227,7 +196,7 @@ pub unsafe fn validate(m: *const KageModule) -> Result<(), String> {
     if m.regions.is_null() {
         return Err(format!("{n} regions but a null region array"));
     }
-    let t = std::slice::from_raw_parts(m.regions as *const KageRegion, n);
+    let t = std::slice::from_raw_parts(m.regions as *const Region, n);
     // Indices of the open path in the pre-order walk: parents must be on it.
     let mut path: Vec<usize> = Vec::new();
     for (i, r) in t.iter().enumerate() {
@@ -235,26 +204,27 @@ pub unsafe fn validate(m: *const KageModule) -> Result<(), String> {
         if r.local_index as usize != i {
             return bad(format!("local_index is {}", r.local_index));
         }
-        if !std::ptr::eq(r.module as *const KageModule, m) {
+        if !std::ptr::eq(r.module as *const Module, m) {
             return bad("module pointer does not point to its module".into());
         }
-        match r.kind {
-            KIND_FUNCTION => {
+        match RegionKind::from_u32(r.kind) {
+            Some(RegionKind::Function) => {
                 if r.parent != NONE {
                     return bad("a function has a parent".into());
                 }
                 path.clear();
             }
-            KIND_LOOP | KIND_LOOP_BODY => {
+            Some(RegionKind::Loop | RegionKind::LoopBody) => {
                 let p = r.parent as usize;
                 if r.parent == NONE || p >= i {
                     return bad(format!("parent {} is not before it", r.parent as i64));
                 }
-                let pk = t[p].kind;
-                if r.kind == KIND_LOOP && pk == KIND_LOOP {
+                let (kind, pk) = (r.kind, t[p].kind);
+                let (loop_, body) = (RegionKind::Loop as u32, RegionKind::LoopBody as u32);
+                if kind == loop_ && pk == loop_ {
                     return bad("a loop's parent is a loop, not a loop body or function".into());
                 }
-                if r.kind == KIND_LOOP_BODY && (p != i - 1 || pk != KIND_LOOP) {
+                if kind == body && (p != i - 1 || pk != loop_) {
                     return bad("a loop body does not directly follow its loop".into());
                 }
                 while path.last().is_some_and(|&top| top != p) {
@@ -266,9 +236,12 @@ pub unsafe fn validate(m: *const KageModule) -> Result<(), String> {
                     ));
                 }
             }
-            k => return bad(format!("unknown kind {k}")),
+            None => return bad(format!("unknown kind {}", r.kind)),
         }
-        if r.kind == KIND_LOOP && t.get(i + 1).is_none_or(|b| b.kind != KIND_LOOP_BODY) {
+        if r.kind == RegionKind::Loop as u32
+            && t.get(i + 1)
+                .is_none_or(|b| b.kind != RegionKind::LoopBody as u32)
+        {
             return bad("a loop is not followed by its loop body".into());
         }
         path.push(i);
@@ -276,12 +249,20 @@ pub unsafe fn validate(m: *const KageModule) -> Result<(), String> {
     Ok(())
 }
 
+/// `verbosity=`: 2 and above print every registration.
+static VERBOSITY: AtomicU32 = AtomicU32::new(0);
+
+/// Set once the options are read (before any module is registered).
+pub fn set_verbosity(verbosity: u32) {
+    VERBOSITY.store(verbosity, Ordering::Relaxed);
+}
+
 /// Registers a module: validates it, assigns global ids, copies its strings.
 /// Registering the same module again is a no-op; a bad table is reported once and ignored.
 ///
 /// # Safety
 /// `m` is null or points to a module table as described in `docs/abi.md`.
-pub unsafe fn register(m: *mut KageModule, verbosity: u32) {
+pub unsafe fn register(m: *mut Module) {
     if m.is_null() {
         return;
     }
@@ -303,7 +284,7 @@ pub unsafe fn register(m: *mut KageModule, verbosity: u32) {
         return;
     }
     let built = built_line_shift();
-    if is_working_set((*m).instrumentation) && built.is_some_and(|b| b != (*m).line_shift) {
+    if has_line_size((*m).instrumentation) && built.is_some_and(|b| b != (*m).line_shift) {
         eprintln!(
             "kage: warning: module '{name}' was built with KAGE_WS_LINE_SIZE={} but the \
              program's other working-set code with {}: its accesses are counted in lines of \
@@ -328,10 +309,10 @@ pub unsafe fn register(m: *mut KageModule, verbosity: u32) {
             None => gid,
             Some(p) => reg.regions[p as usize].func,
         };
-        let kind = match r.kind {
-            KIND_FUNCTION => RegionKind::Function,
-            KIND_LOOP => RegionKind::Loop,
-            _ => RegionKind::LoopBody,
+        let kind = match RegionKind::from_u32(r.kind) {
+            Some(RegionKind::Function) => kage_report::RegionKind::Function,
+            Some(RegionKind::Loop) => kage_report::RegionKind::Loop,
+            _ => kage_report::RegionKind::LoopBody,
         };
         reg.regions.push(RegionInfo {
             kind,
@@ -352,9 +333,9 @@ pub unsafe fn register(m: *mut KageModule, verbosity: u32) {
     }
     // Publish the ids last: a hook that sees an id also sees its META entry.
     for (i, r) in t.iter().enumerate() {
-        gid_cell(r as *const _ as *mut KageRegion).store((base + i) as u32, Ordering::Release);
+        gid_cell(r as *const _ as *mut Region).store((base + i) as u32, Ordering::Release);
     }
-    if verbosity >= 2 {
+    if VERBOSITY.load(Ordering::Relaxed) >= 2 {
         eprintln!(
             "kage: registered module '{name}': {count} regions, ids {base}..{}",
             base + count
@@ -369,7 +350,7 @@ pub unsafe fn register(m: *mut KageModule, verbosity: u32) {
 /// # Safety
 /// `r` is null or points to a region of a module table.
 #[inline]
-pub unsafe fn global_id(r: *mut KageRegion, verbosity: u32) -> Option<u32> {
+pub unsafe fn global_id(r: *mut Region) -> Option<u32> {
     if r.is_null() {
         return None;
     }
@@ -381,7 +362,7 @@ pub unsafe fn global_id(r: *mut KageRegion, verbosity: u32) -> Option<u32> {
     if g == REJECTED {
         return None;
     }
-    register((*r).module, verbosity);
+    register((*r).module);
     let g = cell.load(Ordering::Acquire);
     if g < REJECTED {
         Some(g)
@@ -401,20 +382,20 @@ pub mod tests {
     use super::*;
 
     /// A heap-allocated C table for tests (leaked: registration keeps pointers into it).
-    pub fn table(entries: &[(u32, u32)], name: &str) -> *mut KageModule {
+    pub fn table(entries: &[(u32, u32)], name: &str) -> *mut Module {
         let s = |x: &str| std::ffi::CString::new(x).unwrap().into_raw() as *const c_char;
-        let m = Box::into_raw(Box::new(KageModule {
-            abi_version: ABI_VERSION,
+        let m = Box::into_raw(Box::new(Module {
+            abi_version: kage_abi::VERSION,
             region_count: entries.len() as u32,
             regions: std::ptr::null_mut(),
             module_name: s(name),
-            instrumentation: INSTRUMENTATION_CALLS,
+            instrumentation: Instrumentation::Calls.value(),
             line_shift: 0,
         }));
-        let regions: Vec<KageRegion> = entries
+        let regions: Vec<Region> = entries
             .iter()
             .enumerate()
-            .map(|(i, &(kind, parent))| KageRegion {
+            .map(|(i, &(kind, parent))| Region {
                 global_id: NONE,
                 kind,
                 parent,
@@ -432,9 +413,18 @@ pub mod tests {
         m
     }
 
-    const F: u32 = KIND_FUNCTION;
-    const L: u32 = KIND_LOOP;
-    const B: u32 = KIND_LOOP_BODY;
+    const F: u32 = RegionKind::Function as u32;
+    const L: u32 = RegionKind::Loop as u32;
+    const B: u32 = RegionKind::LoopBody as u32;
+
+    #[test]
+    fn instrumentation_sets() {
+        use Instrumentation::*;
+        let set = Instrumentations::default().with(Footprint).with(Calls);
+        assert!(set.contains(Calls) && set.contains(Footprint) && !set.contains(WorkingSet));
+        assert_eq!(set.iter().collect::<Vec<_>>(), [Calls, Footprint]);
+        assert_eq!(Instrumentations::default().iter().count(), 0);
+    }
 
     #[test]
     fn valid_tables() {
@@ -498,7 +488,7 @@ pub mod tests {
             .unwrap_err()
             .contains("unknown instrumentation 7"));
         let m = table(&[(F, NONE)], "shift");
-        unsafe { (*m).instrumentation = INSTRUMENTATION_WORKING_SET };
+        unsafe { (*m).instrumentation = Instrumentation::WorkingSet.value() };
         for (shift, ok) in [
             (0, false),
             (3, false),
@@ -523,20 +513,20 @@ pub mod tests {
         let m2 = table(&[(F, NONE)], "m2");
         let bad = table(&[(F, 3)], "bad");
         unsafe {
-            register(m1, 0);
+            register(m1);
             let base = (*(*m1).regions).global_id;
-            register(m1, 0); // idempotent
-            let r = |m: *mut KageModule, i| (*m).regions.add(i);
+            register(m1); // idempotent
+            let r = |m: *mut Module, i| (*m).regions.add(i);
             assert_eq!((*r(m1, 2)).global_id, base + 2);
             // Lazy: a hook sees m2's region first.
-            let g = global_id(r(m2, 0), 0).unwrap();
+            let g = global_id(r(m2, 0)).unwrap();
             assert!(g >= base + 3);
-            assert_eq!(global_id(r(m2, 0), 0), Some(g));
-            assert_eq!(global_id(r(bad, 0), 0), None);
+            assert_eq!(global_id(r(m2, 0)), Some(g));
+            assert_eq!(global_id(r(bad, 0)), None);
             assert_eq!((*r(bad, 0)).global_id, REJECTED);
             let reg = REGISTRY.lock();
             let body = &reg.regions[(base + 2) as usize];
-            assert_eq!(body.kind, RegionKind::LoopBody);
+            assert_eq!(body.kind, kage_report::RegionKind::LoopBody);
             assert_eq!(body.parent, Some(base + 1));
             assert_eq!(body.func, base);
             assert_eq!(&*body.name, "f2");
@@ -546,7 +536,7 @@ pub mod tests {
             assert_eq!(
                 meta(base + 2),
                 Some(Meta {
-                    kind: B,
+                    kind: RegionKind::LoopBody,
                     func: base,
                     parent: base + 1
                 })
@@ -554,7 +544,7 @@ pub mod tests {
             assert_eq!(
                 meta(base),
                 Some(Meta {
-                    kind: F,
+                    kind: RegionKind::Function,
                     func: base,
                     parent: NONE
                 })

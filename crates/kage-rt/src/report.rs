@@ -1,7 +1,7 @@
 //! Building the report from the registry and the tool's results, and writing it atomically.
 
 use crate::registry::RegionInfo;
-use crate::tools::{RegionFields, ToolResults};
+use crate::tool::{RegionFields, ToolResults};
 use kage_report::{ProgramEnd, Region, ReportOf, FORMAT_NAME, FORMAT_VERSION};
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 use std::collections::BTreeMap;
@@ -238,7 +238,7 @@ mod tests {
         ];
         let tool: &'static crate::tools::count::CountTool =
             Box::leak(Box::new(crate::tools::count::CountTool::new()));
-        use crate::tools::Tool;
+        use crate::tool::Tool;
         let mut t = tool.new_thread();
         t.enter(0);
         t.access(0, 4, false);

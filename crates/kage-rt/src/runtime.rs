@@ -1,11 +1,16 @@
-//! Process-wide runtime state: one-time initialisation, the global gate, the end of the
-//! program (report), fork handling, and the program-facing control API.
+//! Process-wide runtime state: one-time initialisation (options, the tool for the build),
+//! the end of the program (report), fork handling, and the program-facing control API.
+//!
+//! The top of the runtime with `abi`: it imports the modules below and none imports it
+//! (`gate` reaches [`kage_rt_first_event`] through a link-time declaration).
 
-use crate::options::Options;
-use crate::registry::REGISTRY;
+use crate::gate::{self, ThreadState, DISABLED, FINISHED, GATE};
+use crate::options::{self, Options};
+use crate::registry::{self, Instrumentations, REGISTRY};
 use crate::sync::locks_held;
-use crate::thread::{self, ThreadState, THREADS};
-use crate::tools::{self, Tool};
+use crate::thread::{self, THREADS};
+use crate::tool::Tool;
+use crate::tools;
 use crate::{report, signals};
 use kage_report::ProgramEnd;
 use std::cell::Cell;
@@ -20,10 +25,12 @@ pub struct Runtime {
     key: libc::pthread_key_t,
 }
 
-/// Gate bits: any set bit stops memory-access delivery; FINISHED stops every event.
-pub static GATE: AtomicU8 = AtomicU8::new(0);
-pub const DISABLED: u8 = 1;
-pub const FINISHED: u8 = 2;
+impl Runtime {
+    /// The calling thread's state, created on its first event.
+    pub fn thread(&'static self) -> *const ThreadState {
+        thread::current_or_create(self.tool, self.key)
+    }
+}
 
 static RT: OnceLock<Runtime> = OnceLock::new();
 static INIT: AtomicU8 = AtomicU8::new(0);
@@ -72,26 +79,33 @@ fn init_slow() -> Option<&'static Runtime> {
 
 fn init() {
     let env = std::env::var("KAGE_OPTIONS").unwrap_or_default();
-    let (mut opts, warnings) = Options::parse(&env);
+    let (mut opts, warnings) = Options::parse(&env, &tools::option_tables());
+    registry::set_verbosity(opts.verbosity());
     for w in warnings {
         eprintln!("kage: warning: {w}");
     }
-    if opts.help {
-        eprint!("{}", Options::help_text());
+    if opts.help() {
+        eprint!(
+            "{}",
+            opts.help_text(tools::TOOLS.iter().map(|t| (t.name, t.help)))
+        );
     }
-    choose_tool_for_instrumentation(&mut opts, Options::is_set(&env, "tool"));
-    choose_line_size_for_build(&mut opts, Options::is_set(&env, "line_size"));
-    let tool = match tools::select(&opts.tool) {
-        Ok(t) => (t.make)(),
+    let built = registry::instrumentations_seen();
+    choose_tool_for_build(&mut opts, built, Options::is_set(&env, options::TOOL.name));
+    choose_line_size_for_build(&mut opts, Options::is_set(&env, options::LINE_SIZE.name));
+    let info = match tools::select(opts.tool()) {
+        Ok(t) => t,
         Err(e) => {
             // The program still runs and still gets a report, from the default tool.
-            eprintln!("kage: error: {e}; using the 'count' tool instead");
-            opts.tool = "count".into();
-            tools::count::make()
+            let t = tools::fallback();
+            eprintln!("kage: error: {e}; using the '{}' tool instead", t.name);
+            let _ = opts.set(&options::TOOL, t.name);
+            t
         }
     };
-    tool.init(&opts);
-    if !opts.enabled {
+    let tool = (info.make)();
+    tool.init(&mut opts, built);
+    if !opts.enabled() {
         GATE.fetch_or(DISABLED, Relaxed);
     }
     PID.store(std::process::id(), Relaxed);
@@ -99,7 +113,7 @@ fn init() {
     let exe = exe.rsplit('/').next().unwrap_or("").to_string();
     let mut key: libc::pthread_key_t = 0;
     unsafe { libc::pthread_key_create(&mut key, Some(thread::thread_end)) };
-    let handle_signals = opts.handle_signals;
+    let handle_signals = opts.handle_signals();
     let _ = RT.set(Runtime {
         opts,
         tool,
@@ -111,43 +125,26 @@ fn init() {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
     }
     if handle_signals {
-        signals::install();
+        signals::install(finish_on_signal);
     }
 }
 
-/// Code built with `KAGE_TOOL=working-set` (or `footprint`) only works with that tool: it
-/// becomes the default, and asking for another tool is an error that keeps the program
-/// running. Footprint builds report a loop's iterations as one event, so they cannot
-/// measure loop bodies: `loop_bodies=1` is refused there.
-fn choose_tool_for_instrumentation(opts: &mut Options, explicit: bool) {
-    use crate::registry::{
-        instrumentation_seen, INSTRUMENTATION_FOOTPRINT as FP, INSTRUMENTATION_WORKING_SET as WS,
-        INSTRUMENTATION_WORKING_SET_TRACE as TRACE,
-    };
-    let built_for = if instrumentation_seen(WS) || instrumentation_seen(TRACE) {
-        "working-set"
-    } else if instrumentation_seen(FP) {
-        "footprint"
-    } else {
+/// Code built for one tool (`kage_abi::Instrumentation::only_tool`: `KAGE_TOOL=working-set`
+/// or `footprint`) only works with that tool: it becomes the default, and asking for
+/// another tool is an error that keeps the program running.
+fn choose_tool_for_build(opts: &mut Options, built: Instrumentations, explicit: bool) {
+    let Some(built_for) = built.iter().find_map(|i| i.only_tool()) else {
         return;
     };
-    if opts.tool != built_for {
+    if opts.tool() != built_for {
         if explicit {
             eprintln!(
                 "kage: error: tool={} needs a program built for every tool, but this one was \
                  built with KAGE_TOOL={built_for}; using the '{built_for}' tool",
-                opts.tool
+                opts.tool()
             );
         }
-        opts.tool = built_for.into();
-    }
-    if built_for == "footprint" && opts.loop_bodies {
-        eprintln!(
-            "kage: error: loop_bodies=1 needs every loop iteration reported, but this program \
-             was built with KAGE_TOOL=footprint, which reports the iterations of simple loops \
-             together; measuring without loop bodies (build with KAGE_TOOL=count for them)"
-        );
-        opts.loop_bodies = false;
+        let _ = opts.set(&options::TOOL, built_for);
     }
 }
 
@@ -155,31 +152,37 @@ fn choose_tool_for_instrumentation(opts: &mut Options, explicit: bool) {
 /// (`KAGE_WS_LINE_SIZE`, 64 by default): that is the default `line_size=`; a larger one
 /// groups them, a smaller one cannot be measured without a rebuild.
 fn choose_line_size_for_build(opts: &mut Options, explicit: bool) {
-    let Some(shift) = crate::registry::built_line_shift() else {
+    let Some(shift) = registry::built_line_shift() else {
         return;
     };
     let built = 1u64 << shift;
-    if explicit && opts.line_size < built {
+    let asked = opts.line_size();
+    if explicit && asked < built {
         eprintln!(
-            "kage: warning: line_size={} is smaller than the {built}-byte lines this program \
-             was built for; using {built} (rebuild with KAGE_WS_LINE_SIZE={} for smaller lines)",
-            opts.line_size, opts.line_size
+            "kage: warning: line_size={asked} is smaller than the {built}-byte lines this program \
+             was built for; using {built} (rebuild with KAGE_WS_LINE_SIZE={asked} for smaller lines)"
         );
     }
-    if !explicit || opts.line_size < built {
-        opts.line_size = built;
+    if !explicit || asked < built {
+        let _ = opts.set(&options::LINE_SIZE, &built.to_string());
     }
 }
 
-pub fn set_thread_key(ts: *mut ThreadState) {
-    if let Some(rt) = RT.get() {
-        unsafe { libc::pthread_setspecific(rt.key, ts as *const libc::c_void) };
+/// `gate`'s way up: the calling thread's state for its first event, initialising the
+/// runtime and creating the state as needed; null while events are ignored (the runtime
+/// initialising on this thread, or finished).
+#[no_mangle]
+pub fn kage_rt_first_event() -> *const ThreadState {
+    let Some(rt) = ensure_init() else {
+        return std::ptr::null();
+    };
+    if gate::finished() {
+        return std::ptr::null();
     }
+    rt.thread()
 }
 
-pub fn finished() -> bool {
-    GATE.load(Relaxed) & FINISHED != 0
-}
+const _: gate::FirstEvent = kage_rt_first_event;
 
 unsafe extern "C" fn exit_handler(status: libc::c_int, _: *mut libc::c_void) {
     finish(ProgramEnd::Exit { code: status }, false);
@@ -202,13 +205,13 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
     if GATE.fetch_or(FINISHED, AcqRel) & FINISHED != 0 {
         return;
     }
-    let ts = thread::current();
+    let ts = gate::current();
     if !ts.is_null() {
         // Exit the calling thread's open frames so `exit()` from deep inside still closes
         // main. When a signal interrupted this thread inside the runtime, its stack may be
         // mid-update: leave it alone (the report is incomplete anyway).
         unsafe { (*ts).exit_all() };
-        unsafe { (*ts).busy.set((*ts).busy.get() | thread::IN_RUNTIME) };
+        unsafe { (*ts).busy.set((*ts).busy.get() | gate::IN_RUNTIME) };
     }
     // Bounded waits in a signal handler: another thread may hold a lock and be stopped.
     let spins = if from_signal { 1 << 20 } else { u32::MAX };
@@ -241,23 +244,23 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         regions: &regions,
         results,
     });
-    let path = report::output_path(&rt.opts.output, &rt.exe, pid, forked_from.is_some());
+    let path = report::output_path(rt.opts.output(), &rt.exe, pid, forked_from.is_some());
     match report::write(&path, &r, pid) {
-        Ok(()) if rt.opts.verbosity >= 1 => eprintln!("kage: report written to {path}"),
+        Ok(()) if rt.opts.verbosity() >= 1 => eprintln!("kage: report written to {path}"),
         Ok(()) => {}
         Err(e) => eprintln!("kage: cannot write the report to {path}: {e}"),
     }
 }
 
 fn set_busy(on: bool) {
-    let ts = thread::current();
+    let ts = gate::current();
     if !ts.is_null() {
         let ts = unsafe { &*ts };
         let b = ts.busy.get();
         ts.busy.set(if on {
-            b | thread::IN_RUNTIME
+            b | gate::IN_RUNTIME
         } else {
-            b & !thread::IN_RUNTIME
+            b & !gate::IN_RUNTIME
         });
     }
 }
@@ -287,7 +290,7 @@ unsafe extern "C" fn fork_child() {
     FORKED_FROM.store(parent, Relaxed);
     PID.store(std::process::id(), Relaxed);
     // Only the forking thread exists in the child; the report covers what it does from now.
-    let me = thread::current();
+    let me = gate::current();
     THREADS.lock().retain(|&t| t == me as usize);
     if let Some(rt) = RT.get() {
         rt.tool.fork_child();
@@ -313,7 +316,7 @@ pub fn set_enabled(on: bool) {
 pub fn reset() {
     let Some(rt) = ensure_init() else { return };
     rt.tool.reset();
-    let ts = thread::current();
+    let ts = gate::current();
     if !ts.is_null() {
         unsafe { (*ts).with(|_, t| t.reset()) };
     }

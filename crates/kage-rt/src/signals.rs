@@ -1,7 +1,9 @@
 //! Fatal signals: write a best-effort report (complete=false), then die by the same signal.
 //! Handlers are installed only where the disposition is still the default one.
+//!
+//! Below the runtime: what to do on a fatal signal is given to [`install`].
 
-use crate::runtime;
+use std::sync::OnceLock;
 
 const FATAL: [libc::c_int; 8] = [
     libc::SIGSEGV,
@@ -18,7 +20,13 @@ const FATAL: [libc::c_int; 8] = [
 /// thread still gets a report.
 const ALT_STACK: usize = 256 * 1024;
 
-pub fn install() {
+/// What [`install`] was given.
+static ON_FATAL: OnceLock<fn(i32)> = OnceLock::new();
+
+/// Installs the handlers: on a fatal signal, `on_fatal(signal)` runs (on the alternate
+/// stack), then the process dies by the signal.
+pub fn install(on_fatal: fn(i32)) {
+    let _ = ON_FATAL.set(on_fatal);
     unsafe {
         for &sig in &FATAL {
             let mut old: libc::sigaction = std::mem::zeroed();
@@ -63,7 +71,9 @@ unsafe extern "C" fn handler(
     _ctx: *mut libc::c_void,
 ) {
     let saved = *libc::__errno_location();
-    runtime::finish_on_signal(sig);
+    if let Some(on_fatal) = ON_FATAL.get() {
+        on_fatal(sig);
+    }
     // Die by the same signal: it stays blocked until we return, then the default action runs
     // (a synchronous fault re-executes the faulting instruction and faults again).
     libc::signal(sig, libc::SIG_DFL);

@@ -8,9 +8,9 @@
 //! growth of the totals between its enter and exit to its inclusive counters. Everything the
 //! report reads across threads is an `AtomicU64` written only by its owner thread.
 
-use super::{ThreadTool, Tool, ToolResults};
 use crate::chunked::{bump, Chunked};
 use crate::sync::SpinLock;
+use crate::tool::{ThreadTool, Tool, ToolResults};
 use kage_report::{CountStats, Counters};
 use serde_json::{Map, Value};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};

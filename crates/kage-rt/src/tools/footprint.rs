@@ -12,19 +12,76 @@
 //!
 //! Levels beyond the run-length byte's range (`MAX_LEVELS`, 254 nested regions) are not
 //! measured: such instances are counted in the top-level `untracked_instances`.
+//!
+//! Footprint instrumentation (`KAGE_TOOL=footprint`) reports ranges through
+//! [`__kage_fp_strided`], defined here, and `__kage_fp_range` (csrc/tls.c), which buffers
+//! them per thread for [`ThreadTool::access_strided`] and the region events to drain.
 
-use super::{ThreadTool, Tool, ToolResults};
 use crate::chunked::{bump, Chunked};
-use crate::options::Options;
-use crate::registry::{self, KIND_LOOP_BODY};
+use crate::gate;
+use crate::options::{parse_bool, OptionDef, Options};
+use crate::registry::{self, Instrumentations};
 use crate::sync::SpinLock;
+use crate::tool::{ThreadTool, Tool, ToolResults};
+use kage_abi::{symbols, Instrumentation, RegionKind};
 use kage_vsm::footprint::{Footprint, FpConfig, FpKind};
 use kage_vsm::Granularity;
 #[cfg(test)]
 use serde_json::Value;
 use serde_json::{json, Map};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
 use std::sync::OnceLock;
+
+const VSM: OptionDef = OptionDef {
+    name: "vsm",
+    default: "palette",
+    help: "footprint: the vector shadow memory: baseline (a version per tag), slim \
+           (SlimTV), bulk (SlimTV+BulkTV, 64 KiB tag tables), palette (BulkTV, 4 KiB \
+           tag tables stored as one value, a bit or a byte per location)",
+    parse: |v| v.parse::<FpKind>().map(|_| v.to_string()),
+};
+
+const GRANULARITY: OptionDef = OptionDef {
+    name: "granularity",
+    default: "byte",
+    help: "footprint: what a location is: byte, word (8 bytes) or line (line_size bytes)",
+    parse: |v| match Granularity::from_name(v) {
+        Some(_) => Ok(v.to_string()),
+        None => Err("expected byte, word or line".into()),
+    },
+};
+
+const LOOP_BODIES: OptionDef = OptionDef {
+    name: "loop_bodies",
+    default: "0",
+    help: "footprint: 1: loop bodies are regions too (one instance per iteration)",
+    parse: parse_bool,
+};
+
+/// The footprint tool's options (`tools::TOOLS`).
+pub static OPTIONS: &[OptionDef] = &[VSM, GRANULARITY, LOOP_BODIES];
+
+const _: symbols::FpStrided = __kage_fp_strided;
+
+/// Footprint instrumentation: `width` bytes at `addr`, `addr + stride`, ...,
+/// `addr + (count - 1) * stride` are accessed (a segment's merged range, or a chunk of a
+/// hoisted loop's iterations; see `docs/abi.md`). The accesses are counted inline.
+///
+/// # Safety
+/// Always safe to call; the addresses are only recorded, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_fp_strided(
+    addr: *const c_void,
+    width: u64,
+    stride: u64,
+    count: u64,
+) {
+    if width == 0 || count == 0 {
+        return;
+    }
+    gate::with_access_tool(|tool| tool.access_strided(addr as usize, width, stride, count));
+}
 
 // Record layout per region.
 const INSTANCES: usize = 0;
@@ -329,10 +386,11 @@ struct Totals {
 }
 
 fn settings_from(opts: &Options) -> Settings {
-    let kind: FpKind = opts.vsm.parse().unwrap_or(FpKind::DEFAULT);
-    let granularity = Granularity::from_name(&opts.granularity).unwrap_or(Granularity::Byte);
+    let kind: FpKind = opts.get(&VSM).parse().unwrap_or(FpKind::DEFAULT);
+    let granularity = Granularity::from_name(opts.get(&GRANULARITY)).unwrap_or(Granularity::Byte);
     // A line is `line_size=` bytes here, whatever `Granularity::shift` says.
-    let line_shift = opts.line_size.trailing_zeros();
+    let line_size = opts.line_size();
+    let line_shift = line_size.trailing_zeros();
     let location_shift = match granularity {
         Granularity::Byte => 0,
         Granularity::Word => 3.min(line_shift),
@@ -346,8 +404,8 @@ fn settings_from(opts: &Options) -> Settings {
             table_bits: None,
         },
         granularity,
-        line_size: opts.line_size,
-        bodies: opts.loop_bodies,
+        line_size,
+        bodies: opts.flag(&LOOP_BODIES),
     }
 }
 
@@ -356,9 +414,19 @@ impl Tool for FootprintTool {
         "footprint"
     }
 
-    fn init(&self, opts: &Options) {
+    /// Footprint builds report a loop's iterations as one event, so they cannot measure
+    /// loop bodies: `loop_bodies=1` is refused there.
+    fn init(&self, opts: &mut Options, built: Instrumentations) {
+        if built.contains(Instrumentation::Footprint) && opts.flag(&LOOP_BODIES) {
+            eprintln!(
+                "kage: error: loop_bodies=1 needs every loop iteration reported, but this program \
+                 was built with KAGE_TOOL=footprint, which reports the iterations of simple loops \
+                 together; measuring without loop bodies (build with KAGE_TOOL=count for them)"
+            );
+            let _ = opts.set(&LOOP_BODIES, "0");
+        }
         let _ = self.settings.set(settings_from(opts));
-        self.enabled.store(opts.enabled, Relaxed);
+        self.enabled.store(opts.enabled(), Relaxed);
     }
 
     fn set_enabled(&self, on: bool) {
@@ -534,7 +602,7 @@ impl FootprintThread {
     }
 
     fn is_tracked_kind(&self, region: u32) -> bool {
-        self.bodies || registry::meta(region).is_none_or(|m| m.kind != KIND_LOOP_BODY)
+        self.bodies || registry::meta(region).is_none_or(|m| m.kind != RegionKind::LoopBody)
     }
 }
 
@@ -644,10 +712,39 @@ mod tests {
 
     fn tool(vsm: &str, granularity: &str) -> &'static FootprintTool {
         let t: &'static FootprintTool = Box::leak(Box::new(FootprintTool::new()));
-        let (opts, w) = Options::parse(&format!("vsm={vsm}:granularity={granularity}"));
+        let opts = format!("vsm={vsm}:granularity={granularity}");
+        let (mut opts, w) = Options::parse(&opts, &[OPTIONS]);
         assert!(w.is_empty(), "{w:?}");
-        t.init(&opts);
+        t.init(&mut opts, Instrumentations::default());
         t
+    }
+
+    #[test]
+    fn options_and_loop_bodies_on_footprint_builds() {
+        let (_, w) = Options::parse("vsm=fast:granularity=page:loop_bodies=2", &[OPTIONS]);
+        assert_eq!(w.len(), 3, "{w:?}");
+        for (built, bodies) in [
+            (Instrumentations::default(), true),
+            (
+                Instrumentations::default().with(Instrumentation::Calls),
+                true,
+            ),
+            (
+                Instrumentations::default().with(Instrumentation::Footprint),
+                false,
+            ),
+        ] {
+            let t = FootprintTool::new();
+            let (mut opts, _) = Options::parse("loop_bodies=1:vsm=slim", &[OPTIONS]);
+            t.init(&mut opts, built);
+            assert_eq!(t.settings().bodies, bodies, "{built:?}");
+            assert_eq!(
+                opts.flag(&LOOP_BODIES),
+                bodies,
+                "the report shows what is in force"
+            );
+            assert_eq!(t.settings().config.kind.name(), "slim");
+        }
     }
 
     fn fp(res: &ToolResults, r: usize) -> Value {

@@ -1,108 +1,35 @@
-//! The tool interface: one process-wide [`Tool`] and one [`ThreadTool`] per thread.
+//! The tools, and [`TOOLS`], the table `tool=` selects from.
 //!
-//! Lifecycle (VMAD-style modules): the runtime selects a tool from [`TOOLS`] with
-//! `tool=`, calls [`Tool::init`] once, creates a [`ThreadTool`] for every thread on its first
-//! event, delivers a strictly balanced enter/exit sequence (repaired by `stack.rs`) and the
-//! memory accesses to it, and at the end calls [`Tool::finish`] for the report's tool fields.
-//! Adding a tool means adding a module and one [`TOOLS`] row; nothing else changes.
-//!
-//! Threading contract: a `ThreadTool` is only called by its own thread (or, in a forked child,
-//! by the one surviving thread for threads that no longer exist). Whatever `finish` reads
-//! across threads must be made of atomics written by their owner.
+//! A tool is one module (implementing `crate::tool::{Tool, ThreadTool}`, declaring its
+//! options as [`OptionDef`]s and defining the C entry points only its instrumentation
+//! calls) plus one [`TOOLS`] row; nothing else changes. Which builds need which tool is
+//! `kage_abi::Instrumentation::only_tool`, by the row's name. A tool imports only modules
+//! below it (`tool`, `gate`, `options`, `registry`, `sync`, `chunked`, `stack`), never the
+//! runtime, the common C ABI, the thread list or another tool (`tests/module_layers.rs`).
 
-use crate::options::Options;
-use serde_json::{Map, Value};
+use crate::options::OptionDef;
+use crate::tool::Tool;
 
 pub mod count;
 pub mod footprint;
 pub mod working_set;
-
-/// The fields flattened into a region's entry, by global region id: made as the report is
-/// written, from the tool's own compact per-region data (a JSON map for each of thousands
-/// of regions, all at once, would be megabytes of the program's peak memory).
-pub type RegionFields = Box<dyn Fn(usize) -> Map<String, Value>>;
-
-/// What a tool adds to the report.
-pub struct ToolResults {
-    /// Each region's fields.
-    pub regions: RegionFields,
-    /// Top-level fields.
-    pub top: Map<String, Value>,
-}
-
-impl Default for ToolResults {
-    /// No field in any region, none at the top.
-    fn default() -> Self {
-        ToolResults {
-            regions: Box::new(|_| Map::new()),
-            top: Map::new(),
-        }
-    }
-}
-
-pub trait Tool: Sync + Send {
-    fn name(&self) -> &'static str;
-    /// Called once, before any thread is created.
-    fn init(&self, _opts: &Options) {}
-    /// The per-thread part, for a thread's first event.
-    fn new_thread(&'static self) -> Box<dyn ThreadTool>;
-    /// Memory-access delivery was switched on or off (the runtime gates delivery itself).
-    fn set_enabled(&self, _on: bool) {}
-    /// Discard all statistics gathered so far, on every thread. Each thread applies it
-    /// itself at its next region event (or now, via [`ThreadTool::reset`], for the caller).
-    fn reset(&self);
-    /// In a forked child: every other thread is gone. Followed by
-    /// [`ThreadTool::fork_survivor`] on the calling thread.
-    fn fork_child(&self);
-    /// Results for the report, over `region_count` regions; all threads are summed.
-    fn finish(&self, region_count: usize) -> ToolResults;
-}
-
-pub trait ThreadTool {
-    /// A region instance starts (balanced with `exit`).
-    fn enter(&mut self, region: u32);
-    /// The innermost open region ends.
-    fn exit(&mut self, region: u32);
-    /// A memory access of `size` > 0 bytes (hot path: no allocation, no locks, no syscalls).
-    fn access(&mut self, addr: usize, size: u64, write: bool);
-    /// `count` > 0 ranges of `width` > 0 bytes at `addr`, `addr + stride`, ... accessed in
-    /// any order, which footprint instrumentation reports for groups of accesses (it counts
-    /// them itself). By default, one read access per range.
-    fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
-        for k in 0..count {
-            self.access(addr.wrapping_add((k * stride) as usize), width, false);
-        }
-    }
-    /// Apply a pending [`Tool::reset`] now.
-    fn reset(&mut self);
-    /// This thread is the only one left in a forked child: start from zero.
-    fn fork_survivor(&mut self);
-    /// The thread ends; every region has been exited.
-    fn thread_exit(&mut self) {}
-}
-
-/// Region events go straight to the thread's tool.
-impl crate::stack::Sink for dyn ThreadTool + '_ {
-    fn enter(&mut self, region: u32) {
-        ThreadTool::enter(self, region)
-    }
-    fn exit(&mut self, region: u32) {
-        ThreadTool::exit(self, region)
-    }
-}
 
 /// A registered tool: `tool=<name>` selects it.
 pub struct ToolInfo {
     pub name: &'static str,
     pub help: &'static str,
     pub make: fn() -> &'static dyn Tool,
+    /// The tool's own options, beside the common ones (`options::COMMON`).
+    pub options: &'static [OptionDef],
 }
 
+/// Every tool; the first is the default `tool=` and the fallback for an unknown one.
 pub static TOOLS: &[ToolInfo] = &[
     ToolInfo {
         name: "count",
         help: "per-region instances, loads, stores and bytes (inclusive and self)",
         make: count::make,
+        options: &[],
     },
     ToolInfo {
         name: "working-set",
@@ -110,12 +37,14 @@ pub static TOOLS: &[ToolInfo] = &[
             "distinct cache lines touched per interval over time (build with KAGE_TOOL=working-set \
            for the inline fast path)",
         make: working_set::make,
+        options: working_set::options::OPTIONS,
     },
     ToolInfo {
         name: "footprint",
         help: "distinct bytes and lines each region instance touched (inclusive): per region \
            instances, average, minimum and maximum (options vsm=, granularity=, loop_bodies=)",
         make: footprint::make,
+        options: footprint::OPTIONS,
     },
 ];
 
@@ -129,12 +58,54 @@ pub fn select(name: &str) -> Result<&'static ToolInfo, String> {
     })
 }
 
+/// The default tool, which also stands in for an unknown one.
+pub fn fallback() -> &'static ToolInfo {
+    &TOOLS[0]
+}
+
+/// Every tool's option table, for `Options::parse`.
+pub fn option_tables() -> Vec<&'static [OptionDef]> {
+    TOOLS.iter().map(|t| t.options).collect()
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::options::{Options, COMMON, HELP, TOOL};
+
     #[test]
     fn select_tools() {
-        assert_eq!(super::select("count").unwrap().name, "count");
-        let e = super::select("nope").err().unwrap();
+        assert_eq!(select("count").unwrap().name, "count");
+        let e = select("nope").err().unwrap();
         assert!(e.contains("'nope'") && e.contains("count"), "{e}");
+        assert_eq!(fallback().name, TOOL.default);
+    }
+
+    #[test]
+    fn every_option_is_named_once_and_its_default_passes() {
+        let all: Vec<&OptionDef> = (COMMON.iter())
+            .chain(TOOLS.iter().flat_map(|t| t.options))
+            .chain([&HELP])
+            .collect();
+        for (i, d) in all.iter().enumerate() {
+            assert_eq!((d.parse)(d.default).as_deref(), Ok(d.default), "{}", d.name);
+            assert!(
+                all[i + 1..].iter().all(|e| e.name != d.name),
+                "{} declared twice",
+                d.name
+            );
+        }
+        let (o, w) = Options::parse("", &option_tables());
+        assert!(w.is_empty());
+        assert_eq!(o.to_map().len(), all.len());
+    }
+
+    #[test]
+    fn builds_name_tools() {
+        for i in kage_abi::Instrumentation::ALL {
+            if let Some(name) = i.only_tool() {
+                assert!(select(name).is_ok(), "{i:?} builds need tool {name}");
+            }
+        }
     }
 }

@@ -3,7 +3,8 @@
 //! passed to `__kage_ws_tick`), under the instrumented functions found on the thread's call
 //! stack by unwinding it (`_Unwind_Backtrace`, from the program's unwind tables).
 
-use crate::registry::{self, RegionInfo, KIND_LOOP_BODY, NONE};
+use crate::registry::{self, RegionInfo};
+use kage_abi::{RegionKind as AbiKind, NONE};
 use kage_report::RegionKind;
 use std::ffi::{c_int, c_void};
 
@@ -105,7 +106,7 @@ pub fn region_stack(map: &mut FunctionMap, innermost: Option<u32>) -> Vec<u32> {
     let mut chain = Vec::new();
     let mut r = innermost.unwrap_or(NONE);
     while let Some(meta) = (r != NONE).then(|| registry::meta(r)).flatten() {
-        if meta.kind != KIND_LOOP_BODY {
+        if meta.kind != AbiKind::LoopBody {
             chain.push(r);
         }
         r = meta.parent;

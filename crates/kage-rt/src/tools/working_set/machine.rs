@@ -1,7 +1,7 @@
 //! What the report compares the working set with: this machine's data caches (sysfs), and
 //! the clocks intervals can be measured with.
 
-use crate::options::IntervalUnit;
+use super::options::IntervalUnit;
 
 /// One data (or unified) cache level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

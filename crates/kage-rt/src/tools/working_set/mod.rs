@@ -12,18 +12,24 @@
 //!   merged by union (never by adding counts) and the interval doubles (the RFC's adaptive
 //!   strategy). Bitmaps make any merge exact.
 //! - A snapshot's region stack comes from [`callstack`]: no per-call hook is needed.
+//! - The C entry points only working-set instrumentation calls are in [`entry`]; the
+//!   tool's options in [`options`].
 
 pub mod callstack;
+pub mod entry;
 pub mod machine;
+pub mod options;
 pub mod shadow;
 
-use super::{ThreadTool, Tool, ToolResults};
-use crate::options::{IntervalUnit, Options};
-use crate::registry;
+use crate::options::Options;
+use crate::registry::{self, Instrumentations};
 use crate::sync::SpinLock;
+use crate::tool::{ThreadTool, Tool, ToolResults};
 use callstack::FunctionMap;
+use kage_abi::Instrumentation;
 use kage_report as report;
 use machine::{wall_ns, Clock};
+use options::{IntervalUnit, WsOptions};
 use roaring::{RoaringBitmap, RoaringTreemap};
 use serde_json::{Map, Value};
 use shadow::{merge_ranges, Scan, Shadow};
@@ -415,10 +421,10 @@ impl WorkingSet {
                 regions: s.regions.clone(),
             })
             .collect();
-        let seen = registry::instrumentation_seen;
-        let instrumentation = if seen(registry::INSTRUMENTATION_WORKING_SET_TRACE) {
+        let seen = registry::instrumentations_seen();
+        let instrumentation = if seen.contains(Instrumentation::WorkingSetTrace) {
             report::Instrumentation::Trace
-        } else if seen(registry::INSTRUMENTATION_WORKING_SET) {
+        } else if seen.contains(Instrumentation::WorkingSet) {
             report::Instrumentation::Inline
         } else {
             report::Instrumentation::Calls
@@ -583,18 +589,19 @@ impl Tool for WorkingSet {
         "working-set"
     }
 
-    fn init(&self, opts: &Options) {
+    fn init(&self, opts: &mut Options, _built: Instrumentations) {
         let Some(shadow) = shadow() else {
             return;
         };
+        let ws = WsOptions::from(opts);
         // The runtime set `line_size=` to at least the build's (`runtime::init`).
-        let line_shift = opts.line_size.trailing_zeros();
+        let line_shift = opts.line_size().trailing_zeros();
         let shadow = shadow.with_line_shift(registry::built_line_shift().unwrap_or(line_shift));
-        let mut unit = opts.interval_unit;
-        let mut interval = opts.interval_length().unwrap_or_else(|e| {
+        let mut unit = ws.interval_unit;
+        let mut interval = ws.interval_length().unwrap_or_else(|e| {
             eprintln!(
                 "kage: warning: interval={}: {e}; using 10ms of wall time",
-                opts.interval
+                ws.interval
             );
             unit = IntervalUnit::WallTime;
             10_000_000
@@ -611,12 +618,12 @@ impl Tool for WorkingSet {
         let start_reading = clock.now(0);
         let start_ns = wall_ns();
         let mut state = State::new(interval, start_reading, start_ns);
-        if !opts.trace.is_empty() {
-            match std::fs::File::create(&opts.trace) {
+        if !ws.trace.is_empty() {
+            match std::fs::File::create(&ws.trace) {
                 Ok(f) => state.trace = Some(std::io::BufWriter::with_capacity(1 << 20, f)),
                 Err(e) => eprintln!(
                     "kage: warning: cannot create the trace file {}: {e}",
-                    opts.trace
+                    ws.trace
                 ),
             }
         }
@@ -627,14 +634,14 @@ impl Tool for WorkingSet {
             unit,
             clock,
             initial_interval: interval,
-            max_snapshots: opts.snapshots as usize,
-            max_snapshot_bytes: opts.snapshot_mib as usize * (1 << 20),
+            max_snapshots: ws.snapshots as usize,
+            max_snapshot_bytes: ws.snapshot_mib as usize * (1 << 20),
             start_ns,
             start_reading,
         });
         self.next_boundary
             .store(start_reading.saturating_add(interval), Relaxed);
-        self.enabled.store(opts.enabled, Relaxed);
+        self.enabled.store(opts.enabled(), Relaxed);
     }
 
     fn new_thread(&'static self) -> Box<dyn ThreadTool> {

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering::*};
 
 /// log2 of the smallest line size (16 bytes): the reservation covers the user address space
 /// at this granularity.
-pub const MIN_LINE_SHIFT: u32 = crate::options::LINE_SIZES.start().trailing_zeros();
+pub const MIN_LINE_SHIFT: u32 = kage_abi::LINE_SIZES.start().trailing_zeros();
 const PAGE: u64 = 4096;
 const LOW_BITS: u64 = 0x0101_0101_0101_0101;
 

@@ -1,0 +1,95 @@
+//! The tool interface: one process-wide [`Tool`] and one [`ThreadTool`] per thread.
+//!
+//! Lifecycle (VMAD-style modules): the runtime selects a tool from `tools::TOOLS` with
+//! `tool=`, calls [`Tool::init`] once, creates a [`ThreadTool`] for every thread on its first
+//! event, delivers a strictly balanced enter/exit sequence (repaired by `stack.rs`) and the
+//! memory accesses to it, and at the end calls [`Tool::finish`] for the report's tool fields.
+//!
+//! Threading contract: a `ThreadTool` is only called by its own thread (or, in a forked child,
+//! by the one surviving thread for threads that no longer exist). Whatever `finish` reads
+//! across threads must be made of atomics written by their owner.
+//!
+//! Below the tools and the thread state (`gate`), above nothing but options and registry:
+//! the tools implement it, the runtime drives it.
+
+use crate::options::Options;
+use crate::registry::Instrumentations;
+use serde_json::{Map, Value};
+
+/// The fields flattened into a region's entry, by global region id: made as the report is
+/// written, from the tool's own compact per-region data (a JSON map for each of thousands
+/// of regions, all at once, would be megabytes of the program's peak memory).
+pub type RegionFields = Box<dyn Fn(usize) -> Map<String, Value>>;
+
+/// What a tool adds to the report.
+pub struct ToolResults {
+    /// Each region's fields.
+    pub regions: RegionFields,
+    /// Top-level fields.
+    pub top: Map<String, Value>,
+}
+
+impl Default for ToolResults {
+    /// No field in any region, none at the top.
+    fn default() -> Self {
+        ToolResults {
+            regions: Box::new(|_| Map::new()),
+            top: Map::new(),
+        }
+    }
+}
+
+pub trait Tool: Sync + Send {
+    fn name(&self) -> &'static str;
+    /// Called once, before any thread is created, with the options in force (the common
+    /// ones and this tool's: `Options::get` with the tool's own `OptionDef`s) and the
+    /// instrumentations the program's modules were built with, as far as registered. A tool
+    /// may correct an option the build cannot serve (`Options::set`): the report shows the
+    /// corrected value.
+    fn init(&self, _opts: &mut Options, _built: Instrumentations) {}
+    /// The per-thread part, for a thread's first event.
+    fn new_thread(&'static self) -> Box<dyn ThreadTool>;
+    /// Memory-access delivery was switched on or off (the runtime gates delivery itself).
+    fn set_enabled(&self, _on: bool) {}
+    /// Discard all statistics gathered so far, on every thread. Each thread applies it
+    /// itself at its next region event (or now, via [`ThreadTool::reset`], for the caller).
+    fn reset(&self);
+    /// In a forked child: every other thread is gone. Followed by
+    /// [`ThreadTool::fork_survivor`] on the calling thread.
+    fn fork_child(&self);
+    /// Results for the report, over `region_count` regions; all threads are summed.
+    fn finish(&self, region_count: usize) -> ToolResults;
+}
+
+pub trait ThreadTool {
+    /// A region instance starts (balanced with `exit`).
+    fn enter(&mut self, region: u32);
+    /// The innermost open region ends.
+    fn exit(&mut self, region: u32);
+    /// A memory access of `size` > 0 bytes (hot path: no allocation, no locks, no syscalls).
+    fn access(&mut self, addr: usize, size: u64, write: bool);
+    /// `count` > 0 ranges of `width` > 0 bytes at `addr`, `addr + stride`, ... accessed in
+    /// any order, which footprint instrumentation reports for groups of accesses (it counts
+    /// them itself). By default, one read access per range.
+    fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
+        for k in 0..count {
+            self.access(addr.wrapping_add((k * stride) as usize), width, false);
+        }
+    }
+    /// Apply a pending [`Tool::reset`] now.
+    fn reset(&mut self);
+    /// This thread is the only one left in a forked child: start from zero.
+    fn fork_survivor(&mut self);
+    /// The thread ends; every region has been exited.
+    fn thread_exit(&mut self) {}
+}
+
+/// Region events go straight to the thread's tool.
+impl crate::stack::Sink for dyn ThreadTool + '_ {
+    fn enter(&mut self, region: u32) {
+        ThreadTool::enter(self, region)
+    }
+    fn exit(&mut self, region: u32) {
+        ThreadTool::exit(self, region)
+    }
+}
