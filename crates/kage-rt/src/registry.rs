@@ -1,5 +1,6 @@
-//! Static region tables: the C layout of `docs/abi.md`, their validation, and the global
-//! region registry (global ids, runtime-owned copies of names and files).
+//! Static region tables (their C layout is `kage_abi`'s, as `docs/abi.md` describes it):
+//! their validation, the global region registry (global ids, runtime-owned copies of names
+//! and files), and what the program's modules were built with (instrumentations, line size).
 
 use crate::chunked::Chunked;
 use crate::sync::SpinLock;
