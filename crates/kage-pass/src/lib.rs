@@ -72,6 +72,7 @@ pub mod ir;
 pub mod loops;
 pub mod pass;
 pub mod plan;
+pub mod region_tree;
 pub mod regions;
 pub mod segments;
 pub mod tools;

@@ -1,0 +1,496 @@
+//! A function's region tree as the source wrote it, recovered from optimised code: its
+//! natural loops and the calls the optimiser inlined into it. Pure Rust over block indices
+//! and the inline chains of the blocks' debug locations; no LLVM.
+//!
+//! An instruction's debug location names the inlined calls it came through, outermost
+//! first (its *chain* of call sites; empty for the function's own code). Each block takes
+//! the chain most of its located instructions have ([`block_chains`]; blocks without any
+//! location inherit from their predecessors). Loops are the CFG's natural loops; a loop's
+//! *context* is the longest chain prefix all of its blocks share: the inlined calls the
+//! whole loop lies in (a loop of an inlined function has that call in its context).
+//!
+//! The tree: the function, under it loops (under each loop its body) and inlined calls,
+//! nested as follows. A loop hangs under the body of its enclosing loop (or the function),
+//! below the inlined calls of its context that the enclosing loop's context does not have.
+//! A block's innermost region is the body of its innermost loop (or the function), below
+//! the inlined calls of its chain beyond that loop's context. An inlined call is thus one
+//! node per place it occurs: inside a loop and before it (code the optimiser hoisted) it
+//! is two nodes of the same call site, which views can join as one source region.
+//!
+//! Every block's path from the root lists exactly the regions open while it runs, which is
+//! what the region hooks need: the set of regions changes only at edges between blocks
+//! with different innermost regions, and a loop's blocks all lie under its body.
+
+use std::collections::HashMap;
+
+use crate::loops::LoopForest;
+
+/// An inlined call site of the function (an index into the caller's table of sites).
+pub type Site = u32;
+
+/// Where one instruction's code comes from: the inlined calls it came through (outermost
+/// first) and its line at every level: `lines[0]` in the function's own source (the
+/// outermost call's line), `lines[k]` in the callee of `sites[k - 1]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub sites: Vec<Site>,
+    /// `sites.len() + 1` lines (0 = unknown).
+    pub lines: Vec<u32>,
+}
+
+/// What a region of the tree is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Function,
+    /// Loop `k` of the forest.
+    Loop(usize),
+    /// The body (one iteration) of loop `k`.
+    LoopBody(usize),
+    /// An inlined call.
+    Inlined(Site),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub kind: NodeKind,
+    /// Its parent's index; `None` for the function.
+    pub parent: Option<usize>,
+    /// The chain of inlined calls it lies in, itself included for an inlined call: the
+    /// level its lines are read at is this chain's length.
+    pub context: Vec<Site>,
+}
+
+/// The tree in pre-order (every node after its parent, a loop right before its body).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionTree {
+    pub nodes: Vec<Node>,
+    /// Each block's innermost region.
+    pub block_region: Vec<usize>,
+    /// Each loop's node; its body is the next one.
+    pub loop_node: Vec<usize>,
+}
+
+/// The chain of inlined calls each block's code comes from: the one most of its located
+/// instructions have (the first of equally common ones); a block without any located
+/// instruction takes the longest prefix its already visited predecessors share, in reverse
+/// post-order, and the function's own level when none was visited. `locations[b]` are the
+/// locations of block `b`'s instructions.
+pub fn block_chains(successors: &[Vec<usize>], locations: &[Vec<Location>]) -> Vec<Vec<Site>> {
+    let n = successors.len();
+    let mut chains: Vec<Option<Vec<Site>>> = (0..n)
+        .map(|b| majority(locations.get(b).map(Vec::as_slice).unwrap_or(&[])))
+        .collect();
+    let mut predecessors = vec![Vec::new(); n];
+    for (from, succs) in successors.iter().enumerate() {
+        for &to in succs.iter().filter(|&&to| to < n) {
+            predecessors[to].push(from);
+        }
+    }
+    for b in reverse_post_order(successors) {
+        if chains[b].is_some() {
+            continue;
+        }
+        let mut known = predecessors[b].iter().filter_map(|&p| chains[p].as_deref());
+        let inherited = known.next().map(|first| {
+            let mut prefix = first.to_vec();
+            for other in known {
+                prefix.truncate(common_prefix(&prefix, other));
+            }
+            prefix
+        });
+        chains[b] = Some(inherited.unwrap_or_default());
+    }
+    chains.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+/// The chain most of `locations` have, if any.
+fn majority(locations: &[Location]) -> Option<Vec<Site>> {
+    let mut counts: Vec<(&[Site], usize)> = Vec::new();
+    for location in locations {
+        match counts.iter_mut().find(|(c, _)| *c == location.sites.as_slice()) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((&location.sites, 1)),
+        }
+    }
+    let best = counts.iter().map(|&(_, n)| n).max()?;
+    counts
+        .into_iter()
+        .find(|&(_, n)| n == best)
+        .map(|(c, _)| c.to_vec())
+}
+
+fn common_prefix(a: &[Site], b: &[Site]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Blocks reachable from block 0, in reverse post-order.
+fn reverse_post_order(successors: &[Vec<usize>]) -> Vec<usize> {
+    let n = successors.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut visited = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    // (block, next successor to look at)
+    let mut stack = vec![(0usize, 0usize)];
+    visited[0] = true;
+    while let Some((b, i)) = stack.last_mut() {
+        let b = *b;
+        match successors[b].get(*i) {
+            Some(&s) => {
+                *i += 1;
+                if s < n && !visited[s] {
+                    visited[s] = true;
+                    stack.push((s, 0));
+                }
+            }
+            None => {
+                order.push(b);
+                stack.pop();
+            }
+        }
+    }
+    order.reverse();
+    order
+}
+
+/// Builds the tree of a function whose blocks have `chains` (see [`block_chains`]).
+pub fn build(forest: &LoopForest, chains: &[Vec<Site>]) -> RegionTree {
+    let n = chains.len();
+    // Each loop's context: the longest prefix its reachable blocks' chains share.
+    let contexts: Vec<Vec<Site>> = (forest.loops.iter())
+        .map(|lp| {
+            let mut blocks = lp.blocks.iter().filter(|&&b| b < n && forest.reachable[b]);
+            let Some(&first) = blocks.next() else {
+                return Vec::new();
+            };
+            let mut context = chains[first].clone();
+            for &b in blocks {
+                context.truncate(common_prefix(&context, &chains[b]));
+            }
+            context
+        })
+        .collect();
+
+    let mut builder = Builder {
+        nodes: vec![Node {
+            kind: NodeKind::Function,
+            parent: None,
+            context: Vec::new(),
+        }],
+        inlined: HashMap::new(),
+        first_block: vec![usize::MAX],
+        headers: forest.loops.iter().map(|lp| lp.header).collect(),
+    };
+    // Loops first, outer before inner (the forest is in pre-order).
+    let mut loop_node = vec![0; forest.loops.len()];
+    for (k, lp) in forest.loops.iter().enumerate() {
+        let (start, depth) = match lp.parent {
+            Some(outer) => (loop_node[outer] + 1, contexts[outer].len()),
+            None => (0, 0),
+        };
+        let parent = builder.inlined_path(start, &contexts[k], depth);
+        let node = builder.add(NodeKind::Loop(k), Some(parent), contexts[k].clone());
+        builder.add(NodeKind::LoopBody(k), Some(node), contexts[k].clone());
+        builder.note_block(node, lp.header);
+        loop_node[k] = node;
+    }
+    let mut block_region = vec![0; n];
+    for (b, chain) in chains.iter().enumerate() {
+        let (start, depth) = match forest.innermost.get(b).copied().flatten() {
+            Some(k) => (loop_node[k] + 1, contexts[k].len()),
+            None => (0, 0),
+        };
+        // A block's chain extends its innermost loop's context (the context is a prefix of
+        // every chain in the loop).
+        let region = builder.inlined_path(start, chain, depth.min(chain.len()));
+        block_region[b] = region;
+        builder.note_block(region, b);
+    }
+    builder.finish(block_region, loop_node)
+}
+
+struct Builder {
+    nodes: Vec<Node>,
+    /// The inlined-call node for (parent node, site).
+    inlined: HashMap<(usize, Site), usize>,
+    /// The smallest block index in each node's subtree: the order of siblings, but for
+    /// loops, which are ordered by their header as in the forest.
+    first_block: Vec<usize>,
+    /// Each loop's header.
+    headers: Vec<usize>,
+}
+
+impl Builder {
+    fn add(&mut self, kind: NodeKind, parent: Option<usize>, context: Vec<Site>) -> usize {
+        self.nodes.push(Node {
+            kind,
+            parent,
+            context,
+        });
+        self.first_block.push(usize::MAX);
+        self.nodes.len() - 1
+    }
+
+    /// The node of the inlined calls `chain[depth..]` under `start`, made where missing.
+    fn inlined_path(&mut self, start: usize, chain: &[Site], depth: usize) -> usize {
+        let mut at = start;
+        for (i, &site) in chain.iter().enumerate().skip(depth) {
+            at = match self.inlined.get(&(at, site)) {
+                Some(&node) => node,
+                None => {
+                    let node = self.add(NodeKind::Inlined(site), Some(at), chain[..=i].to_vec());
+                    self.inlined.insert((at, site), node);
+                    node
+                }
+            };
+        }
+        at
+    }
+
+    /// `block` lies in `node`'s subtree.
+    fn note_block(&mut self, node: usize, block: usize) {
+        let mut at = Some(node);
+        while let Some(i) = at {
+            self.first_block[i] = self.first_block[i].min(block);
+            at = self.nodes[i].parent;
+        }
+    }
+
+    /// Renumbers the nodes in pre-order, siblings by their first block.
+    fn finish(self, block_region: Vec<usize>, loop_node: Vec<usize>) -> RegionTree {
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
+        for (i, node) in self.nodes.iter().enumerate() {
+            if let Some(p) = node.parent {
+                children[p].push(i);
+            }
+        }
+        let key = |c: usize| match self.nodes[c].kind {
+            NodeKind::Loop(k) => self.headers[k],
+            _ => self.first_block[c],
+        };
+        for list in &mut children {
+            list.sort_by_key(|&c| (key(c), c));
+        }
+        let mut order = Vec::with_capacity(self.nodes.len());
+        let mut stack = vec![0];
+        while let Some(i) = stack.pop() {
+            order.push(i);
+            stack.extend(children[i].iter().rev());
+        }
+        let mut new_index = vec![0; self.nodes.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_index[old] = new;
+        }
+        let nodes = (order.iter())
+            .map(|&old| {
+                let node = &self.nodes[old];
+                Node {
+                    kind: node.kind,
+                    parent: node.parent.map(|p| new_index[p]),
+                    context: node.context.clone(),
+                }
+            })
+            .collect();
+        RegionTree {
+            nodes,
+            block_region: block_region.into_iter().map(|r| new_index[r]).collect(),
+            loop_node: loop_node.into_iter().map(|l| new_index[l]).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loops::find_loops;
+    use NodeKind::*;
+
+    fn at(sites: &[Site]) -> Location {
+        Location {
+            sites: sites.to_vec(),
+            lines: vec![1; sites.len() + 1],
+        }
+    }
+
+    /// (kind, parent) of every node.
+    fn shape(tree: &RegionTree) -> Vec<(NodeKind, Option<usize>)> {
+        tree.nodes.iter().map(|n| (n.kind, n.parent)).collect()
+    }
+
+    #[test]
+    fn without_inlining_the_tree_is_the_loop_forest() {
+        // 0 -> 1 (header) -> 2 -> 1, 1 -> 3 (header) -> 3, 3 -> 4
+        let successors = vec![vec![1], vec![2, 3], vec![1], vec![3, 4], vec![]];
+        let forest = find_loops(&successors, 0);
+        let chains = block_chains(&successors, &vec![vec![at(&[])]; 5]);
+        let tree = build(&forest, &chains);
+        assert_eq!(
+            shape(&tree),
+            [
+                (Function, None),
+                (Loop(0), Some(0)),
+                (LoopBody(0), Some(1)),
+                (Loop(1), Some(0)),
+                (LoopBody(1), Some(3))
+            ]
+        );
+        assert_eq!(tree.block_region, [0, 2, 2, 4, 0]);
+        assert_eq!(tree.loop_node, [1, 3]);
+    }
+
+    #[test]
+    fn an_inlined_function_with_a_loop_is_a_region_around_its_loop() {
+        // main: 0 (own code), then f inlined (site 7): 1 (f's code), 2 (f's loop header)
+        // -> 2, 2 -> 3 (f's code), 3 -> 4 (main's code).
+        let successors = vec![vec![1], vec![2], vec![2, 3], vec![4], vec![]];
+        let forest = find_loops(&successors, 0);
+        let locations = vec![
+            vec![at(&[])],
+            vec![at(&[7])],
+            vec![at(&[7]), at(&[7])],
+            vec![at(&[7])],
+            vec![at(&[])],
+        ];
+        let tree = build(&forest, &block_chains(&successors, &locations));
+        assert_eq!(
+            shape(&tree),
+            [
+                (Function, None),
+                (Inlined(7), Some(0)),
+                (Loop(0), Some(1)),
+                (LoopBody(0), Some(2)),
+            ]
+        );
+        assert_eq!(tree.block_region, [0, 1, 3, 1, 0]);
+        assert_eq!(tree.nodes[2].context, [7]);
+    }
+
+    #[test]
+    fn a_call_inlined_in_a_loop_body_is_a_region_under_the_body() {
+        // 0 -> 1 (header, main's) -> 2 (g inlined, site 3; inside g, h inlined: site 4)
+        // -> 1, 1 -> 5; block 2 -> 4 -> 1 too (g's own code).
+        let successors = vec![vec![1], vec![2, 5], vec![4], vec![], vec![1], vec![]];
+        let forest = find_loops(&successors, 0);
+        let locations = vec![
+            vec![at(&[])],
+            vec![at(&[])],
+            vec![at(&[3, 4]), at(&[3, 4]), at(&[3])],
+            vec![],
+            vec![at(&[3])],
+            vec![at(&[])],
+        ];
+        let tree = build(&forest, &block_chains(&successors, &locations));
+        assert_eq!(
+            shape(&tree),
+            [
+                (Function, None),
+                (Loop(0), Some(0)),
+                (LoopBody(0), Some(1)),
+                (Inlined(3), Some(2)),
+                (Inlined(4), Some(3)),
+            ]
+        );
+        assert_eq!(tree.block_region[2], 4);
+        assert_eq!(tree.block_region[4], 3);
+        assert_eq!(tree.block_region[1], 2);
+        assert_eq!(tree.block_region[5], 0);
+        assert_eq!(tree.nodes[4].context, [3, 4]);
+    }
+
+    #[test]
+    fn hoisted_code_of_an_inlined_call_is_a_second_node_of_the_same_site() {
+        // 0: f's code hoisted before the loop (site 9); 1: the loop's header (main's);
+        // 2: f's code in the loop; 3: after the loop.
+        let successors = vec![vec![1], vec![2, 3], vec![1], vec![]];
+        let forest = find_loops(&successors, 0);
+        let locations = vec![vec![at(&[9])], vec![at(&[])], vec![at(&[9])], vec![at(&[])]];
+        let tree = build(&forest, &block_chains(&successors, &locations));
+        assert_eq!(
+            shape(&tree),
+            [
+                (Function, None),
+                (Inlined(9), Some(0)),
+                (Loop(0), Some(0)),
+                (LoopBody(0), Some(2)),
+                (Inlined(9), Some(3)),
+            ]
+        );
+        assert_eq!(tree.block_region, [1, 3, 4, 0]);
+    }
+
+    #[test]
+    fn blocks_without_locations_inherit_what_their_predecessors_share() {
+        // 0 (site 1) -> 1 (no location) -> 2 (site 1, 2); 0 -> 3 (site 1, 5) -> 1.
+        let successors = vec![vec![1, 3], vec![2], vec![], vec![1]];
+        let locations = vec![vec![at(&[1])], vec![], vec![at(&[1, 2])], vec![at(&[1, 5])]];
+        assert_eq!(
+            block_chains(&successors, &locations),
+            [vec![1], vec![1], vec![1, 2], vec![1, 5]]
+        );
+        // The majority wins, the first of equals breaks ties.
+        let locations = vec![vec![at(&[1]), at(&[2]), at(&[2])], vec![at(&[4]), at(&[3])]];
+        assert_eq!(block_chains(&[vec![1], vec![]], &locations), [vec![2], vec![4]]);
+    }
+
+    #[test]
+    fn every_block_path_runs_through_the_bodies_of_its_loops() {
+        // Random CFGs and chains: the tree's invariants hold.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..300 {
+            let n = 2 + next(10) as usize;
+            let successors: Vec<Vec<usize>> = (0..n)
+                .map(|_| (0..next(3)).map(|_| next(n as u64) as usize).collect())
+                .collect();
+            let locations: Vec<Vec<Location>> = (0..n)
+                .map(|_| {
+                    (0..next(3))
+                        .map(|_| {
+                            let depth = next(3) as usize;
+                            at(&(0..depth).map(|d| d as u32 * 10 + next(2) as u32).collect::<Vec<_>>())
+                        })
+                        .collect()
+                })
+                .collect();
+            let forest = find_loops(&successors, 0);
+            // Without inlined code: the function, then each loop of the forest in its
+            // order with its body, under its enclosing loop's body.
+            let plain = build(&forest, &vec![Vec::new(); n]);
+            let mut expected = vec![(Function, None)];
+            for (k, lp) in forest.loops.iter().enumerate() {
+                expected.push((Loop(k), Some(lp.parent.map_or(0, |o| 2 + 2 * o))));
+                expected.push((LoopBody(k), Some(1 + 2 * k)));
+            }
+            assert_eq!(shape(&plain), expected);
+            let tree = build(&forest, &block_chains(&successors, &locations));
+            for (i, node) in tree.nodes.iter().enumerate() {
+                assert!(node.parent.is_none_or(|p| p < i), "pre-order");
+                if let Loop(k) = node.kind {
+                    assert_eq!(tree.nodes[i + 1].kind, LoopBody(k));
+                    assert_eq!(tree.loop_node[k], i);
+                }
+            }
+            for b in 0..n {
+                let mut path = Vec::new();
+                let mut at = Some(tree.block_region[b]);
+                while let Some(i) = at {
+                    path.push(tree.nodes[i].kind);
+                    at = tree.nodes[i].parent;
+                }
+                for (k, lp) in forest.loops.iter().enumerate() {
+                    assert_eq!(
+                        path.contains(&LoopBody(k)),
+                        lp.blocks.contains(&b),
+                        "block {b}, loop {k}"
+                    );
+                }
+            }
+        }
+    }
+}
