@@ -5,35 +5,98 @@
 //! write error means (for `kage report`, a closed pipe is not an error) and tests can compare
 //! the output with snapshots. The views that exist only for some tools return a
 //! [`ViewError`] for other reports.
+//!
+//! The generic parts are `text.rs` (the region tree any report has, and the summary's common
+//! lines), `tree.rs`, `table.rs`, `html.rs` (what every page shares) and this module (what
+//! every view shares: header facts, file names, size and share labels). Each tool's own views
+//! are in its module (`count.rs`, `working_set/`, `footprint/`), and the tables below, one per
+//! view, are the only place that names them: a new tool adds a line to each table it has a
+//! view for.
 
+mod count;
 mod footprint;
 #[cfg(feature = "html")]
-mod footprint_html;
-#[cfg(feature = "html")]
 mod html;
-mod perfetto;
 mod table;
 mod text;
 mod tree;
 mod working_set;
 
 pub use footprint::{icicle, IcicleCell};
-pub use perfetto::perfetto;
-pub use text::{summary, text, MAX_CHART_ROWS};
-pub use working_set::{display_rows, DisplayRow};
+pub use text::{summary, text};
+pub use working_set::{display_rows, DisplayRow, MAX_CHART_ROWS};
 
-use crate::model::{ProgramEnd, Region, RegionKind, Report, FOOTPRINT_TOOL, WORKING_SET_TOOL};
+use crate::model::{
+    ProgramEnd, Region, RegionKind, Report, COUNT_TOOL, FOOTPRINT_TOOL, WORKING_SET_TOOL,
+};
 use std::fmt;
+
+/// A tool's text view of its report ([`text`]), or why its fields do not match the schema
+/// (the report is then shown as the generic region tree, with a warning).
+type TextView = fn(&Report) -> Result<String, String>;
+/// A tool's lines of [`summary`] after the common ones (`report_path`, `top`), or why its
+/// fields do not match the schema (the summary then says so and where the whole report is).
+type SummaryView = fn(&Report, &str, usize) -> Result<String, String>;
+/// A view that exists only for some tools ([`html`], [`perfetto`]), of one tool's report.
+type ToolView = fn(&Report) -> Result<String, ViewError>;
+
+/// The tools with a text view of their own; any other tool's report is the generic tree.
+const TEXT: &[(&str, TextView)] = &[
+    (COUNT_TOOL, count::text),
+    (WORKING_SET_TOOL, working_set::text),
+    (FOOTPRINT_TOOL, footprint::text),
+];
+
+/// The tools whose summary says more than where the report is.
+const SUMMARY: &[(&str, SummaryView)] = &[
+    (COUNT_TOOL, count::summary),
+    (WORKING_SET_TOOL, working_set::summary),
+    (FOOTPRINT_TOOL, footprint::summary),
+];
+
+/// The tools with an HTML view, in the order messages name them.
+#[cfg(feature = "html")]
+const HTML: &[(&str, ToolView)] = &[
+    (WORKING_SET_TOOL, working_set::html),
+    (FOOTPRINT_TOOL, footprint::html),
+];
+
+/// The tools with a Perfetto view, in the order messages name them.
+const PERFETTO: &[(&str, ToolView)] = &[(WORKING_SET_TOOL, working_set::perfetto)];
+
+/// The function a view table has for this tool, if any.
+fn tool_view<V: Copy>(table: &[(&str, V)], tool: &str) -> Option<V> {
+    table
+        .iter()
+        .find(|(name, _)| *name == tool)
+        .map(|&(_, view)| view)
+}
+
+/// A view that exists only for some tools: the function in `table` for the report's tool, or
+/// [`ViewError::NotForTool`].
+fn tool_only(view: View, table: &[(&str, ToolView)], report: &Report) -> Result<String, ViewError> {
+    match tool_view(table, &report.tool) {
+        Some(render) => render(report),
+        None => Err(ViewError::NotForTool {
+            view,
+            tool: report.tool.clone(),
+        }),
+    }
+}
 
 /// The report as one self-contained HTML page: for the working-set tool a plot of the
 /// snapshots, for the footprint tool an icicle view of the region tree; a [`ViewError`] for
 /// other tools.
 #[cfg(feature = "html")]
 pub fn html(report: &Report) -> Result<String, ViewError> {
-    match report.tool.as_str() {
-        FOOTPRINT_TOOL => footprint_html::html(report),
-        _ => html::html(report),
-    }
+    tool_only(View::Html, HTML, report)
+}
+
+/// The report as a Chrome JSON trace, which ui.perfetto.dev and chrome://tracing open: for the
+/// working-set tool a counter track of the lines of each snapshot and a slice per snapshot
+/// named after its innermost region; a [`ViewError`] for other tools.
+pub fn perfetto(report: &Report) -> Result<String, ViewError> {
+    tool_only(View::Perfetto, PERFETTO, report)
 }
 
 /// The views that exist only for some tools.
@@ -51,13 +114,30 @@ impl View {
         }
     }
 
-    /// The tools whose reports have this view.
+    /// The tools whose reports have this view: the names in its table, in order (without the
+    /// `html` feature, no tool has the HTML view).
     pub fn tools(self) -> &'static [&'static str] {
+        #[cfg(feature = "html")]
+        const HTML_TOOLS: &[&str] = &names::<{ HTML.len() }>(HTML);
+        #[cfg(not(feature = "html"))]
+        const HTML_TOOLS: &[&str] = &[];
+        const PERFETTO_TOOLS: &[&str] = &names::<{ PERFETTO.len() }>(PERFETTO);
         match self {
-            View::Html => &[WORKING_SET_TOOL, FOOTPRINT_TOOL],
-            View::Perfetto => &[WORKING_SET_TOOL],
+            View::Html => HTML_TOOLS,
+            View::Perfetto => PERFETTO_TOOLS,
         }
     }
+}
+
+/// The tool names of a view table, in order, computed at compile time.
+const fn names<const N: usize>(table: &[(&'static str, ToolView)]) -> [&'static str; N] {
+    let mut names = [""; N];
+    let mut i = 0;
+    while i < N {
+        names[i] = table[i].0;
+        i += 1;
+    }
+    names
 }
 
 /// Why a view cannot be made of a report.

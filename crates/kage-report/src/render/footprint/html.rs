@@ -2,17 +2,17 @@
 //! (hand-built SVG: a rectangle and a label per region, its statistics as a hover title),
 //! then the header facts and a table of every region. No scripts, no external resources.
 
-use super::footprint::{
+use super::{
     facts, footprint_of, footprint_tree, icicle, stat_cells, IcicleCell, ICICLE_MEASURE,
     STAT_COLUMNS,
 };
-use super::html::{escape, program_name, STYLE};
-use super::tree::node_label;
-use super::{
-    average_bytes_label, bytes_label, common_facts, decimal_label, flat_label, percent_label,
-    short_name, FileNames, View, ViewError,
-};
 use crate::model::{Footprint, Region, RegionKind, Report};
+use crate::render::html::{escape, program_name, STYLE};
+use crate::render::tree::node_label;
+use crate::render::{
+    average_bytes_label, bytes_label, common_facts, decimal_label, flat_label, percent_label,
+    short_name, FileNames, ViewError,
+};
 use std::fmt::Write;
 
 /// The icicle's width in pixels (it scales with the page: the SVG has a viewBox).
@@ -27,7 +27,7 @@ const MIN_LABEL_PIXELS: f64 = 3.0 * CHAR_PIXELS;
 /// The footprint report as an HTML page. Every text that comes from the report (program,
 /// arguments, region and file names, the shadow memory's name) is escaped.
 pub(crate) fn html(report: &Report) -> Result<String, ViewError> {
-    let fp = footprint_of(report, View::Html)?;
+    let fp = footprint_of(report)?;
     let files = FileNames::for_report(report);
     let program = program_name(report);
     let mut out = String::new();

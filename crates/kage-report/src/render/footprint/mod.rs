@@ -1,21 +1,25 @@
-//! What the views of a footprint report share: checking that a report is one, the facts of
-//! its header, the order of the region tree (largest footprint first), the cells of a
+//! The footprint tool's views: the text view and the summary (`text.rs`) and the HTML page
+//! with its icicle view (`html.rs`); and here what they share: reading the tool's fields, the
+//! facts of the header, the order of the region tree (largest footprint first), the cells of a
 //! region's statistics, and the layout of the icicle view.
 
-use super::tree::RegionTree;
-use super::{average_bytes_label, bytes_label, decimal_label, percent_label, View, ViewError};
+#[cfg(feature = "html")]
+mod html;
+mod text;
+
+#[cfg(feature = "html")]
+pub(crate) use html::html;
+pub(crate) use text::{summary, text};
+
 use crate::model::{Footprint, FootprintStats, RegionKind, Report, FOOTPRINT_TOOL};
+use crate::render::tree::RegionTree;
+use crate::render::{average_bytes_label, bytes_label, decimal_label, percent_label, ViewError};
 use std::cmp::Reverse;
 
-/// The footprint fields of a report a view is asked for.
+/// The footprint fields of a report the html view is asked for (the dispatch in
+/// `render/mod.rs` sends it only reports of the footprint tool).
 #[cfg_attr(not(feature = "html"), allow(dead_code))]
-pub(crate) fn footprint_of(report: &Report, view: View) -> Result<Footprint, ViewError> {
-    if report.tool != FOOTPRINT_TOOL {
-        return Err(ViewError::NotForTool {
-            view,
-            tool: report.tool.clone(),
-        });
-    }
+pub(crate) fn footprint_of(report: &Report) -> Result<Footprint, ViewError> {
     report.footprint().map_err(|e| ViewError::Malformed {
         tool: FOOTPRINT_TOOL,
         error: e.to_string(),

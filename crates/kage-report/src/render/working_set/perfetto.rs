@@ -2,9 +2,9 @@
 //! chrome://tracing open: a counter track with the lines (and new lines) of each snapshot, and
 //! a track of slices, one per snapshot, named after the innermost region of its stack.
 
-use super::working_set::{innermost_label, region_label, working_set_of};
-use super::{FileNames, View, ViewError};
+use super::{innermost_label, region_label, working_set_of};
 use crate::model::Report;
+use crate::render::{FileNames, ViewError};
 use serde_json::{json, Value};
 
 /// Microseconds (the format's unit for `ts` and `dur`) per second.
@@ -22,8 +22,8 @@ const PHASES_TID: u32 = 1;
 /// start and a last one, at zero, at the last snapshot's end; one complete event
 /// (`"ph": "X"`) per snapshot on the slice track, named after the innermost region of its
 /// stack, with the whole stack and its counts in `args`.
-pub fn perfetto(report: &Report) -> Result<String, ViewError> {
-    let ws = working_set_of(report, View::Perfetto)?;
+pub(crate) fn perfetto(report: &Report) -> Result<String, ViewError> {
+    let ws = working_set_of(report)?;
     let pid = report.pid;
     let files = FileNames::for_report(report);
     let program = report

@@ -1,18 +1,25 @@
-//! What every view of a working-set report shares: checking that a report is one, the facts
-//! of its header, labels for regions and times, and the rows of a chart that has room
-//! for fewer rows than there are snapshots.
+//! The working-set tool's views: the text view and the summary (`text.rs`), the HTML page
+//! (`html.rs`) and the Perfetto trace (`perfetto.rs`); and here what they share: reading the
+//! tool's fields, the facts of the header, labels for regions and times, and the rows of a
+//! chart that has room for fewer rows than there are snapshots.
 
-use super::{bytes_label, flat_label, three_digits, FileNames, View, ViewError};
+#[cfg(feature = "html")]
+mod html;
+mod perfetto;
+mod text;
+
+#[cfg(feature = "html")]
+pub(crate) use html::html;
+pub(crate) use perfetto::perfetto;
+pub use text::MAX_CHART_ROWS;
+pub(crate) use text::{summary, text};
+
 use crate::model::{IntervalUnit, Report, Snapshot, WorkingSet, WORKING_SET_TOOL};
+use crate::render::{bytes_label, flat_label, three_digits, FileNames, ViewError};
 
-/// The working-set fields of a report the html and perfetto views are asked for.
-pub(crate) fn working_set_of(report: &Report, view: View) -> Result<WorkingSet, ViewError> {
-    if report.tool != WORKING_SET_TOOL {
-        return Err(ViewError::NotForTool {
-            view,
-            tool: report.tool.clone(),
-        });
-    }
+/// The working-set fields of a report the html and perfetto views are asked for (the
+/// dispatch in `render/mod.rs` sends them only reports of the working-set tool).
+pub(crate) fn working_set_of(report: &Report) -> Result<WorkingSet, ViewError> {
     report.working_set().map_err(|e| ViewError::Malformed {
         tool: WORKING_SET_TOOL,
         error: e.to_string(),
