@@ -207,7 +207,10 @@ pub fn check(layers: &Layers) -> BTreeMap<String, BTreeSet<String>> {
             }
         }
         if layers.low.contains(&f.top.as_str()) {
-            for p in paths.iter().filter(|p| layers.high.contains(&p[0].as_str())) {
+            for p in paths
+                .iter()
+                .filter(|p| layers.high.contains(&p[0].as_str()))
+            {
                 problems.push(format!(
                     "{}: low-level, uses crate::{}",
                     f.path,
@@ -276,7 +279,6 @@ pub fn check(layers: &Layers) -> BTreeMap<String, BTreeSet<String>> {
 
 /// The parser itself (run by each crate that includes this file).
 pub fn check_the_parser() {
-
     let code = "use crate::{gate, registry::{self, Meta}, tool::Tool};\n\
                 let x = crate::tools::working_set::tool(); my_crate::nope;";
     let paths: Vec<String> = crate_paths(code).iter().map(|p| p.join("::")).collect();

@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -41,6 +41,10 @@ pub enum RegionKind {
     Loop = 1,
     /// One iteration of a loop; always the entry right after its loop's.
     LoopBody = 2,
+    /// A call the optimiser inlined: the callee's code inside its caller, an instance per
+    /// time it runs. Its name, symbol, file and lines are the callee's; `call_*` say where
+    /// the call is.
+    Inlined = 3,
 }
 
 impl RegionKind {
@@ -50,12 +54,13 @@ impl RegionKind {
             0 => Some(RegionKind::Function),
             1 => Some(RegionKind::Loop),
             2 => Some(RegionKind::LoopBody),
+            3 => Some(RegionKind::Inlined),
             _ => None,
         }
     }
 }
 
-/// `struct kage_region`: one entry of a module's region table (64 bytes, align 8).
+/// `struct kage_region`: one entry of a module's region table (80 bytes, align 8).
 #[repr(C)]
 pub struct Region {
     /// Written by the runtime at registration; [`NONE`] before, [`REJECTED`] for a rejected
@@ -79,6 +84,11 @@ pub struct Region {
     pub module: *mut Module,
     /// A function entry's code address; null for loops and bodies.
     pub code: *const c_void,
+    /// An inlined call's source file (of the code that makes the call); null otherwise.
+    pub call_file: *const c_char,
+    /// An inlined call's line and column in `call_file` (0 = unknown, and for other kinds).
+    pub call_line: u32,
+    pub call_column: u32,
 }
 
 /// `struct kage_module` (32 bytes, align 8).
@@ -100,10 +110,11 @@ pub struct Module {
 /// out its constant tables by them (`regions.rs`), and the layout assertions below tie them
 /// to the Rust structs the runtime reads.
 pub mod layout {
-    pub const REGION_SIZE: usize = 64;
+    pub const REGION_SIZE: usize = 80;
     /// `global_id, kind, parent, first_line, last_line, local_index` (i32 each), then
-    /// `name, symbol, file, module, code` (pointers).
-    pub const REGION_FIELDS: [usize; 11] = [0, 4, 8, 12, 16, 20, 24, 32, 40, 48, 56];
+    /// `name, symbol, file, module, code, call_file` (pointers), `call_line, call_column`
+    /// (i32).
+    pub const REGION_FIELDS: [usize; 14] = [0, 4, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 72, 76];
     pub const MODULE_SIZE: usize = 32;
     /// `abi_version, region_count` (i32), `regions, module_name` (pointers),
     /// `instrumentation, line_shift` (i32).
@@ -119,7 +130,8 @@ const _: () = {
     assert!(offset_of!(Region, last_line) == r[4] && offset_of!(Region, local_index) == r[5]);
     assert!(offset_of!(Region, name) == r[6] && offset_of!(Region, symbol) == r[7]);
     assert!(offset_of!(Region, file) == r[8] && offset_of!(Region, module) == r[9]);
-    assert!(offset_of!(Region, code) == r[10]);
+    assert!(offset_of!(Region, code) == r[10] && offset_of!(Region, call_file) == r[11]);
+    assert!(offset_of!(Region, call_line) == r[12] && offset_of!(Region, call_column) == r[13]);
     assert!(size_of::<Module>() == layout::MODULE_SIZE);
     let m = layout::MODULE_FIELDS;
     assert!(offset_of!(Module, abi_version) == m[0] && offset_of!(Module, region_count) == m[1]);
@@ -425,10 +437,15 @@ mod tests {
             assert_eq!(Instrumentation::from_u32(i.value()), Some(i));
         }
         assert_eq!(Instrumentation::from_u32(4), None);
-        for k in [RegionKind::Function, RegionKind::Loop, RegionKind::LoopBody] {
+        for k in [
+            RegionKind::Function,
+            RegionKind::Loop,
+            RegionKind::LoopBody,
+            RegionKind::Inlined,
+        ] {
             assert_eq!(RegionKind::from_u32(k as u32), Some(k));
         }
-        assert_eq!(RegionKind::from_u32(3), None);
+        assert_eq!(RegionKind::from_u32(4), None);
     }
 
     #[test]

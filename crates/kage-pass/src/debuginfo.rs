@@ -1,35 +1,165 @@
-//! Reading source lines and files from debug info, and choosing debug locations for hooks.
+//! Reading source lines, files and inlined calls from debug info, and choosing debug
+//! locations for hooks.
+
+use std::collections::HashMap;
+use std::ffi::c_char;
 
 use llvm_sys::core::LLVMGetModuleContext;
 use llvm_sys::debuginfo::{
     LLVMDIBuilderCreateDebugLocation, LLVMDIFileGetDirectory, LLVMDIFileGetFilename,
-    LLVMDILocationGetInlinedAt, LLVMDILocationGetLine, LLVMDIScopeGetFile, LLVMDISubprogramGetLine,
-    LLVMGetSubprogram, LLVMInstructionGetDebugLoc,
+    LLVMDILocationGetColumn, LLVMDILocationGetInlinedAt, LLVMDILocationGetLine,
+    LLVMDILocationGetScope, LLVMDIScopeGetFile, LLVMDISubprogramGetLine, LLVMGetSubprogram,
+    LLVMInstructionGetDebugLoc,
 };
 use llvm_sys::prelude::{LLVMMetadataRef, LLVMModuleRef, LLVMValueRef};
 
 use crate::ir;
+use crate::region_tree::{Location, Site};
 
-/// The source line of `inst` in its own function: inlined code maps to the line of the
-/// outermost call site, so a region's lines stay inside the function's source.
-/// 0 when the instruction has no location.
+extern "C" {
+    /// The subprogram a local scope lies in; null for other metadata (src/shim.cpp).
+    fn kage_di_scope_subprogram(scope: LLVMMetadataRef) -> LLVMMetadataRef;
+    /// A subprogram's name or linkage name, not NUL-terminated (src/shim.cpp).
+    fn kage_di_subprogram_name(
+        subprogram: LLVMMetadataRef,
+        linkage: bool,
+        len: *mut usize,
+    ) -> *const c_char;
+}
+
+/// The longest inlined-at chain followed; valid IR's are finite, this only guards against
+/// malformed metadata.
+const MAX_CHAIN: usize = 10_000;
+
+/// One call the optimiser inlined into the function.
+#[derive(Debug, Clone)]
+pub struct InlineSite {
+    /// The callee's `DISubprogram` (null when its scope has none).
+    pub callee: LLVMMetadataRef,
+    /// Where the call is: file, line and column in the caller's source.
+    pub call_file: String,
+    pub call_line: u32,
+    pub call_column: u32,
+    /// The inlined call this call was itself in, if any.
+    pub parent: Option<Site>,
+}
+
+/// The inlined calls of one function, each numbered once ([`Site`]).
+#[derive(Default)]
+pub struct InlineSites {
+    pub sites: Vec<InlineSite>,
+    /// By the call's `DILocation` (unique per chain of calls: it names its own
+    /// inlined-at).
+    index: HashMap<LLVMMetadataRef, Site>,
+}
+
+impl InlineSites {
+    /// Where `inst`'s code comes from (see [`Location`]), its inlined calls numbered here;
+    /// `None` when it has no debug location.
+    ///
+    /// # Safety
+    /// `inst` must be a valid instruction.
+    pub unsafe fn location(&mut self, inst: LLVMValueRef) -> Option<Location> {
+        let own = LLVMInstructionGetDebugLoc(inst);
+        if own.is_null() {
+            return None;
+        }
+        // Outermost first: levels[0] is in the function's own source.
+        let mut levels = vec![own];
+        while levels.len() < MAX_CHAIN {
+            let outer = LLVMDILocationGetInlinedAt(levels[levels.len() - 1]);
+            if outer.is_null() {
+                break;
+            }
+            levels.push(outer);
+        }
+        levels.reverse();
+        let mut sites = Vec::with_capacity(levels.len() - 1);
+        for j in 1..levels.len() {
+            let call = levels[j - 1];
+            let parent = sites.last().copied();
+            let site = match self.index.get(&call) {
+                Some(&site) => site,
+                None => {
+                    let site = self.sites.len() as Site;
+                    self.sites.push(InlineSite {
+                        callee: kage_di_scope_subprogram(LLVMDILocationGetScope(levels[j])),
+                        call_file: scope_file(LLVMDILocationGetScope(call)),
+                        call_line: LLVMDILocationGetLine(call),
+                        call_column: LLVMDILocationGetColumn(call),
+                        parent,
+                    });
+                    self.index.insert(call, site);
+                    site
+                }
+            };
+            sites.push(site);
+        }
+        let lines = levels.iter().map(|&l| LLVMDILocationGetLine(l)).collect();
+        Some(Location { sites, lines })
+    }
+}
+
+/// What a `DISubprogram` says of its function: the name to show (demangled from the linkage
+/// name where there is one), the linkage name (the name when there is none), its file and
+/// its line (0 = unknown).
 ///
 /// # Safety
-/// `inst` must be a valid instruction.
-pub unsafe fn outermost_line(inst: LLVMValueRef) -> u32 {
-    let mut loc = LLVMInstructionGetDebugLoc(inst);
-    if loc.is_null() {
-        return 0;
+/// `subprogram` must be null or a valid metadata node.
+pub unsafe fn subprogram_identity(subprogram: LLVMMetadataRef) -> (String, String, String, u32) {
+    if subprogram.is_null() {
+        return (String::new(), String::new(), String::new(), 0);
     }
-    // The chain is finite in valid IR; the bound only guards against malformed metadata.
-    for _ in 0..10_000 {
-        let outer = LLVMDILocationGetInlinedAt(loc);
-        if outer.is_null() {
-            break;
+    let text = |linkage| {
+        let mut len = 0usize;
+        let ptr = kage_di_subprogram_name(subprogram, linkage, &mut len);
+        ir::lossy_string(ptr, len)
+    };
+    let (name, linkage) = (text(false), text(true));
+    let symbol = if linkage.is_empty() {
+        name.clone()
+    } else {
+        linkage
+    };
+    let shown = if symbol.starts_with("_Z") {
+        display_name(&symbol)
+    } else {
+        name
+    };
+    (
+        shown,
+        symbol,
+        scope_file(subprogram),
+        LLVMDISubprogramGetLine(subprogram),
+    )
+}
+
+/// The demangled name for C++ (`_Z...`) symbols, else the symbol itself.
+pub fn display_name(symbol: &str) -> String {
+    if symbol.starts_with("_Z") {
+        if let Ok(parsed) = cpp_demangle::Symbol::new(symbol) {
+            if let Ok(demangled) = parsed.demangle(&cpp_demangle::DemangleOptions::default()) {
+                return demangled;
+            }
         }
-        loc = outer;
     }
-    LLVMDILocationGetLine(loc)
+    symbol.to_string()
+}
+
+/// A scope's file as `directory/filename`; "" when unknown.
+unsafe fn scope_file(scope: LLVMMetadataRef) -> String {
+    if scope.is_null() {
+        return String::new();
+    }
+    let file = LLVMDIScopeGetFile(scope);
+    if file.is_null() {
+        return String::new();
+    }
+    let mut len = 0u32;
+    let dir = ir::lossy_string(LLVMDIFileGetDirectory(file, &mut len), len as usize);
+    let mut len = 0u32;
+    let name = ir::lossy_string(LLVMDIFileGetFilename(file, &mut len), len as usize);
+    join_path(&dir, &name)
 }
 
 /// The line of the function's `DISubprogram`, if it has one with a non-zero line.
@@ -50,19 +180,7 @@ pub unsafe fn subprogram_line(func: LLVMValueRef) -> Option<u32> {
 /// # Safety
 /// `func` must be a valid function.
 pub unsafe fn function_file(func: LLVMValueRef) -> String {
-    let subprogram = LLVMGetSubprogram(func);
-    if subprogram.is_null() {
-        return String::new();
-    }
-    let file = LLVMDIScopeGetFile(subprogram);
-    if file.is_null() {
-        return String::new();
-    }
-    let mut len = 0u32;
-    let dir = ir::lossy_string(LLVMDIFileGetDirectory(file, &mut len), len as usize);
-    let mut len = 0u32;
-    let name = ir::lossy_string(LLVMDIFileGetFilename(file, &mut len), len as usize);
-    join_path(&dir, &name)
+    scope_file(LLVMGetSubprogram(func))
 }
 
 /// `dir/name`, unless `name` is absolute or `dir` is empty.
@@ -130,6 +248,14 @@ impl HookLocations {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn demangles_cpp_and_keeps_c_names() {
+        use super::display_name;
+        assert_eq!(display_name("_ZN3foo3barEi"), "foo::bar(int)");
+        assert_eq!(display_name("main"), "main");
+        assert_eq!(display_name("_Znot_valid!"), "_Znot_valid!");
+    }
+
     use super::join_path;
 
     #[test]

@@ -15,7 +15,8 @@ use crate::regions::RegionTable;
 
 /// Inserts `plan`'s region hooks and, through `accesses`, the tool's instrumentation of its
 /// accesses. The order keeps hooks sharing a position right: block-entry hooks first
-/// (`__kage_func_enter`, `__kage_resume_at`, `__kage_loop_iter`, `__kage_settle`; later
+/// (`__kage_func_enter`, `__kage_resume_at`, `__kage_loop_iter`, `__kage_settle` where the
+/// open regions change, see [`FunctionPlan::settle_points`]; later
 /// insertions before the same instruction land after them), then `accesses` (in program
 /// order), then the function exits (so they come after a `cmpxchg`'s hook and a segment's
 /// reports). Loops in `skipped_loops` get no `__kage_loop_iter`: the tool enters them
@@ -37,12 +38,9 @@ pub unsafe fn insert(
         .filter(|(k, _)| !skipped_loops.contains(k))
         .filter_map(|(k, lp)| Some((ir::first_insertion_point(plan.cfg.blocks[lp.header])?, k)))
         .collect();
-    let settles: Vec<_> = (plan.forest.settle_blocks(&plan.cfg.successors).into_iter())
-        .filter_map(|(block, innermost)| {
-            Some((
-                ir::first_insertion_point(plan.cfg.blocks[block])?,
-                innermost,
-            ))
+    let settles: Vec<_> = (plan.settle_points().into_iter())
+        .filter_map(|(block, region)| {
+            Some((ir::first_insertion_point(plan.cfg.blocks[block])?, region))
         })
         .collect();
     let hooks = ins.hooks;
@@ -50,14 +48,13 @@ pub unsafe fn insert(
         ins.frame_hook(hooks.func_enter, function_region, at);
     }
     for &(at, block) in &plan.resume_points {
-        let region = plan.slots.innermost_region(plan.forest.innermost[block]);
-        ins.frame_hook(hooks.resume_at, region, at);
+        ins.frame_hook(hooks.resume_at, plan.slots.block_region(block), at);
     }
     for (at, k) in loop_iters {
         ins.region_hook(hooks.loop_iter, plan.slots.loop_entry(k), at);
     }
-    for (at, innermost) in settles {
-        ins.region_hook(hooks.settle, plan.slots.innermost_region(innermost), at);
+    for (at, region) in settles {
+        ins.region_hook(hooks.settle, region, at);
     }
     accesses(ins);
     for &at in &plan.exits {
@@ -190,6 +187,8 @@ impl<'a> Inserter<'a> {
         let success = LLVMBuildExtractValue(self.builder, inst, 1, c"".as_ptr());
         let stored = LLVMBuildZExt(self.builder, success, self.hooks.i32_type, c"".as_ptr());
         let size = LLVMConstInt(self.hooks.i64_type, size, 0);
-        self.hooks.cmpxchg.call(self.builder, &mut [ptr, size, stored]);
+        self.hooks
+            .cmpxchg
+            .call(self.builder, &mut [ptr, size, stored]);
     }
 }

@@ -50,29 +50,6 @@ impl LoopForest {
     pub fn contains(&self, loop_index: usize, block: usize) -> bool {
         self.loops[loop_index].blocks.binary_search(&block).is_ok()
     }
-
-    /// Blocks that need a settle hook, each with the innermost loop containing it (`None`:
-    /// the function). A settle block is a reachable block outside some loop with a
-    /// predecessor inside that loop, and is not itself a loop header (the header's own
-    /// iteration hook already repairs the region stack there). Each block appears once,
-    /// however many loops it exits; sorted by block index.
-    pub fn settle_blocks(&self, successors: &[Vec<usize>]) -> Vec<(usize, Option<usize>)> {
-        let block_count = successors.len();
-        let mut is_exit = vec![false; block_count];
-        for (loop_index, lp) in self.loops.iter().enumerate() {
-            for &inside in &lp.blocks {
-                for &succ in &successors[inside] {
-                    if succ < block_count && !self.contains(loop_index, succ) {
-                        is_exit[succ] = true;
-                    }
-                }
-            }
-        }
-        (0..block_count)
-            .filter(|&b| is_exit[b] && self.reachable[b] && !self.is_header(b))
-            .map(|b| (b, self.innermost[b]))
-            .collect()
-    }
 }
 
 /// Finds the natural loops of the CFG given as successor lists (`successors[b]` are the
@@ -206,6 +183,19 @@ fn dominates(doms: &Dominators<NodeIndex>, a: usize, b: usize) -> bool {
 mod tests {
     use super::*;
 
+    /// The blocks that get a settle hook in a function without inlined code, each with the
+    /// innermost loop containing it (`None`: the function).
+    fn settle_blocks(f: &LoopForest, cfg: &[Vec<usize>]) -> Vec<(usize, Option<usize>)> {
+        use crate::region_tree::{build, settle_points, NodeKind};
+        let tree = build(f, &vec![Vec::new(); cfg.len()], &[]);
+        (settle_points(&tree, f, cfg).into_iter())
+            .map(|(b, node)| match tree.nodes[node].kind {
+                NodeKind::LoopBody(k) => (b, Some(k)),
+                _ => (b, None),
+            })
+            .collect()
+    }
+
     fn headers(f: &LoopForest) -> Vec<usize> {
         f.loops.iter().map(|l| l.header).collect()
     }
@@ -216,7 +206,7 @@ mod tests {
         assert!(f.loops.is_empty());
         assert_eq!(f.innermost, vec![None, None, None]);
         assert_eq!(f.reachable, vec![true, true, true]);
-        assert!(f.settle_blocks(&[vec![1], vec![2], vec![]]).is_empty());
+        assert!(settle_blocks(&f, &[vec![1], vec![2], vec![]]).is_empty());
     }
 
     #[test]
@@ -233,7 +223,7 @@ mod tests {
             }]
         );
         assert_eq!(f.innermost, vec![None, Some(0), None]);
-        assert_eq!(f.settle_blocks(&cfg), vec![(2, None)]);
+        assert_eq!(settle_blocks(&f, &cfg), vec![(2, None)]);
     }
 
     #[test]
@@ -252,7 +242,7 @@ mod tests {
             vec![None, Some(0), Some(1), Some(1), Some(0), None]
         );
         // 4 exits the inner loop (innermost: outer loop), 5 exits the outer one.
-        assert_eq!(f.settle_blocks(&cfg), vec![(4, Some(0)), (5, None)]);
+        assert_eq!(settle_blocks(&f, &cfg), vec![(4, Some(0)), (5, None)]);
     }
 
     #[test]
@@ -268,7 +258,7 @@ mod tests {
                 parent: None
             }]
         );
-        assert_eq!(f.settle_blocks(&cfg), vec![(4, None)]);
+        assert_eq!(settle_blocks(&f, &cfg), vec![(4, None)]);
     }
 
     #[test]
@@ -277,7 +267,7 @@ mod tests {
         let cfg = vec![vec![1, 2], vec![2], vec![1, 3], vec![]];
         let f = find_loops(&cfg, 0);
         assert!(f.loops.is_empty());
-        assert!(f.settle_blocks(&cfg).is_empty());
+        assert!(settle_blocks(&f, &cfg).is_empty());
     }
 
     #[test]
@@ -320,7 +310,7 @@ mod tests {
         assert_eq!(headers(&f), vec![1, 3]);
         assert_eq!(f.loops[1].parent, None);
         // 3 is a header: its iteration hook settles, so only 4 gets a settle.
-        assert_eq!(f.settle_blocks(&cfg), vec![(4, None)]);
+        assert_eq!(settle_blocks(&f, &cfg), vec![(4, None)]);
     }
 
     #[test]
@@ -342,7 +332,7 @@ mod tests {
         let parents: Vec<Option<usize>> = f.loops.iter().map(|l| l.parent).collect();
         assert_eq!(parents, vec![None, Some(0), Some(0), None]);
         assert_eq!(
-            f.settle_blocks(&cfg),
+            settle_blocks(&f, &cfg),
             vec![(3, Some(0)), (5, Some(0)), (7, None)]
         );
     }

@@ -9,7 +9,7 @@ use llvm_sys::{LLVMAttributeFunctionIndex, LLVMLinkage};
 
 use crate::ir::{self, c_string, RuntimeFunction};
 use crate::plan::FunctionPlan;
-use crate::regions::{self, FunctionSlots, ModuleInfo, RegionEntry};
+use crate::regions::{self, ModuleInfo, RegionEntry};
 use crate::tools::{self, Tool};
 
 /// Instruments `module` in place for the tool the compiler's environment selects
@@ -47,12 +47,7 @@ pub unsafe fn instrument_module_with(module: LLVMModuleRef, tool: &dyn Tool) -> 
     // The table's `code` column: each function entry points at its function.
     let mut code: Vec<LLVMValueRef> = Vec::new();
     for &func in &functions {
-        let plan = FunctionPlan::new(
-            func,
-            FunctionSlots {
-                base: entries.len() as u32,
-            },
-        );
+        let plan = FunctionPlan::new(func, entries.len() as u32);
         let regions = plan.regions();
         code.push(func);
         code.resize(code.len() + regions.len() - 1, std::ptr::null_mut());

@@ -8,30 +8,25 @@ use llvm_sys::target::LLVMGetModuleDataLayout;
 use llvm_sys::LLVMOpcode;
 
 use crate::access::{classify_access, Access};
-use crate::debuginfo;
+use crate::debuginfo::{self, InlineSites};
 use crate::ir::{self, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
-use crate::regions::{self, FunctionIdentity, FunctionSlots, LineRange, RegionEntry};
-
-/// The demangled name for C++ (`_Z...`) symbols, else the symbol itself.
-pub fn display_name(symbol: &str) -> String {
-    if symbol.starts_with("_Z") {
-        if let Ok(parsed) = cpp_demangle::Symbol::new(symbol) {
-            if let Ok(demangled) = parsed.demangle(&cpp_demangle::DemangleOptions::default()) {
-                return demangled;
-            }
-        }
-    }
-    symbol.to_string()
-}
+use crate::region_tree::{self, Location, RegionTree, Site};
+use crate::regions::{self, CallSite, FunctionIdentity, FunctionSlots, InlinedCall, RegionEntry};
 
 /// Everything the pass will do to one function, decided before mutating it.
 pub struct FunctionPlan {
     pub func: LLVMValueRef,
+    /// Where its regions are in the table: the function, its loops and inlined calls, and
+    /// each block's innermost region.
     pub slots: FunctionSlots,
     pub forest: LoopForest,
     pub cfg: FunctionCfg,
-    block_lines: Vec<LineRange>,
+    tree: RegionTree,
+    /// Each block's instructions' locations.
+    locations: Vec<Vec<Location>>,
+    /// The calls inlined into it.
+    calls: Vec<InlinedCall>,
     identity: FunctionIdentity,
     /// Every memory access, in program order.
     pub accesses: Vec<Access>,
@@ -43,27 +38,28 @@ pub struct FunctionPlan {
 }
 
 impl FunctionPlan {
-    /// Analyses `func`, whose table entries start at `slots`.
+    /// Analyses `func`, whose table entries start at index `base`.
     ///
     /// # Safety
     /// `func` must be a function with a body in a valid module.
-    pub unsafe fn new(func: LLVMValueRef, slots: FunctionSlots) -> Self {
+    pub unsafe fn new(func: LLVMValueRef, base: u32) -> Self {
         let cfg = FunctionCfg::new(func);
         let forest = find_loops(&cfg.successors, 0);
         let data_layout = LLVMGetModuleDataLayout(LLVMGetGlobalParent(func));
-        let mut block_lines = Vec::with_capacity(cfg.blocks.len());
+        let mut sites = InlineSites::default();
+        let mut locations = Vec::with_capacity(cfg.blocks.len());
         let mut accesses = Vec::new();
         let mut exits = Vec::new();
         let mut resume_points = Vec::new();
         for (b, &block) in cfg.blocks.iter().enumerate() {
-            let mut lines = LineRange::default();
+            let mut block_locations = Vec::new();
             if forest.reachable[b] && ir::is_landing_pad(block) {
                 if let Some(at) = ir::first_insertion_point(block) {
                     resume_points.push((at, b));
                 }
             }
             for inst in ir::instructions(block) {
-                lines.add(debuginfo::outermost_line(inst));
+                block_locations.extend(sites.location(inst));
                 if let Some(access) = classify_access(inst, data_layout) {
                     accesses.push(access);
                 }
@@ -82,23 +78,65 @@ impl FunctionPlan {
                     }
                 }
             }
-            block_lines.push(lines);
+            locations.push(block_locations);
         }
+        // The chain of each loop's back-edge branches, where they have a location.
+        let back_edges: Vec<Option<Vec<Site>>> = (forest.loops.iter())
+            .map(|lp| {
+                let mut chains = (lp.blocks.iter())
+                    .filter(|&&b| cfg.successors[b].contains(&lp.header))
+                    .filter_map(|&b| {
+                        let terminator = LLVMGetBasicBlockTerminator(cfg.blocks[b]);
+                        (!terminator.is_null())
+                            .then(|| sites.location(terminator))
+                            .flatten()
+                    })
+                    .map(|location| location.sites);
+                let mut common = chains.next()?;
+                for chain in chains {
+                    let shared = common.iter().zip(&chain).take_while(|(a, b)| a == b);
+                    common.truncate(shared.count());
+                }
+                Some(common)
+            })
+            .collect();
+        let chains = region_tree::block_chains(&cfg.successors, &locations);
+        let tree = region_tree::build(&forest, &chains, &back_edges);
+        let calls = (sites.sites.iter())
+            .map(|site| {
+                let (name, symbol, file, line) = debuginfo::subprogram_identity(site.callee);
+                InlinedCall {
+                    callee: FunctionIdentity {
+                        name,
+                        symbol,
+                        file,
+                        declared_line: Some(line).filter(|&l| l != 0),
+                    },
+                    call: CallSite {
+                        file: site.call_file.clone(),
+                        line: site.call_line,
+                        column: site.call_column,
+                    },
+                }
+            })
+            .collect();
         let symbol = ir::value_name(func);
         // A leading \x01 only tells the backend not to add a prefix; it is not part of the name.
         let symbol = symbol.strip_prefix('\u{1}').unwrap_or(&symbol).to_string();
         let identity = FunctionIdentity {
-            name: display_name(&symbol),
+            name: debuginfo::display_name(&symbol),
             symbol,
             file: debuginfo::function_file(func),
             declared_line: debuginfo::subprogram_line(func),
         };
         FunctionPlan {
             func,
-            slots,
+            slots: FunctionSlots::new(base, &tree),
             forest,
             cfg,
-            block_lines,
+            tree,
+            locations,
+            calls,
             identity,
             accesses,
             exits,
@@ -106,9 +144,24 @@ impl FunctionPlan {
         }
     }
 
+    /// Where `__kage_settle` goes: the first insertion point of each block listed, with the
+    /// table index of the region it settles to ([`region_tree::settle_points`]).
+    pub fn settle_points(&self) -> Vec<(usize, u32)> {
+        (region_tree::settle_points(&self.tree, &self.forest, &self.cfg.successors).into_iter())
+            .map(|(block, node)| (block, self.slots.base + node as u32))
+            .collect()
+    }
+
     /// The function's entries of the region table.
     pub fn regions(&self) -> Vec<RegionEntry> {
-        regions::plan_function(self.slots, &self.forest, &self.block_lines, &self.identity)
+        regions::plan_function(
+            &self.slots,
+            &self.tree,
+            &self.forest,
+            &self.locations,
+            &self.calls,
+            &self.identity,
+        )
     }
 }
 
@@ -117,16 +170,4 @@ impl FunctionPlan {
 /// `ret`; then before the call (the callee's events then nest inside nothing of ours).
 unsafe fn exit_insertion_point(terminator: LLVMValueRef) -> LLVMValueRef {
     ir::musttail_call_returned_by(terminator).unwrap_or(terminator)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::display_name;
-
-    #[test]
-    fn demangles_cpp_and_keeps_c_names() {
-        assert_eq!(display_name("_ZN3foo3barEi"), "foo::bar(int)");
-        assert_eq!(display_name("main"), "main");
-        assert_eq!(display_name("_Znot_valid!"), "_Znot_valid!");
-    }
 }

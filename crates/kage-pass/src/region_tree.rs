@@ -6,8 +6,11 @@
 //! first (its *chain* of call sites; empty for the function's own code). Each block takes
 //! the chain most of its located instructions have ([`block_chains`]; blocks without any
 //! location inherit from their predecessors). Loops are the CFG's natural loops; a loop's
-//! *context* is the longest chain prefix all of its blocks share: the inlined calls the
-//! whole loop lies in (a loop of an inlined function has that call in its context).
+//! *context* is the inlined calls the whole loop lies in (a loop of an inlined function has
+//! that call in its context): the chain of its back edges' branches, which the loop's own
+//! statement makes, or when they have no location, the longest chain prefix all of its
+//! blocks share; always extending its enclosing loop's context. (Not the blocks' majority:
+//! a loop whose small body is mostly an inlined callee's code is still its caller's loop.)
 //!
 //! The tree: the function, under it loops (under each loop its body) and inlined calls,
 //! nested as follows. A loop hangs under the body of its enclosing loop (or the function),
@@ -107,7 +110,10 @@ pub fn block_chains(successors: &[Vec<usize>], locations: &[Vec<Location>]) -> V
 fn majority(locations: &[Location]) -> Option<Vec<Site>> {
     let mut counts: Vec<(&[Site], usize)> = Vec::new();
     for location in locations {
-        match counts.iter_mut().find(|(c, _)| *c == location.sites.as_slice()) {
+        match counts
+            .iter_mut()
+            .find(|(c, _)| *c == location.sites.as_slice())
+        {
             Some((_, n)) => *n += 1,
             None => counts.push((&location.sites, 1)),
         }
@@ -154,23 +160,37 @@ fn reverse_post_order(successors: &[Vec<usize>]) -> Vec<usize> {
     order
 }
 
-/// Builds the tree of a function whose blocks have `chains` (see [`block_chains`]).
-pub fn build(forest: &LoopForest, chains: &[Vec<Site>]) -> RegionTree {
+/// Builds the tree of a function whose blocks have `chains` (see [`block_chains`]);
+/// `back_edges[k]` is the chain of loop `k`'s back-edge branches, when they have a location.
+pub fn build(
+    forest: &LoopForest,
+    chains: &[Vec<Site>],
+    back_edges: &[Option<Vec<Site>>],
+) -> RegionTree {
     let n = chains.len();
-    // Each loop's context: the longest prefix its reachable blocks' chains share.
-    let contexts: Vec<Vec<Site>> = (forest.loops.iter())
-        .map(|lp| {
-            let mut blocks = lp.blocks.iter().filter(|&&b| b < n && forest.reachable[b]);
-            let Some(&first) = blocks.next() else {
-                return Vec::new();
-            };
-            let mut context = chains[first].clone();
-            for &b in blocks {
-                context.truncate(common_prefix(&context, &chains[b]));
+    // Each loop's context (outer loops first: the forest is in pre-order).
+    let mut contexts: Vec<Vec<Site>> = Vec::with_capacity(forest.loops.len());
+    for (k, lp) in forest.loops.iter().enumerate() {
+        let mut context = match back_edges.get(k).cloned().flatten() {
+            Some(chain) => chain,
+            None => {
+                let mut blocks = lp.blocks.iter().filter(|&&b| b < n && forest.reachable[b]);
+                let mut context = blocks
+                    .next()
+                    .map(|&b| chains[b].clone())
+                    .unwrap_or_default();
+                for &b in blocks {
+                    context.truncate(common_prefix(&context, &chains[b]));
+                }
+                context
             }
-            context
-        })
-        .collect();
+        };
+        let outer = lp.parent.map_or(&[][..], |o| contexts[o].as_slice());
+        if !context.starts_with(outer) {
+            context = outer.to_vec();
+        }
+        contexts.push(context);
+    }
 
     let mut builder = Builder {
         nodes: vec![Node {
@@ -197,13 +217,17 @@ pub fn build(forest: &LoopForest, chains: &[Vec<Site>]) -> RegionTree {
     }
     let mut block_region = vec![0; n];
     for (b, chain) in chains.iter().enumerate() {
-        let (start, depth) = match forest.innermost.get(b).copied().flatten() {
-            Some(k) => (loop_node[k] + 1, contexts[k].len()),
-            None => (0, 0),
+        let (start, context) = match forest.innermost.get(b).copied().flatten() {
+            Some(k) => (loop_node[k] + 1, contexts[k].as_slice()),
+            None => (0, &[][..]),
         };
-        // A block's chain extends its innermost loop's context (the context is a prefix of
-        // every chain in the loop).
-        let region = builder.inlined_path(start, chain, depth.min(chain.len()));
+        // Code of the loop's own level or deeper; anything else (a block whose code the
+        // optimiser merged from elsewhere) counts as the loop's own.
+        let region = if chain.starts_with(context) {
+            builder.inlined_path(start, chain, context.len())
+        } else {
+            start
+        };
         block_region[b] = region;
         builder.note_block(region, b);
     }
@@ -300,6 +324,46 @@ impl Builder {
     }
 }
 
+/// Where the set of open regions changes other than at a loop's header: each reachable
+/// block whose innermost region differs from that of a reachable predecessor, and the entry
+/// block when its region is not the function, with that region (sorted by block). There a
+/// `__kage_settle` makes the region the innermost open one: leaving loops (exit blocks),
+/// entering and leaving inlined calls. A loop header whose own region lies below its
+/// loop's body (code of a call inlined at the loop's start) is listed too, after its
+/// iteration hook; other headers are not (their iteration hook settles).
+pub fn settle_points(
+    tree: &RegionTree,
+    forest: &LoopForest,
+    successors: &[Vec<usize>],
+) -> Vec<(usize, usize)> {
+    let n = tree.block_region.len();
+    let mut differs = vec![false; n];
+    if n > 0 {
+        differs[0] = tree.block_region[0] != 0;
+    }
+    for (p, succs) in successors.iter().enumerate().take(n) {
+        if !forest.reachable[p] {
+            continue;
+        }
+        for &s in succs.iter().filter(|&&s| s < n) {
+            if tree.block_region[s] != tree.block_region[p] {
+                differs[s] = true;
+            }
+        }
+    }
+    let header_of: HashMap<usize, usize> = (forest.loops.iter().enumerate())
+        .map(|(k, lp)| (lp.header, k))
+        .collect();
+    (0..n)
+        .filter(|&b| forest.reachable[b])
+        .filter(|&b| match header_of.get(&b) {
+            Some(&k) => tree.block_region[b] != tree.loop_node[k] + 1,
+            None => differs[b],
+        })
+        .map(|b| (b, tree.block_region[b]))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,7 +388,7 @@ mod tests {
         let successors = vec![vec![1], vec![2, 3], vec![1], vec![3, 4], vec![]];
         let forest = find_loops(&successors, 0);
         let chains = block_chains(&successors, &vec![vec![at(&[])]; 5]);
-        let tree = build(&forest, &chains);
+        let tree = build(&forest, &chains, &[]);
         assert_eq!(
             shape(&tree),
             [
@@ -352,7 +416,7 @@ mod tests {
             vec![at(&[7])],
             vec![at(&[])],
         ];
-        let tree = build(&forest, &block_chains(&successors, &locations));
+        let tree = build(&forest, &block_chains(&successors, &locations), &[]);
         assert_eq!(
             shape(&tree),
             [
@@ -380,7 +444,7 @@ mod tests {
             vec![at(&[3])],
             vec![at(&[])],
         ];
-        let tree = build(&forest, &block_chains(&successors, &locations));
+        let tree = build(&forest, &block_chains(&successors, &locations), &[]);
         assert_eq!(
             shape(&tree),
             [
@@ -405,7 +469,7 @@ mod tests {
         let successors = vec![vec![1], vec![2, 3], vec![1], vec![]];
         let forest = find_loops(&successors, 0);
         let locations = vec![vec![at(&[9])], vec![at(&[])], vec![at(&[9])], vec![at(&[])]];
-        let tree = build(&forest, &block_chains(&successors, &locations));
+        let tree = build(&forest, &block_chains(&successors, &locations), &[]);
         assert_eq!(
             shape(&tree),
             [
@@ -420,6 +484,90 @@ mod tests {
     }
 
     #[test]
+    fn a_loop_whose_body_is_mostly_an_inlined_callee_is_the_callers() {
+        // 0 -> 1 (one-block loop, mostly f's code inlined at site 2, its branch main's) -> 1,
+        // 1 -> 2.
+        let successors = vec![vec![1], vec![1, 2], vec![]];
+        let forest = find_loops(&successors, 0);
+        let locations = vec![
+            vec![at(&[])],
+            vec![at(&[2]), at(&[2]), at(&[])],
+            vec![at(&[])],
+        ];
+        let chains = block_chains(&successors, &locations);
+        assert_eq!(chains[1], [2]);
+        // By its blocks alone, the loop would be f's.
+        let by_blocks = build(&forest, &chains, &[]);
+        assert_eq!(by_blocks.nodes[1].kind, Inlined(2));
+        // By its back edge, it is main's, with f's code inside its body.
+        let tree = build(&forest, &chains, &[Some(vec![])]);
+        assert_eq!(
+            shape(&tree),
+            [
+                (Function, None),
+                (Loop(0), Some(0)),
+                (LoopBody(0), Some(1)),
+                (Inlined(2), Some(2)),
+            ]
+        );
+        assert_eq!(tree.block_region, [0, 3, 0]);
+        // A back edge whose chain does not extend the enclosing loop's context is ignored.
+        let nested = vec![vec![1], vec![2], vec![2, 1], vec![]];
+        let forest = find_loops(&nested, 0);
+        let locations = vec![vec![at(&[])], vec![at(&[5])], vec![at(&[5])], vec![at(&[])]];
+        let chains = block_chains(&nested, &locations);
+        let tree = build(&forest, &chains, &[Some(vec![5]), Some(vec![6])]);
+        for (i, node) in tree.nodes.iter().enumerate().skip(1) {
+            assert!(!matches!(node.kind, Inlined(6)), "{i}: {:?}", shape(&tree));
+        }
+    }
+
+    #[test]
+    fn settles_enter_and_leave_inlined_calls_and_leave_loops() {
+        // The tree of a_call_inlined_in_a_loop_body_is_a_region_under_the_body: 0 -> 1
+        // (header) -> 2 (h in g) -> 4 (g) -> 1, 1 -> 5.
+        let successors = vec![vec![1], vec![2, 5], vec![4], vec![], vec![1], vec![]];
+        let forest = find_loops(&successors, 0);
+        let locations = vec![
+            vec![at(&[])],
+            vec![at(&[])],
+            vec![at(&[3, 4])],
+            vec![],
+            vec![at(&[3])],
+            vec![at(&[])],
+        ];
+        let tree = build(&forest, &block_chains(&successors, &locations), &[]);
+        // 2 enters g and h, 4 leaves h, 5 leaves the loop; 3 is unreachable.
+        assert_eq!(
+            settle_points(&tree, &forest, &successors),
+            [(2, 4), (4, 3), (5, 0)]
+        );
+        // A function whose first block is an inlined call's, and a header that is.
+        let successors = vec![vec![1], vec![1, 2], vec![]];
+        let forest = find_loops(&successors, 0);
+        let locations = vec![vec![at(&[1])], vec![at(&[2])], vec![at(&[])]];
+        let tree = build(
+            &forest,
+            &block_chains(&successors, &locations),
+            &[Some(vec![])],
+        );
+        assert_eq!(
+            shape(&tree),
+            [
+                (Function, None),
+                (Inlined(1), Some(0)),
+                (Loop(0), Some(0)),
+                (LoopBody(0), Some(2)),
+                (Inlined(2), Some(3)),
+            ]
+        );
+        assert_eq!(
+            settle_points(&tree, &forest, &successors),
+            [(0, 1), (1, 4), (2, 0)]
+        );
+    }
+
+    #[test]
     fn blocks_without_locations_inherit_what_their_predecessors_share() {
         // 0 (site 1) -> 1 (no location) -> 2 (site 1, 2); 0 -> 3 (site 1, 5) -> 1.
         let successors = vec![vec![1, 3], vec![2], vec![], vec![1]];
@@ -430,7 +578,10 @@ mod tests {
         );
         // The majority wins, the first of equals breaks ties.
         let locations = vec![vec![at(&[1]), at(&[2]), at(&[2])], vec![at(&[4]), at(&[3])]];
-        assert_eq!(block_chains(&[vec![1], vec![]], &locations), [vec![2], vec![4]]);
+        assert_eq!(
+            block_chains(&[vec![1], vec![]], &locations),
+            [vec![2], vec![4]]
+        );
     }
 
     #[test]
@@ -453,7 +604,9 @@ mod tests {
                     (0..next(3))
                         .map(|_| {
                             let depth = next(3) as usize;
-                            at(&(0..depth).map(|d| d as u32 * 10 + next(2) as u32).collect::<Vec<_>>())
+                            at(&(0..depth)
+                                .map(|d| d as u32 * 10 + next(2) as u32)
+                                .collect::<Vec<_>>())
                         })
                         .collect()
                 })
@@ -461,14 +614,20 @@ mod tests {
             let forest = find_loops(&successors, 0);
             // Without inlined code: the function, then each loop of the forest in its
             // order with its body, under its enclosing loop's body.
-            let plain = build(&forest, &vec![Vec::new(); n]);
+            let plain = build(&forest, &vec![Vec::new(); n], &[]);
             let mut expected = vec![(Function, None)];
             for (k, lp) in forest.loops.iter().enumerate() {
                 expected.push((Loop(k), Some(lp.parent.map_or(0, |o| 2 + 2 * o))));
                 expected.push((LoopBody(k), Some(1 + 2 * k)));
             }
             assert_eq!(shape(&plain), expected);
-            let tree = build(&forest, &block_chains(&successors, &locations));
+            let back_edges: Vec<Option<Vec<Site>>> = (0..forest.loops.len())
+                .map(|_| match next(3) {
+                    0 => None,
+                    d => Some((0..d - 1).map(|d| d as u32 * 10 + next(2) as u32).collect()),
+                })
+                .collect();
+            let tree = build(&forest, &block_chains(&successors, &locations), &back_edges);
             for (i, node) in tree.nodes.iter().enumerate() {
                 assert!(node.parent.is_none_or(|p| p < i), "pre-order");
                 if let Loop(k) = node.kind {

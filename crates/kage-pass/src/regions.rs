@@ -12,6 +12,7 @@ use kage_abi::{RegionKind, CTOR_PRIORITY, MODULE_GLOBAL, NONE};
 
 use crate::ir::{c_string, RuntimeFunction};
 use crate::loops::LoopForest;
+use crate::region_tree::{Location, NodeKind, RegionTree};
 
 const REGIONS_GLOBAL: &str = "__kage_regions";
 /// Starts with `__kage_`, so the pass never instruments its own constructor.
@@ -51,32 +52,55 @@ pub struct RegionEntry {
     pub name: String,
     pub symbol: String,
     pub file: String,
+    /// An inlined call's site.
+    pub call: Option<CallSite>,
 }
 
-/// Where one function's regions sit in the module's table: the function entry at `base`,
-/// then loop `k` (pre-order) at `base + 1 + 2k` with its body right after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where an inlined call is, in its caller's source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSite {
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+/// Where one function's regions sit in the module's table: its region tree's nodes from
+/// `base` on, in the tree's pre-order.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionSlots {
     pub base: u32,
+    /// Each loop's tree node (its body is the next one).
+    pub loop_node: Vec<usize>,
+    /// Each block's innermost region's tree node.
+    pub block_region: Vec<usize>,
 }
 
 impl FunctionSlots {
-    pub fn function(self) -> u32 {
+    /// The slots of a function planned as `tree`, its entries from `base` on.
+    pub fn new(base: u32, tree: &RegionTree) -> Self {
+        FunctionSlots {
+            base,
+            loop_node: tree.loop_node.clone(),
+            block_region: tree.block_region.clone(),
+        }
+    }
+    pub fn function(&self) -> u32 {
         self.base
     }
-    pub fn loop_entry(self, loop_index: usize) -> u32 {
-        self.base + 1 + 2 * loop_index as u32
+    pub fn loop_entry(&self, loop_index: usize) -> u32 {
+        self.base + self.loop_node[loop_index] as u32
     }
-    pub fn loop_body(self, loop_index: usize) -> u32 {
+    pub fn loop_body(&self, loop_index: usize) -> u32 {
         self.loop_entry(loop_index) + 1
     }
-    /// The innermost region containing a block whose innermost loop is `innermost`.
-    pub fn innermost_region(self, innermost: Option<usize>) -> u32 {
-        innermost.map_or(self.function(), |l| self.loop_body(l))
+    /// The innermost region containing `block`.
+    pub fn block_region(&self, block: usize) -> u32 {
+        self.base + self.block_region.get(block).copied().unwrap_or(0) as u32
     }
 }
 
-/// The identity shared by all of a function's entries.
+/// The identity of a function's entries: the function's own, or an inlined callee's.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionIdentity {
     pub name: String,
     pub symbol: String,
@@ -85,50 +109,90 @@ pub struct FunctionIdentity {
     pub declared_line: Option<u32>,
 }
 
-/// The entries for one function, in table order, starting at `slots.base`.
-/// `block_lines[b]` are the lines of block `b`'s instructions.
+/// An inlined call: its callee and where the call is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InlinedCall {
+    pub callee: FunctionIdentity,
+    pub call: CallSite,
+}
+
+/// The entries for one function, in table order, starting at `slots.base`: the nodes of
+/// `tree`. `locations[b]` are the locations of block `b`'s instructions, `calls[s]` inlined
+/// call `s`. Each entry's lines are those of its code at its own level (an inlined callee's
+/// code in the callee's lines, a loop's in its function's), a function's or inlined call's
+/// starting at its declaration.
 pub fn plan_function(
-    slots: FunctionSlots,
+    slots: &FunctionSlots,
+    tree: &RegionTree,
     forest: &LoopForest,
-    block_lines: &[LineRange],
+    locations: &[Vec<Location>],
+    calls: &[InlinedCall],
     identity: &FunctionIdentity,
 ) -> Vec<RegionEntry> {
-    let entry = |kind, parent, lines, local_index| RegionEntry {
-        kind,
-        parent,
-        lines,
-        local_index,
-        name: identity.name.clone(),
-        symbol: identity.symbol.clone(),
-        file: identity.file.clone(),
-    };
-    let mut function_lines = LineRange::default();
-    for &lines in block_lines {
-        function_lines.merge(lines);
-    }
-    if let Some(declared) = identity.declared_line {
-        function_lines.first = declared;
-        function_lines.last = function_lines.last.max(declared);
-    }
-    let mut out = vec![entry(
-        RegionKind::Function,
-        NONE,
-        function_lines,
-        slots.function(),
-    )];
-    for (k, lp) in forest.loops.iter().enumerate() {
-        let mut lines = LineRange::default();
-        for &b in &lp.blocks {
-            lines.merge(block_lines.get(b).copied().unwrap_or_default());
+    // Lines per node: each located instruction counts for the regions around its block's
+    // whose context its chain extends, at their level.
+    let mut lines = vec![LineRange::default(); tree.nodes.len()];
+    for (b, block) in locations.iter().enumerate() {
+        let Some(&region) = tree.block_region.get(b) else {
+            continue;
+        };
+        let mut at = Some(region);
+        while let Some(node) = at {
+            let context = &tree.nodes[node].context;
+            for location in block.iter().filter(|l| l.sites.starts_with(context)) {
+                lines[node].add(location.lines.get(context.len()).copied().unwrap_or(0));
+            }
+            at = tree.nodes[node].parent;
         }
-        let parent = slots.innermost_region(lp.parent);
-        out.push(entry(RegionKind::Loop, parent, lines, slots.loop_entry(k)));
-        out.push(entry(
-            RegionKind::LoopBody,
-            slots.loop_entry(k),
-            lines,
-            slots.loop_body(k),
-        ));
+    }
+    // A loop's lines are those of all its blocks (some may lie in nodes below its body).
+    for (k, lp) in forest.loops.iter().enumerate() {
+        let node = tree.loop_node[k];
+        let context = &tree.nodes[node].context;
+        let mut range = LineRange::default();
+        for block in lp.blocks.iter().filter_map(|&b| locations.get(b)) {
+            for location in block.iter().filter(|l| l.sites.starts_with(context)) {
+                range.add(location.lines.get(context.len()).copied().unwrap_or(0));
+            }
+        }
+        lines[node] = range;
+        lines[node + 1] = range;
+    }
+    let mut out = Vec::with_capacity(tree.nodes.len());
+    for (i, node) in tree.nodes.iter().enumerate() {
+        // Whose source the node is in: the innermost inlined call of its context.
+        let (owner, call) = match node.context.last() {
+            Some(&site) => (
+                &calls[site as usize].callee,
+                Some(&calls[site as usize].call),
+            ),
+            None => (identity, None),
+        };
+        let kind = match node.kind {
+            NodeKind::Function => RegionKind::Function,
+            NodeKind::Loop(_) => RegionKind::Loop,
+            NodeKind::LoopBody(_) => RegionKind::LoopBody,
+            NodeKind::Inlined(_) => RegionKind::Inlined,
+        };
+        let mut range = lines[i];
+        if matches!(kind, RegionKind::Function | RegionKind::Inlined) {
+            if let Some(declared) = owner.declared_line.filter(|&l| l != 0) {
+                range.first = declared;
+                range.last = range.last.max(declared);
+            }
+        }
+        out.push(RegionEntry {
+            kind,
+            parent: node.parent.map_or(NONE, |p| slots.base + p as u32),
+            lines: range,
+            local_index: slots.base + i as u32,
+            name: owner.name.clone(),
+            symbol: owner.symbol.clone(),
+            file: owner.file.clone(),
+            call: (kind == RegionKind::Inlined)
+                .then(|| call.cloned())
+                .flatten(),
+        });
     }
     out
 }
@@ -216,10 +280,11 @@ pub unsafe fn emit_table(
     let i32_type = LLVMInt32TypeInContext(context);
     let i64_type = LLVMInt64TypeInContext(context);
     let ptr_type = LLVMPointerTypeInContext(context, 0);
-    // struct kage_region: six u32 then five pointers = 64 bytes on 64-bit targets.
+    // struct kage_region (kage_abi::Region): six u32, six pointers, two u32 = 80 bytes on
+    // 64-bit targets.
     let mut region_fields = [
         i32_type, i32_type, i32_type, i32_type, i32_type, i32_type, ptr_type, ptr_type, ptr_type,
-        ptr_type, ptr_type,
+        ptr_type, ptr_type, ptr_type, i32_type, i32_type,
     ];
     let region_type = LLVMStructTypeInContext(
         context,
@@ -273,6 +338,12 @@ pub unsafe fn emit_table(
                 strings.get(&e.file),
                 module_global,
                 code,
+                match &e.call {
+                    Some(call) => strings.get(&call.file),
+                    None => LLVMConstPointerNull(ptr_type),
+                },
+                u32_const(e.call.as_ref().map_or(0, |c| c.line)),
+                u32_const(e.call.as_ref().map_or(0, |c| c.column)),
             ];
             LLVMConstNamedStruct(region_type, fields.as_mut_ptr(), fields.len() as u32)
         })
@@ -380,6 +451,7 @@ pub unsafe fn add_registration_ctor(
 mod tests {
     use super::*;
     use crate::loops::find_loops;
+    use crate::region_tree;
 
     fn identity() -> FunctionIdentity {
         FunctionIdentity {
@@ -413,20 +485,13 @@ mod tests {
         // 0 -> 1 (outer) -> 2 (inner) -> 3 -> 2 | 4; 4 -> 1 | 5
         let cfg = vec![vec![1], vec![2, 5], vec![3], vec![2, 4], vec![1, 5], vec![]];
         let forest = find_loops(&cfg, 0);
-        let block_lines = [
-            lines(4, 4),
-            lines(5, 5),
-            lines(6, 6),
-            lines(7, 7),
-            lines(8, 8),
-            lines(10, 10),
-        ];
-        let entries = plan_function(
-            FunctionSlots { base: 3 },
-            &forest,
-            &block_lines,
-            &identity(),
-        );
+        let locations: Vec<Vec<Location>> = [4, 5, 6, 7, 8, 10]
+            .iter()
+            .map(|&line| vec![at(&[], &[line])])
+            .collect();
+        let tree = region_tree::build(&forest, &vec![Vec::new(); 6], &[]);
+        let slots = FunctionSlots::new(3, &tree);
+        let entries = plan_function(&slots, &tree, &forest, &locations, &[], &identity());
         let summary: Vec<(RegionKind, u32, u32, u32, u32)> = entries
             .iter()
             .map(|e| (e.kind, e.local_index, e.parent, e.lines.first, e.lines.last))
@@ -444,15 +509,79 @@ mod tests {
         assert!(entries
             .iter()
             .all(|e| e.parent == NONE || e.parent < e.local_index));
-        assert!(entries.iter().all(|e| e.file == "/x/f.c" && e.name == "f"));
+        assert!(entries
+            .iter()
+            .all(|e| e.file == "/x/f.c" && e.name == "f" && e.call.is_none()));
+        assert_eq!(slots.block_region(0), 3);
+        assert_eq!(slots.block_region(1), 5);
+        assert_eq!(slots.block_region(3), 7);
+        assert_eq!(slots.loop_entry(1), 6);
+        assert_eq!(slots.loop_body(1), 7);
     }
 
     #[test]
-    fn slots_map_blocks_to_innermost_regions() {
-        let slots = FunctionSlots { base: 10 };
-        assert_eq!(slots.innermost_region(None), 10);
-        assert_eq!(slots.innermost_region(Some(0)), 12);
-        assert_eq!(slots.innermost_region(Some(2)), 16);
-        assert_eq!(slots.loop_entry(2), 15);
+    fn an_inlined_loop_is_its_callees_with_the_callees_lines() {
+        // main (lines 20-22) calls sum (declared at 8) at 21:5, inlined; sum's loop is at
+        // lines 10-11. 0 (main) -> 1 (sum's) -> 2 (sum's loop) -> 2 | 3 (main's).
+        let cfg = vec![vec![1], vec![2], vec![2, 3], vec![]];
+        let forest = find_loops(&cfg, 0);
+        let locations = vec![
+            vec![at(&[], &[20])],
+            vec![at(&[0], &[21, 9])],
+            vec![at(&[0], &[21, 10]), at(&[0], &[21, 11])],
+            vec![at(&[], &[22])],
+        ];
+        let chains = region_tree::block_chains(&cfg, &locations);
+        let tree = region_tree::build(&forest, &chains, &[Some(vec![0])]);
+        let slots = FunctionSlots::new(0, &tree);
+        let calls = [InlinedCall {
+            callee: FunctionIdentity {
+                name: "sum".into(),
+                symbol: "sum".into(),
+                file: "/x/f.c".into(),
+                declared_line: Some(8),
+            },
+            call: CallSite {
+                file: "/x/f.c".into(),
+                line: 21,
+                column: 5,
+            },
+        }];
+        let mut main = identity();
+        main.name = "main".into();
+        main.declared_line = Some(19);
+        let entries = plan_function(&slots, &tree, &forest, &locations, &calls, &main);
+        let summary: Vec<(RegionKind, &str, u32, u32, u32, bool)> = (entries.iter())
+            .map(|e| {
+                (
+                    e.kind,
+                    e.name.as_str(),
+                    e.parent,
+                    e.lines.first,
+                    e.lines.last,
+                    e.call.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (RegionKind::Function, "main", NONE, 19, 22, false),
+                (RegionKind::Inlined, "sum", 0, 8, 11, true),
+                (RegionKind::Loop, "sum", 1, 10, 11, false),
+                (RegionKind::LoopBody, "sum", 2, 10, 11, false),
+            ]
+        );
+        assert_eq!(entries[1].call.as_ref().unwrap().line, 21);
+        assert_eq!(slots.block_region(1), 1);
+        assert_eq!(slots.block_region(2), 3);
+        assert_eq!(slots.block_region(3), 0);
+    }
+
+    fn at(sites: &[u32], lines: &[u32]) -> Location {
+        Location {
+            sites: sites.to_vec(),
+            lines: lines.to_vec(),
+        }
     }
 }

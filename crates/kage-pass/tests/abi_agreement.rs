@@ -133,7 +133,10 @@ fn check(declared: &Declared, mode: Mode, input: &str) {
             },
         ) => {
             let abi_params: Vec<&str> = abi_params.iter().map(|&t| llvm_type(t)).collect();
-            assert_eq!(params, &abi_params, "{mode:?} {input}: @{name}'s parameters");
+            assert_eq!(
+                params, &abi_params,
+                "{mode:?} {input}: @{name}'s parameters"
+            );
             assert_eq!(returns, llvm_type(abi_returns), "{mode:?} {input}: @{name}");
             let expected = match abi_convention {
                 CallingConvention::C => None,
@@ -217,12 +220,12 @@ fn the_module_table_has_kage_abis_layout_and_version() {
             .expect("the region table");
         assert!(
             regions_line.contains(
-                "x { i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr }] [{ i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr } { i32 -1,"
+                "x { i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32 }] [{ i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32 } { i32 -1,"
             ),
             "{regions_line}"
         );
         assert_eq!(kage_abi::NONE, u32::MAX); // printed as `i32 -1` above
-        // Offsets of those struct types under the C layout rules, as kage-abi states them.
+                                              // Offsets of those struct types under the C layout rules, as kage-abi states them.
         let offsets = |fields: &[usize]| {
             let mut at = 0usize;
             fields
@@ -236,9 +239,12 @@ fn the_module_table_has_kage_abis_layout_and_version() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            offsets(&[4, 4, 4, 4, 4, 4, 8, 8, 8, 8, 8]),
+            offsets(&[4, 4, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 4, 4]),
             kage_abi::layout::REGION_FIELDS
         );
-        assert_eq!(offsets(&[4, 4, 8, 8, 4, 4]), kage_abi::layout::MODULE_FIELDS);
+        assert_eq!(
+            offsets(&[4, 4, 8, 8, 4, 4]),
+            kage_abi::layout::MODULE_FIELDS
+        );
     }
 }

@@ -9,6 +9,7 @@ use support::*;
 const FUNCTION: u32 = 0;
 const LOOP: u32 = 1;
 const BODY: u32 = 2;
+const INLINED: u32 = 3;
 
 fn region(kind: u32, parent: u32, lines: (u32, u32), index: u32, name: &str, file: &str) -> Region {
     Region {
@@ -45,7 +46,8 @@ fn nested_loops_table_and_hooks() {
     let file = "/src/kage/tests/ir/nested_loops.c";
     // sum2d: function, outer loop + body, inner loop + body; find: function, loop + body.
     // Lines: sum2d is declared on line 4 and returns on 11; its loops span 6-8 and 7-8.
-    // find's loop calls the inlined square() (line 2): inlined code counts at its call site.
+    // find's loop calls the inlined square() (line 2): a block mostly of find's own code, so
+    // the inlined code counts as find's, at its call site.
     assert_eq!(
         regions(&ir),
         vec![
@@ -61,7 +63,7 @@ fn nested_loops_table_and_hooks() {
     );
     let type_line = global_line(&ir, "__kage_regions").unwrap();
     assert!(type_line.starts_with(
-        "@__kage_regions = internal global [8 x { i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr }]"
+        "@__kage_regions = internal global [8 x { i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32 }]"
     ));
     check_registration(&ir);
     check_hook_placement(&ir, &[]);
@@ -1345,4 +1347,55 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
     // A build for every tool never reports per chunk.
     let calls = instrument_in(Mode::Calls, "ws_loops.ll");
     assert!(!calls.contains("__kage_fp_"), "{calls}");
+}
+
+#[test]
+fn an_inlined_call_is_a_region_around_its_loop_entered_and_left_by_settling() {
+    let ir = instrument("inlined.ll");
+    insta::assert_snapshot!("inlined", ir);
+    let file = "/src/inlined.c";
+    // main (declared on 8, code to 11) with fill (declared on 1, code to 3) inlined at
+    // 10:3; fill's loop (2-3) is under the inlined call, named fill.
+    assert_eq!(
+        regions(&ir),
+        vec![
+            region(FUNCTION, NONE, (8, 11), 0, "main", file),
+            region(INLINED, 0, (1, 3), 1, "fill", file),
+            region(LOOP, 1, (2, 3), 2, "fill", file),
+            region(BODY, 2, (2, 3), 3, "fill", file),
+        ]
+    );
+    // The inlined call's site: the file, line 10, column 3.
+    let table = global_line(&ir, "__kage_regions").unwrap();
+    let call = table
+        .split("{ i32 -1, i32 3, ")
+        .nth(1)
+        .expect("the inlined entry");
+    let call = &call[..call.find(" }").unwrap()];
+    assert!(call.ends_with(", i32 10, i32 3"), "{call}");
+    check_registration(&ir);
+    check_hook_placement(&ir, &[]);
+    // Entry: main starts, then the guard is fill's code: settle into the inlined call.
+    // The loop: its iteration hook. After it, main's own code: settle back to main.
+    let main = function_body(&ir, "main");
+    let blocks = blocks(main);
+    let entry: Vec<&str> = (blocks[0].instructions.iter())
+        .filter(|l| l.contains("@__kage_"))
+        .copied()
+        .collect();
+    assert!(
+        entry[0].starts_with(&frame_call_prefix(&ir, "__kage_func_enter", 0)),
+        "{entry:?}"
+    );
+    assert_eq!(entry[1], region_call(&ir, "__kage_settle", 1));
+    assert_eq!(
+        main.matches(&region_call(&ir, "__kage_loop_iter", 2))
+            .count(),
+        1
+    );
+    assert_eq!(
+        main.matches(&region_call(&ir, "__kage_settle", 0)).count(),
+        1
+    );
+    assert_eq!(main.matches("@__kage_settle(").count(), 2);
 }

@@ -42,6 +42,7 @@ fn sample() -> Report {
             line: 3,
             end_line: 9,
             parent: None,
+            inlined_at: None,
             metrics,
         }],
         tool_data: Default::default(),

@@ -8,7 +8,7 @@
 use crate::gate;
 use crate::registry;
 use crate::runtime;
-use crate::stack::RegionStack;
+use crate::stack::{FrameKind, RegionStack};
 use crate::tool::ThreadTool;
 use kage_abi::{symbols, Module, Region, RegionKind};
 use std::ffi::c_void;
@@ -49,6 +49,48 @@ unsafe fn region_event(
         };
         f(stack, tool, gid, meta)
     });
+}
+
+/// The most static ancestors a region's [`Ancestry`] holds; deeper ones (inlined calls
+/// nested deeper still) are not entered by settling.
+const MAX_ANCESTRY: usize = 64;
+
+/// A region and its static ancestors below its function, innermost first, with their frame
+/// kinds: what settling needs to enter inlined calls that are not open. On the stack: the
+/// hooks allocate nothing.
+struct Ancestry {
+    regions: [(u32, FrameKind); MAX_ANCESTRY],
+    len: usize,
+}
+
+impl Ancestry {
+    /// `gid`'s ancestry, from the registry's lock-free metadata.
+    fn of(gid: u32) -> Ancestry {
+        let mut out = Ancestry {
+            regions: [(0, FrameKind::Function); MAX_ANCESTRY],
+            len: 0,
+        };
+        let mut at = gid;
+        while out.len < MAX_ANCESTRY {
+            let Some(meta) = registry::meta(at) else {
+                break;
+            };
+            let kind = match meta.kind {
+                RegionKind::Function => break,
+                RegionKind::Loop => FrameKind::Loop,
+                RegionKind::LoopBody => FrameKind::Body,
+                RegionKind::Inlined => FrameKind::Inlined,
+            };
+            out.regions[out.len] = (at, kind);
+            out.len += 1;
+            at = meta.parent;
+        }
+        out
+    }
+
+    fn as_slice(&self) -> &[(u32, FrameKind)] {
+        &self.regions[..self.len]
+    }
 }
 
 /// Registers a module's static region table (idempotent; a bad table is reported on stderr
@@ -94,14 +136,16 @@ pub unsafe extern "C" fn __kage_func_enter(f: *mut Region, frame: *const c_void)
 /// innermost region as with [`__kage_settle`].
 ///
 /// # Safety
-/// `r` is null or points to a function or loop-body entry of a module table; `frame` is the
-/// calling function's `llvm.addressofreturnaddress`, only compared, never dereferenced.
+/// `r` is null or points to a function, loop-body or inlined-call entry of a module table;
+/// `frame` is the calling function's `llvm.addressofreturnaddress`, only compared, never
+/// dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_resume_at(r: *mut Region, frame: *const c_void) {
     let sp = frame as usize;
     region_event(r, |stack, tool, gid, meta| {
-        if meta.kind == RegionKind::Function || meta.kind == RegionKind::LoopBody {
-            stack.resume_at(gid, meta.func, sp, tool);
+        if meta.kind != RegionKind::Loop {
+            let ancestry = Ancestry::of(gid);
+            stack.resume_at(gid, meta.func, ancestry.as_slice(), sp, tool);
         }
     });
 }
@@ -128,20 +172,31 @@ pub unsafe extern "C" fn __kage_loop_iter(l: *mut Region) {
     region_event(l, |stack, tool, gid, meta| {
         if meta.kind == RegionKind::Loop {
             // Validation guarantees the body is the next entry.
-            stack.loop_iter(gid, gid + 1, meta.parent, meta.func, tool);
+            let ancestry = Ancestry::of(meta.parent);
+            stack.loop_iter(
+                gid,
+                gid + 1,
+                meta.parent,
+                meta.func,
+                ancestry.as_slice(),
+                tool,
+            );
         }
     });
 }
 
-/// A loop exit block runs: `r` (a loop body or the function) becomes the innermost region.
+/// The set of open regions changes other than at a loop header (a loop exit, an inlined
+/// call's code starts or ends): `r` (a loop body, an inlined call or the function) becomes
+/// the innermost region, inlined calls around it entered when they are not open.
 ///
 /// # Safety
-/// `r` is null or points to a function or loop-body entry of a module table.
+/// `r` is null or points to a function, loop-body or inlined-call entry of a module table.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_settle(r: *mut Region) {
     region_event(r, |stack, tool, gid, meta| {
-        if meta.kind == RegionKind::Function || meta.kind == RegionKind::LoopBody {
-            stack.settle(gid, meta.func, tool);
+        if meta.kind != RegionKind::Loop {
+            let ancestry = Ancestry::of(gid);
+            stack.settle(gid, meta.func, ancestry.as_slice(), tool);
         }
     });
 }

@@ -79,6 +79,14 @@ pub unsafe fn note_module(m: *const Module) {
     }
 }
 
+/// Modules registered so far (valid or not).
+static MODULES: AtomicU32 = AtomicU32::new(0);
+
+/// How many modules have registered so far.
+pub fn modules_registered() -> u32 {
+    MODULES.load(Ordering::Relaxed)
+}
+
 /// The line shift working-set code was built with (the first module's), if any ran.
 pub fn built_line_shift() -> Option<u32> {
     Some(BUILT_LINE_SHIFT.load(Ordering::Relaxed)).filter(|&s| s != 0)
@@ -100,6 +108,16 @@ pub struct RegionInfo {
     pub func: u32,
     /// A function's code address (0 for loops and bodies).
     pub code: usize,
+    /// An inlined call's site.
+    pub inlined_at: Option<InlinedAt>,
+}
+
+/// Where an inlined call is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InlinedAt {
+    pub file: Arc<str>,
+    pub line: u32,
+    pub column: u32,
 }
 
 /// What the hooks need about a region without taking a lock.
@@ -215,15 +233,19 @@ pub unsafe fn validate(m: *const Module) -> Result<(), String> {
                 }
                 path.clear();
             }
-            Some(RegionKind::Loop | RegionKind::LoopBody) => {
+            Some(RegionKind::Loop | RegionKind::LoopBody | RegionKind::Inlined) => {
                 let p = r.parent as usize;
                 if r.parent == NONE || p >= i {
                     return bad(format!("parent {} is not before it", r.parent as i64));
                 }
                 let (kind, pk) = (r.kind, t[p].kind);
                 let (loop_, body) = (RegionKind::Loop as u32, RegionKind::LoopBody as u32);
-                if kind == loop_ && pk == loop_ {
-                    return bad("a loop's parent is a loop, not a loop body or function".into());
+                if kind != body && pk == loop_ {
+                    return bad(
+                        "a loop's or inlined call's parent is a loop, not a loop body, an \
+                         inlined call or a function"
+                            .into(),
+                    );
                 }
                 if kind == body && (p != i - 1 || pk != loop_) {
                     return bad("a loop body does not directly follow its loop".into());
@@ -278,6 +300,7 @@ pub unsafe fn register(m: *mut Module) {
     if reg.rejected.contains(&(m as usize)) {
         return;
     }
+    MODULES.fetch_add(1, Ordering::Relaxed);
     let name = cstr((*m).module_name);
     if let Err(e) = validate(m) {
         eprintln!("kage: ignoring the region table of module '{name}': {e}");
@@ -310,11 +333,17 @@ pub unsafe fn register(m: *mut Module) {
             None => gid,
             Some(p) => reg.regions[p as usize].func,
         };
+        // An inlined call is reported as the function it calls, with where it was inlined.
         let kind = match RegionKind::from_u32(r.kind) {
-            Some(RegionKind::Function) => kage_report::RegionKind::Function,
+            Some(RegionKind::Function | RegionKind::Inlined) => kage_report::RegionKind::Function,
             Some(RegionKind::Loop) => kage_report::RegionKind::Loop,
             _ => kage_report::RegionKind::LoopBody,
         };
+        let inlined_at = (r.kind == RegionKind::Inlined as u32).then(|| InlinedAt {
+            file: strings.get(r.call_file),
+            line: r.call_line,
+            column: r.call_column,
+        });
         reg.regions.push(RegionInfo {
             kind,
             name: strings.get(r.name),
@@ -325,6 +354,7 @@ pub unsafe fn register(m: *mut Module) {
             parent,
             func,
             code: r.code as usize,
+            inlined_at,
         });
         // The registry lock makes us the only writer of META.
         if let Some(w) = meta_table().get_or_alloc(gid as usize) {
@@ -408,6 +438,9 @@ pub mod tests {
                 file: s("/src/a.c"),
                 module: m,
                 code: std::ptr::null(),
+                call_file: s("/src/b.c"),
+                call_line: 30 + i as u32,
+                call_column: 5,
             })
             .collect();
         unsafe { (*m).regions = Box::leak(regions.into_boxed_slice()).as_mut_ptr() };
@@ -417,6 +450,7 @@ pub mod tests {
     const F: u32 = RegionKind::Function as u32;
     const L: u32 = RegionKind::Loop as u32;
     const B: u32 = RegionKind::LoopBody as u32;
+    const I: u32 = RegionKind::Inlined as u32;
 
     #[test]
     fn instrumentation_sets() {
@@ -444,6 +478,17 @@ pub mod tests {
                 (L, 7),
                 (B, 8),
             ],
+            // Inlined calls: in a function, in a loop body, in each other; loops in them.
+            vec![
+                (F, NONE),
+                (I, 0),
+                (L, 1),
+                (B, 2),
+                (I, 3),
+                (I, 4),
+                (L, 0),
+                (B, 6),
+            ],
         ];
         for t in ok {
             assert_eq!(unsafe { validate(table(&t, "ok")) }, Ok(()), "{t:?}");
@@ -466,6 +511,8 @@ pub mod tests {
             ),
             (&[(F, NONE), (L, 5), (B, 1)], "not before it"),
             (&[(F, NONE), (7, NONE)], "unknown kind"),
+            (&[(F, NONE), (L, 0), (B, 1), (I, 1)], "parent is a loop"),
+            (&[(I, NONE)], "not before it"),
             (&[(L, NONE), (B, 0)], "not before it"),
             // Loop 5 claims body 2 as parent, but body 2's loop was closed by loop 3 at body 2's
             // level... path is [0,1,2,3,4]; here 3's parent is 0 so 1,2 are off the path.
@@ -510,7 +557,7 @@ pub mod tests {
     #[test]
     fn register_assigns_ids_once_and_lazily() {
         // The registry is global; other tests may register too, so work relative to a base.
-        let m1 = table(&[(F, NONE), (L, 0), (B, 1)], "m1");
+        let m1 = table(&[(F, NONE), (L, 0), (B, 1), (I, 2)], "m1");
         let m2 = table(&[(F, NONE)], "m2");
         let bad = table(&[(F, 3)], "bad");
         unsafe {
@@ -521,7 +568,7 @@ pub mod tests {
             assert_eq!((*r(m1, 2)).global_id, base + 2);
             // Lazy: a hook sees m2's region first.
             let g = global_id(r(m2, 0)).unwrap();
-            assert!(g >= base + 3);
+            assert!(g >= base + 4);
             assert_eq!(global_id(r(m2, 0)), Some(g));
             assert_eq!(global_id(r(bad, 0)), None);
             assert_eq!((*r(bad, 0)).global_id, REJECTED);
@@ -533,6 +580,13 @@ pub mod tests {
             assert_eq!(&*body.name, "f2");
             assert_eq!(&*body.file, "/src/a.c");
             assert_eq!((body.line, body.end_line), (12, 22));
+            assert_eq!(body.inlined_at, None);
+            // An inlined call: a function region with its site.
+            let call = &reg.regions[(base + 3) as usize];
+            assert_eq!(call.kind, kage_report::RegionKind::Function);
+            assert_eq!((call.parent, call.func), (Some(base + 2), base));
+            let at = call.inlined_at.as_ref().unwrap();
+            assert_eq!((&*at.file, at.line, at.column), ("/src/b.c", 33, 5));
             drop(reg);
             assert_eq!(
                 meta(base + 2),

@@ -45,6 +45,11 @@ impl RegionEntries<'_> {
             line: r.line,
             end_line: r.end_line,
             parent: r.parent,
+            inlined_at: r.inlined_at.as_ref().map(|at| kage_report::CallSite {
+                file: at.file.to_string(),
+                line: at.line,
+                column: at.column,
+            }),
             metrics: (self.fields)(id),
         }
     }
@@ -223,6 +228,7 @@ mod tests {
                 parent: None,
                 func: 0,
                 code: 0,
+                inlined_at: None,
             },
             RegionInfo {
                 kind: RegionKind::Loop,
@@ -234,6 +240,7 @@ mod tests {
                 parent: Some(0),
                 func: 0,
                 code: 0,
+                inlined_at: None,
             },
         ];
         let tool: &'static crate::tools::count::CountTool =

@@ -20,6 +20,8 @@ pub enum FrameKind {
     Function,
     Loop,
     Body,
+    /// An inlined call: part of its caller's activation, entered and left by `settle`.
+    Inlined,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,13 +132,15 @@ impl RegionStack {
         }
     }
 
-    /// `__kage_loop_iter(L)`: `body` is L's body, `parent` L's static parent, `func` L's function.
+    /// `__kage_loop_iter(L)`: `body` is L's body, `parent` L's static parent, `func` L's
+    /// function, `ancestry` the parent's (see [`RegionStack::settle`]).
     pub fn loop_iter<S: Sink + ?Sized>(
         &mut self,
         lp: u32,
         body: u32,
         parent: u32,
         func: u32,
+        ancestry: &[(u32, FrameKind)],
         sink: &mut S,
     ) {
         if !self.sync_to(func, sink) {
@@ -155,8 +159,13 @@ impl RegionStack {
             );
             return;
         }
-        // Entering the loop. If its parent is not open (not expected from a well-formed
-        // CFG), the loop is entered directly in the function.
+        // Entering the loop, in its parent, which becomes the innermost open region (an
+        // inlined call around the loop is entered first if it is not open). If the parent
+        // cannot be opened (not expected from a well-formed CFG), the loop is entered
+        // directly in the function.
+        if self.find_in_activation(parent).is_none() {
+            self.settle(parent, func, ancestry, sink);
+        }
         let p = self
             .find_in_activation(parent)
             .or_else(|| self.activation())
@@ -180,19 +189,59 @@ impl RegionStack {
         );
     }
 
-    /// `__kage_settle(R)`: `func` is R's function (R itself when R is a function).
-    pub fn settle<S: Sink + ?Sized>(&mut self, region: u32, func: u32, sink: &mut S) {
+    /// `__kage_settle(R)`: R becomes the innermost open region of the current activation.
+    /// `func` is R's function (R itself when R is a function) and `ancestry` lists R and its
+    /// static ancestors below `func`, innermost first, with their kinds (empty for a
+    /// function). The frames above R's innermost frame exit; when R is not open, those
+    /// above its innermost open ancestor (or the function) exit, and then the regions
+    /// between, down to R, enter, provided they are all inlined calls (a loop or body is
+    /// only entered by its loop's iteration hook: otherwise nothing happens).
+    pub fn settle<S: Sink + ?Sized>(
+        &mut self,
+        region: u32,
+        func: u32,
+        ancestry: &[(u32, FrameKind)],
+        sink: &mut S,
+    ) {
         if !self.sync_to(func, sink) {
             return;
         }
-        if let Some(r) = self.find_in_activation(region) {
-            self.pop_to(r + 1, sink);
+        let open = (ancestry.iter().enumerate())
+            .find_map(|(i, &(r, _))| Some((i, self.find_in_activation(r)?)));
+        let (missing, base) = match open {
+            Some((i, at)) => (&ancestry[..i], at),
+            None => match self.activation() {
+                Some(at) => (ancestry, at),
+                None => return,
+            },
+        };
+        if !missing.iter().all(|&(_, kind)| kind == FrameKind::Inlined) {
+            return;
         }
+        self.pop_to(base + 1, sink);
+        for &(r, kind) in missing.iter().rev() {
+            self.push(
+                Frame {
+                    region: r,
+                    kind,
+                    sp: 0,
+                },
+                sink,
+            );
+        }
+        debug_assert!(region == func || self.frames.last().map(|f| f.region) == Some(region));
     }
 
     /// `__kage_resume_at(R)` with the current activation's frame address `sp`: callee frames
     /// (strictly below `sp`) were unwound or jumped out of; then as `settle`.
-    pub fn resume_at<S: Sink + ?Sized>(&mut self, region: u32, func: u32, sp: usize, sink: &mut S) {
+    pub fn resume_at<S: Sink + ?Sized>(
+        &mut self,
+        region: u32,
+        func: u32,
+        ancestry: &[(u32, FrameKind)],
+        sp: usize,
+        sink: &mut S,
+    ) {
         if let Some(dead) = self
             .frames
             .iter()
@@ -200,7 +249,7 @@ impl RegionStack {
         {
             self.pop_to(dead, sink);
         }
-        self.settle(region, func, sink);
+        self.settle(region, func, ancestry, sink);
     }
 
     /// Exits every open frame, innermost first (thread exit, process exit, fatal signal).
@@ -242,24 +291,85 @@ mod tests {
     }
 
     // Ids: main=1 (loop 2, body 3), f=10 (loop 11 body 12, nested loop 13 body 14), g=20, h=30.
+    // Inlined calls: 40 in main's body 3; 41 in 40; 42 in main; 43 in f, around loop 44
+    // (body 45).
+
+    /// A region's static ancestors below its function, innermost first (the table above).
+    fn ancestry(region: u32) -> Vec<(u32, FrameKind)> {
+        let step = |r: u32| -> Option<(FrameKind, u32)> {
+            Some(match r {
+                2 | 11 => (FrameKind::Loop, r - 1),
+                3 | 12 | 14 | 45 => (FrameKind::Body, r - 1),
+                13 => (FrameKind::Loop, 12),
+                44 => (FrameKind::Loop, 43),
+                40 => (FrameKind::Inlined, 3),
+                41 => (FrameKind::Inlined, 40),
+                42 => (FrameKind::Inlined, 1),
+                43 => (FrameKind::Inlined, 10),
+                _ => return None,
+            })
+        };
+        let mut out = Vec::new();
+        let mut at = region;
+        while let Some((kind, parent)) = step(at) {
+            out.push((at, kind));
+            at = parent;
+        }
+        out
+    }
+
+    #[test]
+    fn settling_enters_and_leaves_inlined_calls() {
+        let (mut s, mut r) = (RegionStack::new(), Rec::default());
+        s.func_enter(1, 1000, &mut r);
+        s.settle(42, 1, &ancestry(42), &mut r); // main's code inlined from 42
+        s.settle(1, 1, &ancestry(1), &mut r); // back in main's own code
+        assert_eq!(r.take(), vec![1, 42, -42]);
+        s.loop_iter(2, 3, 1, 1, &ancestry(1), &mut r);
+        s.settle(41, 1, &ancestry(41), &mut r); // straight into 41, inlined in 40
+        s.settle(40, 1, &ancestry(40), &mut r); // back in 40
+        s.loop_iter(2, 3, 1, 1, &ancestry(1), &mut r); // next iteration leaves 40
+        s.settle(40, 1, &ancestry(40), &mut r);
+        s.settle(1, 1, &ancestry(1), &mut r); // the loop's exit
+        assert_eq!(
+            r.take(),
+            vec![2, 3, 40, 41, -41, -40, -3, 3, 40, -40, -3, -2]
+        );
+        // A loop of an inlined call enters the call first; its exit settles in the call.
+        s.func_enter(10, 900, &mut r);
+        s.loop_iter(44, 45, 43, 10, &ancestry(43), &mut r);
+        s.loop_iter(44, 45, 43, 10, &ancestry(43), &mut r);
+        s.settle(43, 10, &ancestry(43), &mut r);
+        s.settle(10, 10, &ancestry(10), &mut r);
+        assert_eq!(r.take(), vec![10, 43, 44, 45, -45, 45, -45, -44, -43]);
+        // A body is never entered by settling: nothing happens.
+        s.settle(14, 10, &ancestry(14), &mut r);
+        assert_eq!(r.take(), Vec::<i64>::new());
+        // Resuming in an inlined call after a longjmp out of a callee.
+        s.func_enter(20, 800, &mut r);
+        s.resume_at(43, 10, &ancestry(43), 900, &mut r);
+        assert_eq!(r.take(), vec![20, -20, 43]);
+        s.exit_all(&mut r);
+        assert_eq!(regions(&s), Vec::<u32>::new());
+    }
 
     #[test]
     fn nested_loops_and_iterations() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(10, 1000, &mut r);
-        s.loop_iter(11, 12, 10, 10, &mut r);
-        s.loop_iter(13, 14, 12, 10, &mut r);
-        s.loop_iter(13, 14, 12, 10, &mut r); // inner iteration
-        s.loop_iter(11, 12, 10, 10, &mut r); // outer iteration: inner loop exited
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
+        s.loop_iter(13, 14, 12, 10, &ancestry(12), &mut r);
+        s.loop_iter(13, 14, 12, 10, &ancestry(12), &mut r); // inner iteration
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r); // outer iteration: inner loop exited
         assert_eq!(
             r.take(),
             vec![10, 11, 12, 13, 14, -14, 14, -14, -13, -12, 12]
         );
-        s.loop_iter(13, 14, 12, 10, &mut r); // inner loop re-entered: a new instance
-        s.settle(12, 10, &mut r); // exit of inner loop into outer body
-        s.settle(10, 10, &mut r); // exit of outer loop
+        s.loop_iter(13, 14, 12, 10, &ancestry(12), &mut r); // inner loop re-entered: a new instance
+        s.settle(12, 10, &ancestry(12), &mut r); // exit of inner loop into outer body
+        s.settle(10, 10, &ancestry(10), &mut r); // exit of outer loop
         assert_eq!(r.take(), vec![13, 14, -14, -13, -12, -11]);
-        s.loop_iter(11, 12, 10, 10, &mut r); // re-entry of the same loop
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r); // re-entry of the same loop
         s.func_exit(10, &mut r); // return from inside the loop
         assert_eq!(r.take(), vec![11, 12, -12, -11, -10]);
         assert!(s.is_empty());
@@ -270,8 +380,8 @@ mod tests {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(1, 2000, &mut r);
         s.func_enter(10, 1900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &mut r);
-        s.loop_iter(13, 14, 12, 10, &mut r);
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
+        s.loop_iter(13, 14, 12, 10, &ancestry(12), &mut r);
         r.take();
         // longjmp to a setjmp in f before the loops: loop frames stay open, f returns.
         s.func_exit(10, &mut r);
@@ -283,7 +393,7 @@ mod tests {
     fn longjmp_out_of_callees_detected_at_next_call() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(1, 2000, &mut r);
-        s.loop_iter(2, 3, 1, 1, &mut r);
+        s.loop_iter(2, 3, 1, 1, &ancestry(1), &mut r);
         s.func_enter(10, 1900, &mut r);
         s.func_enter(20, 1800, &mut r);
         r.take();
@@ -301,18 +411,18 @@ mod tests {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(1, 2000, &mut r);
         s.func_enter(10, 1900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
         s.func_enter(20, 1800, &mut r);
         r.take();
         // longjmp (or an exception) from g lands in main, whose frame address is 2000:
         // f, its loop and g are dead; main itself is not.
-        s.resume_at(1, 1, 2000, &mut r);
+        s.resume_at(1, 1, &ancestry(1), 2000, &mut r);
         assert_eq!(r.take(), vec![-20, -12, -11, -10]);
         assert_eq!(regions(&s), vec![1]);
         // A first return from setjmp changes nothing.
-        s.loop_iter(2, 3, 1, 1, &mut r);
+        s.loop_iter(2, 3, 1, 1, &ancestry(1), &mut r);
         r.take();
-        s.resume_at(3, 1, 2000, &mut r);
+        s.resume_at(3, 1, &ancestry(3), 2000, &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         assert_eq!(regions(&s), vec![1, 2, 3]);
     }
@@ -322,13 +432,13 @@ mod tests {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(1, 2000, &mut r);
         s.func_enter(10, 1900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
         s.func_enter(20, 1800, &mut r);
         s.func_enter(30, 1700, &mut r);
         r.take();
         // h throws; g has no cleanup; f catches inside its loop body and the landing pad
         // leads to a loop exit block.
-        s.settle(10, 10, &mut r);
+        s.settle(10, 10, &ancestry(10), &mut r);
         assert_eq!(r.take(), vec![-30, -20, -12, -11]);
         assert_eq!(regions(&s), vec![1, 10]);
         // Same throw, but f's cleanup pad runs func_exit(f) then resumes to main.
@@ -340,8 +450,8 @@ mod tests {
         assert_eq!(regions(&s), vec![1]);
         // An exit of a function that is not open changes nothing.
         s.func_exit(30, &mut r);
-        s.settle(12, 10, &mut r);
-        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.settle(12, 10, &ancestry(12), &mut r);
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         assert_eq!(regions(&s), vec![1]);
     }
@@ -350,14 +460,14 @@ mod tests {
     fn recursion() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(10, 1000, &mut r);
-        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
         s.func_enter(10, 900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &mut r); // the inner activation's own loop instance
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r); // the inner activation's own loop instance
         assert_eq!(regions(&s), vec![10, 11, 12, 10, 11, 12]);
-        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
         s.func_exit(10, &mut r);
         assert_eq!(regions(&s), vec![10, 11, 12]);
-        s.loop_iter(11, 12, 10, 10, &mut r); // outer activation's next iteration
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r); // outer activation's next iteration
         assert_eq!(regions(&s), vec![10, 11, 12]);
         s.func_exit(10, &mut r);
         assert!(s.is_empty());
@@ -371,12 +481,12 @@ mod tests {
     fn settle_only_within_current_activation() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(10, 1000, &mut r);
-        s.loop_iter(11, 12, 10, 10, &mut r);
+        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
         s.func_enter(10, 900, &mut r); // recursive call from inside the loop
         r.take();
         // settle on the loop body in the inner activation: the body is open only in the
         // outer activation, so nothing happens.
-        s.settle(12, 10, &mut r);
+        s.settle(12, 10, &ancestry(12), &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         s.exit_all(&mut r);
         assert_eq!(r.take(), vec![-10, -12, -11, -10]);

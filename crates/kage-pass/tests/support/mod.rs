@@ -220,7 +220,7 @@ pub fn regions(ir: &str) -> Vec<Region> {
         .skip(1)
         .map(|entry| {
             let fields: Vec<&str> = entry[..entry.find(" }").unwrap()].split(", ").collect();
-            assert_eq!(fields.len(), 10, "region entry fields: {entry}");
+            assert_eq!(fields.len(), 13, "region entry fields: {entry}");
             let int = |f: &str| f.strip_prefix("i32 ").unwrap().parse::<i64>().unwrap() as u32;
             assert_eq!(fields[8], "ptr @__kage_module", "region.module");
             let symbol = string(fields[6]);
@@ -234,6 +234,15 @@ pub fn regions(ir: &str) -> Vec<Region> {
                 );
             } else {
                 assert_eq!(fields[9], "ptr null", "region.code of a loop or body");
+            }
+            // The call site: none in these inputs, which have no inlined code (see
+            // tests/ir/inlined.ll for inlined calls).
+            if int(fields[0]) != 3 {
+                assert_eq!(
+                    &fields[10..],
+                    ["ptr null", "i32 0", "i32 0"],
+                    "an entry that is not an inlined call has no call site"
+                );
             }
             Region {
                 kind: int(fields[0]),
@@ -426,7 +435,8 @@ pub fn check_registration_in(mode: Mode, ir: &str) {
     let count = regions(ir).len();
     let strings = strings(ir);
     let prefix = format!(
-        "@__kage_module = internal global {{ i32, i32, ptr, ptr, i32, i32 }} {{ i32 3, i32 {count}, ptr @__kage_regions, ptr @"
+        "@__kage_module = internal global {{ i32, i32, ptr, ptr, i32, i32 }} {{ i32 {}, i32 {count}, ptr @__kage_regions, ptr @",
+        kage_abi::VERSION
     );
     // The line shift: 64-byte lines in the working-set modes (the tests' default build).
     let line_shift = match mode {

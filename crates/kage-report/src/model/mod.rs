@@ -112,9 +112,24 @@ pub struct Region {
     pub end_line: u32,
     /// The static parent region's id.
     pub parent: Option<u32>,
+    /// A function region that is a call the optimiser inlined: where the call is (the
+    /// function it was inlined into is the nearest function region above it). `name`,
+    /// `file` and the lines are the callee's, as for its loops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inlined_at: Option<CallSite>,
     /// Tool-specific per-region results (for `count`: see [`CountStats`]).
     #[serde(flatten)]
     pub metrics: Map<String, Value>,
+}
+
+/// Where a call is in the source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallSite {
+    pub file: String,
+    pub line: u32,
+    /// 0 when unknown.
+    #[serde(default)]
+    pub column: u32,
 }
 
 impl Report {

@@ -3,7 +3,7 @@
 //! walks it from here.
 
 use super::short_name;
-use crate::model::{Region, RegionKind, Report};
+use crate::model::{CallSite, Region, RegionKind, Report};
 
 /// The regions of a report by static parent. A region whose parent is not in the report is
 /// a root.
@@ -95,12 +95,29 @@ impl RegionTree {
     }
 }
 
-/// A region's name in a tree: "function main" for a function, the kind for a loop or a loop
-/// body (the function above it names it).
+/// A region's name in a tree: "function main" for a function, "function sum, inlined at
+/// inl.c:18" for an inlined call (the region above it is where), the kind for a loop or a
+/// loop body (the function above it names it).
 pub(crate) fn node_label(region: &Region) -> String {
-    match region.kind {
-        RegionKind::Function => format!("function {}", short_name(&region.name)),
-        kind => kind.as_str().to_string(),
+    match (region.kind, &region.inlined_at) {
+        (RegionKind::Function, None) => format!("function {}", short_name(&region.name)),
+        (RegionKind::Function, Some(at)) => format!(
+            "function {}, inlined at {}",
+            short_name(&region.name),
+            call_site_label(at)
+        ),
+        (kind, _) => kind.as_str().to_string(),
+    }
+}
+
+/// "inl.c:18": a call site with its file's base name.
+pub(crate) fn call_site_label(at: &CallSite) -> String {
+    let file = at.file.rsplit('/').next().unwrap_or("");
+    match (file.is_empty(), at.line) {
+        (true, 0) => "an unknown line".to_string(),
+        (true, line) => format!("line {line}"),
+        (false, 0) => file.to_string(),
+        (false, line) => format!("{file}:{line}"),
     }
 }
 

@@ -4,8 +4,10 @@
 //! (before a `--`, after which everything is an input):
 //!
 //! - a call that runs the optimizer on sources (`-S`, `-c`, or a link that compiles sources)
-//!   gets `-fpass-plugin=<libkage_pass.so>`, and `-gline-tables-only` unless a `-g` level of
-//!   at least 1 is already in force, so that regions have a file and lines;
+//!   gets `-fpass-plugin=<libkage_pass.so>` and `-fdebug-info-for-profiling` (line tables
+//!   then name inlined functions by their linkage names too), and `-gline-tables-only`
+//!   unless a `-g` level of at least 1 is already in force, so that regions have a file and
+//!   lines;
 //! - a call that links an executable gets the runtime ([`RUNTIME_LINK_ARGS`]).
 //!
 //! Shared libraries (`-shared`) and partial links (`-r`) do not get the runtime: their
@@ -41,6 +43,11 @@ pub const RUNTIME_LINK_ARGS: &[&str] = &[
     "-Wl,--pop-state",
 ];
 
+/// Added to every call that instruments: line tables then carry each function's linkage
+/// name, which names a C++ function inlined into another (`Accumulator::add_all(...)`, not
+/// `add_all`). It changes debug information only, not the generated code.
+pub const LINKAGE_NAMES_FLAG: &str = "-fdebug-info-for-profiling";
+
 /// The debug level added when the user asked for none: line tables only, so that regions get
 /// a file and lines without changing the generated code.
 pub const LINE_TABLES_FLAG: &str = "-gline-tables-only";
@@ -57,6 +64,8 @@ pub struct Plan {
     insert_before: Option<usize>,
     /// Reset `-x` before the runtime object so that it is not read as source code.
     reset_language: bool,
+    /// More arguments for a link with the runtime, after [`RUNTIME_LINK_ARGS`].
+    pub extra_link_args: Vec<OsString>,
 }
 
 impl Plan {
@@ -74,6 +83,7 @@ impl Plan {
             link_runtime,
             insert_before: invocation.end_of_options,
             reset_language: link_runtime && invocation.language_in_effect,
+            extra_link_args: Vec::new(),
         }
     }
 
@@ -94,6 +104,7 @@ impl Plan {
             let mut flag = OsString::from("-fpass-plugin=");
             flag.push(artifact(Artifact::PassPlugin)?);
             added.push(flag);
+            added.push(LINKAGE_NAMES_FLAG.into());
         }
         if self.add_line_tables {
             added.push(LINE_TABLES_FLAG.into());
@@ -110,6 +121,7 @@ impl Plan {
                     arg.into()
                 }
             }));
+            added.extend(self.extra_link_args.iter().cloned());
         }
         let at = self
             .insert_before
@@ -188,7 +200,7 @@ mod tests {
                 &["-O2", "-c", "x.c", "-o", "x.o"],
                 then(
                     &["-O2", "-c", "x.c", "-o", "x.o"],
-                    &[PLUGIN, LINE_TABLES_FLAG],
+                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
                 ),
             ),
             // Dependencies written while compiling do not change anything.
@@ -196,19 +208,25 @@ mod tests {
                 &["-MD", "-MF", "x.d", "-c", "x.c"],
                 then(
                     &["-MD", "-MF", "x.d", "-c", "x.c"],
-                    &[PLUGIN, LINE_TABLES_FLAG],
+                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
                 ),
             ),
             // A -g level is kept as it is.
-            (&["-g", "-c", "x.c"], then(&["-g", "-c", "x.c"], &[PLUGIN])),
+            (
+                &["-g", "-c", "x.c"],
+                then(&["-g", "-c", "x.c"], &[PLUGIN, LINKAGE_NAMES_FLAG]),
+            ),
             (
                 &["-g3", "-S", "x.c"],
-                then(&["-g3", "-S", "x.c"], &[PLUGIN]),
+                then(&["-g3", "-S", "x.c"], &[PLUGIN, LINKAGE_NAMES_FLAG]),
             ),
             // -g0 last: line tables are added after it, so they win.
             (
                 &["-g", "-g0", "-c", "x.c"],
-                then(&["-g", "-g0", "-c", "x.c"], &[PLUGIN, LINE_TABLES_FLAG]),
+                then(
+                    &["-g", "-g0", "-c", "x.c"],
+                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
+                ),
             ),
             // Preprocessing, dependency listing and syntax checks run no optimizer.
             (&["-E", "x.c"], then(&["-E", "x.c"], &[])),
@@ -228,7 +246,7 @@ mod tests {
                 &["-O2", "a.c", "b.c", "-o", "prog"],
                 then_link(
                     &["-O2", "a.c", "b.c", "-o", "prog"],
-                    &[PLUGIN, LINE_TABLES_FLAG],
+                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
                 ),
             ),
             // Link only: no plugin, no line tables, the runtime.
@@ -241,7 +259,7 @@ mod tests {
                 &["-shared", "-fPIC", "lib.c", "-o", "lib.so"],
                 then(
                     &["-shared", "-fPIC", "lib.c", "-o", "lib.so"],
-                    &[PLUGIN, LINE_TABLES_FLAG],
+                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
                 ),
             ),
             (
@@ -257,7 +275,7 @@ mod tests {
                 &["-x", "c++", "-c", "main.inc"],
                 then(
                     &["-x", "c++", "-c", "main.inc"],
-                    &[PLUGIN, LINE_TABLES_FLAG],
+                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
                 ),
             ),
             // Queries and calls without inputs pass straight through.
@@ -277,7 +295,10 @@ mod tests {
             // A verbose compile is still a compile.
             (
                 &["-v", "-c", "x.c"],
-                then(&["-v", "-c", "x.c"], &[PLUGIN, LINE_TABLES_FLAG]),
+                then(
+                    &["-v", "-c", "x.c"],
+                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
+                ),
             ),
         ];
         for (args, expected) in cases {
@@ -288,7 +309,10 @@ mod tests {
     #[test]
     fn an_active_language_is_reset_before_the_runtime_object() {
         let args = ["-x", "c", "main.txt", "-o", "prog"];
-        let mut expected = then(&args, &[PLUGIN, LINE_TABLES_FLAG, "-x", "none"]);
+        let mut expected = then(
+            &args,
+            &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG, "-x", "none"],
+        );
         expected.extend(runtime());
         assert_eq!(final_args(&args), expected);
     }
@@ -297,12 +321,22 @@ mod tests {
     fn additions_go_before_a_double_dash() {
         assert_eq!(
             final_args(&["-c", "--", "x.c"]),
-            then(&["-c", PLUGIN, LINE_TABLES_FLAG, "--", "x.c"], &[])
+            then(
+                &[
+                    "-c",
+                    PLUGIN,
+                    LINKAGE_NAMES_FLAG,
+                    LINE_TABLES_FLAG,
+                    "--",
+                    "x.c"
+                ],
+                &[]
+            )
         );
         // A `--` inside a response file: the additions go before that file.
         assert_eq!(
             final_args_with_files(&["-O2", "-g", "@r", "y.c"], &[("r", "-c -- x.c")]),
-            then(&["-O2", "-g", PLUGIN, "@r", "y.c"], &[])
+            then(&["-O2", "-g", PLUGIN, LINKAGE_NAMES_FLAG, "@r", "y.c"], &[])
         );
     }
 
@@ -317,7 +351,7 @@ mod tests {
         );
         assert_eq!(
             final_args_with_files(&["@flags", "x.c"], &[("flags", "-c\n-g2\n")]),
-            then(&["@flags", "x.c", PLUGIN], &[])
+            then(&["@flags", "x.c", PLUGIN, LINKAGE_NAMES_FLAG], &[])
         );
     }
 

@@ -177,7 +177,7 @@ unsafe fn instrument_functions(
                 let predecessors = checkpoints.predecessors[b].iter();
                 Marked::meet_all(predecessors.filter_map(|&p| marked_at_end[p].as_ref()))
             };
-            let region = plan.slots.innermost_region(plan.forest.innermost[b]);
+            let region = plan.slots.block_region(b);
             for (i, segment) in by_block[b].iter().enumerate() {
                 // A hoisted loop's chunk helper checks at its header itself; a function
                 // whose accesses are all in hoisted loops spends nothing outside them.

@@ -14,8 +14,11 @@ pub(crate) use perfetto::perfetto;
 pub use text::MAX_CHART_ROWS;
 pub(crate) use text::{summary, text};
 
-use crate::model::{IntervalUnit, Report, Snapshot, WorkingSet, WORKING_SET_TOOL};
-use crate::render::{bytes_label, flat_label, three_digits, FileNames, ViewError};
+use crate::model::{
+    CallSite, IntervalUnit, Region, RegionKind, Report, Snapshot, WorkingSet, WORKING_SET_TOOL,
+};
+use crate::render::tree::call_site_label;
+use crate::render::{bytes_label, flat_label, short_name, three_digits, FileNames, ViewError};
 
 /// The working-set fields of a report the html and perfetto views are asked for (the
 /// dispatch in `render/mod.rs` sends them only reports of the working-set tool).
@@ -114,21 +117,52 @@ pub(crate) fn seconds_decimals(step: f64) -> usize {
         .unwrap_or(9)
 }
 
-/// A region as one label: "main (main.c:10)", "loop in main (main.c:14)", "helper".
+/// A region as one label: "main (main.c:10)", "loop in main (main.c:14)", "helper", and for
+/// code the optimiser inlined, where: "loop in sum (inl.c:10), inlined into main at
+/// inl.c:18".
 pub(crate) fn region_label(report: &Report, files: &FileNames, id: u32) -> String {
     let Some(region) = report.region(id) else {
         return format!("region {id} (not in the report)");
     };
     let name = flat_label(region);
-    if region.file.is_empty() {
-        return name;
-    }
-    let file = files.show(&region.file);
-    if region.line == 0 {
-        format!("{name} ({file})")
+    let label = if region.file.is_empty() {
+        name
     } else {
-        format!("{name} ({file}:{})", region.line)
+        let file = files.show(&region.file);
+        if region.line == 0 {
+            format!("{name} ({file})")
+        } else {
+            format!("{name} ({file}:{})", region.line)
+        }
+    };
+    match inlined_function(report, region) {
+        Some((at, Some(caller))) => format!(
+            "{label}, inlined into {} at {}",
+            short_name(&caller.name),
+            call_site_label(at)
+        ),
+        Some((at, None)) => format!("{label}, inlined at {}", call_site_label(at)),
+        None => label,
     }
+}
+
+/// For a region in code the optimiser inlined: the innermost inlined call it is in (itself
+/// for an inlined function region), and the function region that call is in, if any.
+fn inlined_function<'r>(
+    report: &'r Report,
+    region: &'r Region,
+) -> Option<(&'r CallSite, Option<&'r Region>)> {
+    let mut at = Some(region);
+    // The innermost function region around (or at) the region: loops are their function's.
+    while let Some(r) = at.filter(|r| r.kind != RegionKind::Function) {
+        at = r.parent.and_then(|p| report.region(p));
+    }
+    let call = at?.inlined_at.as_ref()?;
+    let mut caller = at?.parent.and_then(|p| report.region(p));
+    while let Some(r) = caller.filter(|r| r.kind != RegionKind::Function) {
+        caller = r.parent.and_then(|p| report.region(p));
+    }
+    Some((call, caller))
 }
 
 /// The label of a snapshot's innermost region, "-" when its stack was empty.

@@ -1,0 +1,228 @@
+//! Regions as the source wrote them in optimised builds: `tests/c/inlined/inl.c` and
+//! `inl.cpp`, built at -O0 (nothing inlined), -O2 and -O3 (the small static functions, the
+//! lambda, the template and the member function inlined into `main`), name the same source
+//! regions with the same file and lines, and count the same data accesses per source
+//! region.
+//!
+//! What may differ between levels, and why: accesses to locals (at -O0 every local lives on
+//! the stack, so loads, stores and bytes include them; at -O2 they are in registers), the
+//! number of loads and stores (vectorised loops read several elements at once; the bytes
+//! stay the same), loop regions the optimiser split (a vector body and its remainder are
+//! two regions of one source loop) or created (a recursion turned into a loop), and how
+//! many times a loop region is entered (a split loop's parts each count).
+
+mod e2e_support;
+use e2e_support::*;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kage_report::{Counters, Region, RegionKind, Report};
+
+const LEVELS: [&str; 3] = ["-O0", "-O2", "-O3"];
+const N: u64 = 1000;
+
+/// A source function: a function region or an inlined call of it, by name.
+fn is_named(region: &Region, name: &str) -> bool {
+    region.kind == RegionKind::Function
+        && (region.name == name
+            || region
+                .name
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('(')))
+}
+
+/// Every function region of the source function `name`: the one the compiler emitted, if
+/// it did, and each inlined call.
+fn copies<'r>(report: &'r Report, name: &str) -> Vec<&'r Region> {
+    report
+        .regions
+        .iter()
+        .filter(|r| is_named(r, name))
+        .collect()
+}
+
+/// The source regions of `source`'s code: each function (emitted or inlined) with its
+/// declaration line, and each loop with its function and first line.
+fn source_regions(report: &Report, source: &str) -> BTreeSet<(&'static str, String, u32)> {
+    (report.regions.iter())
+        .filter(|r| r.file.ends_with(source))
+        .filter_map(|r| match r.kind {
+            RegionKind::Function => Some(("function", r.name.clone(), r.line)),
+            RegionKind::Loop => Some(("loop", r.name.clone(), r.line)),
+            RegionKind::LoopBody => None,
+        })
+        .collect()
+}
+
+/// The instances and inclusive counters of a source function: the sums over its copies.
+fn function_totals(report: &Report, name: &str) -> (u64, Counters) {
+    let mut instances = 0;
+    let mut inclusive = Counters::default();
+    for region in copies(report, name) {
+        let s = stats(region);
+        instances += s.instances;
+        inclusive.add(&s.inclusive);
+    }
+    (instances, inclusive)
+}
+
+/// Builds and runs `source` at every level with the count tool.
+fn reports(source: &str) -> BTreeMap<&'static str, Report> {
+    let work = Work::new();
+    (LEVELS.iter())
+        .map(|&level| {
+            let exe = work.build(&format!("inlined/{source}"), &[level]);
+            let report = work.run_report(&exe, &[], 0);
+            assert_totals_consistent(&report);
+            (level, report)
+        })
+        .collect()
+}
+
+#[test]
+fn c_calls_inlined_at_o2_and_o3_are_the_source_functions_with_their_loops() {
+    let reports = reports("inl.c");
+    let o0 = &reports["-O0"];
+    let at_o0 = source_regions(o0, "inl.c");
+    for name in ["main", "fill", "sum", "scale", "depth"] {
+        assert!(
+            at_o0.iter().any(|(k, n, _)| *k == "function" && n == name),
+            "-O0: {name} in {at_o0:?}"
+        );
+    }
+    for level in ["-O2", "-O3"] {
+        let report = &reports[level];
+        // The inlined functions are there, as regions nested in main, at their own lines.
+        for name in ["fill", "sum", "scale"] {
+            let inlined = copies(report, name);
+            assert!(!inlined.is_empty(), "{level}: no region of {name}");
+            assert!(
+                inlined.iter().all(|r| r.inlined_at.is_some()),
+                "{level}: {name} was inlined, so each of its regions has a call site"
+            );
+            let main = func(report, "main");
+            for region in &inlined {
+                let at = region.inlined_at.as_ref().unwrap();
+                assert!(at.file.ends_with("inl.c") && at.line > main.line, "{at:?}");
+                // Its static parent is main or a region inside main.
+                let mut up = region.parent;
+                while let Some(p) = up.filter(|&p| p != main.id) {
+                    up = report.region(p).unwrap().parent;
+                }
+                assert_eq!(up, Some(main.id), "{level}: {name} is not nested in main");
+            }
+        }
+        // Every source region is named the same, with the same lines, as at -O0: the
+        // functions all; the loops of the functions the optimiser did not turn recursion
+        // into loops in.
+        let here = source_regions(report, "inl.c");
+        let functions = |set: &BTreeSet<(&'static str, String, u32)>| -> BTreeSet<_> {
+            set.iter()
+                .filter(|(k, _, _)| *k == "function")
+                .cloned()
+                .collect()
+        };
+        let loops_of = |set: &BTreeSet<(&'static str, String, u32)>| -> BTreeSet<_> {
+            set.iter()
+                .filter(|(k, n, _)| *k == "loop" && n != "depth")
+                .cloned()
+                .collect()
+        };
+        assert_eq!(functions(&here), functions(&at_o0), "{level}: functions");
+        assert_eq!(loops_of(&here), loops_of(&at_o0), "{level}: loops");
+
+        // The same data accesses per source function. fill writes n doubles per call, sum
+        // reads n per call, scale reads and writes n; at -O2 and -O3 nothing else (locals
+        // are in registers), at -O0 their locals come on top.
+        let bytes = 8 * N;
+        let expect = [
+            ("fill", 2, 0, 2 * bytes),
+            ("sum", 2, 2 * bytes, 0),
+            ("scale", 1, bytes, bytes),
+        ];
+        for (name, calls, read, written) in expect {
+            let (instances, inclusive) = function_totals(report, name);
+            assert_eq!(instances, calls, "{level}: instances of {name}");
+            assert_eq!(
+                (inclusive.bytes_read, inclusive.bytes_written),
+                (read, written),
+                "{level}: bytes of {name}"
+            );
+            let (o0_instances, o0) = function_totals(o0, name);
+            assert_eq!(o0_instances, calls, "-O0: instances of {name}");
+            assert!(
+                o0.bytes_read >= read && o0.bytes_written >= written,
+                "-O0: {name}"
+            );
+        }
+        // Loops of inlined functions run once per call of their function: a source loop's
+        // regions (a split loop has several) are entered at least as often as its
+        // function is called.
+        for name in ["fill", "sum", "scale"] {
+            let loop_instances: u64 = (report.regions.iter())
+                .filter(|r| r.kind == RegionKind::Loop && r.name == name)
+                .map(|r| stats(r).instances)
+                .sum();
+            assert!(
+                loop_instances >= function_totals(report, name).0,
+                "{level}: {name}'s loop ran {loop_instances} times"
+            );
+        }
+    }
+    // depth(k) recurses once per halving of k from 999 down to 0: 11 calls at -O0.
+    assert_eq!(function_totals(o0, "depth").0, 11);
+}
+
+#[test]
+fn cpp_lambdas_templates_and_members_inlined_keep_their_names_and_lines() {
+    let reports = reports("inl.cpp");
+    let o0 = &reports["-O0"];
+    let at_o0 = source_regions(o0, "inl.cpp");
+    for level in ["-O2", "-O3"] {
+        let report = &reports[level];
+        let here = source_regions(report, "inl.cpp");
+        // The same source regions, lines and all, but for the functions the optimiser
+        // deleted (Accumulator's constructor: its one store merged into main's code).
+        let missing: Vec<_> = at_o0.difference(&here).collect();
+        assert!(
+            here.is_subset(&at_o0),
+            "{level}: {here:?} against -O0's {at_o0:?}"
+        );
+        assert!(
+            missing.iter().all(|(kind, name, _)| *kind == "function"
+                && name.starts_with("Accumulator::Accumulator")),
+            "{level}: missing {missing:?}"
+        );
+        // The lambda (called twice), the template and the member function were inlined.
+        for name in [
+            "main::$_0::operator()",
+            "double dot<double>",
+            "Accumulator::add_all",
+        ] {
+            let regions = copies(report, name);
+            assert!(
+                !regions.is_empty() && regions.iter().all(|r| r.inlined_at.is_some()),
+                "{level}: {name}: {regions:?}"
+            );
+        }
+        let bytes = 8 * N;
+        for (name, calls, read, written) in [
+            ("main::$_0::operator()", 2, 0, 2 * bytes),
+            ("double dot<double>", 1, 2 * bytes, 0),
+            ("Accumulator::add_all", 1, bytes, 0),
+        ] {
+            let (instances, inclusive) = function_totals(report, name);
+            assert_eq!(instances, calls, "{level}: instances of {name}");
+            // add_all's `total` may stay in memory (it is a member): reads of it count.
+            assert!(
+                inclusive.bytes_read >= read && inclusive.bytes_written >= written,
+                "{level}: bytes of {name}: {inclusive:?}"
+            );
+            assert_eq!(
+                function_totals(o0, name).0,
+                calls,
+                "-O0: instances of {name}"
+            );
+        }
+    }
+}
