@@ -58,3 +58,10 @@ void __kage_fp_range(const void *addr, uint64_t len) {
 /* The calling thread's buffer, for the runtime (its limit settable by other threads). */
 struct kage_fp_buffer *kage_fp_buffer_slot(void) { return &kage_fp_buffer; }
 uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
+
+/* Defined by kage-cc's link (`--defsym`, as an alias of __kage_register_module) when some of
+ * the program's object files were compiled without Kage; see crates/kage/src/cc/objects.rs. */
+extern char __kage_plain_objects __attribute__((weak));
+
+/* Whether the link said so. */
+int kage_link_has_plain_objects(void) { return &__kage_plain_objects != 0; }

@@ -321,3 +321,91 @@ pub fn reset() {
         unsafe { (*ts).with(|_, t| t.reset()) };
     }
 }
+
+extern "C" {
+    /// Whether kage-cc linked object files compiled without Kage into the program
+    /// (`csrc/tls.c`).
+    fn kage_link_has_plain_objects() -> libc::c_int;
+}
+
+/// Runs from `.init_array` at the default priority: after every module's registration
+/// constructor (priority 1; a shared library's run before the executable's), before `main`.
+#[used]
+#[link_section = ".init_array"]
+static STARTUP_CHECK: extern "C" fn() = startup_check;
+
+/// Says on stderr when the program has no instrumented code, or code compiled without Kage
+/// beside it (a `make` that reused a plain build's objects): otherwise such a program runs
+/// unmeasured, or partly measured, without a word.
+extern "C" fn startup_check() {
+    // SAFETY: a plain C function of the runtime without arguments.
+    let plain = unsafe { kage_link_has_plain_objects() } != 0;
+    if let Some(warning) = startup_warning(
+        registry::modules_registered(),
+        registry::instrumentations_seen(),
+        plain,
+    ) {
+        eprintln!("{warning}");
+    }
+}
+
+/// The start-up warning for a program with `modules` registered modules built for
+/// `instrumentations`, linked with objects compiled without Kage when `plain`; `None` when
+/// all is well.
+fn startup_warning(
+    modules: u32,
+    instrumentations: crate::registry::Instrumentations,
+    plain: bool,
+) -> Option<String> {
+    const CAUSE: &str = "objects left from a plain build? run `make clean` and build again \
+                         with CC=kage-cc (and CXX=kage-c++)";
+    if modules == 0 {
+        return Some(format!(
+            "kage: warning: this program was linked by kage-cc, but none of its code was \
+             compiled with it (no instrumented module): nothing is measured and no report is \
+             written unless an instrumented library is loaded later; {CAUSE}"
+        ));
+    }
+    if !plain {
+        return None;
+    }
+    let tools: Vec<&str> = (instrumentations.iter())
+        .map(|i| i.only_tool().unwrap_or("every tool"))
+        .collect();
+    Some(format!(
+        "kage: warning: {modules} module{} of this program {} compiled with kage-cc (for {}), \
+         but some of its object files were not (kage-cc named them when it linked): their \
+         code is not measured; {CAUSE}",
+        if modules == 1 { "" } else { "s" },
+        if modules == 1 { "was" } else { "were" },
+        tools.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod startup_tests {
+    use super::startup_warning;
+    use crate::registry::Instrumentations;
+    use kage_abi::Instrumentation;
+
+    #[test]
+    fn warns_about_missing_and_partial_instrumentation_only() {
+        let calls = Instrumentations::default().with(Instrumentation::Calls);
+        assert_eq!(startup_warning(3, calls, false), None);
+        let none = startup_warning(0, Instrumentations::default(), false).unwrap();
+        assert!(
+            none.contains("none of its code was compiled with it"),
+            "{none}"
+        );
+        assert!(none.contains("make clean"), "{none}");
+        let ws = Instrumentations::default().with(Instrumentation::WorkingSet);
+        let partial = startup_warning(2, ws, true).unwrap();
+        assert!(
+            partial
+                .contains("2 modules of this program were compiled with kage-cc (for working-set)"),
+            "{partial}"
+        );
+        let one = startup_warning(1, calls, true).unwrap();
+        assert!(one.contains("1 module of this program was compiled with kage-cc (for every tool)"));
+    }
+}

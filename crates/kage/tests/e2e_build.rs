@@ -334,3 +334,78 @@ fn an_autoconf_project_configures_and_builds_with_cc_kage_cc() {
     let report = kage_report::read_report(&work.path("r.json")).unwrap();
     assert_counts(func(&report, "count_up"), 1, c(0, 8, 0, 32), c(0, 0, 0, 0));
 }
+
+#[test]
+fn objects_compiled_without_kage_are_named_at_link_time_and_when_the_program_starts() {
+    let work = Work::new();
+    std::fs::copy(c_dir().join("common.h"), work.path("common.h")).unwrap();
+    write(&work, "a.c", PART_A);
+    write(&work, "b.c", PART_B);
+    let plain_cc = |source: &str, object: &str| {
+        let status = Command::new("clang-22")
+            .args(["-O2", "-c", source, "-o", object])
+            .current_dir(work.dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let run = |exe: &str| {
+        let out = work.run_with_options(&work.path(exe), &[], "output=r.json");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+
+    // Everything from a plain build, linked by kage-cc: both objects named, and the program
+    // says that nothing is measured.
+    plain_cc("a.c", "a.o");
+    plain_cc("b.c", "b.o");
+    let link = text(&work.wrap(&kage_cc(), &["a.o", "b.o", "-o", "plain"]).stderr);
+    assert!(
+        link.contains("kage-cc: warning: 2 object files were compiled without kage-cc (a.o, b.o)")
+            && link.contains("make clean"),
+        "{link}"
+    );
+    let said = run("plain");
+    assert!(
+        said.contains("none of its code was compiled with it") && said.contains("make clean"),
+        "{said}"
+    );
+    assert!(
+        !work.path("r.json").exists(),
+        "nothing ran instrumented, no report"
+    );
+    // `kage run` passes the program's stderr through: it says the same.
+    let out = Command::new(kage())
+        .args(["run", "--", "./plain"])
+        .current_dir(work.dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        text(&out.stderr).contains("none of its code was compiled with it"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Half of it: the instrumented module is counted, the plain object named at link time.
+    work.wrap(&kage_cc(), &["-O2", "-c", "b.c", "-o", "b.o"]);
+    let link = text(&work.wrap(&kage_cc(), &["a.o", "b.o", "-o", "half"]).stderr);
+    assert!(
+        link.contains("1 object file was compiled without kage-cc (a.o): its code is not measured"),
+        "{link}"
+    );
+    let said = run("half");
+    assert!(
+        said.contains(
+            "1 module of this program was compiled with kage-cc (for every tool), but some of \
+             its object files were not"
+        ),
+        "{said}"
+    );
+    assert!(work.path("r.json").exists());
+
+    // All of it compiled by kage-cc: not a word.
+    work.wrap(&kage_cc(), &["-O2", "-c", "a.c", "-o", "a.o"]);
+    let link = text(&work.wrap(&kage_cc(), &["a.o", "b.o", "-o", "full"]).stderr);
+    assert!(!link.contains("warning"), "{link}");
+    assert!(!run("full").contains("warning"));
+}

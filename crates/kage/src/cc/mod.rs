@@ -8,6 +8,7 @@
 pub mod args;
 pub mod artifacts;
 pub mod compiler;
+pub mod objects;
 pub mod plan;
 
 pub use compiler::Language;
@@ -77,7 +78,17 @@ pub fn exec_compiler(wrapper: &str, language: Language, user_args: &[OsString]) 
         return exit_code::SETUP_ERROR;
     }
     let invocation = args::classify(user_args);
-    let plan = plan::Plan::new(&invocation);
+    let mut plan = plan::Plan::new(&invocation);
+    if plan.link_runtime {
+        // Objects compiled without Kage: say so now, and have the program say so when it
+        // starts (the runtime looks for the symbol the flag defines).
+        let plain = objects::plain_objects(&invocation.inputs, |name| std::fs::read(name).ok());
+        if !plain.is_empty() {
+            eprintln!("{}", objects::plain_objects_warning(wrapper, &plain));
+            plan.extra_link_args
+                .push(objects::PLAIN_OBJECTS_FLAG.into());
+        }
+    }
     let compiler = compiler::choose(language, &env);
     let current_exe = std::env::current_exe().ok();
 
