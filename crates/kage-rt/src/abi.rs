@@ -8,7 +8,7 @@
 use crate::gate;
 use crate::registry;
 use crate::runtime;
-use crate::stack::{FrameKind, RegionStack};
+use crate::stack::{Ancestors, FrameKind, RegionStack};
 use crate::tool::ThreadTool;
 use kage_abi::{symbols, Module, Region, RegionKind};
 use std::ffi::c_void;
@@ -51,45 +51,30 @@ unsafe fn region_event(
     });
 }
 
-/// The most static ancestors a region's [`Ancestry`] holds; deeper ones (inlined calls
-/// nested deeper still) are not entered by settling.
-const MAX_ANCESTRY: usize = 64;
+/// The static region tree from the registry's lock-free metadata, for settling.
+struct Registered;
 
-/// A region and its static ancestors below its function, innermost first, with their frame
-/// kinds: what settling needs to enter inlined calls that are not open. On the stack: the
-/// hooks allocate nothing.
-struct Ancestry {
-    regions: [(u32, FrameKind); MAX_ANCESTRY],
-    len: usize,
-}
-
-impl Ancestry {
-    /// `gid`'s ancestry, from the registry's lock-free metadata.
-    fn of(gid: u32) -> Ancestry {
-        let mut out = Ancestry {
-            regions: [(0, FrameKind::Function); MAX_ANCESTRY],
-            len: 0,
-        };
-        let mut at = gid;
-        while out.len < MAX_ANCESTRY {
-            let Some(meta) = registry::meta(at) else {
-                break;
-            };
-            let kind = match meta.kind {
-                RegionKind::Function => break,
-                RegionKind::Loop => FrameKind::Loop,
-                RegionKind::LoopBody => FrameKind::Body,
-                RegionKind::Inlined => FrameKind::Inlined,
-            };
-            out.regions[out.len] = (at, kind);
-            out.len += 1;
-            at = meta.parent;
-        }
-        out
+impl Ancestors for Registered {
+    fn parent(&self, region: u32) -> Option<(u32, FrameKind)> {
+        let parent = registry::meta(region)?.parent;
+        let kind = frame_kind(registry::meta(parent)?.kind)?;
+        Some((parent, kind))
     }
 
-    fn as_slice(&self) -> &[(u32, FrameKind)] {
-        &self.regions[..self.len]
+    fn kind(&self, region: u32) -> FrameKind {
+        (registry::meta(region))
+            .and_then(|meta| frame_kind(meta.kind))
+            .unwrap_or(FrameKind::Function)
+    }
+}
+
+/// The frame kind of a region kind; `None` for a function (the end of an ancestry).
+fn frame_kind(kind: RegionKind) -> Option<FrameKind> {
+    match kind {
+        RegionKind::Function => None,
+        RegionKind::Loop => Some(FrameKind::Loop),
+        RegionKind::LoopBody => Some(FrameKind::Body),
+        RegionKind::Inlined => Some(FrameKind::Inlined),
     }
 }
 
@@ -144,8 +129,8 @@ pub unsafe extern "C" fn __kage_resume_at(r: *mut Region, frame: *const c_void) 
     let sp = frame as usize;
     region_event(r, |stack, tool, gid, meta| {
         if meta.kind != RegionKind::Loop {
-            let ancestry = Ancestry::of(gid);
-            stack.resume_at(gid, meta.func, ancestry.as_slice(), sp, tool);
+            let kind = frame_kind(meta.kind).unwrap_or(FrameKind::Function);
+            stack.resume_at(gid, kind, meta.func, &Registered, sp, tool);
         }
     });
 }
@@ -172,15 +157,7 @@ pub unsafe extern "C" fn __kage_loop_iter(l: *mut Region) {
     region_event(l, |stack, tool, gid, meta| {
         if meta.kind == RegionKind::Loop {
             // Validation guarantees the body is the next entry.
-            let ancestry = Ancestry::of(meta.parent);
-            stack.loop_iter(
-                gid,
-                gid + 1,
-                meta.parent,
-                meta.func,
-                ancestry.as_slice(),
-                tool,
-            );
+            stack.loop_iter(gid, gid + 1, meta.parent, meta.func, &Registered, tool);
         }
     });
 }
@@ -195,8 +172,8 @@ pub unsafe extern "C" fn __kage_loop_iter(l: *mut Region) {
 pub unsafe extern "C" fn __kage_settle(r: *mut Region) {
     region_event(r, |stack, tool, gid, meta| {
         if meta.kind != RegionKind::Loop {
-            let ancestry = Ancestry::of(gid);
-            stack.settle(gid, meta.func, ancestry.as_slice(), tool);
+            let kind = frame_kind(meta.kind).unwrap_or(FrameKind::Function);
+            stack.settle(gid, kind, meta.func, &Registered, tool);
         }
     });
 }

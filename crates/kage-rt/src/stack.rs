@@ -24,6 +24,19 @@ pub enum FrameKind {
     Inlined,
 }
 
+/// The static region tree, as settling needs it: read only when a region to settle to is
+/// not open (the common case, returning to an open region, needs nothing).
+pub trait Ancestors {
+    /// `region`'s static parent with its kind; `None` when the parent is its function (or
+    /// unknown).
+    fn parent(&self, region: u32) -> Option<(u32, FrameKind)>;
+    /// `region`'s own kind.
+    fn kind(&self, region: u32) -> FrameKind;
+}
+
+/// The most regions settling enters at once (inlined calls nested deeper are not entered).
+const MAX_ENTERED: usize = 64;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Frame {
     pub region: u32,
@@ -133,14 +146,14 @@ impl RegionStack {
     }
 
     /// `__kage_loop_iter(L)`: `body` is L's body, `parent` L's static parent, `func` L's
-    /// function, `ancestry` the parent's (see [`RegionStack::settle`]).
-    pub fn loop_iter<S: Sink + ?Sized>(
+    /// function.
+    pub fn loop_iter<S: Sink + ?Sized, A: Ancestors + ?Sized>(
         &mut self,
         lp: u32,
         body: u32,
         parent: u32,
         func: u32,
-        ancestry: &[(u32, FrameKind)],
+        ancestors: &A,
         sink: &mut S,
     ) {
         if !self.sync_to(func, sink) {
@@ -164,7 +177,8 @@ impl RegionStack {
         // cannot be opened (not expected from a well-formed CFG), the loop is entered
         // directly in the function.
         if self.find_in_activation(parent).is_none() {
-            self.settle(parent, func, ancestry, sink);
+            let kind = ancestors.kind(parent);
+            self.settle(parent, kind, func, ancestors, sink);
         }
         let p = self
             .find_in_activation(parent)
@@ -189,37 +203,50 @@ impl RegionStack {
         );
     }
 
-    /// `__kage_settle(R)`: R becomes the innermost open region of the current activation.
-    /// `func` is R's function (R itself when R is a function) and `ancestry` lists R and its
-    /// static ancestors below `func`, innermost first, with their kinds (empty for a
-    /// function). The frames above R's innermost frame exit; when R is not open, those
-    /// above its innermost open ancestor (or the function) exit, and then the regions
-    /// between, down to R, enter, provided they are all inlined calls (a loop or body is
-    /// only entered by its loop's iteration hook: otherwise nothing happens).
-    pub fn settle<S: Sink + ?Sized>(
+    /// `__kage_settle(R)`: R (of kind `kind`) becomes the innermost open region of the
+    /// current activation; `func` is R's function (R itself when R is a function). The
+    /// frames above R's innermost frame exit; when R is not open, those above its innermost
+    /// open static ancestor (or the function) exit, and then the regions between, down to
+    /// R, enter, provided they are all inlined calls (a loop or body is only entered by its
+    /// loop's iteration hook: otherwise nothing happens).
+    pub fn settle<S: Sink + ?Sized, A: Ancestors + ?Sized>(
         &mut self,
         region: u32,
+        kind: FrameKind,
         func: u32,
-        ancestry: &[(u32, FrameKind)],
+        ancestors: &A,
         sink: &mut S,
     ) {
         if !self.sync_to(func, sink) {
             return;
         }
-        let open = (ancestry.iter().enumerate())
-            .find_map(|(i, &(r, _))| Some((i, self.find_in_activation(r)?)));
-        let (missing, base) = match open {
-            Some((i, at)) => (&ancestry[..i], at),
-            None => match self.activation() {
-                Some(at) => (ancestry, at),
-                None => return,
-            },
-        };
-        if !missing.iter().all(|&(_, kind)| kind == FrameKind::Inlined) {
+        if let Some(at) = self.find_in_activation(region) {
+            self.pop_to(at + 1, sink);
             return;
         }
+        // Not open: the regions to enter, innermost first, up to an open ancestor.
+        let mut missing = [(0u32, FrameKind::Function); MAX_ENTERED];
+        let mut count = 0;
+        let mut at = (region, kind);
+        let base = loop {
+            if count == MAX_ENTERED || at.1 != FrameKind::Inlined {
+                return;
+            }
+            missing[count] = at;
+            count += 1;
+            match ancestors.parent(at.0) {
+                None => match self.activation() {
+                    Some(base) => break base,
+                    None => return,
+                },
+                Some(parent) => match self.find_in_activation(parent.0) {
+                    Some(base) => break base,
+                    None => at = parent,
+                },
+            }
+        };
         self.pop_to(base + 1, sink);
-        for &(r, kind) in missing.iter().rev() {
+        for &(r, kind) in missing[..count].iter().rev() {
             self.push(
                 Frame {
                     region: r,
@@ -229,16 +256,16 @@ impl RegionStack {
                 sink,
             );
         }
-        debug_assert!(region == func || self.frames.last().map(|f| f.region) == Some(region));
     }
 
     /// `__kage_resume_at(R)` with the current activation's frame address `sp`: callee frames
     /// (strictly below `sp`) were unwound or jumped out of; then as `settle`.
-    pub fn resume_at<S: Sink + ?Sized>(
+    pub fn resume_at<S: Sink + ?Sized, A: Ancestors + ?Sized>(
         &mut self,
         region: u32,
+        kind: FrameKind,
         func: u32,
-        ancestry: &[(u32, FrameKind)],
+        ancestors: &A,
         sp: usize,
         sink: &mut S,
     ) {
@@ -249,7 +276,7 @@ impl RegionStack {
         {
             self.pop_to(dead, sink);
         }
-        self.settle(region, func, ancestry, sink);
+        self.settle(region, kind, func, ancestors, sink);
     }
 
     /// Exits every open frame, innermost first (thread exit, process exit, fatal signal).
@@ -294,60 +321,67 @@ mod tests {
     // Inlined calls: 40 in main's body 3; 41 in 40; 42 in main; 43 in f, around loop 44
     // (body 45).
 
-    /// A region's static ancestors below its function, innermost first (the table above).
-    fn ancestry(region: u32) -> Vec<(u32, FrameKind)> {
-        let step = |r: u32| -> Option<(FrameKind, u32)> {
-            Some(match r {
-                2 | 11 => (FrameKind::Loop, r - 1),
-                3 | 12 | 14 | 45 => (FrameKind::Body, r - 1),
-                13 => (FrameKind::Loop, 12),
-                44 => (FrameKind::Loop, 43),
-                40 => (FrameKind::Inlined, 3),
-                41 => (FrameKind::Inlined, 40),
-                42 => (FrameKind::Inlined, 1),
-                43 => (FrameKind::Inlined, 10),
-                _ => return None,
-            })
-        };
-        let mut out = Vec::new();
-        let mut at = region;
-        while let Some((kind, parent)) = step(at) {
-            out.push((at, kind));
-            at = parent;
+    /// A region's kind and static parent (the table above); `None` for a function.
+    fn step(r: u32) -> Option<(FrameKind, u32)> {
+        Some(match r {
+            2 | 11 => (FrameKind::Loop, r - 1),
+            3 | 12 | 14 | 45 => (FrameKind::Body, r - 1),
+            13 => (FrameKind::Loop, 12),
+            44 => (FrameKind::Loop, 43),
+            40 => (FrameKind::Inlined, 3),
+            41 => (FrameKind::Inlined, 40),
+            42 => (FrameKind::Inlined, 1),
+            43 => (FrameKind::Inlined, 10),
+            _ => return None,
+        })
+    }
+
+    fn kind(r: u32) -> FrameKind {
+        step(r).map_or(FrameKind::Function, |(kind, _)| kind)
+    }
+
+    struct Table;
+
+    impl Ancestors for Table {
+        fn parent(&self, region: u32) -> Option<(u32, FrameKind)> {
+            let (_, parent) = step(region)?;
+            step(parent).map(|(kind, _)| (parent, kind))
         }
-        out
+        fn kind(&self, region: u32) -> FrameKind {
+            kind(region)
+        }
     }
 
     #[test]
     fn settling_enters_and_leaves_inlined_calls() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(1, 1000, &mut r);
-        s.settle(42, 1, &ancestry(42), &mut r); // main's code inlined from 42
-        s.settle(1, 1, &ancestry(1), &mut r); // back in main's own code
+        s.settle(42, kind(42), 1, &Table, &mut r); // main's code inlined from 42
+        s.settle(1, kind(1), 1, &Table, &mut r); // back in main's own code
         assert_eq!(r.take(), vec![1, 42, -42]);
-        s.loop_iter(2, 3, 1, 1, &ancestry(1), &mut r);
-        s.settle(41, 1, &ancestry(41), &mut r); // straight into 41, inlined in 40
-        s.settle(40, 1, &ancestry(40), &mut r); // back in 40
-        s.loop_iter(2, 3, 1, 1, &ancestry(1), &mut r); // next iteration leaves 40
-        s.settle(40, 1, &ancestry(40), &mut r);
-        s.settle(1, 1, &ancestry(1), &mut r); // the loop's exit
+        s.loop_iter(2, 3, 1, 1, &Table, &mut r);
+        s.settle(41, kind(41), 1, &Table, &mut r); // straight into 41, inlined in 40
+        s.settle(40, kind(40), 1, &Table, &mut r); // back in 40
+        s.loop_iter(2, 3, 1, 1, &Table, &mut r); // next iteration leaves 40
+        s.settle(40, kind(40), 1, &Table, &mut r);
+        s.settle(1, kind(1), 1, &Table, &mut r); // the loop's exit
         assert_eq!(
             r.take(),
             vec![2, 3, 40, 41, -41, -40, -3, 3, 40, -40, -3, -2]
         );
         // A loop of an inlined call enters the call first; its exit settles in the call.
         s.func_enter(10, 900, &mut r);
-        s.loop_iter(44, 45, 43, 10, &ancestry(43), &mut r);
-        s.loop_iter(44, 45, 43, 10, &ancestry(43), &mut r);
-        s.settle(43, 10, &ancestry(43), &mut r);
-        s.settle(10, 10, &ancestry(10), &mut r);
+        s.loop_iter(44, 45, 43, 10, &Table, &mut r);
+        s.loop_iter(44, 45, 43, 10, &Table, &mut r);
+        s.settle(43, kind(43), 10, &Table, &mut r);
+        s.settle(10, kind(10), 10, &Table, &mut r);
         assert_eq!(r.take(), vec![10, 43, 44, 45, -45, 45, -45, -44, -43]);
         // A body is never entered by settling: nothing happens.
-        s.settle(14, 10, &ancestry(14), &mut r);
+        s.settle(14, kind(14), 10, &Table, &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         // Resuming in an inlined call after a longjmp out of a callee.
         s.func_enter(20, 800, &mut r);
-        s.resume_at(43, 10, &ancestry(43), 900, &mut r);
+        s.resume_at(43, kind(43), 10, &Table, 900, &mut r);
         assert_eq!(r.take(), vec![20, -20, 43]);
         s.exit_all(&mut r);
         assert_eq!(regions(&s), Vec::<u32>::new());
@@ -357,19 +391,19 @@ mod tests {
     fn nested_loops_and_iterations() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(10, 1000, &mut r);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
-        s.loop_iter(13, 14, 12, 10, &ancestry(12), &mut r);
-        s.loop_iter(13, 14, 12, 10, &ancestry(12), &mut r); // inner iteration
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r); // outer iteration: inner loop exited
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
+        s.loop_iter(13, 14, 12, 10, &Table, &mut r);
+        s.loop_iter(13, 14, 12, 10, &Table, &mut r); // inner iteration
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r); // outer iteration: inner loop exited
         assert_eq!(
             r.take(),
             vec![10, 11, 12, 13, 14, -14, 14, -14, -13, -12, 12]
         );
-        s.loop_iter(13, 14, 12, 10, &ancestry(12), &mut r); // inner loop re-entered: a new instance
-        s.settle(12, 10, &ancestry(12), &mut r); // exit of inner loop into outer body
-        s.settle(10, 10, &ancestry(10), &mut r); // exit of outer loop
+        s.loop_iter(13, 14, 12, 10, &Table, &mut r); // inner loop re-entered: a new instance
+        s.settle(12, kind(12), 10, &Table, &mut r); // exit of inner loop into outer body
+        s.settle(10, kind(10), 10, &Table, &mut r); // exit of outer loop
         assert_eq!(r.take(), vec![13, 14, -14, -13, -12, -11]);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r); // re-entry of the same loop
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r); // re-entry of the same loop
         s.func_exit(10, &mut r); // return from inside the loop
         assert_eq!(r.take(), vec![11, 12, -12, -11, -10]);
         assert!(s.is_empty());
@@ -380,8 +414,8 @@ mod tests {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(1, 2000, &mut r);
         s.func_enter(10, 1900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
-        s.loop_iter(13, 14, 12, 10, &ancestry(12), &mut r);
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
+        s.loop_iter(13, 14, 12, 10, &Table, &mut r);
         r.take();
         // longjmp to a setjmp in f before the loops: loop frames stay open, f returns.
         s.func_exit(10, &mut r);
@@ -393,7 +427,7 @@ mod tests {
     fn longjmp_out_of_callees_detected_at_next_call() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(1, 2000, &mut r);
-        s.loop_iter(2, 3, 1, 1, &ancestry(1), &mut r);
+        s.loop_iter(2, 3, 1, 1, &Table, &mut r);
         s.func_enter(10, 1900, &mut r);
         s.func_enter(20, 1800, &mut r);
         r.take();
@@ -411,18 +445,18 @@ mod tests {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(1, 2000, &mut r);
         s.func_enter(10, 1900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
         s.func_enter(20, 1800, &mut r);
         r.take();
         // longjmp (or an exception) from g lands in main, whose frame address is 2000:
         // f, its loop and g are dead; main itself is not.
-        s.resume_at(1, 1, &ancestry(1), 2000, &mut r);
+        s.resume_at(1, kind(1), 1, &Table, 2000, &mut r);
         assert_eq!(r.take(), vec![-20, -12, -11, -10]);
         assert_eq!(regions(&s), vec![1]);
         // A first return from setjmp changes nothing.
-        s.loop_iter(2, 3, 1, 1, &ancestry(1), &mut r);
+        s.loop_iter(2, 3, 1, 1, &Table, &mut r);
         r.take();
-        s.resume_at(3, 1, &ancestry(3), 2000, &mut r);
+        s.resume_at(3, kind(3), 1, &Table, 2000, &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         assert_eq!(regions(&s), vec![1, 2, 3]);
     }
@@ -432,13 +466,13 @@ mod tests {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(1, 2000, &mut r);
         s.func_enter(10, 1900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
         s.func_enter(20, 1800, &mut r);
         s.func_enter(30, 1700, &mut r);
         r.take();
         // h throws; g has no cleanup; f catches inside its loop body and the landing pad
         // leads to a loop exit block.
-        s.settle(10, 10, &ancestry(10), &mut r);
+        s.settle(10, kind(10), 10, &Table, &mut r);
         assert_eq!(r.take(), vec![-30, -20, -12, -11]);
         assert_eq!(regions(&s), vec![1, 10]);
         // Same throw, but f's cleanup pad runs func_exit(f) then resumes to main.
@@ -450,8 +484,8 @@ mod tests {
         assert_eq!(regions(&s), vec![1]);
         // An exit of a function that is not open changes nothing.
         s.func_exit(30, &mut r);
-        s.settle(12, 10, &ancestry(12), &mut r);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
+        s.settle(12, kind(12), 10, &Table, &mut r);
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         assert_eq!(regions(&s), vec![1]);
     }
@@ -460,14 +494,14 @@ mod tests {
     fn recursion() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(10, 1000, &mut r);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
         s.func_enter(10, 900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r); // the inner activation's own loop instance
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r); // the inner activation's own loop instance
         assert_eq!(regions(&s), vec![10, 11, 12, 10, 11, 12]);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
         s.func_exit(10, &mut r);
         assert_eq!(regions(&s), vec![10, 11, 12]);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r); // outer activation's next iteration
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r); // outer activation's next iteration
         assert_eq!(regions(&s), vec![10, 11, 12]);
         s.func_exit(10, &mut r);
         assert!(s.is_empty());
@@ -481,12 +515,12 @@ mod tests {
     fn settle_only_within_current_activation() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
         s.func_enter(10, 1000, &mut r);
-        s.loop_iter(11, 12, 10, 10, &ancestry(10), &mut r);
+        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
         s.func_enter(10, 900, &mut r); // recursive call from inside the loop
         r.take();
         // settle on the loop body in the inner activation: the body is open only in the
         // outer activation, so nothing happens.
-        s.settle(12, 10, &ancestry(12), &mut r);
+        s.settle(12, kind(12), 10, &Table, &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         s.exit_all(&mut r);
         assert_eq!(r.take(), vec![-10, -12, -11, -10]);
