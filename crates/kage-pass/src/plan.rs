@@ -13,6 +13,7 @@ use crate::ir::{self, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
 use crate::region_tree::{self, Location, RegionTree, Site};
 use crate::regions::{self, CallSite, FunctionIdentity, FunctionSlots, InlinedCall, RegionEntry};
+use crate::segments;
 
 /// Everything the pass will do to one function, decided before mutating it.
 pub struct FunctionPlan {
@@ -48,6 +49,9 @@ impl FunctionPlan {
         let data_layout = LLVMGetModuleDataLayout(LLVMGetGlobalParent(func));
         let mut sites = InlineSites::default();
         let mut locations = Vec::with_capacity(cfg.blocks.len());
+        // Whether each block makes a memory access or a call (see
+        // region_tree::drop_unmeasured_calls).
+        let mut measured = vec![false; cfg.blocks.len()];
         let mut accesses = Vec::new();
         let mut exits = Vec::new();
         let mut resume_points = Vec::new();
@@ -62,7 +66,9 @@ impl FunctionPlan {
                 block_locations.extend(sites.location(inst));
                 if let Some(access) = classify_access(inst, data_layout) {
                     accesses.push(access);
+                    measured[b] = true;
                 }
+                measured[b] |= segments::is_cut(inst);
                 let op = ir::opcode(inst);
                 // Unreachable blocks never run: no region hooks there (see loops.rs).
                 if forest.reachable[b]
@@ -100,7 +106,9 @@ impl FunctionPlan {
                 Some(common)
             })
             .collect();
-        let chains = region_tree::block_chains(&cfg.successors, &locations);
+        let mut chains = region_tree::block_chains(&cfg.successors, &locations);
+        let mut back_edges = back_edges;
+        region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
         let tree = region_tree::build(&forest, &chains, &back_edges);
         let calls = (sites.sites.iter())
             .map(|site| {

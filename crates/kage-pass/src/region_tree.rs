@@ -160,6 +160,36 @@ fn reverse_post_order(successors: &[Vec<usize>]) -> Vec<usize> {
     order
 }
 
+/// Leaves out the inlined calls whose code makes no memory access and no call (arithmetic
+/// the optimiser merged into the caller: there is nothing in them for a tool to measure, and
+/// entering and leaving them would cost an event each time they run): cuts every chain
+/// (and loop back edges' chain) at the first such call. `measured[b]` says whether block
+/// `b` makes a memory access or a call; a call counts as measured when any block whose
+/// chain holds it is.
+pub fn drop_unmeasured_calls(
+    chains: &mut [Vec<Site>],
+    back_edges: &mut [Option<Vec<Site>>],
+    measured: &[bool],
+) {
+    let mut useful: HashMap<Site, bool> = HashMap::new();
+    for (b, chain) in chains.iter().enumerate() {
+        let here = measured.get(b).copied().unwrap_or(false);
+        for &site in chain {
+            *useful.entry(site).or_insert(false) |= here;
+        }
+    }
+    let cut = |chain: &mut Vec<Site>| {
+        if let Some(i) = chain
+            .iter()
+            .position(|s| !useful.get(s).copied().unwrap_or(false))
+        {
+            chain.truncate(i);
+        }
+    };
+    chains.iter_mut().for_each(cut);
+    back_edges.iter_mut().flatten().for_each(cut);
+}
+
 /// Builds the tree of a function whose blocks have `chains` (see [`block_chains`]);
 /// `back_edges[k]` is the chain of loop `k`'s back-edge branches, when they have a location.
 pub fn build(
@@ -565,6 +595,28 @@ mod tests {
             settle_points(&tree, &forest, &successors),
             [(0, 1), (1, 4), (2, 0)]
         );
+    }
+
+    #[test]
+    fn inlined_calls_without_accesses_or_calls_are_left_out() {
+        // Site 1 (inside it, 2) touches memory in block 1; site 3 is arithmetic only; site
+        // 4 only holds site 5, which touches memory: 4 counts too.
+        let mut chains = vec![
+            vec![1],
+            vec![1, 2],
+            vec![3],
+            vec![1, 3],
+            vec![4],
+            vec![4, 5],
+        ];
+        let measured = [false, true, false, false, false, true];
+        let mut back_edges = vec![Some(vec![3]), None, Some(vec![1, 2])];
+        drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
+        assert_eq!(
+            chains,
+            [vec![1], vec![1, 2], vec![], vec![1], vec![4], vec![4, 5]]
+        );
+        assert_eq!(back_edges, [Some(vec![]), None, Some(vec![1, 2])]);
     }
 
     #[test]

@@ -16,8 +16,7 @@ use crate::access::{classify_access, Access, Length, Range};
 #[cfg(doc)]
 use crate::address::MERGE_GAP;
 use crate::address::{merge_ranges_within, split_constant_offset};
-use crate::ir;
-use crate::plan::FunctionPlan;
+use crate::ir::{self, FunctionCfg};
 
 /// Constant-length `llvm.mem*` ranges up to this size are coalesced like ordinary accesses;
 /// longer ones get a mark call of their own.
@@ -45,13 +44,10 @@ pub struct Segment {
 /// Every segment of every block, in layout order.
 ///
 /// # Safety
-/// `plan` must describe a live function of a module with `data_layout`.
-pub unsafe fn function_segments(
-    plan: &FunctionPlan,
-    data_layout: LLVMTargetDataRef,
-) -> Vec<Segment> {
+/// `cfg` must describe a live function of a module with `data_layout`.
+pub unsafe fn function_segments(cfg: &FunctionCfg, data_layout: LLVMTargetDataRef) -> Vec<Segment> {
     let mut out = Vec::new();
-    for (b, &block) in plan.cfg.blocks.iter().enumerate() {
+    for (b, &block) in cfg.blocks.iter().enumerate() {
         out.extend(block_segments(b, block, b == 0, data_layout));
     }
     out

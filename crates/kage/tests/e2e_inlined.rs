@@ -226,3 +226,67 @@ fn cpp_lambdas_templates_and_members_inlined_keep_their_names_and_lines() {
         }
     }
 }
+
+/// Builds `tests/c/inlined/inl.c` for `tool` at `level` and runs it with `options`.
+fn tool_report(work: &Work, tool: &str, level: &str, options: &str) -> Report {
+    let exe = work.build_with_env("inlined/inl.c", &[level], &[("KAGE_TOOL", tool)]);
+    let path = work.path(&format!("{tool}{level}.json"));
+    let out = work.run_with_options(&exe, &[], &format!("{options}:output={}", path.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kage_report::read_report(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn footprints_and_working_set_attribution_follow_the_source_functions() {
+    let work = Work::new();
+    // Footprint: every instance of fill writes one array of n doubles, sum reads one, scale
+    // reads and writes one; at -O2 that is all they touch, at -O0 their stack frames add
+    // to it.
+    for level in LEVELS {
+        let report = tool_report(&work, "footprint", level, "tool=footprint");
+        let footprint = report.footprint().unwrap();
+        for name in ["fill", "sum", "scale"] {
+            for region in copies(&report, name) {
+                let stats = footprint.stats(region.id);
+                if stats.instances == 0 {
+                    continue;
+                }
+                if level == "-O0" {
+                    assert!(stats.min_bytes >= 8 * N, "{level}: {name}: {stats:?}");
+                } else {
+                    assert_eq!(
+                        (stats.min_bytes, stats.max_bytes),
+                        (8 * N, 8 * N),
+                        "{level}: {name}"
+                    );
+                }
+            }
+            let instances: u64 = (copies(&report, name).iter())
+                .map(|r| footprint.stats(r.id).instances)
+                .sum();
+            let calls = if name == "scale" { 1 } else { 2 };
+            assert_eq!(instances, calls, "{level}: instances of {name}");
+        }
+    }
+    // Working set: with an interval of 500 accesses, the snapshots taken while the inlined
+    // loops run name them: their region stacks hold the inlined call's region (whose name
+    // is the callee's), under main.
+    for level in ["-O2", "-O3"] {
+        let report = tool_report(
+            &work,
+            "working-set",
+            level,
+            "tool=working-set:interval_unit=accesses:interval=500",
+        );
+        let ws = report.working_set().unwrap();
+        for name in ["fill", "sum", "scale"] {
+            let ids: Vec<u32> = copies(&report, name).iter().map(|r| r.id).collect();
+            let seen = (ws.snapshots.iter()).any(|s| s.regions.iter().any(|id| ids.contains(id)));
+            assert!(seen, "{level}: no snapshot in {name}");
+        }
+    }
+}

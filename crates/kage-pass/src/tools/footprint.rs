@@ -207,7 +207,7 @@ unsafe fn plan_reports(
     hoisted: &HashSet<LLVMValueRef>,
     data_layout: LLVMTargetDataRef,
 ) -> Vec<SegmentReport> {
-    let segments = function_segments(plan, data_layout);
+    let segments = function_segments(&plan.cfg, data_layout);
     let checkpoints = Checkpoints::new(&plan.cfg.successors);
     let mut by_block: Vec<Vec<&Segment>> = vec![Vec::new(); plan.cfg.blocks.len()];
     for segment in &segments {

@@ -134,7 +134,7 @@ unsafe fn instrument_functions(
         // Decide everything about the function before changing it.
         let hoists =
             hoist::plan_function(&plan.cfg, &plan.forest, data_layout, hoist::Coverage::Lines);
-        let segments = function_segments(plan, data_layout);
+        let segments = function_segments(&plan.cfg, data_layout);
         let mut inserter = WsInserter {
             builder,
             runtime: &mut runtime,
