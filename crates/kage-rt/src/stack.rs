@@ -217,6 +217,10 @@ impl RegionStack {
         ancestors: &A,
         sink: &mut S,
     ) {
+        // Already the innermost: then its function's activation is the innermost one too.
+        if self.frames.last().is_some_and(|f| f.region == region) {
+            return;
+        }
         if !self.sync_to(func, sink) {
             return;
         }
@@ -224,16 +228,14 @@ impl RegionStack {
             self.pop_to(at + 1, sink);
             return;
         }
-        // Not open: the regions to enter, innermost first, up to an open ancestor.
-        let mut missing = [(0u32, FrameKind::Function); MAX_ENTERED];
-        let mut count = 0;
+        // Not open: find the innermost open ancestor, through inlined calls only.
         let mut at = (region, kind);
+        let mut missing = 0;
         let base = loop {
-            if count == MAX_ENTERED || at.1 != FrameKind::Inlined {
+            if missing == MAX_ENTERED || at.1 != FrameKind::Inlined {
                 return;
             }
-            missing[count] = at;
-            count += 1;
+            missing += 1;
             match ancestors.parent(at.0) {
                 None => match self.activation() {
                     Some(base) => break base,
@@ -246,16 +248,32 @@ impl RegionStack {
             }
         };
         self.pop_to(base + 1, sink);
-        for &(r, kind) in missing[..count].iter().rev() {
-            self.push(
-                Frame {
-                    region: r,
-                    kind,
-                    sp: 0,
-                },
-                sink,
-            );
+        self.enter_missing(region, kind, missing, ancestors, sink);
+    }
+
+    /// Enters `region` (of kind `kind`) after its `missing - 1` innermost ancestors, which
+    /// are not open, outermost first.
+    fn enter_missing<S: Sink + ?Sized, A: Ancestors + ?Sized>(
+        &mut self,
+        region: u32,
+        kind: FrameKind,
+        missing: usize,
+        ancestors: &A,
+        sink: &mut S,
+    ) {
+        if missing > 1 {
+            if let Some((parent, parent_kind)) = ancestors.parent(region) {
+                self.enter_missing(parent, parent_kind, missing - 1, ancestors, sink);
+            }
         }
+        self.push(
+            Frame {
+                region,
+                kind,
+                sp: 0,
+            },
+            sink,
+        );
     }
 
     /// `__kage_resume_at(R)` with the current activation's frame address `sp`: callee frames
