@@ -3,7 +3,8 @@
 //! `src/shim.cpp` registers a module pass with LLVM's PassBuilder (clang's OptimizerLast
 //! extension point followed by `AlwaysInlinerPass`, and `-passes=kage` for `opt`); the pass
 //! calls [`kage_run_on_module`], which runs [`pass::instrument_module`]: it plans every
-//! function ([`plan`]: regions, loops, accesses, entries and exits), emits the region table
+//! function ([`plan`]: its region tree of loops and inlined calls ([`region_tree`]),
+//! accesses, entries and exits), emits the region table
 //! ([`regions`]) and lets the tool `KAGE_TOOL` selects ([`tools`]) instrument the module as
 //! `docs/abi.md` specifies, with the definitions of the `kage-abi` crate:
 //! - unset, empty or `count` ([`tools::count`]): instrumentation 0, region hooks and a call
