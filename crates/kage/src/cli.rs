@@ -1,7 +1,7 @@
 //! The `kage` command line (clap), turned into the library's plain option structs.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use kage::report::{ReportFormat, ReportOptions};
+use kage::report::{RegionsView, ReportFormat, ReportOptions};
 use kage::run::RunOptions;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -90,6 +90,17 @@ pub struct ReportArgs {
     /// Write to FILE instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Regions as the source wrote them (the compiler's copies of a region, such as calls
+    /// inlined in several places and split loops, joined into one), or every copy apart
+    /// [default: source, but static for --format json, which shows the report as written]
+    #[arg(long, value_enum)]
+    pub regions: Option<RegionsArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RegionsArg {
+    Source,
+    Static,
 }
 
 impl From<RunArgs> for RunOptions {
@@ -115,6 +126,10 @@ impl From<ReportArgs> for ReportOptions {
             file: args.file,
             format,
             output: args.output,
+            regions: args.regions.map(|r| match r {
+                RegionsArg::Source => RegionsView::Source,
+                RegionsArg::Static => RegionsView::Static,
+            }),
         }
     }
 }

@@ -22,10 +22,22 @@ pub enum ReportFormat {
     Perfetto,
 }
 
+/// Which regions a view shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegionsView {
+    /// As the source wrote them: the compiler's copies of a region (inlined calls, split
+    /// and versioned loops) joined into one ([`Report::by_source`]).
+    Source,
+    /// As the report holds them: every copy apart.
+    Static,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReportOptions {
     pub file: PathBuf,
     pub format: ReportFormat,
+    /// `None`: source regions for the views for people, the report as written for JSON.
+    pub regions: Option<RegionsView>,
     /// Write to this file instead of the output stream.
     pub output: Option<PathBuf>,
 }
@@ -95,6 +107,14 @@ pub fn report(options: &ReportOptions, out: &mut dyn Write, err: &mut dyn Write)
             return exit_code::BAD_INPUT;
         }
     };
+    let default_view = match options.format {
+        ReportFormat::Json => RegionsView::Static,
+        _ => RegionsView::Source,
+    };
+    let report = match options.regions.unwrap_or(default_view) {
+        RegionsView::Source => report.by_source(),
+        RegionsView::Static => report,
+    };
     let rendered = match render(&report, options.format) {
         Ok(rendered) => rendered,
         Err(error) => {
@@ -161,6 +181,7 @@ mod tests {
             ReportOptions {
                 file,
                 format: ReportFormat::Text,
+                regions: None,
                 output: None,
             },
         )

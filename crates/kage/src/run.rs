@@ -305,7 +305,10 @@ pub fn run(options: &RunOptions) -> i32 {
     };
     if reports_before.is_fresh(&absolute_report) {
         match read_report(&absolute_report) {
-            Ok(report) => eprint!("{}", render::summary(&report, &shown, SUMMARY_REGIONS)),
+            Ok(report) => eprint!(
+                "{}",
+                render::summary(&report.by_source(), &shown, SUMMARY_REGIONS)
+            ),
             Err(error) => eprintln!("kage run: the report cannot be read: {error}"),
         }
         return code;

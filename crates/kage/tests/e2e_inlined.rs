@@ -290,3 +290,36 @@ fn footprints_and_working_set_attribution_follow_the_source_functions() {
         }
     }
 }
+
+#[test]
+fn views_join_the_copies_of_a_source_region_unless_asked_not_to() {
+    let work = Work::new();
+    let exe = work.build("inlined/inl.c", &["-O2"]);
+    work.run_report(&exe, &[], 0);
+    let show = |extra: &[&str]| -> String {
+        let out = std::process::Command::new(kage())
+            .arg("report")
+            .arg(work.path("report.json"))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let lines_naming = |text: &str, what: &str| text.lines().filter(|l| l.contains(what)).count();
+    // By source (the default): fill is one function, as at -O0, with both calls.
+    let source = show(&[]);
+    assert_eq!(lines_naming(&source, "function fill"), 1, "{source}");
+    assert!(!source.contains("inlined at"), "{source}");
+    // Apart: each inlined call of fill, with its site.
+    let apart = show(&["--regions", "static"]);
+    assert_eq!(lines_naming(&apart, "function fill, inlined at inl.c:"), 2, "{apart}");
+    // The JSON shows the report as written, unless asked for source regions.
+    let json = show(&["--format", "json"]);
+    assert!(json.contains("\"inlined_at\""));
+    let joined = show(&["--format", "json", "--regions", "source"]);
+    assert!(!joined.contains("\"inlined_at\""));
+    let report: Report = serde_json::from_str(&joined).unwrap();
+    let fill = func(&report, "fill");
+    assert_eq!((stats(fill).instances, fill.parent), (2, None));
+}

@@ -8,6 +8,7 @@
 
 mod count;
 mod footprint;
+mod source;
 mod working_set;
 
 pub use count::*;

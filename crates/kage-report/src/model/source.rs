@@ -1,0 +1,336 @@
+//! Source regions: the regions of a report as the source wrote them. An optimised build
+//! reports the compiler's copies: a function inlined at two call sites is two function
+//! regions (with `inlined_at`) beside the one the compiler emitted, a loop the optimiser
+//! split (vector body and remainder) or versioned is two loop regions at the same line.
+//! [`Report::by_source`] joins each such family into one region, nested as at `-O0`:
+//! functions are roots (an inlined call joins its function, wherever it was inlined), a
+//! loop hangs under the source region of its static parent, a body under its loop. The
+//! joined regions' tool fields are combined per tool (count: sums; footprint: sums of
+//! instances, weighted averages, extremes; working set: snapshots name the joined ids).
+//! The report file keeps every copy; this is a view.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Map, Value};
+
+use super::{CountStats, FootprintStats, Region, RegionKind, Report};
+use super::{COUNT_TOOL, FOOTPRINT_TOOL, WORKING_SET_TOOL};
+
+/// What makes two regions one source region.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    /// A function, by its linkage name (its name when it has none) and file.
+    Function { symbol: String, file: String },
+    /// A loop of source region `parent`, by its first line.
+    Loop { parent: u32, line: u32 },
+    /// The body of source loop `lp`.
+    Body { lp: u32 },
+}
+
+impl Report {
+    /// The source region of each static region, by id, and how many source regions there
+    /// are. Source ids follow the static ids' order (a report without copies keeps its ids).
+    pub fn source_ids(&self) -> (Vec<u32>, usize) {
+        let mut ids: HashMap<Key, u32> = HashMap::new();
+        let mut of = Vec::with_capacity(self.regions.len());
+        for region in &self.regions {
+            let parent_source =
+                |of: &Vec<u32>| region.parent.and_then(|p| of.get(p as usize).copied());
+            let key = match region.kind {
+                RegionKind::Function => Key::Function {
+                    symbol: if region.symbol.is_empty() {
+                        region.name.clone()
+                    } else {
+                        region.symbol.clone()
+                    },
+                    file: region.file.clone(),
+                },
+                RegionKind::Loop => Key::Loop {
+                    parent: parent_source(&of).unwrap_or(u32::MAX),
+                    line: region.line,
+                },
+                RegionKind::LoopBody => Key::Body {
+                    lp: parent_source(&of).unwrap_or(u32::MAX),
+                },
+            };
+            let next = ids.len() as u32;
+            of.push(*ids.entry(key).or_insert(next));
+        }
+        (of, ids.len())
+    }
+
+    /// The report with its compiler's copies of a region joined into one source region each
+    /// (see the module docs). A report without copies comes back the same, but for inlined
+    /// calls, which become their functions.
+    pub fn by_source(&self) -> Report {
+        let (of, count) = self.source_ids();
+        let mut members: Vec<Vec<&Region>> = vec![Vec::new(); count];
+        for (region, &source) in self.regions.iter().zip(&of) {
+            members[source as usize].push(region);
+        }
+        let regions = (members.iter().enumerate())
+            .map(|(id, copies)| {
+                let first = copies[0];
+                let parent = match first.kind {
+                    RegionKind::Function => None,
+                    _ => first.parent.map(|p| of[p as usize]),
+                };
+                Region {
+                    id: id as u32,
+                    kind: first.kind,
+                    name: first.name.clone(),
+                    symbol: first.symbol.clone(),
+                    file: first.file.clone(),
+                    line: copies
+                        .iter()
+                        .map(|r| r.line)
+                        .filter(|&l| l != 0)
+                        .min()
+                        .unwrap_or(0),
+                    end_line: copies.iter().map(|r| r.end_line).max().unwrap_or(0),
+                    parent,
+                    inlined_at: None,
+                    metrics: self.joined_metrics(copies, &of),
+                }
+            })
+            .collect();
+        let mut joined = self.clone();
+        joined.regions = regions;
+        if self.tool == WORKING_SET_TOOL {
+            remap_snapshots(&mut joined.tool_data, &of);
+        }
+        joined
+    }
+
+    /// The tool fields of one source region's `copies`.
+    fn joined_metrics(&self, copies: &[&Region], of: &[u32]) -> Map<String, Value> {
+        if copies.len() == 1 {
+            return copies[0].metrics.clone();
+        }
+        match self.tool.as_str() {
+            COUNT_TOOL => {
+                let mut joined = CountStats::default();
+                for region in copies {
+                    let Some(stats) = CountStats::of(region) else {
+                        return copies[0].metrics.clone();
+                    };
+                    joined.instances += stats.instances;
+                    joined.exclusive.add(&stats.exclusive);
+                    // A copy inside another copy (a recursion inlined into itself) is
+                    // already in that one's inclusive counters.
+                    if !self.inside_a_copy(region, of) {
+                        joined.inclusive.add(&stats.inclusive);
+                    }
+                }
+                match serde_json::to_value(joined) {
+                    Ok(Value::Object(map)) => map,
+                    _ => copies[0].metrics.clone(),
+                }
+            }
+            FOOTPRINT_TOOL => join_footprints(copies).unwrap_or_else(|| copies[0].metrics.clone()),
+            _ => copies[0].metrics.clone(),
+        }
+    }
+
+    /// Whether a static ancestor of `region` has the same source region.
+    fn inside_a_copy(&self, region: &Region, of: &[u32]) -> bool {
+        let source = of[region.id as usize];
+        let mut at = region.parent;
+        while let Some(p) = at {
+            if of.get(p as usize) == Some(&source) {
+                return true;
+            }
+            at = self.region(p).and_then(|r| r.parent);
+        }
+        false
+    }
+}
+
+/// The `"footprint"` object of several copies: instances added, averages weighted by
+/// instances, extremes over the copies that ran.
+fn join_footprints(copies: &[&Region]) -> Option<Map<String, Value>> {
+    let stats: Vec<FootprintStats> = (copies.iter())
+        .map(|r| FootprintStats::of(r))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let ran: Vec<&FootprintStats> = stats.iter().filter(|s| s.instances > 0).collect();
+    let instances: u64 = ran.iter().map(|s| s.instances).sum();
+    let weighted = |f: fn(&FootprintStats) -> f64| -> f64 {
+        match instances {
+            0 => 0.0,
+            n => ran.iter().map(|s| f(s) * s.instances as f64).sum::<f64>() / n as f64,
+        }
+    };
+    let min = |f: fn(&FootprintStats) -> u64| ran.iter().map(|s| f(s)).min().unwrap_or(0);
+    let max = |f: fn(&FootprintStats) -> u64| ran.iter().map(|s| f(s)).max().unwrap_or(0);
+    let joined = FootprintStats {
+        instances,
+        avg_bytes: weighted(|s| s.avg_bytes),
+        min_bytes: min(|s| s.min_bytes),
+        max_bytes: max(|s| s.max_bytes),
+        avg_lines: weighted(|s| s.avg_lines),
+        min_lines: min(|s| s.min_lines),
+        max_lines: max(|s| s.max_lines),
+        share: ran.iter().map(|s| s.share).fold(0.0, f64::max),
+    };
+    let mut metrics = copies[0].metrics.clone();
+    metrics.insert("footprint".into(), joined.to_value());
+    Some(metrics)
+}
+
+/// Rewrites the region ids the working set's snapshots name (`"snapshots"[i]."regions"`).
+fn remap_snapshots(tool_data: &mut Map<String, Value>, of: &[u32]) {
+    let Some(Value::Array(snapshots)) = tool_data.get_mut("snapshots") else {
+        return;
+    };
+    for snapshot in snapshots {
+        if let Some(Value::Array(ids)) = snapshot.get_mut("regions") {
+            for id in ids.iter_mut() {
+                if let Some(source) = id.as_u64().and_then(|i| of.get(i as usize)) {
+                    *id = json!(source);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_report;
+
+    /// A count report: `main` (0) with `sum` inlined twice in it (1 and 4, at lines 20 and
+    /// 21), each with its loop split in two (a vector body and a remainder at line 10), and
+    /// `sum` emitted too (7) with its loop (8).
+    fn report() -> Report {
+        let region = |id: u32,
+                      kind: &str,
+                      name: &str,
+                      line: u32,
+                      parent: Option<u32>,
+                      at: Option<u32>,
+                      n: u64,
+                      bytes: u64| {
+            json!({
+                "id": id, "kind": kind, "name": name, "symbol": name, "file": "/s/a.c",
+                "line": line, "end_line": line + 1, "parent": parent,
+                "inlined_at": at.map(|l| json!({"file": "/s/a.c", "line": l, "column": 3})),
+                "instances": n, "loads": bytes / 8, "stores": 0, "bytes_read": bytes,
+                "bytes_written": 0, "self_loads": 0, "self_stores": 0, "self_bytes_read": 0,
+                "self_bytes_written": 0
+            })
+        };
+        let mut regions = vec![
+            region(0, "function", "main", 19, None, None, 1, 1600),
+            region(1, "function", "sum", 8, Some(0), Some(20), 1, 800),
+            region(2, "loop", "sum", 10, Some(1), None, 1, 768),
+            region(3, "loop", "sum", 10, Some(1), None, 1, 32),
+            region(4, "function", "sum", 8, Some(0), Some(21), 1, 800),
+            region(5, "loop", "sum", 10, Some(4), None, 1, 800),
+            region(6, "function", "helper", 30, None, None, 0, 0),
+            region(7, "function", "sum", 8, None, None, 3, 2400),
+            region(8, "loop", "sum", 10, Some(7), None, 3, 2400),
+        ];
+        for r in &mut regions {
+            if r["inlined_at"].is_null() {
+                r.as_object_mut().unwrap().remove("inlined_at");
+            }
+        }
+        let text = json!({
+            "format": "kage-report", "version": 1, "tool": "count", "program": "/p",
+            "args": [], "pid": 1, "end": {"how": "exit", "code": 0}, "complete": true,
+            "threads": 1, "options": {}, "regions": regions,
+            "totals": {"loads": 200, "stores": 0, "bytes_read": 1600, "bytes_written": 0},
+            "unattributed": {"loads": 0, "stores": 0, "bytes_read": 0, "bytes_written": 0}
+        });
+        parse_report(std::path::Path::new("r.json"), text.to_string().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn copies_join_into_source_regions_shaped_as_at_o0() {
+        let report = report();
+        let (of, count) = report.source_ids();
+        // main, sum, sum's loop (all four copies), helper.
+        assert_eq!(of, [0, 1, 2, 2, 1, 2, 3, 1, 2]);
+        assert_eq!(count, 4);
+        let joined = report.by_source();
+        let shape: Vec<(RegionKind, &str, Option<u32>, u32)> = (joined.regions.iter())
+            .map(|r| (r.kind, r.name.as_str(), r.parent, r.line))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (RegionKind::Function, "main", None, 19),
+                (RegionKind::Function, "sum", None, 8),
+                (RegionKind::Loop, "sum", Some(1), 10),
+                (RegionKind::Function, "helper", None, 30),
+            ]
+        );
+        let sum = CountStats::of(&joined.regions[1]).unwrap();
+        assert_eq!(sum.instances, 5);
+        assert_eq!(sum.inclusive.bytes_read, 800 + 800 + 2400);
+        let sum_loop = CountStats::of(&joined.regions[2]).unwrap();
+        assert_eq!(
+            (sum_loop.instances, sum_loop.inclusive.bytes_read),
+            (6, 4000)
+        );
+        assert!(joined.regions.iter().all(|r| r.inlined_at.is_none()));
+        // A report without copies keeps its regions and ids.
+        let mut plain = report.clone();
+        plain.regions.truncate(1);
+        assert_eq!(plain.by_source().regions, plain.regions);
+    }
+
+    #[test]
+    fn a_copy_inside_another_is_not_counted_twice() {
+        let mut report = report();
+        // sum inlined into the emitted sum's loop (a recursion inlined into itself).
+        report.regions[4].parent = Some(8);
+        let joined = report.by_source();
+        let sum = CountStats::of(&joined.regions[1]).unwrap();
+        assert_eq!(sum.instances, 5);
+        assert_eq!(sum.inclusive.bytes_read, 800 + 2400);
+    }
+
+    #[test]
+    fn footprints_join_by_instances_and_extremes() {
+        let mut report = report();
+        report.tool = FOOTPRINT_TOOL.into();
+        let stats = |n: u64, avg: f64, min: u64, max: u64| FootprintStats {
+            instances: n,
+            avg_bytes: avg,
+            min_bytes: min,
+            max_bytes: max,
+            avg_lines: avg / 64.0,
+            min_lines: min / 64,
+            max_lines: max / 64,
+            share: max as f64 / 8000.0,
+        };
+        let set = |r: &mut Region, s: FootprintStats| {
+            r.metrics.insert("footprint".into(), s.to_value());
+        };
+        for r in &mut report.regions {
+            set(r, stats(0, 0.0, 0, 0));
+        }
+        set(&mut report.regions[1], stats(1, 640.0, 640, 640));
+        set(&mut report.regions[4], stats(1, 1280.0, 1280, 1280));
+        set(&mut report.regions[7], stats(2, 320.0, 128, 512));
+        let joined = report.by_source();
+        let sum = FootprintStats::of(&joined.regions[1]).unwrap();
+        assert_eq!(sum.instances, 4);
+        assert_eq!(sum.avg_bytes, (640.0 + 1280.0 + 2.0 * 320.0) / 4.0);
+        assert_eq!((sum.min_bytes, sum.max_bytes), (128, 1280));
+        assert_eq!(sum.share, 1280.0 / 8000.0);
+    }
+
+    #[test]
+    fn working_set_snapshots_name_the_source_regions() {
+        let mut tool_data = Map::new();
+        tool_data.insert(
+            "snapshots".into(),
+            json!([{"regions": [0, 4, 5]}, {"regions": []}]),
+        );
+        remap_snapshots(&mut tool_data, &[0, 1, 2, 2, 1, 2]);
+        assert_eq!(tool_data["snapshots"][0]["regions"], json!([0, 1, 2]));
+    }
+}
