@@ -18,25 +18,32 @@ pub enum ObjectKind {
     Instrumented,
     /// Defines code, compiled without the pass.
     Plain,
-    /// Defines no code (data only, or empty).
+    /// Defines no code (data only, or empty), or was assembled rather than compiled.
     NoCode,
     /// Not an object file this can read (LLVM bitcode of an LTO build, another format).
     Unknown,
 }
 
-/// Classifies the object file `bytes`.
+/// Classifies the object file `bytes`. Only objects a compiler made from a source file (they
+/// name it in a file symbol) can be plain: an assembled one (`.S`, `.s`) was never going to
+/// be instrumented, and names no source file, or an assembly one.
 pub fn classify(bytes: &[u8]) -> ObjectKind {
     let Ok(file) = object::File::parse(bytes) else {
         return ObjectKind::Unknown;
     };
     let mut code = false;
+    let mut compiled = false;
     for symbol in file.symbols() {
-        if symbol.name() == Ok(MODULE_SYMBOL) {
+        let name = symbol.name().unwrap_or("");
+        if name == MODULE_SYMBOL {
             return ObjectKind::Instrumented;
         }
         code |= symbol.kind() == SymbolKind::Text && symbol.is_definition();
+        compiled |= symbol.kind() == SymbolKind::File
+            && !name.is_empty()
+            && ![".s", ".S", ".asm"].iter().any(|ext| name.ends_with(ext));
     }
-    if code {
+    if code && compiled {
         ObjectKind::Plain
     } else {
         ObjectKind::NoCode
