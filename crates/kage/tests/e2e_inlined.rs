@@ -303,7 +303,11 @@ fn views_join_the_copies_of_a_source_region_unless_asked_not_to() {
             .args(extra)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let lines_naming = |text: &str, what: &str| text.lines().filter(|l| l.contains(what)).count();
@@ -313,7 +317,11 @@ fn views_join_the_copies_of_a_source_region_unless_asked_not_to() {
     assert!(!source.contains("inlined at"), "{source}");
     // Apart: each inlined call of fill, with its site.
     let apart = show(&["--regions", "static"]);
-    assert_eq!(lines_naming(&apart, "function fill, inlined at inl.c:"), 2, "{apart}");
+    assert_eq!(
+        lines_naming(&apart, "function fill, inlined at inl.c:"),
+        2,
+        "{apart}"
+    );
     // The JSON shows the report as written, unless asked for source regions.
     let json = show(&["--format", "json"]);
     assert!(json.contains("\"inlined_at\""));
