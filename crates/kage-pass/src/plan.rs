@@ -11,7 +11,7 @@ use crate::access::{classify_access, Access};
 use crate::debuginfo::{self, InlineSites};
 use crate::ir::{self, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
-use crate::region_tree::{self, Location, RegionTree, Site};
+use crate::region_tree::{self, Location, RegionTree};
 use crate::regions::{self, CallSite, FunctionIdentity, FunctionSlots, InlinedCall, RegionEntry};
 use crate::segments;
 
@@ -55,6 +55,8 @@ impl FunctionPlan {
         let mut accesses = Vec::new();
         let mut exits = Vec::new();
         let mut resume_points = Vec::new();
+        // The chain of each block's terminator, where it has a location.
+        let mut terminator_chains = vec![None; cfg.blocks.len()];
         for (b, &block) in cfg.blocks.iter().enumerate() {
             let mut block_locations = Vec::new();
             if forest.reachable[b] && ir::is_landing_pad(block) {
@@ -63,7 +65,11 @@ impl FunctionPlan {
                 }
             }
             for inst in ir::instructions(block) {
-                block_locations.extend(sites.location(inst));
+                let location = sites.location(inst);
+                if !LLVMIsATerminatorInst(inst).is_null() {
+                    terminator_chains[b] = location.as_ref().map(|l| l.sites.clone());
+                }
+                block_locations.extend(location);
                 if let Some(access) = classify_access(inst, data_layout) {
                     accesses.push(access);
                     measured[b] = true;
@@ -86,28 +92,9 @@ impl FunctionPlan {
             }
             locations.push(block_locations);
         }
-        // The chain of each loop's back-edge branches, where they have a location.
-        let back_edges: Vec<Option<Vec<Site>>> = (forest.loops.iter())
-            .map(|lp| {
-                let mut chains = (lp.blocks.iter())
-                    .filter(|&&b| cfg.successors[b].contains(&lp.header))
-                    .filter_map(|&b| {
-                        let terminator = LLVMGetBasicBlockTerminator(cfg.blocks[b]);
-                        (!terminator.is_null())
-                            .then(|| sites.location(terminator))
-                            .flatten()
-                    })
-                    .map(|location| location.sites);
-                let mut common = chains.next()?;
-                for chain in chains {
-                    let shared = common.iter().zip(&chain).take_while(|(a, b)| a == b);
-                    common.truncate(shared.count());
-                }
-                Some(common)
-            })
-            .collect();
+        let mut back_edges =
+            region_tree::back_edge_chains(&forest, &cfg.successors, &terminator_chains);
         let mut chains = region_tree::block_chains(&cfg.successors, &locations);
-        let mut back_edges = back_edges;
         region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
         let tree = region_tree::build(&forest, &chains, &back_edges);
         let calls = (sites.sites.iter())

@@ -125,6 +125,28 @@ fn majority(locations: &[Location]) -> Option<Vec<Site>> {
         .map(|(c, _)| c.to_vec())
 }
 
+/// The chain of each loop's back edges: the longest prefix the chains of the branches that
+/// go back to its header share (`terminators[b]`: block `b`'s branch's chain, if it has a
+/// location); `None` when none of them has one.
+pub fn back_edge_chains(
+    forest: &LoopForest,
+    successors: &[Vec<usize>],
+    terminators: &[Option<Vec<Site>>],
+) -> Vec<Option<Vec<Site>>> {
+    (forest.loops.iter())
+        .map(|lp| {
+            let mut chains = (lp.blocks.iter())
+                .filter(|&&b| successors.get(b).is_some_and(|s| s.contains(&lp.header)))
+                .filter_map(|&b| terminators.get(b)?.as_deref());
+            let mut common = chains.next()?.to_vec();
+            for chain in chains {
+                common.truncate(common_prefix(&common, chain));
+            }
+            Some(common)
+        })
+        .collect()
+}
+
 fn common_prefix(a: &[Site], b: &[Site]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -617,6 +639,26 @@ mod tests {
             [vec![1], vec![1, 2], vec![], vec![1], vec![4], vec![4, 5]]
         );
         assert_eq!(back_edges, [Some(vec![]), None, Some(vec![1, 2])]);
+    }
+
+    #[test]
+    fn a_loops_back_edges_share_their_common_chain() {
+        // 0 -> 1 (header) -> 2 -> 1, 1 -> 3 -> 1, 3 -> 4: two back edges, from 2 and 3.
+        let successors = vec![vec![1], vec![2, 3], vec![1], vec![1, 4], vec![]];
+        let forest = find_loops(&successors, 0);
+        let terminators = vec![
+            None,
+            Some(vec![9]),
+            Some(vec![1, 2]),
+            Some(vec![1, 5]),
+            None,
+        ];
+        assert_eq!(
+            back_edge_chains(&forest, &successors, &terminators),
+            [Some(vec![1])]
+        );
+        let unlocated = vec![None; 5];
+        assert_eq!(back_edge_chains(&forest, &successors, &unlocated), [None]);
     }
 
     #[test]
