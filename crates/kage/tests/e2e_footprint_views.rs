@@ -47,7 +47,7 @@ fn a_real_footprint_report_reads_and_renders() {
 
     // The text tree: main first (largest), its loops by footprint, bodies under them, the
     // recursive fib, and report_error never called.
-    let text = run_report(&report_path, &[]);
+    let text = kage_report_output(&report_path, &[]);
     let rows: Vec<&str> = text
         .lines()
         .skip_while(|l| !l.starts_with("region "))
@@ -94,7 +94,7 @@ fn a_real_footprint_report_reads_and_renders() {
 
     // HTML: one page, the icicle's rectangles as the layout says.
     let html_path = work.path("matvec.html");
-    run_report(
+    kage_report_output(
         &report_path,
         &["--format", "html", "-o", html_path.to_str().unwrap()],
     );
@@ -142,7 +142,7 @@ fn without_loop_bodies_loops_nest_directly() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = run_report(&report_path, &[]);
+    let text = kage_report_output(&report_path, &[]);
     assert!(text.contains("\nloop bodies      not measured"), "{text}");
     assert!(!text.contains("loop-body"), "{text}");
     let rows: Vec<&str> = text
@@ -158,20 +158,4 @@ fn without_loop_bodies_loops_nest_directly() {
         rows[2].starts_with("    loop ") && rows[2].contains("matvec.c:29-30"),
         "{text}"
     );
-}
-
-/// `kage report FILE ARGS...`, which must succeed; its standard output.
-fn run_report(report: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new(kage())
-        .arg("report")
-        .arg(report)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }

@@ -296,20 +296,7 @@ fn views_join_the_copies_of_a_source_region_unless_asked_not_to() {
     let work = Work::new();
     let exe = work.build("inlined/inl.c", &["-O2"]);
     work.run_report(&exe, &[], 0);
-    let show = |extra: &[&str]| -> String {
-        let out = std::process::Command::new(kage())
-            .arg("report")
-            .arg(work.path("report.json"))
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let show = |extra: &[&str]| kage_report_output(&work.path("report.json"), extra);
     let lines_naming = |text: &str, what: &str| text.lines().filter(|l| l.contains(what)).count();
     // By source (the default): fill is one function, as at -O0, with both calls.
     let source = show(&[]);

@@ -155,6 +155,22 @@ impl Work {
     }
 }
 
+/// `kage report FILE ARGS...`, which must succeed: its standard output.
+pub fn kage_report_output(report: &Path, args: &[&str]) -> String {
+    let out = Command::new(kage())
+        .arg("report")
+        .arg(report)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The function region called `name` (for C++, `name(...)` with any parameters).
 pub fn func<'r>(report: &'r Report, name: &str) -> &'r Region {
     let named = |r: &&Region| {
