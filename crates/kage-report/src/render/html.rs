@@ -1,7 +1,45 @@
-//! What every HTML page shares, whichever tool's report it shows: the style, the program's
-//! name for titles, and the escaping of every text that comes from the report.
+//! What every HTML page shares, whichever tool's report it shows: the style, the page's head
+//! and first heading, and the escaping of every text that comes from the report.
 
 use crate::model::Report;
+
+/// How a tool's page begins.
+pub(crate) struct PageStart<'a> {
+    /// Before the program's name in the title: "Footprint of".
+    pub title: &'a str,
+    /// Before the program's path in the first heading: "Memory footprint of".
+    pub heading: &'a str,
+    /// The page's own style, after [`STYLE`].
+    pub style: &'a str,
+    /// What an incomplete report (written from a fatal signal handler) may miss: "footprints
+    /// of regions open at that moment may be missing".
+    pub incomplete: &'a str,
+}
+
+/// The page up to and including its first heading, and the warning when the report is
+/// incomplete.
+pub(crate) fn page_start(report: &Report, page: &PageStart) -> String {
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{} {} (pid {})</title>\n<style>\n{STYLE}{}</style>\n</head>\n<body>\n\
+         <h1>{} <code>{}</code></h1>\n",
+        page.title,
+        escape(program_name(report)),
+        report.pid,
+        page.style,
+        page.heading,
+        escape(&report.program),
+    );
+    if !report.complete {
+        out.push_str(&format!(
+            "<p class=\"warning\">The report is incomplete: it was written from a fatal signal \
+             handler, so {}.</p>\n",
+            page.incomplete
+        ));
+    }
+    out
+}
 
 /// The executable's base name ("stencil" for "/home/ada/stencil/build/stencil").
 pub(crate) fn program_name(report: &Report) -> &str {

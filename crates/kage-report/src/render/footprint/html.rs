@@ -7,7 +7,7 @@ use super::{
     STAT_COLUMNS,
 };
 use crate::model::{Footprint, Region, RegionKind, Report};
-use crate::render::html::{escape, program_name, STYLE};
+use crate::render::html::{escape, page_start, program_name, PageStart};
 use crate::render::tree::node_label;
 use crate::render::{
     average_bytes_label, bytes_label, common_facts, decimal_label, flat_label, percent_label,
@@ -29,24 +29,15 @@ const MIN_LABEL_PIXELS: f64 = 3.0 * CHAR_PIXELS;
 pub(crate) fn html(report: &Report) -> Result<String, ViewError> {
     let fp = footprint_of(report)?;
     let files = FileNames::for_report(report);
-    let program = program_name(report);
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>Footprint of {} (pid {})</title>\n<style>\n{STYLE}{ICICLE_STYLE}</style>\n\
-         </head>\n<body>\n<h1>Memory footprint of <code>{}</code></h1>\n",
-        escape(program),
-        report.pid,
-        escape(&report.program),
+    let mut out = page_start(
+        report,
+        &PageStart {
+            title: "Footprint of",
+            heading: "Memory footprint of",
+            style: ICICLE_STYLE,
+            incomplete: "footprints of regions open at that moment may be missing",
+        },
     );
-    if !report.complete {
-        out.push_str(
-            "<p class=\"warning\">The report is incomplete: it was written from a fatal signal \
-             handler, so footprints of regions open at that moment may be missing.</p>\n",
-        );
-    }
     let _ = writeln!(
         out,
         "<p>The footprint of a dynamic region (a call, a loop, one iteration of a loop) is the \
@@ -72,7 +63,7 @@ pub(crate) fn html(report: &Report) -> Result<String, ViewError> {
     let _ = writeln!(
         out,
         "<figure>\n{}</figure>",
-        icicle_svg(report, &fp, &files, program)
+        icicle_svg(report, &fp, &files, program_name(report))
     );
 
     out.push_str("<h2>Run</h2>\n<table class=\"facts\">\n");

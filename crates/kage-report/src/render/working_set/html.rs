@@ -5,7 +5,7 @@
 
 use super::{facts, seconds_decimals, working_set_of};
 use crate::model::{CacheFit, Report, Snapshot, WorkingSet};
-use crate::render::html::{escape, program_name, STYLE};
+use crate::render::html::{escape, page_start, PageStart};
 use crate::render::{bytes_label, common_facts, flat_label, percent_label, FileNames, ViewError};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -34,24 +34,15 @@ const CACHE_COLORS: [RGBColor; 4] = [
 pub(crate) fn html(report: &Report) -> Result<String, ViewError> {
     let ws = working_set_of(report)?;
     let svg = plot(&ws)?;
-    let program = program_name(report);
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>Working set of {} (pid {})</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n\
-         <h1>Working set of <code>{}</code></h1>\n",
-        escape(program),
-        report.pid,
-        escape(&report.program),
+    let mut out = page_start(
+        report,
+        &PageStart {
+            title: "Working set of",
+            heading: "Working set of",
+            style: "",
+            incomplete: "accesses of other threads at that moment may be missing",
+        },
     );
-    if !report.complete {
-        out.push_str(
-            "<p class=\"warning\">The report is incomplete: it was written from a fatal signal \
-             handler, so accesses of other threads at that moment may be missing.</p>\n",
-        );
-    }
     let _ = writeln!(
         out,
         "<p>Each snapshot is the set of distinct {}-byte cache lines the program's loads and \
