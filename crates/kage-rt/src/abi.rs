@@ -24,30 +24,20 @@ const _: symbols::Access = __kage_load;
 const _: symbols::Access = __kage_store;
 const _: symbols::CmpXchg = __kage_cmpxchg;
 
-/// Runs a region event on the calling thread with the region's global id and metadata.
+/// Runs a region event on the calling thread with the region's global id. The fast path,
+/// once the thread is set up, is a thread-local read, two flag tests and the id's load; the
+/// region's metadata is read by the hooks that need it (settling back to the innermost
+/// region, the common case, does not).
 #[inline(always)]
-unsafe fn region_event(
-    r: *mut Region,
-    f: impl FnOnce(&mut RegionStack, &mut dyn ThreadTool, u32, registry::Meta),
-) {
-    let Some(rt) = runtime::ensure_init() else {
-        return;
-    };
-    if gate::finished() {
-        return;
-    }
-    let ts = rt.thread();
-    if ts.is_null() {
+unsafe fn region_event(r: *mut Region, f: impl FnOnce(&mut RegionStack, &mut dyn ThreadTool, u32)) {
+    let ts = gate::event_thread();
+    if ts.is_null() || gate::finished() {
         return;
     }
     (*ts).with(|stack, tool| {
-        let Some(gid) = registry::global_id(r) else {
-            return;
-        };
-        let Some(meta) = registry::meta(gid) else {
-            return;
-        };
-        f(stack, tool, gid, meta)
+        if let Some(gid) = registry::global_id(r) {
+            f(stack, tool, gid)
+        }
     });
 }
 
@@ -108,8 +98,8 @@ pub unsafe extern "C" fn __kage_register_module(m: *mut Module) {
 #[no_mangle]
 pub unsafe extern "C" fn __kage_func_enter(f: *mut Region, frame: *const c_void) {
     let sp = frame as usize;
-    region_event(f, |stack, tool, gid, meta| {
-        if meta.kind == RegionKind::Function {
+    region_event(f, |stack, tool, gid| {
+        if registry::meta(gid).is_some_and(|meta| meta.kind == RegionKind::Function) {
             stack.func_enter(gid, sp, tool);
         }
     });
@@ -127,7 +117,10 @@ pub unsafe extern "C" fn __kage_func_enter(f: *mut Region, frame: *const c_void)
 #[no_mangle]
 pub unsafe extern "C" fn __kage_resume_at(r: *mut Region, frame: *const c_void) {
     let sp = frame as usize;
-    region_event(r, |stack, tool, gid, meta| {
+    region_event(r, |stack, tool, gid| {
+        let Some(meta) = registry::meta(gid) else {
+            return;
+        };
         if meta.kind != RegionKind::Loop {
             let kind = frame_kind(meta.kind).unwrap_or(FrameKind::Function);
             stack.resume_at(gid, kind, meta.func, &Registered, sp, tool);
@@ -141,8 +134,8 @@ pub unsafe extern "C" fn __kage_resume_at(r: *mut Region, frame: *const c_void) 
 /// As for [`__kage_func_enter`].
 #[no_mangle]
 pub unsafe extern "C" fn __kage_func_exit(f: *mut Region) {
-    region_event(f, |stack, tool, gid, meta| {
-        if meta.kind == RegionKind::Function {
+    region_event(f, |stack, tool, gid| {
+        if registry::meta(gid).is_some_and(|meta| meta.kind == RegionKind::Function) {
             stack.func_exit(gid, tool);
         }
     });
@@ -154,7 +147,10 @@ pub unsafe extern "C" fn __kage_func_exit(f: *mut Region) {
 /// `l` is null or points to a loop entry of a module table.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_loop_iter(l: *mut Region) {
-    region_event(l, |stack, tool, gid, meta| {
+    region_event(l, |stack, tool, gid| {
+        let Some(meta) = registry::meta(gid) else {
+            return;
+        };
         if meta.kind == RegionKind::Loop {
             // Validation guarantees the body is the next entry.
             stack.loop_iter(gid, gid + 1, meta.parent, meta.func, &Registered, tool);
@@ -170,7 +166,14 @@ pub unsafe extern "C" fn __kage_loop_iter(l: *mut Region) {
 /// `r` is null or points to a function, loop-body or inlined-call entry of a module table.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_settle(r: *mut Region) {
-    region_event(r, |stack, tool, gid, meta| {
+    region_event(r, |stack, tool, gid| {
+        // Already the innermost region (most settle points): nothing to read or do.
+        if stack.innermost() == Some(gid) {
+            return;
+        }
+        let Some(meta) = registry::meta(gid) else {
+            return;
+        };
         if meta.kind != RegionKind::Loop {
             let kind = frame_kind(meta.kind).unwrap_or(FrameKind::Function);
             stack.settle(gid, kind, meta.func, &Registered, tool);

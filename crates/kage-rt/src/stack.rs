@@ -48,12 +48,16 @@ pub struct Frame {
 #[derive(Debug, Default)]
 pub struct RegionStack {
     frames: Vec<Frame>,
+    /// The indices in `frames` of the function frames, bottom first: the current activation
+    /// starts at the last one, found without a search on every event.
+    functions: Vec<usize>,
 }
 
 impl RegionStack {
     pub fn new() -> Self {
         RegionStack {
             frames: Vec::with_capacity(64),
+            functions: Vec::with_capacity(64),
         }
     }
 
@@ -61,11 +65,20 @@ impl RegionStack {
         &self.frames
     }
 
+    /// The innermost open region.
+    #[inline]
+    pub fn innermost(&self) -> Option<u32> {
+        self.frames.last().map(|f| f.region)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.frames.is_empty()
     }
 
     fn push<S: Sink + ?Sized>(&mut self, f: Frame, sink: &mut S) {
+        if f.kind == FrameKind::Function {
+            self.functions.push(self.frames.len());
+        }
         self.frames.push(f);
         sink.enter(f.region);
     }
@@ -74,6 +87,9 @@ impl RegionStack {
     fn pop_to<S: Sink + ?Sized>(&mut self, len: usize, sink: &mut S) {
         while self.frames.len() > len {
             if let Some(f) = self.frames.pop() {
+                if f.kind == FrameKind::Function {
+                    self.functions.pop();
+                }
                 sink.exit(f.region);
             }
         }
@@ -81,10 +97,9 @@ impl RegionStack {
 
     /// Index of the innermost function frame: the current function activation is it and
     /// the frames above it.
+    #[inline]
     fn activation(&self) -> Option<usize> {
-        self.frames
-            .iter()
-            .rposition(|f| f.kind == FrameKind::Function)
+        self.functions.last().copied()
     }
 
     /// Innermost frame of `region` within the current activation.
@@ -101,9 +116,11 @@ impl RegionStack {
         match self.activation() {
             Some(a) if self.frames[a].region == func => true,
             _ => match self
-                .frames
+                .functions
                 .iter()
-                .rposition(|f| f.kind == FrameKind::Function && f.region == func)
+                .rev()
+                .copied()
+                .find(|&i| self.frames[i].region == func)
             {
                 Some(j) => {
                     self.pop_to(j + 1, sink);
@@ -118,16 +135,14 @@ impl RegionStack {
     /// frames' stack pointers decrease strictly from the bottom of the stack up (a function
     /// frame is pushed only after every one at or below its own was exited), so the dead ones
     /// are the topmost: the search runs from the top and stops at the first live one, and
-    /// costs the depth of the current activation, not of the whole stack.
+    /// costs one test when none is dead, not the depth of the stack.
     fn first_dead_function(&self, dead: impl Fn(usize) -> bool) -> Option<usize> {
         let mut first = None;
-        for (i, frame) in self.frames.iter().enumerate().rev() {
-            if frame.kind == FrameKind::Function {
-                if !dead(frame.sp) {
-                    break;
-                }
-                first = Some(i);
+        for &i in self.functions.iter().rev() {
+            if !dead(self.frames[i].sp) {
+                break;
             }
+            first = Some(i);
         }
         first
     }
@@ -341,7 +356,13 @@ mod tests {
         }
     }
 
+    /// The open regions, after checking the index of function frames against the frames.
     fn regions(s: &RegionStack) -> Vec<u32> {
+        let functions: Vec<usize> = (s.frames.iter().enumerate())
+            .filter(|(_, f)| f.kind == FrameKind::Function)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(s.functions, functions);
         s.frames().iter().map(|f| f.region).collect()
     }
 

@@ -19,7 +19,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 const INSTANCES: usize = 0;
 const INCL: usize = 1;
 const SELF: usize = 5;
-const W: usize = 9;
+/// Open instances of the region on the owner thread (recursion depth): owner-only, not
+/// reported.
+const DEPTH: usize = 9;
+const W: usize = 10;
+
+type Record = [AtomicU64; W];
+
+/// Where counts go when no record could be allocated (never reported).
+static LOST: Record = [const { AtomicU64::new(0) }; W];
 // Counter order inside INCL/SELF and the totals.
 const LOADS: usize = 0;
 const STORES: usize = 1;
@@ -48,6 +56,8 @@ struct ThreadCounts {
 
 struct Open {
     region: u32,
+    /// The region's record (records never move).
+    rec: &'static Record,
     /// Totals at entry, for an outermost instance of its region (recursion counts once).
     snapshot: Option<[u64; 4]>,
 }
@@ -56,8 +66,10 @@ pub struct CountThread {
     tool: &'static CountTool,
     c: &'static ThreadCounts,
     open: Vec<Open>,
-    /// Active instances per region on this thread.
-    depth: Vec<u32>,
+    /// The record of the slot `c.top`, which flushes add to.
+    top_rec: &'static Record,
+    /// Slot 0's record: accesses outside every region.
+    outside: &'static Record,
 }
 
 pub fn make() -> &'static dyn Tool {
@@ -151,14 +163,17 @@ impl Tool for CountTool {
             top: AtomicU32::new(0),
             slots: Chunked::new(),
         }));
-        // SAFETY: the thread does not run yet; slot 0 must exist for flushes.
-        unsafe { c.slots.get_or_alloc(0) };
+        // SAFETY: the thread does not run yet. Slot 0 exists from the start: flushes
+        // outside every region go there.
+        // Out of memory already: counts outside regions are lost rather than the program.
+        let outside = unsafe { c.slots.get_or_alloc(0) }.unwrap_or(&LOST);
         self.threads.lock().push(c);
         Box::new(CountThread {
             tool: self,
             c,
             open: Vec::with_capacity(64),
-            depth: Vec::new(),
+            top_rec: outside,
+            outside,
         })
     }
 
@@ -189,23 +204,20 @@ impl CountThread {
         std::array::from_fn(|k| self.c.tot[k].load(Relaxed))
     }
 
-    /// Moves the accesses since the last event into the innermost region's self counters.
+    /// Moves the accesses since the last event into the innermost region's self counters
+    /// (branch-free: an event costs the same whether accesses happened or not).
+    #[inline(always)]
     fn flush(&mut self) {
-        let top = self.c.top.load(Relaxed) as usize;
-        let Some(rec) = self.c.slots.get(top) else {
-            return;
-        };
+        let rec = self.top_rec;
         for k in 0..4 {
             let t = self.c.tot[k].load(Relaxed);
-            let d = t.wrapping_sub(self.c.last[k].load(Relaxed));
-            if d != 0 {
-                bump(&rec[SELF + k], d);
-                self.c.last[k].store(t, Relaxed);
-            }
+            bump(&rec[SELF + k], t.wrapping_sub(self.c.last[k].load(Relaxed)));
+            self.c.last[k].store(t, Relaxed);
         }
     }
 
     /// Applies the tool's latest reset if this thread has not yet.
+    #[inline(always)]
     fn sync_epoch(&mut self) {
         let e = self.tool.epoch.load(Acquire);
         if self.c.epoch.load(Relaxed) != e {
@@ -226,10 +238,8 @@ impl CountThread {
             if o.snapshot.is_some() {
                 o.snapshot = Some([0; 4]);
             }
-            // SAFETY: only the owner thread allocates this thread's chunks.
-            if let Some(rec) = unsafe { self.c.slots.get_or_alloc(o.region as usize + 1) } {
-                bump(&rec[INSTANCES], 1);
-            }
+            bump(&o.rec[INSTANCES], 1);
+            bump(&o.rec[DEPTH], 1);
         }
     }
 }
@@ -244,13 +254,15 @@ impl ThreadTool for CountThread {
             return;
         };
         bump(&rec[INSTANCES], 1);
-        let r = region as usize;
-        if self.depth.len() <= r {
-            self.depth.resize(r + 1, 0);
-        }
-        let snapshot = (self.depth[r] == 0).then(|| self.totals());
-        self.depth[r] += 1;
-        self.open.push(Open { region, snapshot });
+        let depth = rec[DEPTH].load(Relaxed);
+        rec[DEPTH].store(depth + 1, Relaxed);
+        let snapshot = (depth == 0).then(|| self.totals());
+        self.open.push(Open {
+            region,
+            rec,
+            snapshot,
+        });
+        self.top_rec = rec;
         self.c.top.store(slot as u32, Relaxed);
     }
 
@@ -263,15 +275,19 @@ impl ThreadTool for CountThread {
             return;
         }
         let Some(o) = self.open.pop() else { return };
-        let r = region as usize;
-        self.depth[r] -= 1;
-        if let (Some(snap), Some(rec)) = (o.snapshot, self.c.slots.get(r + 1)) {
+        let rec = o.rec;
+        rec[DEPTH].store(rec[DEPTH].load(Relaxed).saturating_sub(1), Relaxed);
+        if let Some(snap) = o.snapshot {
             let now = self.totals();
             for k in 0..4 {
                 bump(&rec[INCL + k], now[k].wrapping_sub(snap[k]));
             }
         }
-        let top = self.open.last().map_or(0, |o| o.region + 1);
+        let (top_rec, top) = self
+            .open
+            .last()
+            .map_or((self.outside, 0), |o| (o.rec, o.region + 1));
+        self.top_rec = top_rec;
         self.c.top.store(top, Relaxed);
     }
 
