@@ -46,9 +46,8 @@ struct Registered;
 
 impl Ancestors for Registered {
     fn parent(&self, region: u32) -> Option<(u32, FrameKind)> {
-        let parent = registry::meta(region)?.parent;
-        let kind = frame_kind(registry::meta(parent)?.kind)?;
-        Some((parent, kind))
+        let meta = registry::meta(region)?;
+        Some((meta.parent, frame_kind(meta.parent_kind?)?))
     }
 
     fn kind(&self, region: u32) -> FrameKind {

@@ -126,6 +126,9 @@ pub struct Meta {
     pub kind: RegionKind,
     pub func: u32,
     pub parent: u32,
+    /// The parent's kind (`None` without a parent), so that walking up needs one read per
+    /// level.
+    pub parent_kind: Option<RegionKind>,
 }
 
 #[derive(Default)]
@@ -140,7 +143,8 @@ pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
     rejected: Vec::new(),
 });
 
-/// Per global id: `[kind | func << 32, parent]`, written before the id is published.
+/// Per global id: `[kind | func << 32, parent | (parent kind + 1) << 32]` (0 for no parent
+/// kind), written before the id is published.
 static META: std::sync::OnceLock<Chunked<2>> = std::sync::OnceLock::new();
 
 fn meta_table() -> &'static Chunked<2> {
@@ -150,10 +154,14 @@ fn meta_table() -> &'static Chunked<2> {
 pub fn meta(gid: u32) -> Option<Meta> {
     let r = meta_table().get(gid as usize)?;
     let w = r[0].load(Ordering::Relaxed);
+    let up = r[1].load(Ordering::Relaxed);
     Some(Meta {
         kind: RegionKind::from_u32(w as u32)?,
         func: (w >> 32) as u32,
-        parent: r[1].load(Ordering::Relaxed) as u32,
+        parent: up as u32,
+        parent_kind: ((up >> 32) as u32)
+            .checked_sub(1)
+            .and_then(RegionKind::from_u32),
     })
 }
 
@@ -359,7 +367,12 @@ pub unsafe fn register(m: *mut Module) {
         // The registry lock makes us the only writer of META.
         if let Some(w) = meta_table().get_or_alloc(gid as usize) {
             w[0].store(r.kind as u64 | (func as u64) << 32, Ordering::Relaxed);
-            w[1].store(parent.unwrap_or(NONE) as u64, Ordering::Relaxed);
+            // Validation: a parent comes before its children, with a known kind.
+            let parent_kind = (r.parent != NONE).then(|| t[r.parent as usize].kind + 1);
+            w[1].store(
+                parent.unwrap_or(NONE) as u64 | (parent_kind.unwrap_or(0) as u64) << 32,
+                Ordering::Relaxed,
+            );
         }
     }
     // Publish the ids last: a hook that sees an id also sees its META entry.
@@ -593,7 +606,8 @@ pub mod tests {
                 Some(Meta {
                     kind: RegionKind::LoopBody,
                     func: base,
-                    parent: base + 1
+                    parent: base + 1,
+                    parent_kind: Some(RegionKind::Loop),
                 })
             );
             assert_eq!(
@@ -601,7 +615,8 @@ pub mod tests {
                 Some(Meta {
                     kind: RegionKind::Function,
                     func: base,
-                    parent: NONE
+                    parent: NONE,
+                    parent_kind: None,
                 })
             );
         }
