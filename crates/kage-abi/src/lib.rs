@@ -139,6 +139,16 @@ const _: () = {
     assert!(offset_of!(Module, instrumentation) == m[4] && offset_of!(Module, line_shift) == m[5]);
 };
 
+/// `struct kage_candidate`, hierarchical critical path analysis (docs/hcpa.md): a source of
+/// a timestamp, `slot`'s time plus `offset` (the cost of the instructions folded between
+/// it and the value computed). `slot` [`NONE`] is a constant: time 0, plus `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct Candidate {
+    pub slot: u32,
+    pub offset: u32,
+}
+
 /// `enum kage_instrumentation`: what a module's code reports, chosen at build time
 /// (`KAGE_TOOL`). Which runtime tools can read it is [`Instrumentation::only_tool`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -153,14 +163,18 @@ pub enum Instrumentation {
     /// The region hooks of `Calls`, accesses reported in groups (`__kage_fp_range`,
     /// `__kage_fp_strided`) and counted inline: the footprint tool only.
     Footprint = 3,
+    /// The region hooks of `Calls` and the timestamp calls of hierarchical critical path
+    /// analysis (`__kage_hcpa_*`, docs/hcpa.md): the hcpa tool only.
+    Hcpa = 4,
 }
 
 impl Instrumentation {
-    pub const ALL: [Instrumentation; 4] = [
+    pub const ALL: [Instrumentation; 5] = [
         Instrumentation::Calls,
         Instrumentation::WorkingSet,
         Instrumentation::WorkingSetTrace,
         Instrumentation::Footprint,
+        Instrumentation::Hcpa,
     ];
 
     /// The value of `kage_module.instrumentation`.
@@ -175,6 +189,7 @@ impl Instrumentation {
             1 => Some(Instrumentation::WorkingSet),
             2 => Some(Instrumentation::WorkingSetTrace),
             3 => Some(Instrumentation::Footprint),
+            4 => Some(Instrumentation::Hcpa),
             _ => None,
         }
     }
@@ -186,6 +201,7 @@ impl Instrumentation {
             Instrumentation::Calls => None,
             Instrumentation::WorkingSet | Instrumentation::WorkingSetTrace => Some("working-set"),
             Instrumentation::Footprint => Some("footprint"),
+            Instrumentation::Hcpa => Some("hcpa"),
         }
     }
 
@@ -235,6 +251,10 @@ pub const BUILD_TOOLS: &[BuildTool] = &[
     BuildTool {
         name: "footprint",
         instrumentation: Instrumentation::Footprint,
+    },
+    BuildTool {
+        name: "hcpa",
+        instrumentation: Instrumentation::Hcpa,
     },
 ];
 
@@ -287,6 +307,76 @@ impl Symbol {
     }
 }
 
+/// Hierarchical critical path analysis: the one cost table (docs/hcpa.md, "Costs").
+pub mod hcpa {
+    /// A class of instructions with one cost.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct CostClass {
+        /// Its name in `KAGE_HCPA_COSTS` (`load=4,div=20`).
+        pub name: &'static str,
+        pub default: u32,
+        pub help: &'static str,
+    }
+
+    /// The variable the build reads cost overrides from.
+    pub const COSTS_VARIABLE: &str = "KAGE_HCPA_COSTS";
+
+    pub const SIMPLE: CostClass = CostClass {
+        name: "simple",
+        default: 1,
+        help: "integer add, sub, logic, shifts, compares, select, casts that are not free",
+    };
+    pub const MUL: CostClass = CostClass {
+        name: "mul",
+        default: 2,
+        help: "integer multiply",
+    };
+    pub const DIV: CostClass = CostClass {
+        name: "div",
+        default: 10,
+        help: "integer division and remainder",
+    };
+    pub const FADD: CostClass = CostClass {
+        name: "fadd",
+        default: 2,
+        help: "floating add, sub, compare, negation, conversions",
+    };
+    pub const FMUL: CostClass = CostClass {
+        name: "fmul",
+        default: 5,
+        help: "floating multiply, fused multiply-add",
+    };
+    pub const FDIV: CostClass = CostClass {
+        name: "fdiv",
+        default: 20,
+        help: "floating division, remainder, square root",
+    };
+    pub const LOAD: CostClass = CostClass {
+        name: "load",
+        default: 4,
+        help: "each load",
+    };
+    pub const STORE: CostClass = CostClass {
+        name: "store",
+        default: 1,
+        help: "each store",
+    };
+    pub const CALL: CostClass = CostClass {
+        name: "call",
+        default: 10,
+        help: "a call into code that is not instrumented",
+    };
+    pub const MEM8: CostClass = CostClass {
+        name: "mem8",
+        default: 1,
+        help: "per 8 bytes (rounded up) of memcpy, memmove, memset",
+    };
+
+    /// Every class; anything else (phi, getelementptr, free casts, alloca, branches, calls
+    /// to instrumented code, debug and lifetime intrinsics) costs 0.
+    pub const COSTS: [CostClass; 10] = [SIMPLE, MUL, DIV, FADD, FMUL, FDIV, LOAD, STORE, CALL, MEM8];
+}
+
 /// Every symbol of the runtime that instrumented code uses, with its C signature.
 /// The function-pointer types beside each are what the runtime's definitions are checked
 /// against at compile time (`const _: symbols::FuncEnter = __kage_func_enter;`).
@@ -295,7 +385,7 @@ pub mod symbols {
     use super::CallingConvention::*;
     use super::Instrumentation::{self, *};
     use super::Symbol;
-    use super::{Module, Region};
+    use super::{Candidate, Module, Region};
     use core::ffi::c_void;
 
     const fn function(
@@ -312,8 +402,8 @@ pub mod symbols {
         }
     }
 
-    const REGION_HOOKS: &[Instrumentation] = &[Calls, Footprint];
-    const EVERY: &[Instrumentation] = &[Calls, WorkingSet, WorkingSetTrace, Footprint];
+    const REGION_HOOKS: &[Instrumentation] = &[Calls, Footprint, Hcpa];
+    const EVERY: &[Instrumentation] = &[Calls, WorkingSet, WorkingSetTrace, Footprint, Hcpa];
     const WORKING_SET: &[Instrumentation] = &[WorkingSet, WorkingSetTrace];
 
     /// `void __kage_register_module(struct kage_module *m)`.
@@ -386,6 +476,51 @@ pub mod symbols {
     /// `void __kage_ws_trace(const void *addr, uint64_t size)` (mode 2 only).
     pub const WS_TRACE: Symbol = function("__kage_ws_trace", &[Ptr, I64], &[WorkingSetTrace]);
 
+    // Hierarchical critical path analysis (docs/hcpa.md, "The instrumentation"). A `cands`
+    // argument points to `n` [`Candidate`]s in constant memory; slots index the current
+    // activation's shadow registers, `NONE` for none.
+
+    /// `void __kage_hcpa_frame(uint32_t slots, const void *function)`.
+    pub const HCPA_FRAME: Symbol = function("__kage_hcpa_frame", &[I32, Ptr], &[Hcpa]);
+    pub type HcpaFrame = unsafe extern "C" fn(u32, *const c_void);
+    /// `void __kage_hcpa_work(uint64_t cost)`.
+    pub const HCPA_WORK: Symbol = function("__kage_hcpa_work", &[I64], &[Hcpa]);
+    pub type HcpaWork = unsafe extern "C" fn(u64);
+    /// `void __kage_hcpa_ts(uint32_t dst, const struct kage_candidate *cands, uint32_t n)`.
+    pub const HCPA_TS: Symbol = function("__kage_hcpa_ts", &[I32, Ptr, I32], &[Hcpa]);
+    pub type HcpaTs = unsafe extern "C" fn(u32, *const Candidate, u32);
+    /// `void __kage_hcpa_phi(uint32_t dst, uint32_t src, uint32_t offset, uint32_t cond)`.
+    pub const HCPA_PHI: Symbol = function("__kage_hcpa_phi", &[I32, I32, I32, I32], &[Hcpa]);
+    pub type HcpaPhi = unsafe extern "C" fn(u32, u32, u32, u32);
+    /// `void __kage_hcpa_load(uint32_t dst, const void *addr, uint64_t size, uint32_t cost,
+    /// const struct kage_candidate *cands, uint32_t n)`.
+    pub const HCPA_LOAD: Symbol =
+        function("__kage_hcpa_load", &[I32, Ptr, I64, I32, Ptr, I32], &[Hcpa]);
+    pub type HcpaLoad = unsafe extern "C" fn(u32, *const c_void, u64, u32, *const Candidate, u32);
+    /// `void __kage_hcpa_store(const void *addr, uint64_t size, uint32_t cost,
+    /// const struct kage_candidate *cands, uint32_t n)`.
+    pub const HCPA_STORE: Symbol =
+        function("__kage_hcpa_store", &[Ptr, I64, I32, Ptr, I32], &[Hcpa]);
+    pub type HcpaStore = unsafe extern "C" fn(*const c_void, u64, u32, *const Candidate, u32);
+    /// `void __kage_hcpa_mem(const void *dst, const void *src, uint64_t len,
+    /// uint32_t cost_per_8_bytes, const struct kage_candidate *cands, uint32_t n)`: `src` null
+    /// for `memset`.
+    pub const HCPA_MEM: Symbol =
+        function("__kage_hcpa_mem", &[Ptr, Ptr, I64, I32, Ptr, I32], &[Hcpa]);
+    pub type HcpaMem =
+        unsafe extern "C" fn(*const c_void, *const c_void, u64, u32, *const Candidate, u32);
+    /// `void __kage_hcpa_call(const void *callee)`.
+    pub const HCPA_CALL: Symbol = function("__kage_hcpa_call", &[Ptr], &[Hcpa]);
+    pub type HcpaCall = unsafe extern "C" fn(*const c_void);
+    /// `void __kage_hcpa_arg(uint32_t index, const struct kage_candidate *cands, uint32_t n)`.
+    pub const HCPA_ARG: Symbol = function("__kage_hcpa_arg", &[I32, Ptr, I32], &[Hcpa]);
+    /// `void __kage_hcpa_return(const struct kage_candidate *cands, uint32_t n)`.
+    pub const HCPA_RETURN: Symbol = function("__kage_hcpa_return", &[Ptr, I32], &[Hcpa]);
+    pub type HcpaReturn = unsafe extern "C" fn(*const Candidate, u32);
+    /// `void __kage_hcpa_result(uint32_t dst, uint32_t cost)`.
+    pub const HCPA_RESULT: Symbol = function("__kage_hcpa_result", &[I32, I32], &[Hcpa]);
+    pub type HcpaResult = unsafe extern "C" fn(u32, u32);
+
     /// Every symbol above.
     pub const ALL: &[Symbol] = &[
         REGISTER_MODULE,
@@ -405,6 +540,17 @@ pub mod symbols {
         WS_MARK_LINES,
         WS_TICK,
         WS_TRACE,
+        HCPA_FRAME,
+        HCPA_WORK,
+        HCPA_TS,
+        HCPA_PHI,
+        HCPA_LOAD,
+        HCPA_STORE,
+        HCPA_MEM,
+        HCPA_CALL,
+        HCPA_ARG,
+        HCPA_RETURN,
+        HCPA_RESULT,
     ];
 
     /// The symbol called `name`, if the runtime defines one.
@@ -422,7 +568,7 @@ mod tests {
         for i in Instrumentation::ALL {
             assert_eq!(Instrumentation::from_u32(i.value()), Some(i));
         }
-        assert_eq!(Instrumentation::from_u32(4), None);
+        assert_eq!(Instrumentation::from_u32(5), None);
         for k in [
             RegionKind::Function,
             RegionKind::Loop,
