@@ -320,6 +320,9 @@ pub mod hcpa {
 
     /// The variable the build reads cost overrides from.
     pub const COSTS_VARIABLE: &str = "KAGE_HCPA_COSTS";
+    /// `0` builds without folding: every computed value gets its own slot and `ts` call (the
+    /// same results, slower; tests compare the two).
+    pub const FOLD_VARIABLE: &str = "KAGE_HCPA_FOLD";
 
     pub const SIMPLE: CostClass = CostClass {
         name: "simple",

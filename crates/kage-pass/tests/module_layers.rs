@@ -38,7 +38,7 @@ fn modules_import_only_downwards() {
         low: LOW,
         high: HIGH,
         tools: "tools",
-        expected_tools: &["count", "footprint", "working_set"],
+        expected_tools: &["count", "footprint", "hcpa", "working_set"],
     });
     // Every module is in a layer: a new one must be placed.
     for module in graph.keys().filter(|m| *m != "lib") {

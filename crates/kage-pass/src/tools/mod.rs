@@ -9,6 +9,7 @@
 
 pub mod count;
 pub mod footprint;
+pub mod hcpa;
 pub mod working_set;
 
 use std::sync::Mutex;
@@ -99,6 +100,10 @@ pub static TOOLS: &[Registration] = &[
     Registration {
         name: "footprint",
         make: footprint::make,
+    },
+    Registration {
+        name: "hcpa",
+        make: hcpa::make,
     },
 ];
 

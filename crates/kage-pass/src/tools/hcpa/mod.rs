@@ -1,0 +1,228 @@
+//! The `hcpa` build (instrumentation 4, `KAGE_TOOL=hcpa`): the region hooks, and the
+//! timestamp calls of hierarchical critical path analysis (docs/hcpa.md, "The
+//! instrumentation"): [`analysis`] decides them for each function before anything is
+//! inserted, [`HcpaCalls`] builds them.
+
+mod analysis;
+mod control;
+mod costs;
+
+use std::collections::HashMap;
+
+use kage_abi::{symbols, Instrumentation};
+use llvm_sys::core::*;
+use llvm_sys::prelude::{LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use llvm_sys::target::LLVMGetModuleDataLayout;
+
+use super::{Settings, Tool};
+use crate::hooks::{self, Hooks, Inserter};
+use crate::ir::RuntimeFunction;
+use crate::plan::FunctionPlan;
+use crate::regions::RegionTable;
+use analysis::{Action, Cands};
+pub use costs::Costs;
+
+/// Region hooks and timestamp calls.
+pub struct Hcpa {
+    costs: Costs,
+    /// Fold computations into their users' candidates (`KAGE_HCPA_FOLD` not `0`).
+    fold: bool,
+}
+
+/// The `hcpa` build, with the costs of `KAGE_HCPA_COSTS`.
+pub fn make(settings: &mut Settings) -> Box<dyn Tool> {
+    Box::new(Hcpa {
+        costs: Costs::from_settings(settings),
+        fold: settings.get(kage_abi::hcpa::FOLD_VARIABLE).as_deref() != Some("0"),
+    })
+}
+
+impl Tool for Hcpa {
+    fn instrumentation(&self) -> Instrumentation {
+        Instrumentation::Hcpa
+    }
+
+    unsafe fn instrument(
+        &self,
+        module: LLVMModuleRef,
+        plans: &[FunctionPlan],
+        table: &RegionTable,
+    ) {
+        let hooks = Hooks::declare(module);
+        let mut calls = HcpaCalls::declare(module);
+        let layout = LLVMGetModuleDataLayout(module);
+        let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
+        for plan in plans {
+            let function = analysis::analyse(plan, &self.costs, self.fold, layout);
+            let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
+            hooks::insert(plan, &mut ins, &[], |ins| {
+                for placed in &function.actions {
+                    calls.insert(ins, plan.func, placed.before, &placed.action);
+                }
+            });
+        }
+        LLVMDisposeBuilder(builder);
+    }
+}
+
+/// The `__kage_hcpa_*` functions and the constant candidate arrays passed to them.
+struct HcpaCalls {
+    module: LLVMModuleRef,
+    frame: RuntimeFunction,
+    work: RuntimeFunction,
+    ts: RuntimeFunction,
+    phi: RuntimeFunction,
+    load: RuntimeFunction,
+    store: RuntimeFunction,
+    mem: RuntimeFunction,
+    call: RuntimeFunction,
+    arg: RuntimeFunction,
+    ret: RuntimeFunction,
+    result: RuntimeFunction,
+    i32_type: LLVMTypeRef,
+    i64_type: LLVMTypeRef,
+    ptr_type: LLVMTypeRef,
+    /// One constant array per distinct candidate list in the module.
+    arrays: HashMap<Vec<u32>, LLVMValueRef>,
+}
+
+impl HcpaCalls {
+    unsafe fn declare(module: LLVMModuleRef) -> Self {
+        let context = LLVMGetModuleContext(module);
+        let declare = |symbol| RuntimeFunction::declare(module, symbol);
+        HcpaCalls {
+            module,
+            frame: declare(&symbols::HCPA_FRAME),
+            work: declare(&symbols::HCPA_WORK),
+            ts: declare(&symbols::HCPA_TS),
+            phi: declare(&symbols::HCPA_PHI),
+            load: declare(&symbols::HCPA_LOAD),
+            store: declare(&symbols::HCPA_STORE),
+            mem: declare(&symbols::HCPA_MEM),
+            call: declare(&symbols::HCPA_CALL),
+            arg: declare(&symbols::HCPA_ARG),
+            ret: declare(&symbols::HCPA_RETURN),
+            result: declare(&symbols::HCPA_RESULT),
+            i32_type: LLVMInt32TypeInContext(context),
+            i64_type: LLVMInt64TypeInContext(context),
+            ptr_type: LLVMPointerTypeInContext(context, 0),
+            arrays: HashMap::new(),
+        }
+    }
+
+    unsafe fn i32(&self, v: u32) -> LLVMValueRef {
+        LLVMConstInt(self.i32_type, u64::from(v), 0)
+    }
+
+    /// `cands` as a pointer to a constant `struct kage_candidate[n]` and `n`.
+    unsafe fn candidates(&mut self, cands: &Cands) -> [LLVMValueRef; 2] {
+        let words: Vec<u32> = cands.0.iter().flat_map(|(&s, &o)| [s, o]).collect();
+        let n = self.i32(cands.0.len() as u32);
+        if words.is_empty() {
+            return [LLVMConstNull(self.ptr_type), n];
+        }
+        let (module, i32_type) = (self.module, self.i32_type);
+        let array = *self.arrays.entry(words).or_insert_with_key(|words| {
+            let mut values: Vec<LLVMValueRef> = words
+                .iter()
+                .map(|&w| LLVMConstInt(i32_type, u64::from(w), 0))
+                .collect();
+            let init = LLVMConstArray2(i32_type, values.as_mut_ptr(), values.len() as u64);
+            let global = LLVMAddGlobal(module, LLVMTypeOf(init), c"__kage_hcpa_cands".as_ptr());
+            LLVMSetInitializer(global, init);
+            LLVMSetGlobalConstant(global, 1);
+            LLVMSetLinkage(global, llvm_sys::LLVMLinkage::LLVMPrivateLinkage);
+            LLVMSetUnnamedAddress(global, llvm_sys::LLVMUnnamedAddr::LLVMGlobalUnnamedAddr);
+            LLVMSetAlignment(global, 4);
+            global
+        });
+        [array, n]
+    }
+
+    /// Builds `action` before `before` in `func`.
+    unsafe fn insert(
+        &mut self,
+        ins: &mut Inserter,
+        func: LLVMValueRef,
+        before: LLVMValueRef,
+        action: &Action,
+    ) {
+        if let Action::Phi { block, incoming, .. } = action {
+            // The shadow phis choosing the source and the edge's condition go first.
+            let first = LLVMGetFirstInstruction(*block);
+            LLVMPositionBuilder(ins.builder, *block, first);
+            let (src, cond) = (
+                self.shadow_phi(ins, incoming, |&(_, s, _)| s),
+                self.shadow_phi(ins, incoming, |&(_, _, c)| c),
+            );
+            ins.position_before(before);
+            let Action::Phi { dst, .. } = action else { unreachable!() };
+            let mut args = [self.i32(*dst), src, self.i32(0), cond];
+            self.phi.call(ins.builder, &mut args);
+            return;
+        }
+        ins.position_before(before);
+        let b = ins.builder;
+        match action {
+            Action::Frame { slots } => {
+                self.frame.call(b, &mut [self.i32(*slots), func]);
+            }
+            Action::Work { cost } => {
+                self.work.call(b, &mut [LLVMConstInt(self.i64_type, *cost, 0)]);
+            }
+            Action::Ts { dst, cands } => {
+                let [array, n] = self.candidates(cands);
+                self.ts.call(b, &mut [self.i32(*dst), array, n]);
+            }
+            Action::Load { dst, ptr, size, cost, cands } => {
+                let [array, n] = self.candidates(cands);
+                let size = LLVMConstInt(self.i64_type, *size, 0);
+                self.load.call(b, &mut [self.i32(*dst), *ptr, size, self.i32(*cost), array, n]);
+            }
+            Action::Store { ptr, size, cost, cands } => {
+                let [array, n] = self.candidates(cands);
+                let size = LLVMConstInt(self.i64_type, *size, 0);
+                self.store.call(b, &mut [*ptr, size, self.i32(*cost), array, n]);
+            }
+            Action::Mem { dst, src, len, cost8, cands } => {
+                let [array, n] = self.candidates(cands);
+                let src = src.unwrap_or(LLVMConstNull(self.ptr_type));
+                let len = LLVMBuildIntCast2(b, *len, self.i64_type, 0, c"".as_ptr());
+                self.mem.call(b, &mut [*dst, src, len, self.i32(*cost8), array, n]);
+            }
+            Action::Call { callee } => {
+                self.call.call(b, &mut [*callee]);
+            }
+            Action::Arg { index, cands } => {
+                let [array, n] = self.candidates(cands);
+                self.arg.call(b, &mut [self.i32(*index), array, n]);
+            }
+            Action::Return { cands } => {
+                let [array, n] = self.candidates(cands);
+                self.ret.call(b, &mut [array, n]);
+            }
+            Action::Result { dst, cost } => {
+                self.result.call(b, &mut [self.i32(*dst), self.i32(*cost)]);
+            }
+            Action::Phi { .. } => unreachable!("handled above"),
+        }
+    }
+
+    /// A constant when every edge brings the same slot, else an `i32` phi of them.
+    unsafe fn shadow_phi(
+        &self,
+        ins: &mut Inserter,
+        incoming: &[(llvm_sys::prelude::LLVMBasicBlockRef, u32, u32)],
+        pick: impl Fn(&(llvm_sys::prelude::LLVMBasicBlockRef, u32, u32)) -> u32,
+    ) -> LLVMValueRef {
+        let first = incoming.first().map(&pick).unwrap_or(kage_abi::NONE);
+        if incoming.iter().all(|e| pick(e) == first) {
+            return self.i32(first);
+        }
+        let phi = LLVMBuildPhi(ins.builder, self.i32_type, c"".as_ptr());
+        let mut values: Vec<LLVMValueRef> = incoming.iter().map(|e| self.i32(pick(e))).collect();
+        let mut blocks: Vec<_> = incoming.iter().map(|e| e.0).collect();
+        LLVMAddIncoming(phi, values.as_mut_ptr(), blocks.as_mut_ptr(), values.len() as u32);
+        phi
+    }
+}
