@@ -377,7 +377,8 @@ pub mod hcpa {
 
     /// Every class; anything else (phi, getelementptr, free casts, alloca, branches, calls
     /// to instrumented code, debug and lifetime intrinsics) costs 0.
-    pub const COSTS: [CostClass; 10] = [SIMPLE, MUL, DIV, FADD, FMUL, FDIV, LOAD, STORE, CALL, MEM8];
+    pub const COSTS: [CostClass; 10] =
+        [SIMPLE, MUL, DIV, FADD, FMUL, FDIV, LOAD, STORE, CALL, MEM8];
 }
 
 /// Every symbol of the runtime that instrumented code uses, with its C signature.

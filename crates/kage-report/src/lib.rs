@@ -5,8 +5,10 @@
 //! and renders it. The schema is documented in `docs/report-schema.md`.
 
 pub mod model;
+pub mod planner;
 pub mod read;
 pub mod render;
 
 pub use model::*;
+pub use planner::{plan, plan_regions};
 pub use read::{parse_report, read_report, ReadError};

@@ -66,7 +66,7 @@ impl Serialize for RegionEntries<'_> {
 }
 
 pub fn build(i: ReportInput<'_>) -> RuntimeReport<'_> {
-    ReportOf {
+    let mut report = ReportOf {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,
         tool: i.tool.into(),
@@ -83,6 +83,40 @@ pub fn build(i: ReportInput<'_>) -> RuntimeReport<'_> {
             fields: i.results.regions,
         },
         tool_data: i.results.top,
+    };
+    add_hcpa_plan(&mut report);
+    report
+}
+
+/// An hcpa report carries its plan (docs/hcpa.md, "The planner"), made for this machine's
+/// cores with the default thresholds as it is written (`kage report --cores` plans again).
+/// The plan needs every region's statistics at once: made here, where the tool is done.
+fn add_hcpa_plan(report: &mut RuntimeReport<'_>) {
+    if report.tool != "hcpa" {
+        return;
+    }
+    let regions: Vec<Region> = (0..report.regions.regions.len())
+        .map(|id| report.regions.entry(id))
+        .collect();
+    let whole = ReportOf {
+        format: report.format.clone(),
+        version: report.version,
+        tool: report.tool.clone(),
+        program: String::new(),
+        args: Vec::new(),
+        pid: report.pid,
+        forked_from: report.forked_from,
+        end: report.end,
+        complete: report.complete,
+        threads: report.threads,
+        options: BTreeMap::new(),
+        regions,
+        tool_data: report.tool_data.clone(),
+    };
+    // A malformed hcpa part is the tool's bug: the report goes out without a plan, and
+    // `kage report` says what is wrong with it.
+    if let Ok(plan) = kage_report::plan(&whole, &kage_report::PlanOptions::for_this_machine()) {
+        report.tool_data.extend(plan.to_tool_data());
     }
 }
 

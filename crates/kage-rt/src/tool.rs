@@ -82,6 +82,12 @@ pub trait ThreadTool {
     fn fork_survivor(&mut self);
     /// The thread ends; every region has been exited.
     fn thread_exit(&mut self) {}
+    /// The thread part as its own type, for the C entry points a tool defines for its own
+    /// instrumentation: they reach it through `gate` as a `dyn ThreadTool` and downcast.
+    /// `None` (the default) for tools without such entry points.
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
 }
 
 /// Region events go straight to the thread's tool.

@@ -343,6 +343,16 @@ pub trait VectorShadow<T: Tag> {
     /// Read-modify-write of the whole valid vector (length [`depth`](Self::depth)); at
     /// depth 0, `f` gets an empty slice.
     fn update(&mut self, addr: u64, f: impl FnOnce(&mut [T]));
+    /// Sets the address's tag at each level `i < tags.len()` to `tags[i]`: a tag per level,
+    /// as HCPA stores a time per level. Levels from `tags.len()` on keep their valid tags;
+    /// tags beyond [`depth`](Self::depth) are ignored. Implementations may skip reading the
+    /// old vector when every level is written.
+    fn write_levels(&mut self, addr: u64, tags: &[T]) {
+        self.update(addr, |vector| {
+            let n = tags.len().min(vector.len());
+            vector[..n].copy_from_slice(&tags[..n]);
+        });
+    }
     /// Exact bytes this structure currently holds on the heap.
     fn heap_bytes(&self) -> usize;
     /// Counters.
@@ -509,6 +519,10 @@ impl<T: Tag> VectorShadow<T> for AnyVsm<T> {
     fn update(&mut self, addr: u64, f: impl FnOnce(&mut [T])) {
         dispatch!(self, vsm => vsm.update(addr, f))
     }
+    #[inline]
+    fn write_levels(&mut self, addr: u64, tags: &[T]) {
+        dispatch!(self, vsm => vsm.write_levels(addr, tags))
+    }
     fn heap_bytes(&self) -> usize {
         dispatch!(self, vsm => vsm.heap_bytes())
     }
@@ -541,6 +555,29 @@ mod tests {
             err.contains("baseline, slim, bulk, cache, gc, compress"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn write_levels_sets_a_tag_per_level() {
+        for kind in VsmKind::ALL {
+            let mut vsm = AnyVsm::<u64>::new(kind, &Config::default());
+            let mut out = Vec::new();
+            vsm.write_levels(0x40, &[1, 2]); // depth 0: nothing to write
+            (0..3).for_each(|_| vsm.enter());
+            vsm.write_levels(0x40, &[7, 8, 9, 10]); // beyond the depth: ignored
+            vsm.read(0x40, &mut out);
+            assert_eq!(out, [7, 8, 9], "{kind}");
+            vsm.write_levels(0x40, &[1]); // deeper levels keep theirs
+            vsm.read(0x40, &mut out);
+            assert_eq!(out, [1, 8, 9], "{kind}");
+            vsm.exit();
+            vsm.enter();
+            vsm.write_levels(0x48, &[4, 5, 6]);
+            vsm.read(0x40, &mut out);
+            assert_eq!(out, [1, 8, 0], "{kind}: a new instance at level 2");
+            vsm.read(0x48, &mut out);
+            assert_eq!(out, [4, 5, 6], "{kind}");
+        }
     }
 
     #[test]

@@ -249,6 +249,23 @@ impl<T: Tag> VectorShadow<T> for CachedVsm<T> {
         f(&mut vector[..depth]);
     }
 
+    /// Writing every level needs no fetch from the storage (HCPA's stores), as
+    /// [`write`](VectorShadow::write) of every level.
+    #[inline]
+    fn write_levels(&mut self, addr: u64, tags: &[T]) {
+        let depth = self.depth();
+        if tags.len() < depth {
+            return self.update(addr, |vector| vector[..tags.len()].copy_from_slice(tags));
+        }
+        if depth == 0 {
+            return;
+        }
+        let index = self.line(addr >> self.shift, false);
+        let (vector, len) = self.vector(index);
+        vector[..depth].copy_from_slice(&tags[..depth]);
+        *len = depth as u32;
+    }
+
     fn heap_bytes(&self) -> usize {
         let lines = if self.capacity == 0 {
             0

@@ -73,6 +73,26 @@ fn run<T: TestTag>(
                 });
             }
         }
+        Op::WriteLevels {
+            at,
+            count,
+            stride,
+            levels,
+            tag,
+        } => {
+            let depth = vsm.depth();
+            let n = if levels == 255 {
+                depth
+            } else {
+                levels as usize * (depth + 1) / 256
+            };
+            // `out` has room for every level: no allocation outside the shadow.
+            out.clear();
+            out.extend((0..n as u64).map(|level| T::from_u64(tag.wrapping_add(level))));
+            for i in 0..count as u64 {
+                vsm.write_levels(address(at, i, stride), out);
+            }
+        }
         Op::Sweep => {}
     }
 }

@@ -58,7 +58,10 @@ fn op(span: u64) -> impl Strategy<Value = Op> {
             |(at, count, stride, levels, tag, hook)| Op::Write { at, count, stride, levels, tag, hook }
         ),
         3 => (at.clone(), 1u8..=8, stride.clone()).prop_map(|(at, count, stride)| Op::Read { at, count, stride }),
-        2 => (at, 1u8..=4, stride, 0..1000u64).prop_map(|(at, count, stride, by)| Op::Update { at, count, stride, by }),
+        2 => (at.clone(), 1u8..=4, stride.clone(), 0..1000u64).prop_map(|(at, count, stride, by)| Op::Update { at, count, stride, by }),
+        2 => (at, 1u8..=8, stride, prop_oneof![Just(255u8), any::<u8>()], any::<u64>()).prop_map(
+            |(at, count, stride, levels, tag)| Op::WriteLevels { at, count, stride, levels, tag }
+        ),
         1 => Just(Op::Sweep),
     ]
 }

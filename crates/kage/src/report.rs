@@ -1,10 +1,13 @@
 //! `kage report FILE`: show a report as text (a region tree, or for the working-set tool a
 //! chart of its snapshots), as JSON, working-set reports as an HTML page with a plot or as a
-//! trace for Perfetto, and footprint reports as an HTML page with an icicle view.
+//! trace for Perfetto, footprint reports as an HTML page with an icicle view, and hcpa
+//! reports as an HTML page with the parallelism plan and the region tree coloured by
+//! self-parallelism. An hcpa report is planned again when asked for other options, or when it
+//! has no plan.
 
 use crate::exit_code;
 use kage_report::render::{self, ViewError};
-use kage_report::{read_report, ReadError, Report};
+use kage_report::{read_report, HcpaError, PlanOptions, ReadError, Report, HCPA_TOOL};
 use std::io::{self, Write};
 use std::path::PathBuf;
 
@@ -16,7 +19,8 @@ pub enum ReportFormat {
     /// The report re-serialised, pretty-printed.
     Json,
     /// Working-set reports: a self-contained HTML page with a plot; footprint reports: one
-    /// with an icicle view of the region tree.
+    /// with an icicle view of the region tree; hcpa reports: one with the plan and the
+    /// region tree coloured by self-parallelism.
     Html,
     /// Working-set reports: a Chrome JSON trace for ui.perfetto.dev or chrome://tracing.
     Perfetto,
@@ -32,7 +36,7 @@ pub enum RegionsView {
     Static,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReportOptions {
     pub file: PathBuf,
     pub format: ReportFormat,
@@ -40,6 +44,53 @@ pub struct ReportOptions {
     pub regions: Option<RegionsView>,
     /// Write to this file instead of the output stream.
     pub output: Option<PathBuf>,
+    /// For hcpa reports: the planner's options to change.
+    pub plan: PlanChoice,
+}
+
+/// The planner's options `kage report` was given (`--cores`, `--min-coverage`, `--min-sp`);
+/// `None` for those it was not. Any given one plans the report again, the others as the
+/// report's plan had them (the defaults, for this machine's cores, when it has none).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PlanChoice {
+    pub cores: Option<u64>,
+    /// A fraction of the program's work, 0..1.
+    pub min_coverage: Option<f64>,
+    pub min_sp: Option<f64>,
+}
+
+impl PlanChoice {
+    /// Whether any option was given.
+    pub fn any(&self) -> bool {
+        self.cores.is_some() || self.min_coverage.is_some() || self.min_sp.is_some()
+    }
+
+    /// The options to plan with: the given ones over `recorded` (else the defaults for this
+    /// machine).
+    pub fn over(&self, recorded: Option<PlanOptions>) -> PlanOptions {
+        let base = recorded.unwrap_or_else(PlanOptions::for_this_machine);
+        PlanOptions {
+            cores: self.cores.unwrap_or(base.cores),
+            min_coverage: self.min_coverage.unwrap_or(base.min_coverage),
+            min_sp: self.min_sp.unwrap_or(base.min_sp),
+        }
+    }
+}
+
+/// Plans an hcpa report again when `choice` gives any option or when it has no plan (or one
+/// that cannot be read), and puts the plan in it. Returns whether it planned. Other reports
+/// are left alone.
+pub fn plan_hcpa_report(report: &mut Report, choice: &PlanChoice) -> Result<bool, HcpaError> {
+    if report.tool != HCPA_TOOL {
+        return Ok(false);
+    }
+    let recorded = report.hcpa_plan().ok().flatten();
+    if recorded.is_some() && !choice.any() {
+        return Ok(false);
+    }
+    let options = choice.over(recorded.map(|plan| plan.options));
+    report.replan(&options)?;
+    Ok(true)
 }
 
 fn render(report: &Report, format: ReportFormat) -> Result<String, ViewError> {
@@ -94,10 +145,11 @@ fn hint(error: &ReadError) -> Option<&'static str> {
 /// Reads the report and writes it to `out`, or to the `output` file; messages go to `err`.
 /// Returns the exit code: 0, also when `out` is a pipe its reader closed early
 /// (`kage report f | head`), 2 when the report cannot be read or has no such view (html is
-/// for working-set and footprint reports, perfetto for working-set reports), 1 when the
-/// output cannot be written.
+/// for working-set, footprint and hcpa reports, perfetto for working-set reports), 1 when the
+/// output cannot be written. Planner options for a report that is not from hcpa are ignored,
+/// with a warning.
 pub fn report(options: &ReportOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let report = match read_report(&options.file) {
+    let mut report = match read_report(&options.file) {
         Ok(report) => report,
         Err(error) => {
             let _ = writeln!(err, "kage report: {error}");
@@ -107,6 +159,20 @@ pub fn report(options: &ReportOptions, out: &mut dyn Write, err: &mut dyn Write)
             return exit_code::BAD_INPUT;
         }
     };
+    if options.plan.any() && report.tool != HCPA_TOOL {
+        let _ = writeln!(
+            err,
+            "kage report: warning: --cores, --min-coverage and --min-sp are for hcpa reports; \
+             this report is from `{}`",
+            report.tool
+        );
+    }
+    if let Err(error) = plan_hcpa_report(&mut report, &options.plan) {
+        // The views say what is wrong with the fields; JSON shows the report as it is.
+        if options.plan.any() || options.format == ReportFormat::Json {
+            let _ = writeln!(err, "kage report: cannot plan: {error}");
+        }
+    }
     let default_view = match options.format {
         ReportFormat::Json => RegionsView::Static,
         _ => RegionsView::Source,
@@ -183,6 +249,7 @@ mod tests {
                 format: ReportFormat::Text,
                 regions: None,
                 output: None,
+                plan: PlanChoice::default(),
             },
         )
     }
@@ -274,6 +341,134 @@ mod tests {
         );
         assert!(err.contains("--format text or --format json"), "{err}");
         assert!(!dir.path().join("fp.trace").exists());
+    }
+
+    const HCPA: &str = include_str!("../../kage-report/tests/fixtures/hcpa.json");
+
+    fn run(options: &ReportOptions) -> (i32, String, String) {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = report(options, &mut out, &mut err);
+        (
+            code,
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        )
+    }
+
+    #[test]
+    fn hcpa_formats() {
+        let (dir, mut options) = options_for(HCPA);
+        let (code, text, err) = run(&options);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.is_empty(), "{err}");
+        // The plan as recorded, on source regions: the split loop once.
+        assert!(text.contains("plan for 8 cores"), "{text}");
+        assert_eq!(text.matches("main.c:19-20").count(), 2, "{text}");
+
+        options.regions = Some(RegionsView::Static);
+        let (_, text, _) = run(&options);
+        assert_eq!(text.matches("main.c:19-20").count(), 5, "{text}");
+
+        options.regions = None;
+        options.format = ReportFormat::Html;
+        options.output = Some(dir.path().join("hcpa.html"));
+        let (code, _, err) = run(&options);
+        assert_eq!(code, 0, "{err}");
+        let html = std::fs::read_to_string(dir.path().join("hcpa.html")).unwrap();
+        assert!(html.contains("<h2>Plan for 8 cores</h2>"), "{html}");
+        assert!(err.contains("open it in a web browser"));
+
+        // JSON: the report as written, static ids in the plan (fib is 13).
+        options.format = ReportFormat::Json;
+        options.output = None;
+        let (code, json, _) = run(&options);
+        assert_eq!(code, 0);
+        let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(json["regions"].as_array().unwrap().len(), 17);
+        assert_eq!(json["plan"][2]["region"], 13);
+    }
+
+    #[test]
+    fn hcpa_reports_are_planned_again_for_the_options_given() {
+        let (_dir, mut options) = options_for(HCPA);
+        options.plan.cores = Some(2);
+        let (code, text, err) = run(&options);
+        assert_eq!(code, 0, "{err}");
+        assert!(text.contains("plan for 2 cores"), "{text}");
+        options.format = ReportFormat::Json;
+        let (_, json, _) = run(&options);
+        let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            json["plan_options"],
+            serde_json::json!({"cores": 2, "min_coverage": 0.01, "min_sp": 1.5})
+        );
+        // On 2 cores fib (13) saves more than scale's loop (6).
+        let regions: Vec<u64> = (json["plan"].as_array().unwrap().iter())
+            .map(|row| row["region"].as_u64().unwrap())
+            .collect();
+        assert_eq!(regions, [1, 13, 6]);
+        // Thresholds over the recorded cores.
+        options.plan = PlanChoice {
+            min_coverage: Some(0.05),
+            min_sp: Some(3.0),
+            ..PlanChoice::default()
+        };
+        let (_, json, _) = run(&options);
+        let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(json["plan_options"]["cores"], 8);
+        assert_eq!(json["plan"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_hcpa_report_without_a_plan_gets_one_when_read() {
+        let mut json: serde_json::Value = serde_json::from_str(HCPA).unwrap();
+        let object = json.as_object_mut().unwrap();
+        object.remove("plan");
+        object.remove("plan_options");
+        let (_dir, mut options) = options_for(&json.to_string());
+        options.format = ReportFormat::Json;
+        let (code, out, err) = run(&options);
+        assert_eq!(code, 0, "{err}");
+        let out: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let cores = kage_report::this_machines_cores();
+        assert_eq!(out["plan_options"]["cores"], cores);
+        assert!(out["plan"].is_array());
+    }
+
+    #[test]
+    fn planner_options_for_other_tools_are_ignored_with_a_warning() {
+        let (_dir, mut options) = options_for(MINIMAL);
+        options.plan.cores = Some(4);
+        let (code, text, err) = run(&options);
+        assert_eq!(code, 0);
+        assert!(text.contains("(totals)"));
+        assert!(
+            err.contains("--cores, --min-coverage and --min-sp are for hcpa reports; this report is from `count`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn plan_choices_fill_in_from_the_recorded_plan() {
+        let recorded = PlanOptions {
+            cores: 16,
+            min_coverage: 0.02,
+            min_sp: 2.0,
+        };
+        let choice = PlanChoice {
+            cores: Some(4),
+            ..PlanChoice::default()
+        };
+        assert!(choice.any() && !PlanChoice::default().any());
+        assert_eq!(
+            choice.over(Some(recorded)),
+            PlanOptions {
+                cores: 4,
+                ..recorded
+            }
+        );
+        let fresh = PlanChoice::default().over(None);
+        assert_eq!(fresh, PlanOptions::for_this_machine());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `kage run`: run an instrumented program with runtime options, then summarise its report.
 
 use crate::exit_code;
+use crate::report::{plan_hcpa_report, PlanChoice};
 use kage_report::{read_report, render};
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -305,10 +306,15 @@ pub fn run(options: &RunOptions) -> i32 {
     };
     if reports_before.is_fresh(&absolute_report) {
         match read_report(&absolute_report) {
-            Ok(report) => eprint!(
-                "{}",
-                render::summary(&report.by_source(), &shown, SUMMARY_REGIONS)
-            ),
+            Ok(mut report) => {
+                // An hcpa report without a plan gets one (the summary's malformed-fields
+                // warning covers a failure).
+                let _ = plan_hcpa_report(&mut report, &PlanChoice::default());
+                eprint!(
+                    "{}",
+                    render::summary(&report.by_source(), &shown, SUMMARY_REGIONS)
+                )
+            }
             Err(error) => eprintln!("kage run: the report cannot be read: {error}"),
         }
         return code;

@@ -4,15 +4,18 @@
 //! how the program ended, and the static regions. Each tool's typed view of its own fields,
 //! with the value of `"tool"` its reports carry, is a module of its own, re-exported here:
 //! `count` ([`COUNT_TOOL`], [`CountStats`]), `working_set` ([`WORKING_SET_TOOL`],
-//! [`WorkingSet`]) and `footprint` ([`FOOTPRINT_TOOL`], [`Footprint`]).
+//! [`WorkingSet`]), `footprint` ([`FOOTPRINT_TOOL`], [`Footprint`]) and `hcpa`
+//! ([`HCPA_TOOL`], [`Hcpa`], [`HcpaStats`] and the [`Plan`] that `crate::planner` makes).
 
 mod count;
 mod footprint;
-mod source;
+mod hcpa;
+pub(crate) mod source;
 mod working_set;
 
 pub use count::*;
 pub use footprint::*;
+pub use hcpa::*;
 pub use working_set::*;
 
 use serde::{Deserialize, Serialize};

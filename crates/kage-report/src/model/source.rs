@@ -6,15 +6,16 @@
 //! functions are roots (an inlined call joins its function, wherever it was inlined), a
 //! loop hangs under the source region of its static parent, a body under its loop. The
 //! joined regions' tool fields are combined per tool (count: sums; footprint: sums of
-//! instances, weighted averages, extremes; working set: snapshots name the joined ids).
+//! instances, weighted averages, extremes; working set: snapshots name the joined ids;
+//! hcpa: sums, self-parallelism re-derived, parents and plan rows named by joined ids).
 //! The report file keeps every copy; this is a view.
 
 use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
-use super::{CountStats, FootprintStats, Region, RegionKind, Report};
-use super::{COUNT_TOOL, FOOTPRINT_TOOL, WORKING_SET_TOOL};
+use super::{CountStats, FootprintStats, HcpaStats, Region, RegionKind, Report};
+use super::{COUNT_TOOL, FOOTPRINT_TOOL, HCPA_KEY, HCPA_TOOL, PLAN_KEY, WORKING_SET_TOOL};
 
 /// What makes two regions one source region.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -27,36 +28,41 @@ enum Key {
     Body { lp: u32 },
 }
 
+/// [`Report::source_ids`] of a list of regions (ids equal to indices, parents before
+/// children, as [`crate::read_report`] checks).
+pub(crate) fn source_ids_of(regions: &[Region]) -> (Vec<u32>, usize) {
+    let mut ids: HashMap<Key, u32> = HashMap::new();
+    let mut of = Vec::with_capacity(regions.len());
+    for region in regions {
+        let parent_source = |of: &Vec<u32>| region.parent.and_then(|p| of.get(p as usize).copied());
+        let key = match region.kind {
+            RegionKind::Function => Key::Function {
+                symbol: if region.symbol.is_empty() {
+                    region.name.clone()
+                } else {
+                    region.symbol.clone()
+                },
+                file: region.file.clone(),
+            },
+            RegionKind::Loop => Key::Loop {
+                parent: parent_source(&of).unwrap_or(u32::MAX),
+                line: region.line,
+            },
+            RegionKind::LoopBody => Key::Body {
+                lp: parent_source(&of).unwrap_or(u32::MAX),
+            },
+        };
+        let next = ids.len() as u32;
+        of.push(*ids.entry(key).or_insert(next));
+    }
+    (of, ids.len())
+}
+
 impl Report {
     /// The source region of each static region, by id, and how many source regions there
     /// are. Source ids follow the static ids' order (a report without copies keeps its ids).
     pub fn source_ids(&self) -> (Vec<u32>, usize) {
-        let mut ids: HashMap<Key, u32> = HashMap::new();
-        let mut of = Vec::with_capacity(self.regions.len());
-        for region in &self.regions {
-            let parent_source =
-                |of: &Vec<u32>| region.parent.and_then(|p| of.get(p as usize).copied());
-            let key = match region.kind {
-                RegionKind::Function => Key::Function {
-                    symbol: if region.symbol.is_empty() {
-                        region.name.clone()
-                    } else {
-                        region.symbol.clone()
-                    },
-                    file: region.file.clone(),
-                },
-                RegionKind::Loop => Key::Loop {
-                    parent: parent_source(&of).unwrap_or(u32::MAX),
-                    line: region.line,
-                },
-                RegionKind::LoopBody => Key::Body {
-                    lp: parent_source(&of).unwrap_or(u32::MAX),
-                },
-            };
-            let next = ids.len() as u32;
-            of.push(*ids.entry(key).or_insert(next));
-        }
-        (of, ids.len())
+        source_ids_of(&self.regions)
     }
 
     /// The report with its compiler's copies of a region joined into one source region each
@@ -96,14 +102,21 @@ impl Report {
             .collect();
         let mut joined = self.clone();
         joined.regions = regions;
-        if self.tool == WORKING_SET_TOOL {
-            remap_snapshots(&mut joined.tool_data, &of);
+        match self.tool.as_str() {
+            WORKING_SET_TOOL => remap_snapshots(&mut joined.tool_data, &of),
+            HCPA_TOOL => remap_plan(&mut joined.tool_data, &of),
+            _ => {}
         }
         joined
     }
 
     /// The tool fields of one source region's `copies`.
     fn joined_metrics(&self, copies: &[&Region], of: &[u32]) -> Map<String, Value> {
+        if self.tool == HCPA_TOOL {
+            // Even one copy's parents are renamed.
+            return join_hcpa_metrics(self, copies, of)
+                .unwrap_or_else(|| copies[0].metrics.clone());
+        }
         if copies.len() == 1 {
             return copies[0].metrics.clone();
         }
@@ -119,7 +132,7 @@ impl Report {
                     joined.exclusive.add(&stats.exclusive);
                     // A copy inside another copy (a recursion inlined into itself) is
                     // already in that one's inclusive counters.
-                    if !self.inside_a_copy(region, of) {
+                    if !inside_a_copy(&self.regions, region, of) {
                         joined.inclusive.add(&stats.inclusive);
                     }
                 }
@@ -133,19 +146,22 @@ impl Report {
             _ => copies[0].metrics.clone(),
         }
     }
+}
 
-    /// Whether a static ancestor of `region` has the same source region.
-    fn inside_a_copy(&self, region: &Region, of: &[u32]) -> bool {
-        let source = of[region.id as usize];
-        let mut at = region.parent;
-        while let Some(p) = at {
-            if of.get(p as usize) == Some(&source) {
-                return true;
-            }
-            at = self.region(p).and_then(|r| r.parent);
+/// Whether a static ancestor of `region` has the same source region.
+fn inside_a_copy(regions: &[Region], region: &Region, of: &[u32]) -> bool {
+    let source = of[region.id as usize];
+    let mut at = region.parent;
+    while let Some(p) = at {
+        if of.get(p as usize) == Some(&source) {
+            return true;
         }
-        false
+        at = regions
+            .get(p as usize)
+            .filter(|r| r.id == p)
+            .and_then(|r| r.parent);
     }
+    false
 }
 
 /// The instances of a source region whose copies ran `instances` times each. Copies in
@@ -200,6 +216,146 @@ fn join_footprints(copies: &[&Region]) -> Option<Map<String, Value>> {
     let mut metrics = copies[0].metrics.clone();
     metrics.insert("footprint".into(), joined.to_value());
     Some(metrics)
+}
+
+/// The hcpa statistics of one source region made of `copies` (`stats[i]` those of
+/// `copies[i]`, `None` for a copy that never ran), `None` when no copy ran. `instances` as
+/// for the other tools (copies in different places add up; loop copies in the same place,
+/// which run one after the other for each run of the source loop, count as the one that ran
+/// most); `work` and `critical_path` add up over the copies not inside another copy (a
+/// recursion inlined into itself is already in the outer copy's), `self_work` over all;
+/// `self_parallelism` is re-derived as the work-weighted harmonic mean Σ work / Σ (work /
+/// SP) over the copies, `total_parallelism` as work / critical path (1 without a critical
+/// path), `coverage` as work / `program_work` (the copies' sum when that is 0); `parents`
+/// become source ids (sorted, each once), `parents_truncated` is true when any copy's is.
+pub(crate) fn join_hcpa(
+    regions: &[Region],
+    copies: &[&Region],
+    stats: &[Option<&HcpaStats>],
+    of: &[u32],
+    program_work: u64,
+) -> Option<HcpaStats> {
+    let ran: Vec<(&Region, &HcpaStats)> = (copies.iter().zip(stats))
+        .filter_map(|(&region, stats)| stats.map(|s| (region, s)))
+        .collect();
+    if ran.is_empty() {
+        return None;
+    }
+    let (ran_regions, instances): (Vec<&Region>, Vec<u64>) =
+        ran.iter().map(|&(r, s)| (r, s.instances)).unzip();
+    let mut joined = HcpaStats {
+        instances: joined_instances(&ran_regions, &instances),
+        ..HcpaStats::default()
+    };
+    let mut coverage = 0.0;
+    let mut time = 0.0;
+    let mut weighted_work = 0.0;
+    for &(region, s) in &ran {
+        joined.self_work += s.self_work;
+        if !inside_a_copy(regions, region, of) {
+            joined.work += s.work;
+            joined.critical_path += s.critical_path;
+            coverage += s.coverage;
+        }
+        if s.self_parallelism > 0.0 {
+            weighted_work += s.work as f64;
+            time += s.work as f64 / s.self_parallelism;
+        }
+        joined
+            .parents
+            .extend((s.parents.iter()).filter_map(|&p| of.get(p as usize).copied()));
+        joined.parents_truncated |= s.parents_truncated;
+    }
+    joined.parents.sort_unstable();
+    joined.parents.dedup();
+    joined.self_parallelism = if time > 0.0 {
+        weighted_work / time
+    } else if ran.len() == 1 {
+        ran[0].1.self_parallelism
+    } else {
+        1.0
+    };
+    joined.total_parallelism = match joined.critical_path {
+        0 => 1.0,
+        cp => joined.work as f64 / cp as f64,
+    };
+    joined.coverage = match program_work {
+        0 => coverage,
+        w => joined.work as f64 / w as f64,
+    };
+    Some(joined)
+}
+
+/// The hcpa metrics of one source region's `copies` in `report` (see [`join_hcpa`]):
+/// `None` when a copy's are not as documented.
+fn join_hcpa_metrics(
+    report: &Report,
+    copies: &[&Region],
+    of: &[u32],
+) -> Option<Map<String, Value>> {
+    let stats: Vec<Option<HcpaStats>> = (copies.iter())
+        .map(|r| HcpaStats::of(r))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let program_work = (report.tool_data.get(HCPA_KEY))
+        .and_then(|hcpa| hcpa.get("work"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let refs: Vec<Option<&HcpaStats>> = stats.iter().map(Option::as_ref).collect();
+    let mut metrics = copies[0].metrics.clone();
+    match join_hcpa(&report.regions, copies, &refs, of, program_work) {
+        Some(joined) => metrics.insert(HCPA_KEY.into(), joined.to_value()),
+        None => metrics.remove(HCPA_KEY),
+    };
+    Some(metrics)
+}
+
+/// Every source region's hcpa statistics, from the static `regions` and their `stats` (by
+/// id): the source region of each static region (as [`Report::source_ids`]), the first copy
+/// of each source region (its representative), and the joined statistics ([`join_hcpa`]).
+pub(crate) struct HcpaBySource {
+    pub of: Vec<u32>,
+    pub first: Vec<u32>,
+    pub stats: Vec<Option<HcpaStats>>,
+}
+
+pub(crate) fn hcpa_by_source(
+    regions: &[Region],
+    stats: &[Option<HcpaStats>],
+    program_work: u64,
+) -> HcpaBySource {
+    let (of, count) = source_ids_of(regions);
+    let mut members: Vec<Vec<&Region>> = vec![Vec::new(); count];
+    for (region, &source) in regions.iter().zip(&of) {
+        members[source as usize].push(region);
+    }
+    let joined = (members.iter())
+        .map(|copies| {
+            let refs: Vec<Option<&HcpaStats>> = (copies.iter())
+                .map(|r| stats.get(r.id as usize).and_then(Option::as_ref))
+                .collect();
+            join_hcpa(regions, copies, &refs, &of, program_work)
+        })
+        .collect();
+    HcpaBySource {
+        first: members.iter().map(|copies| copies[0].id).collect(),
+        of,
+        stats: joined,
+    }
+}
+
+/// Rewrites the region ids the plan's rows name (`"plan"[i]."region"`).
+fn remap_plan(tool_data: &mut Map<String, Value>, of: &[u32]) {
+    let Some(Value::Array(rows)) = tool_data.get_mut(PLAN_KEY) else {
+        return;
+    };
+    for row in rows {
+        if let Some(id) = row.get_mut("region") {
+            if let Some(source) = id.as_u64().and_then(|i| of.get(i as usize)) {
+                *id = json!(source);
+            }
+        }
+    }
 }
 
 /// Rewrites the region ids the working set's snapshots name (`"snapshots"[i]."regions"`).

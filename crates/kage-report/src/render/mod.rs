@@ -1,5 +1,5 @@
-//! Views of a report for people ([`text`], [`summary`], and for working-set and footprint
-//! reports [`html`]) and for programs ([`json`], and for working-set reports [`perfetto`]).
+//! Views of a report for people ([`text`], [`summary`], and for working-set, footprint and
+//! hcpa reports [`html`]) and for programs ([`json`], and for working-set reports [`perfetto`]).
 //!
 //! Renderers return a `String` instead of writing to a stream, so the caller decides what a
 //! write error means (for `kage report`, a closed pipe is not an error) and tests can compare
@@ -9,12 +9,13 @@
 //! The generic parts are `text.rs` (the region tree any report has, and the summary's common
 //! lines), `tree.rs`, `table.rs`, `html.rs` (what every page shares) and this module (what
 //! every view shares: header facts, file names, size and share labels). Each tool's own views
-//! are in its module (`count.rs`, `working_set/`, `footprint/`), and the tables below, one per
+//! are in its module (`count.rs`, `working_set/`, `footprint/`, `hcpa/`), and the tables below, one per
 //! view, are the only place that names them: a new tool adds a line to each table it has a
 //! view for.
 
 mod count;
 mod footprint;
+mod hcpa;
 #[cfg(feature = "html")]
 mod html;
 mod table;
@@ -27,7 +28,7 @@ pub use text::{summary, text};
 pub use working_set::{display_rows, DisplayRow, MAX_CHART_ROWS};
 
 use crate::model::{
-    ProgramEnd, Region, RegionKind, Report, COUNT_TOOL, FOOTPRINT_TOOL, WORKING_SET_TOOL,
+    ProgramEnd, Region, RegionKind, Report, COUNT_TOOL, FOOTPRINT_TOOL, HCPA_TOOL, WORKING_SET_TOOL,
 };
 use std::fmt;
 
@@ -45,6 +46,7 @@ const TEXT: &[(&str, TextView)] = &[
     (COUNT_TOOL, count::text),
     (WORKING_SET_TOOL, working_set::text),
     (FOOTPRINT_TOOL, footprint::text),
+    (HCPA_TOOL, hcpa::text),
 ];
 
 /// The tools whose summary says more than where the report is.
@@ -52,6 +54,7 @@ const SUMMARY: &[(&str, SummaryView)] = &[
     (COUNT_TOOL, count::summary),
     (WORKING_SET_TOOL, working_set::summary),
     (FOOTPRINT_TOOL, footprint::summary),
+    (HCPA_TOOL, hcpa::summary),
 ];
 
 /// The tools with an HTML view, in the order messages name them.
@@ -59,6 +62,7 @@ const SUMMARY: &[(&str, SummaryView)] = &[
 const HTML: &[(&str, ToolView)] = &[
     (WORKING_SET_TOOL, working_set::html),
     (FOOTPRINT_TOOL, footprint::html),
+    (HCPA_TOOL, hcpa::html),
 ];
 
 /// The tools with a Perfetto view, in the order messages name them.
@@ -85,7 +89,8 @@ fn tool_only(view: View, table: &[(&str, ToolView)], report: &Report) -> Result<
 }
 
 /// The report as one self-contained HTML page: for the working-set tool a plot of the
-/// snapshots, for the footprint tool an icicle view of the region tree; a [`ViewError`] for
+/// snapshots, for the footprint tool an icicle view of the region tree, for the hcpa tool
+/// the parallelism plan and the region tree coloured by self-parallelism; a [`ViewError`] for
 /// other tools.
 #[cfg(feature = "html")]
 pub fn html(report: &Report) -> Result<String, ViewError> {

@@ -16,7 +16,9 @@ use std::fmt::Write;
 /// A tool with a text view of its own in `render::TEXT` renders the report (the
 /// `count` tool: each region's counters in columns, then the totals; the `working-set` tool:
 /// a bar chart of the snapshots and how many of them fit in each cache instead of the tree;
-/// the `footprint` tool: each region's footprints in columns, siblings largest first). For
+/// the `footprint` tool: each region's footprints in columns, siblings largest first; the
+/// `hcpa` tool: the parallelism plan, then each region's work, critical path and parallelism
+/// in columns, siblings most work first). For
 /// any other tool, or when a tool's fields do not match the schema, each region lists its
 /// metrics as `name=value` and the tool's top-level fields follow.
 pub fn text(report: &Report) -> String {
@@ -114,7 +116,8 @@ fn generic_tree(report: &Report, out: &mut String) {
 /// the tool's summary in `render::SUMMARY` says (for the `count` tool the `top`
 /// functions and loops with the most accesses, callees included; for the `working-set` tool
 /// the total and peak working sets and how often they fit in cache; for the `footprint` tool
-/// the total footprint and the `top` functions and loops with the largest footprints) and how
+/// the total footprint and the `top` functions and loops with the largest footprints; for the
+/// `hcpa` tool the program's work and the plan's `top` rows) and how
 /// to see more.
 pub fn summary(report: &Report, report_path: &str, top: usize) -> String {
     let mut out = String::new();

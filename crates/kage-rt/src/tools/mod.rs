@@ -12,6 +12,7 @@ use crate::tool::Tool;
 
 pub mod count;
 pub mod footprint;
+pub mod hcpa;
 pub mod working_set;
 
 /// A registered tool: `tool=<name>` selects it.
@@ -45,6 +46,14 @@ pub static TOOLS: &[ToolInfo] = &[
            instances, average, minimum and maximum (options vsm=, granularity=, loop_bodies=)",
         make: footprint::make,
         options: footprint::OPTIONS,
+    },
+    ToolInfo {
+        name: "hcpa",
+        help: "hierarchical critical path analysis: per region work, critical path and \
+           self-parallelism, for a parallelisation plan (build with KAGE_TOOL=hcpa; options \
+           max_depth=, granule=, shadow=)",
+        make: hcpa::make,
+        options: hcpa::OPTIONS,
     },
 ];
 

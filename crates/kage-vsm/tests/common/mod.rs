@@ -157,6 +157,15 @@ pub enum Op {
         stride: u64,
         by: u64,
     },
+    /// Writes `count` addresses a different tag per level (`tag + level`) with
+    /// `write_levels`, at the levels from 0 to `levels` (256ths of the depth + 1; 255: all).
+    WriteLevels {
+        at: (u8, u64),
+        count: u8,
+        stride: u64,
+        levels: u8,
+        tag: u64,
+    },
     /// Reads back (up to 512 of) the addresses touched so far.
     Sweep,
 }
@@ -260,6 +269,28 @@ pub fn apply<T: TestTag, V: VectorShadow<T>>(
                         *tag = tag.bump(level, by);
                     }
                 });
+            }
+        }
+        Op::WriteLevels {
+            at,
+            count,
+            stride,
+            levels,
+            tag,
+        } => {
+            let depth = vsm.depth();
+            let n = if levels == 255 {
+                depth
+            } else {
+                levels as usize * (depth + 1) / 256
+            };
+            let tags: Vec<T> = (0..n as u64)
+                .map(|level| T::from_u64(tag.wrapping_add(level)))
+                .collect();
+            for i in 0..count as u64 {
+                let addr = address(at, i, stride);
+                touched.push(addr);
+                vsm.write_levels(addr, &tags);
             }
         }
         Op::Sweep => {

@@ -34,14 +34,23 @@ impl Cands {
     }
 
     fn shifted(&self, by: u32) -> Cands {
-        Cands(self.0.iter().map(|(&s, &o)| (s, o.saturating_add(by))).collect())
+        Cands(
+            self.0
+                .iter()
+                .map(|(&s, &o)| (s, o.saturating_add(by)))
+                .collect(),
+        )
     }
 }
 
 /// One call the hcpa build inserts.
 pub enum Action {
-    Frame { slots: u32 },
-    Work { cost: u64 },
+    Frame {
+        slots: u32,
+    },
+    Work {
+        cost: u64,
+    },
     /// `__kage_hcpa_phi(dst, src, 0, cond)`, with `src` and `cond` chosen by the edge taken:
     /// per incoming block of the phi, its source slot and edge condition slot.
     Phi {
@@ -49,14 +58,44 @@ pub enum Action {
         block: LLVMBasicBlockRef,
         incoming: Vec<(LLVMBasicBlockRef, u32, u32)>,
     },
-    Ts { dst: u32, cands: Cands },
-    Load { dst: u32, ptr: LLVMValueRef, size: u64, cost: u32, cands: Cands },
-    Store { ptr: LLVMValueRef, size: u64, cost: u32, cands: Cands },
-    Mem { dst: LLVMValueRef, src: Option<LLVMValueRef>, len: LLVMValueRef, cost8: u32, cands: Cands },
-    Call { callee: LLVMValueRef },
-    Arg { index: u32, cands: Cands },
-    Return { cands: Cands },
-    Result { dst: u32, cost: u32 },
+    Ts {
+        dst: u32,
+        cands: Cands,
+    },
+    Load {
+        dst: u32,
+        ptr: LLVMValueRef,
+        size: u64,
+        cost: u32,
+        cands: Cands,
+    },
+    Store {
+        ptr: LLVMValueRef,
+        size: u64,
+        cost: u32,
+        cands: Cands,
+    },
+    Mem {
+        dst: LLVMValueRef,
+        src: Option<LLVMValueRef>,
+        len: LLVMValueRef,
+        cost8: u32,
+        cands: Cands,
+    },
+    Call {
+        callee: LLVMValueRef,
+    },
+    Arg {
+        index: u32,
+        cands: Cands,
+    },
+    Return {
+        cands: Cands,
+    },
+    Result {
+        dst: u32,
+        cost: u32,
+    },
 }
 
 /// An action and the instruction it goes before.
@@ -111,8 +150,12 @@ pub unsafe fn analyse(
 ) -> HcpaFunction {
     let cfg = &plan.cfg;
     let reachable = &plan.forest.reachable;
-    let index: HashMap<LLVMBasicBlockRef, usize> =
-        cfg.blocks.iter().enumerate().map(|(i, &b)| (b, i)).collect();
+    let index: HashMap<LLVMBasicBlockRef, usize> = cfg
+        .blocks
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| (b, i))
+        .collect();
     let block_of = |inst: LLVMValueRef| index.get(&LLVMGetInstructionParent(inst)).copied();
     let controllers = control::controllers(&cfg.successors, 0);
     let mut a = Analysis {
@@ -251,7 +294,13 @@ pub unsafe fn analyse(
                     match (op, access_size(layout, LLVMTypeOf(v))) {
                         (LLVMLoad, Some(size)) if is_plain_pointer(ptr) => actions.push(Placed {
                             before: v,
-                            action: Action::Load { dst, ptr, size, cost, cands },
+                            action: Action::Load {
+                                dst,
+                                ptr,
+                                size,
+                                cost,
+                                cands,
+                            },
                         }),
                         _ => {
                             let cands = cands.shifted(cost);
@@ -269,9 +318,21 @@ pub unsafe fn analyse(
                     match access_size(layout, LLVMTypeOf(value)) {
                         Some(size) if is_plain_pointer(ptr) => actions.push(Placed {
                             before: v,
-                            action: Action::Store { ptr, size, cost, cands },
+                            action: Action::Store {
+                                ptr,
+                                size,
+                                cost,
+                                cands,
+                            },
                         }),
-                        _ => push_after(&mut actions, next, Action::Ts { dst: NONE, cands: cands.shifted(cost) }),
+                        _ => push_after(
+                            &mut actions,
+                            next,
+                            Action::Ts {
+                                dst: NONE,
+                                cands: cands.shifted(cost),
+                            },
+                        ),
                     }
                 }
                 LLVMAtomicRMW | LLVMAtomicCmpXchg => {
@@ -288,21 +349,47 @@ pub unsafe fn analyse(
                         Some(size) if is_plain_pointer(ptr) && dst != NONE => {
                             actions.push(Placed {
                                 before: v,
-                                action: Action::Load { dst, ptr, size, cost: load, cands: cands.clone() },
+                                action: Action::Load {
+                                    dst,
+                                    ptr,
+                                    size,
+                                    cost: load,
+                                    cands: cands.clone(),
+                                },
                             });
                             let mut stored = Cands::default();
                             stored.add(dst, costs.of(hcpa::SIMPLE));
                             stored.merge(&cands);
                             actions.push(Placed {
                                 before: v,
-                                action: Action::Store { ptr, size, cost: store, cands: stored },
+                                action: Action::Store {
+                                    ptr,
+                                    size,
+                                    cost: store,
+                                    cands: stored,
+                                },
                             });
                         }
-                        _ => push_after(&mut actions, next, Action::Ts { dst, cands: cands.shifted(load + store) }),
+                        _ => push_after(
+                            &mut actions,
+                            next,
+                            Action::Ts {
+                                dst,
+                                cands: cands.shifted(load + store),
+                            },
+                        ),
                     }
                 }
                 LLVMCall | LLVMInvoke | LLVMCallBr => {
-                    analyse_call(&mut a, v, &mut actions, &cd_cands(0), costs, &index, &mut work);
+                    analyse_call(
+                        &mut a,
+                        v,
+                        &mut actions,
+                        &cd_cands(0),
+                        costs,
+                        &index,
+                        &mut work,
+                    );
                 }
                 LLVMRet => {
                     if LLVMGetNumOperands(v) == 1 && ir::musttail_call_returned_by(v).is_none() {
@@ -320,12 +407,16 @@ pub unsafe fn analyse(
                     work += u64::from(cost);
                     let cands = match updates.get(&v) {
                         // t(next) = max(t(p), t(x) + c): the update does not chain.
-                        Some(&(acc, other)) => {
-                            let mut c = a.base(other).shifted(cost);
-                            if c.0.is_empty() {
-                                c.add(NONE, cost);
+                        // An induction variable's values are known in advance:
+                        // t(next) = max(t(p), t(x)); a reduction's update costs its
+                        // operation: max(t(p), t(x) + c). Neither chains.
+                        Some(&(acc, other, induction)) => {
+                            let delay = if induction { 0 } else { cost };
+                            let mut c = a.base(other).shifted(delay);
+                            if c.0.is_empty() && delay > 0 {
+                                c.add(NONE, delay);
                             }
-                            c.merge(&cd_cands(cost));
+                            c.merge(&cd_cands(delay));
                             c.merge(&a.base(acc));
                             c
                         }
@@ -397,7 +488,10 @@ unsafe fn finish_value(
 
 unsafe fn push_after(actions: &mut Vec<Placed>, next: LLVMValueRef, action: Action) {
     if !next.is_null() {
-        actions.push(Placed { before: next, action });
+        actions.push(Placed {
+            before: next,
+            action,
+        });
     }
 }
 
@@ -436,7 +530,13 @@ unsafe fn analyse_call(
         if is_plain_pointer(dst) && src.is_none_or(|p| is_plain_pointer(p)) && is_integer(len) {
             actions.push(Placed {
                 before: v,
-                action: Action::Mem { dst, src, len, cost8: costs.of(hcpa::MEM8), cands },
+                action: Action::Mem {
+                    dst,
+                    src,
+                    len,
+                    cost8: costs.of(hcpa::MEM8),
+                    cands,
+                },
             });
         }
         return;
@@ -456,7 +556,9 @@ unsafe fn analyse_call(
     }
     actions.push(Placed {
         before: v,
-        action: Action::Call { callee: LLVMGetCalledValue(v) },
+        action: Action::Call {
+            callee: LLVMGetCalledValue(v),
+        },
     });
     for k in 0..args {
         let mut cands = a.base(arg(k));
@@ -470,7 +572,10 @@ unsafe fn analyse_call(
         });
     }
     let dst = a.slot(v).unwrap_or(NONE);
-    let result = Action::Result { dst, cost: costs.of(hcpa::CALL) };
+    let result = Action::Result {
+        dst,
+        cost: costs.of(hcpa::CALL),
+    };
     match ir::opcode(v) {
         LLVMCall => push_after(actions, next, result),
         LLVMInvoke => {
@@ -478,7 +583,10 @@ unsafe fn analyse_call(
             let normal = LLVMGetNormalDest(v);
             let only_pred = index.contains_key(&normal) && single_predecessor(normal);
             if let (true, Some(at)) = (only_pred, ir::first_insertion_point(normal)) {
-                actions.push(Placed { before: at, action: result });
+                actions.push(Placed {
+                    before: at,
+                    action: result,
+                });
             }
         }
         _ => {}
@@ -506,7 +614,13 @@ unsafe fn needs_slot(
     }
     if matches!(
         op,
-        LLVMPHI | LLVMLoad | LLVMAtomicRMW | LLVMAtomicCmpXchg | LLVMInvoke | LLVMLandingPad | LLVMVAArg
+        LLVMPHI
+            | LLVMLoad
+            | LLVMAtomicRMW
+            | LLVMAtomicCmpXchg
+            | LLVMInvoke
+            | LLVMLandingPad
+            | LLVMVAArg
     ) || (op == LLVMCall && intrinsic_name(v).is_none())
         || condition == Some(v)
     {
@@ -541,13 +655,17 @@ unsafe fn terminator_condition(block: LLVMBasicBlockRef) -> Option<LLVMValueRef>
 }
 
 /// The loop-header phis that are induction variables or reductions, and their updates
-/// (update → (the accumulator operand, the other operand)): docs/hcpa.md, "Induction
+/// (update → (the accumulator operand, the other operand, whether an induction variable)):
+/// docs/hcpa.md, "Induction
 /// variables and reductions". An unrolled update is a chain, `op(op(p, x1), x2)`, each
 /// link used only by the next: every link is an update.
 unsafe fn inductions(
     plan: &FunctionPlan,
     index: &HashMap<LLVMBasicBlockRef, usize>,
-) -> (HashSet<LLVMValueRef>, HashMap<LLVMValueRef, (LLVMValueRef, LLVMValueRef)>) {
+) -> (
+    HashSet<LLVMValueRef>,
+    HashMap<LLVMValueRef, (LLVMValueRef, LLVMValueRef, bool)>,
+) {
     let mut phis = HashSet::new();
     let mut updates = HashMap::new();
     for (k, lp) in plan.forest.loops.iter().enumerate() {
@@ -565,7 +683,10 @@ unsafe fn inductions(
             let mut invariant = true;
             let ok = (0..LLVMCountIncoming(p)).all(|i| {
                 let pred = LLVMGetIncomingBlock(p, i);
-                if !index.get(&pred).is_some_and(|&b| plan.forest.contains(k, b)) {
+                if !index
+                    .get(&pred)
+                    .is_some_and(|&b| plan.forest.contains(k, b))
+                {
                     return true;
                 }
                 let next = LLVMGetIncomingValue(p, i);
@@ -599,7 +720,7 @@ unsafe fn inductions(
             if invariant || only_updates {
                 phis.insert(p);
                 for (link, acc, other) in found {
-                    updates.insert(link, (acc, other));
+                    updates.insert(link, (acc, other, invariant));
                 }
             }
         }
@@ -657,9 +778,11 @@ unsafe fn single_use(v: LLVMValueRef) -> bool {
 unsafe fn is_min_max(v: LLVMValueRef) -> bool {
     ir::opcode(v) == LLVMCall
         && intrinsic_name(v).is_some_and(|n| {
-            ["smax", "smin", "umax", "umin", "maxnum", "minnum", "maximum", "minimum"]
-                .iter()
-                .any(|m| n.starts_with(&format!("llvm.{m}.")))
+            [
+                "smax", "smin", "umax", "umin", "maxnum", "minnum", "maximum", "minimum",
+            ]
+            .iter()
+            .any(|m| n.starts_with(&format!("llvm.{m}.")))
         })
 }
 
@@ -676,7 +799,10 @@ unsafe fn single_predecessor(block: LLVMBasicBlockRef) -> bool {
     count == 1
 }
 
-unsafe fn access_size(layout: LLVMTargetDataRef, ty: llvm_sys::prelude::LLVMTypeRef) -> Option<u64> {
+unsafe fn access_size(
+    layout: LLVMTargetDataRef,
+    ty: llvm_sys::prelude::LLVMTypeRef,
+) -> Option<u64> {
     if LLVMGetTypeKind(ty) == LLVMTypeKind::LLVMScalableVectorTypeKind || LLVMTypeIsSized(ty) == 0 {
         return None;
     }

@@ -49,7 +49,10 @@ pub fn controllers(successors: &[Vec<usize>], entry: usize) -> Vec<Option<usize>
         }
     }
     let post = simple_fast(&reverse, NodeIndex::new(exit));
-    let ipdom = |b: usize| post.immediate_dominator(NodeIndex::new(b)).map(|x| x.index());
+    let ipdom = |b: usize| {
+        post.immediate_dominator(NodeIndex::new(b))
+            .map(|x| x.index())
+    };
     let reachable = |b: usize| b == entry || doms.immediate_dominator(NodeIndex::new(b)).is_some();
 
     // dependences[b]: the blocks b is control dependent on.

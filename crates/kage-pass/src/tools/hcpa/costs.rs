@@ -6,8 +6,8 @@ use llvm_sys::core::*;
 use llvm_sys::prelude::LLVMValueRef;
 use llvm_sys::LLVMOpcode::{self, *};
 
-use crate::ir;
 use super::super::Settings;
+use crate::ir;
 
 /// The cost of each class, in `COSTS` order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,8 +88,9 @@ unsafe fn intrinsic_class(call: LLVMValueRef) -> Option<CostClass> {
         | "lround" | "llround" => hcpa::FADD,
         "smul" | "umul" => hcpa::MUL,
         "smax" | "smin" | "umax" | "umin" | "abs" | "ctpop" | "ctlz" | "cttz" | "bswap"
-        | "bitreverse" | "fshl" | "fshr" | "sadd" | "uadd" | "ssub" | "usub" | "scmp"
-        | "ucmp" => hcpa::SIMPLE,
+        | "bitreverse" | "fshl" | "fshr" | "sadd" | "uadd" | "ssub" | "usub" | "scmp" | "ucmp" => {
+            hcpa::SIMPLE
+        }
         "vector" => {
             if name.contains("fadd") || name.contains("fmax") || name.contains("fmin") {
                 hcpa::FADD

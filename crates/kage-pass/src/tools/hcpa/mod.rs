@@ -147,7 +147,10 @@ impl HcpaCalls {
         before: LLVMValueRef,
         action: &Action,
     ) {
-        if let Action::Phi { block, incoming, .. } = action {
+        if let Action::Phi {
+            block, incoming, ..
+        } = action
+        {
             // The shadow phis choosing the source and the edge's condition go first.
             let first = LLVMGetFirstInstruction(*block);
             LLVMPositionBuilder(ins.builder, *block, first);
@@ -156,7 +159,9 @@ impl HcpaCalls {
                 self.shadow_phi(ins, incoming, |&(_, _, c)| c),
             );
             ins.position_before(before);
-            let Action::Phi { dst, .. } = action else { unreachable!() };
+            let Action::Phi { dst, .. } = action else {
+                unreachable!()
+            };
             let mut args = [self.i32(*dst), src, self.i32(0), cond];
             self.phi.call(ins.builder, &mut args);
             return;
@@ -168,27 +173,50 @@ impl HcpaCalls {
                 self.frame.call(b, &mut [self.i32(*slots), func]);
             }
             Action::Work { cost } => {
-                self.work.call(b, &mut [LLVMConstInt(self.i64_type, *cost, 0)]);
+                self.work
+                    .call(b, &mut [LLVMConstInt(self.i64_type, *cost, 0)]);
             }
             Action::Ts { dst, cands } => {
                 let [array, n] = self.candidates(cands);
                 self.ts.call(b, &mut [self.i32(*dst), array, n]);
             }
-            Action::Load { dst, ptr, size, cost, cands } => {
+            Action::Load {
+                dst,
+                ptr,
+                size,
+                cost,
+                cands,
+            } => {
                 let [array, n] = self.candidates(cands);
                 let size = LLVMConstInt(self.i64_type, *size, 0);
-                self.load.call(b, &mut [self.i32(*dst), *ptr, size, self.i32(*cost), array, n]);
+                self.load.call(
+                    b,
+                    &mut [self.i32(*dst), *ptr, size, self.i32(*cost), array, n],
+                );
             }
-            Action::Store { ptr, size, cost, cands } => {
+            Action::Store {
+                ptr,
+                size,
+                cost,
+                cands,
+            } => {
                 let [array, n] = self.candidates(cands);
                 let size = LLVMConstInt(self.i64_type, *size, 0);
-                self.store.call(b, &mut [*ptr, size, self.i32(*cost), array, n]);
+                self.store
+                    .call(b, &mut [*ptr, size, self.i32(*cost), array, n]);
             }
-            Action::Mem { dst, src, len, cost8, cands } => {
+            Action::Mem {
+                dst,
+                src,
+                len,
+                cost8,
+                cands,
+            } => {
                 let [array, n] = self.candidates(cands);
                 let src = src.unwrap_or(LLVMConstNull(self.ptr_type));
                 let len = LLVMBuildIntCast2(b, *len, self.i64_type, 0, c"".as_ptr());
-                self.mem.call(b, &mut [*dst, src, len, self.i32(*cost8), array, n]);
+                self.mem
+                    .call(b, &mut [*dst, src, len, self.i32(*cost8), array, n]);
             }
             Action::Call { callee } => {
                 self.call.call(b, &mut [*callee]);
@@ -222,7 +250,12 @@ impl HcpaCalls {
         let phi = LLVMBuildPhi(ins.builder, self.i32_type, c"".as_ptr());
         let mut values: Vec<LLVMValueRef> = incoming.iter().map(|e| self.i32(pick(e))).collect();
         let mut blocks: Vec<_> = incoming.iter().map(|e| e.0).collect();
-        LLVMAddIncoming(phi, values.as_mut_ptr(), blocks.as_mut_ptr(), values.len() as u32);
+        LLVMAddIncoming(
+            phi,
+            values.as_mut_ptr(),
+            blocks.as_mut_ptr(),
+            values.len() as u32,
+        );
         phi
     }
 }

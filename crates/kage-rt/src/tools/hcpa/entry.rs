@@ -1,0 +1,193 @@
+//! The C entry points only hcpa instrumentation (`KAGE_TOOL=hcpa`) calls: the timestamp
+//! calls of docs/hcpa.md, "The instrumentation", each a thin shim over the calling thread's
+//! [`Engine`]. Each definition is checked against its `kage_abi::symbols` type.
+//!
+//! They are ignored while accesses are off (`kage_set_enabled(0)`), once the analysis has
+//! finished, and while the runtime is busy on the thread (a signal handler interrupting it);
+//! they mark the thread busy while they run, so an instrumented signal handler never sees
+//! the engine half-updated. A thread whose tool is not hcpa ignores them.
+
+use super::engine::Engine;
+use super::HcpaThread;
+use crate::gate;
+use kage_abi::{symbols, Candidate};
+use std::ffi::c_void;
+use std::sync::atomic::Ordering::Relaxed;
+
+const _: symbols::HcpaFrame = __kage_hcpa_frame;
+const _: symbols::HcpaWork = __kage_hcpa_work;
+const _: symbols::HcpaTs = __kage_hcpa_ts;
+const _: symbols::HcpaPhi = __kage_hcpa_phi;
+const _: symbols::HcpaLoad = __kage_hcpa_load;
+const _: symbols::HcpaStore = __kage_hcpa_store;
+const _: symbols::HcpaMem = __kage_hcpa_mem;
+const _: symbols::HcpaCall = __kage_hcpa_call;
+// `__kage_hcpa_arg(uint32_t index, const struct kage_candidate *cands, uint32_t n)`:
+// `__kage_hcpa_ts`'s type.
+const _: symbols::HcpaTs = __kage_hcpa_arg;
+const _: symbols::HcpaReturn = __kage_hcpa_return;
+const _: symbols::HcpaResult = __kage_hcpa_result;
+
+/// Runs `f` on the calling thread's engine, unless the event is to be ignored (see the
+/// module docs); sets up the runtime and the thread on its first event. No allocation, lock
+/// or system call once the thread is set up.
+#[inline(always)]
+unsafe fn with_engine(f: impl FnOnce(&mut Engine)) {
+    let ts = gate::event_thread();
+    if ts.is_null() || gate::GATE.load(Relaxed) != 0 {
+        return;
+    }
+    (*ts).with(|_, tool| {
+        if let Some(thread) = tool
+            .as_any_mut()
+            .and_then(|any| any.downcast_mut::<HcpaThread>())
+        {
+            f(&mut thread.engine);
+        }
+    });
+}
+
+/// The `n` candidates at `cands`.
+///
+/// # Safety
+/// `cands` is null, or `n` is 0, or it points to `n` readable candidates that outlive the
+/// call.
+#[inline(always)]
+pub(super) unsafe fn candidates<'a>(cands: *const Candidate, n: u32) -> &'a [Candidate] {
+    if cands.is_null() || n == 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(cands, n as usize)
+    }
+}
+
+/// The function `function` starts (right after its `__kage_func_enter`): its activation
+/// gets `slots` shadow registers; when the innermost pending call was made to `function`,
+/// its argument times fill slots `0..`.
+///
+/// # Safety
+/// Always safe to call; `function` is only compared, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_frame(slots: u32, function: *const c_void) {
+    with_engine(|e| e.frame(slots, function as usize));
+}
+
+/// A block's static `cost` is added to the work of every open region instance.
+///
+/// # Safety
+/// Always safe to call.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_work(cost: u64) {
+    with_engine(|e| e.work(cost));
+}
+
+/// `t = max(cands)`, written to slot `dst` unless it is `NONE`.
+///
+/// # Safety
+/// `cands` points to `n` candidates (or `n` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_ts(dst: u32, cands: *const Candidate, n: u32) {
+    with_engine(|e| e.ts(dst, candidates(cands, n)));
+}
+
+/// A phi: `t = max(t(src) + offset, t(cond))` → slot `dst`.
+///
+/// # Safety
+/// Always safe to call; bad slots read 0 and are not written.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_phi(dst: u32, src: u32, offset: u32, cond: u32) {
+    with_engine(|e| e.phi(dst, src, offset, cond));
+}
+
+/// Before a load of `size` bytes at `addr`: `t = max(cands, the granules read) + cost` →
+/// slot `dst`.
+///
+/// # Safety
+/// `cands` points to `n` candidates (or `n` is 0); `addr` is only recorded, never
+/// dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_load(
+    dst: u32,
+    addr: *const c_void,
+    size: u64,
+    cost: u32,
+    cands: *const Candidate,
+    n: u32,
+) {
+    with_engine(|e| e.load(dst, addr as u64, size, cost, candidates(cands, n)));
+}
+
+/// Before a store of `size` bytes at `addr`: `t = max(cands) + cost` → the granules
+/// written.
+///
+/// # Safety
+/// `cands` points to `n` candidates (or `n` is 0); `addr` is only recorded, never
+/// dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_store(
+    addr: *const c_void,
+    size: u64,
+    cost: u32,
+    cands: *const Candidate,
+    n: u32,
+) {
+    with_engine(|e| e.store(addr as u64, size, cost, candidates(cands, n)));
+}
+
+/// Before `memcpy`/`memmove` (`src` null: `memset`) of `len` bytes: `c = cost_per_8_bytes ×
+/// ⌈len / 8⌉` is added to the work; `t = max(cands, granules of src) + c` → the granules of
+/// `dst`.
+///
+/// # Safety
+/// `cands` points to `n` candidates (or `n` is 0); `dst` and `src` are only recorded, never
+/// dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_mem(
+    dst: *const c_void,
+    src: *const c_void,
+    len: u64,
+    cost_per_8_bytes: u32,
+    cands: *const Candidate,
+    n: u32,
+) {
+    let src = (!src.is_null()).then_some(src as u64);
+    with_engine(|e| e.mem(dst as u64, src, len, cost_per_8_bytes, candidates(cands, n)));
+}
+
+/// Before a call that may reach instrumented code: opens a pending call to `callee`.
+///
+/// # Safety
+/// Always safe to call; `callee` is only compared, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_call(callee: *const c_void) {
+    with_engine(|e| e.call(callee as usize));
+}
+
+/// Argument `index` of the pending call just opened has the time `max(cands)`.
+///
+/// # Safety
+/// `cands` points to `n` candidates (or `n` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_arg(index: u32, cands: *const Candidate, n: u32) {
+    with_engine(|e| e.arg(index, candidates(cands, n)));
+}
+
+/// Before the function returns: the returned value's time, `max(cands)`, for its caller.
+///
+/// # Safety
+/// `cands` points to `n` candidates (or `n` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_return(cands: *const Candidate, n: u32) {
+    with_engine(|e| e.ret(candidates(cands, n)));
+}
+
+/// After the call: closes the pending call; slot `dst` gets the callee's returned time, or
+/// (code that is not instrumented) the arguments' times + `cost`, `cost` then added to the
+/// work.
+///
+/// # Safety
+/// Always safe to call; a bad slot is not written.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_result(dst: u32, cost: u32) {
+    with_engine(|e| e.result(dst, cost));
+}
