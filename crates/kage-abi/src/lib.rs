@@ -589,7 +589,7 @@ mod tests {
         use Instrumentation::*;
         // What KAGE_TOOL selects (unset or empty: count; working-set with KAGE_WS_TRACE=1:
         // the trace build) is the pass's registry's, tested there against this table.
-        let names = ["count", "working-set", "footprint"];
+        let names = ["count", "working-set", "footprint", "hcpa"];
         assert!(BUILD_TOOLS.iter().map(|t| t.name).eq(names));
         assert_eq!(BUILD_TOOLS[1].instrumentation, WorkingSet);
         // Every instrumentation but the trace one is some KAGE_TOOL's, and each build tool

@@ -1,7 +1,7 @@
 //! Tool `hcpa`: hierarchical critical path analysis (docs/hcpa.md, the definition). For
 //! every dynamic region instance its work and critical path; per static region the
-//! instances, their work and critical path (an instance nested in another of its region
-//! counts in the outer one only: recursion counts once), the self-work and the
+//! instances, their work and critical path (of an instance nested in another of its
+//! region only the outer one's: recursion counts once), the self-work and the
 //! work-weighted harmonic mean of the self-parallelism over all instances, the regions it
 //! ran directly inside; and the program's work and critical path (its root instances').
 //!
@@ -79,8 +79,8 @@ pub static OPTIONS: &[OptionDef] = &[MAX_DEPTH, GRANULE, SHADOW];
 const MAX_PARENTS: usize = 16;
 
 // Record layout per region, per thread.
-/// Instances not nested in another of the same region (the report's `instances`), and
-/// their work and critical path.
+/// Instances not nested in another of the same region, and their work and critical path
+/// (the report's `work` and `critical_path`).
 const INSTANCES: usize = 0;
 const WORK: usize = 1;
 const CP: usize = 2;
@@ -94,7 +94,7 @@ const OPEN: usize = 6;
 /// The number of parents kept, and `TRUNCATED` when more were seen.
 const PARENT_COUNT: usize = 7;
 const TRUNCATED: u64 = 1 << 32;
-/// Every instance that exited, nested or not (whether the region ran).
+/// Every instance that exited, nested or not (the report's `instances`).
 const ALL_INSTANCES: usize = 8;
 /// `MAX_PARENTS` parent ids + 1, two per word (0: none).
 const PARENTS: usize = 9;

@@ -477,7 +477,8 @@ fn recursion_counts_once_and_parents_are_recorded() {
     th.exit(5);
     let res = t.finish(6);
     let f = hcpa(&res, 0);
-    assert_eq!(f["instances"], 1);
+    // Every instance counts; work and critical path only the outermost.
+    assert_eq!(f["instances"], 3);
     assert_eq!(f["work"], 6);
     assert_eq!(f["critical_path"], 3);
     assert_eq!(f["total_parallelism"], 2.0);
@@ -642,7 +643,7 @@ fn a_reset_inside_recursion_keeps_counting_once() {
     let f = hcpa(&t.finish(1), 0);
     assert_eq!(
         (f["instances"].clone(), f["work"].clone()),
-        (json!(1), json!(4))
+        (json!(2), json!(4))
     );
     assert_eq!(f["self_work"], 4);
 }
