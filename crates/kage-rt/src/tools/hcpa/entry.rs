@@ -8,6 +8,7 @@
 //! the engine half-updated. A thread whose tool is not hcpa ignores them.
 
 use super::engine::Engine;
+use super::trace::{event, Cands};
 use super::HcpaThread;
 use crate::gate;
 use kage_abi::{symbols, Candidate};
@@ -69,7 +70,10 @@ pub(super) unsafe fn candidates<'a>(cands: *const Candidate, n: u32) -> &'a [Can
 /// Always safe to call; `function` is only compared, never dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_hcpa_frame(slots: u32, function: *const c_void) {
-    with_engine(|e| e.frame(slots, function as usize));
+    with_engine(|e| {
+        event!("frame {slots} {:x}", function as usize);
+        e.frame(slots, function as usize)
+    });
 }
 
 /// A block's static `cost` is added to the work of every open region instance.
@@ -78,7 +82,10 @@ pub unsafe extern "C" fn __kage_hcpa_frame(slots: u32, function: *const c_void) 
 /// Always safe to call.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_hcpa_work(cost: u64) {
-    with_engine(|e| e.work(cost));
+    with_engine(|e| {
+        event!("work {cost}");
+        e.work(cost)
+    });
 }
 
 /// `t = max(cands)`, written to slot `dst` unless it is `NONE`.
@@ -87,7 +94,11 @@ pub unsafe extern "C" fn __kage_hcpa_work(cost: u64) {
 /// `cands` points to `n` candidates (or `n` is 0).
 #[no_mangle]
 pub unsafe extern "C" fn __kage_hcpa_ts(dst: u32, cands: *const Candidate, n: u32) {
-    with_engine(|e| e.ts(dst, candidates(cands, n)));
+    with_engine(|e| {
+        let cands = candidates(cands, n);
+        event!("ts {dst} {}", Cands(cands));
+        e.ts(dst, cands)
+    });
 }
 
 /// A phi: `t = max(t(src) + offset, t(cond))` → slot `dst`.
@@ -96,7 +107,10 @@ pub unsafe extern "C" fn __kage_hcpa_ts(dst: u32, cands: *const Candidate, n: u3
 /// Always safe to call; bad slots read 0 and are not written.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_hcpa_phi(dst: u32, src: u32, offset: u32, cond: u32) {
-    with_engine(|e| e.phi(dst, src, offset, cond));
+    with_engine(|e| {
+        event!("phi {dst} {src} {offset} {cond}");
+        e.phi(dst, src, offset, cond)
+    });
 }
 
 /// Before a load of `size` bytes at `addr`: `t = max(cands, the granules read) + cost` →
@@ -114,7 +128,11 @@ pub unsafe extern "C" fn __kage_hcpa_load(
     cands: *const Candidate,
     n: u32,
 ) {
-    with_engine(|e| e.load(dst, addr as u64, size, cost, candidates(cands, n)));
+    with_engine(|e| {
+        let cands = candidates(cands, n);
+        event!("load {dst} {:x} {size} {cost} {}", addr as u64, Cands(cands));
+        e.load(dst, addr as u64, size, cost, cands)
+    });
 }
 
 /// Before a store of `size` bytes at `addr`: `t = max(cands) + cost` → the granules
@@ -131,7 +149,11 @@ pub unsafe extern "C" fn __kage_hcpa_store(
     cands: *const Candidate,
     n: u32,
 ) {
-    with_engine(|e| e.store(addr as u64, size, cost, candidates(cands, n)));
+    with_engine(|e| {
+        let cands = candidates(cands, n);
+        event!("store {:x} {size} {cost} {}", addr as u64, Cands(cands));
+        e.store(addr as u64, size, cost, cands)
+    });
 }
 
 /// Before `memcpy`/`memmove` (`src` null: `memset`) of `len` bytes: `c = cost_per_8_bytes ×
@@ -151,7 +173,12 @@ pub unsafe extern "C" fn __kage_hcpa_mem(
     n: u32,
 ) {
     let src = (!src.is_null()).then_some(src as u64);
-    with_engine(|e| e.mem(dst as u64, src, len, cost_per_8_bytes, candidates(cands, n)));
+    with_engine(|e| {
+        let cands = candidates(cands, n);
+        let from = src.unwrap_or(0);
+        event!("mem {:x} {from:x} {len} {cost_per_8_bytes} {}", dst as u64, Cands(cands));
+        e.mem(dst as u64, src, len, cost_per_8_bytes, cands)
+    });
 }
 
 /// Before a call that may reach instrumented code: opens a pending call to `callee`.
@@ -160,7 +187,10 @@ pub unsafe extern "C" fn __kage_hcpa_mem(
 /// Always safe to call; `callee` is only compared, never dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_hcpa_call(callee: *const c_void) {
-    with_engine(|e| e.call(callee as usize));
+    with_engine(|e| {
+        event!("call {:x}", callee as usize);
+        e.call(callee as usize)
+    });
 }
 
 /// Argument `index` of the pending call just opened has the time `max(cands)`.
@@ -169,7 +199,11 @@ pub unsafe extern "C" fn __kage_hcpa_call(callee: *const c_void) {
 /// `cands` points to `n` candidates (or `n` is 0).
 #[no_mangle]
 pub unsafe extern "C" fn __kage_hcpa_arg(index: u32, cands: *const Candidate, n: u32) {
-    with_engine(|e| e.arg(index, candidates(cands, n)));
+    with_engine(|e| {
+        let cands = candidates(cands, n);
+        event!("arg {index} {}", Cands(cands));
+        e.arg(index, cands)
+    });
 }
 
 /// Before the function returns: the returned value's time, `max(cands)`, for its caller.
@@ -178,7 +212,11 @@ pub unsafe extern "C" fn __kage_hcpa_arg(index: u32, cands: *const Candidate, n:
 /// `cands` points to `n` candidates (or `n` is 0).
 #[no_mangle]
 pub unsafe extern "C" fn __kage_hcpa_return(cands: *const Candidate, n: u32) {
-    with_engine(|e| e.ret(candidates(cands, n)));
+    with_engine(|e| {
+        let cands = candidates(cands, n);
+        event!("ret {}", Cands(cands));
+        e.ret(cands)
+    });
 }
 
 /// After the call: closes the pending call; slot `dst` gets the callee's returned time, or
@@ -189,5 +227,8 @@ pub unsafe extern "C" fn __kage_hcpa_return(cands: *const Candidate, n: u32) {
 /// Always safe to call; a bad slot is not written.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_hcpa_result(dst: u32, cost: u32) {
-    with_engine(|e| e.result(dst, cost));
+    with_engine(|e| {
+        event!("result {dst} {cost}");
+        e.result(dst, cost)
+    });
 }

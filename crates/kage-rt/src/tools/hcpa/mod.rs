@@ -20,6 +20,7 @@
 
 pub mod engine;
 mod entry;
+mod trace;
 #[cfg(test)]
 mod tests;
 
@@ -72,8 +73,16 @@ const SHADOW: OptionDef = OptionDef {
     },
 };
 
+const TIMESTAMP_TRACE: OptionDef = OptionDef {
+    name: "timestamp_trace",
+    default: "",
+    help: "hcpa: write every timestamp event to this file, for tests/hcpa/reference.py \
+           (slow; one thread)",
+    parse: |v| Ok(v.to_string()),
+};
+
 /// The hcpa tool's options (`tools::TOOLS`).
-pub static OPTIONS: &[OptionDef] = &[MAX_DEPTH, GRANULE, SHADOW];
+pub static OPTIONS: &[OptionDef] = &[MAX_DEPTH, GRANULE, SHADOW, TIMESTAMP_TRACE];
 
 /// The most distinct dynamic parents kept per region (per thread, and in the report).
 const MAX_PARENTS: usize = 16;
@@ -335,6 +344,10 @@ impl Tool for HcpaTool {
             }
         }
         let _ = self.settings.set(Settings::from_options(opts));
+        let trace = opts.get(&TIMESTAMP_TRACE);
+        if !trace.is_empty() {
+            trace::open(trace);
+        }
     }
 
     fn new_thread(&'static self) -> Box<dyn ThreadTool> {
@@ -370,6 +383,7 @@ impl Tool for HcpaTool {
     }
 
     fn finish(&self, region_count: usize) -> ToolResults {
+        trace::flush();
         let settings = *self.settings();
         let (regions, totals) = self.collect(region_count);
         let program_work = totals.work;
@@ -503,6 +517,7 @@ impl ThreadTool for HcpaThread {
             Some(m) if m.kind != RegionKind::Function => LevelKind::Nested,
             _ => LevelKind::Function,
         };
+        trace::event!("enter {region}");
         if self.engine.enter(region, kind) {
             if let Some(rec) = self.record(region) {
                 bump(&rec[OPEN], 1);
@@ -520,6 +535,7 @@ impl ThreadTool for HcpaThread {
             debug_assert!(false, "unbalanced exit of region {region}");
             return;
         }
+        trace::event!("exit {region}");
         if let Some(st) = self.engine.exit() {
             self.fold(&st);
         }
