@@ -41,10 +41,12 @@ impl Report {
 /// `min_coverage`, its self-parallelism at least `min_sp`, it is a loop or another region ran
 /// inside it (a function or loop body in which none did has only its own instructions to
 /// overlap: parallelism for the processor, not for threads), and its saving
-/// `work(R) × (1 − 1 / min(SP(R), cores))` is positive. Candidates are taken greedily by
-/// saving (then coverage, then id), each unless it is a dynamic ancestor or descendant of one
-/// taken before: nesting is reachability through the regions' `parents` (plus their static
-/// parents, which always hold them), cycles from recursion included. A row's `speedup` is
+/// `work(R) × (1 − 1 / min(SP(R), cores))` is positive. From each region that ran inside no
+/// other, the plan takes a region when its own saving is at least the best its children can
+/// save together, and looks inside it otherwise (Kremlin's planner): nesting is through the
+/// regions' `parents` (plus their static parents, which always hold them), cycles from
+/// recursion included. Rows are ordered by saving (then coverage, then id), and a region
+/// that ran inside or around one above it (reached from two sides) is left out. A row's `speedup` is
 /// `work(program) / (work(program) − Σ saving)` over it and the rows above it, at most
 /// `cores`.
 pub fn plan_regions(regions: &[Region], hcpa: &Hcpa, options: &PlanOptions) -> Plan {
@@ -92,30 +94,55 @@ pub fn plan_regions(regions: &[Region], hcpa: &Hcpa, options: &PlanOptions) -> P
     }
 
     let cores = options.cores as f64;
-    let mut candidates: Vec<(u32, &HcpaStats, f64)> = (source.stats.iter().enumerate())
-        .filter_map(|(id, stats)| Some((id as u32, stats.as_ref()?)))
-        .filter(|&(id, s)| {
-            let kind = regions[source.first[id as usize] as usize].kind;
-            let ran_inside = s.work > s.self_work || !children[id as usize].is_empty();
-            s.coverage >= options.min_coverage
+    // Each region's saving if parallelised alone: 0 for the regions that are no candidates.
+    let savings: Vec<f64> = (source.stats.iter().enumerate())
+        .map(|(id, stats)| {
+            let Some(s) = stats else { return 0.0 };
+            let kind = regions[source.first[id] as usize].kind;
+            let ran_inside = s.work > s.self_work || !children[id].is_empty();
+            let candidate = s.coverage >= options.min_coverage
                 && s.self_parallelism >= options.min_sp
-                && (kind == RegionKind::Loop || ran_inside)
+                && (kind == RegionKind::Loop || ran_inside);
+            if candidate {
+                saving(s, cores).max(0.0)
+            } else {
+                0.0
+            }
         })
-        .map(|(id, s)| (id, s, saving(s, cores)))
-        .filter(|&(_, _, saving)| saving > 0.0)
         .collect();
-    candidates.sort_by(|a, b| {
-        (b.2.total_cmp(&a.2))
-            .then(b.1.coverage.total_cmp(&a.1.coverage))
-            .then(a.0.cmp(&b.0))
+    // The best saving inside each region: itself, or the best of the regions directly
+    // inside it, whichever is more (Kremlin's planner, over the nesting graph).
+    let best = best_savings(&savings, &children);
+    let mut chosen = Vec::new();
+    let mut visited = vec![false; count];
+    let roots = (0..count).filter(|&id| source.stats[id].is_some() && parents[id].is_empty());
+    for root in roots {
+        choose(
+            root as u32,
+            &savings,
+            &best,
+            &children,
+            &mut visited,
+            &mut chosen,
+        );
+    }
+    // A region that runs inside several others may have been reached from two sides:
+    // keep no two chosen regions that ran one inside the other, the larger saving first.
+    chosen.sort_by(|&a, &b| {
+        let (sa, sb) = (&source.stats[a as usize], &source.stats[b as usize]);
+        let coverage = |s: &Option<HcpaStats>| s.as_ref().map_or(0.0, |s| s.coverage);
+        (savings[b as usize].total_cmp(&savings[a as usize]))
+            .then(coverage(sb).total_cmp(&coverage(sa)))
+            .then(a.cmp(&b))
             .then(Ordering::Equal)
     });
-
-    // Regions that ran inside or around a chosen one (or are one).
     let mut nested = vec![false; count];
     let mut saved = 0.0;
-    for (id, stats, saving) in candidates {
-        if nested[id as usize] {
+    for id in chosen {
+        let (Some(stats), saving) = (&source.stats[id as usize], savings[id as usize]) else {
+            continue;
+        };
+        if nested[id as usize] || saving <= 0.0 {
             continue;
         }
         mark_reachable(id, &parents, &mut nested);
@@ -131,6 +158,71 @@ pub fn plan_regions(regions: &[Region], hcpa: &Hcpa, options: &PlanOptions) -> P
         });
     }
     plan
+}
+
+/// For each region, the larger of its own saving and the sum of its children's best: the
+/// most a plan confined to it can save. A region that is its own descendant (recursion)
+/// counts nothing for the repeated visit.
+fn best_savings(savings: &[f64], children: &[Vec<u32>]) -> Vec<f64> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        New,
+        Open,
+        Done,
+    }
+    let n = savings.len();
+    let mut best = vec![0.0; n];
+    let mut state = vec![State::New; n];
+    for start in 0..n {
+        if state[start] != State::New {
+            continue;
+        }
+        // Iterative depth-first search: (region, next child to visit).
+        let mut stack = vec![(start, 0usize)];
+        state[start] = State::Open;
+        while let Some(&mut (id, ref mut next)) = stack.last_mut() {
+            if let Some(&child) = children[id].get(*next) {
+                *next += 1;
+                if state[child as usize] == State::New {
+                    state[child as usize] = State::Open;
+                    stack.push((child as usize, 0));
+                }
+                continue;
+            }
+            let inside: f64 = (children[id].iter())
+                .filter(|&&c| state[c as usize] == State::Done)
+                .map(|&c| best[c as usize])
+                .sum();
+            best[id] = savings[id].max(inside);
+            state[id] = State::Done;
+            stack.pop();
+        }
+    }
+    best
+}
+
+/// Chooses `id` when its own saving is at least what the regions inside it can save
+/// together, else looks inside; each region is looked at once.
+fn choose(
+    id: u32,
+    savings: &[f64],
+    best: &[f64],
+    children: &[Vec<u32>],
+    visited: &mut [bool],
+    chosen: &mut Vec<u32>,
+) {
+    let mut stack = vec![id];
+    while let Some(id) = stack.pop() {
+        if std::mem::replace(&mut visited[id as usize], true) {
+            continue;
+        }
+        let own = savings[id as usize];
+        if own > 0.0 && own >= best[id as usize] {
+            chosen.push(id);
+        } else {
+            stack.extend(children[id as usize].iter().rev().copied());
+        }
+    }
 }
 
 /// `work × (1 − 1 / min(SP, cores))`: the cost units parallelising a region alone would
@@ -321,6 +413,38 @@ mod tests {
         assert!(plan_regions(&regions, &hcpa, &PlanOptions::with_cores(1))
             .rows
             .is_empty());
+    }
+
+    #[test]
+    fn children_that_save_more_together_win_over_their_parent() {
+        use RegionKind::*;
+        let regions = vec![
+            region(0, Function, "main", 1, None),
+            region(1, Loop, "main", 2, Some(0)),
+            region(2, Loop, "main", 5, Some(0)),
+        ];
+        // main: 1000 × (1 − 1/2) = 500 alone; its loops 450 × (1 − 1/64) = 442.97 each,
+        // 885.9 together: the loops, although main alone saves more than either.
+        let hcpa = hcpa(
+            1000,
+            vec![
+                Some(stats(1000, 2.0, &[], 1000)),
+                Some(stats(450, 100.0, &[0], 1000)),
+                Some(stats(450, 80.0, &[0], 1000)),
+            ],
+        );
+        let each = 450.0 * (1.0 - 1.0 / 64.0);
+        let plan = plan_regions(&regions, &hcpa, &PlanOptions::with_cores(64));
+        assert_rows(
+            &plan,
+            &[
+                (1, each, 1000.0 / (1000.0 - each)),
+                (2, each, 1000.0 / (1000.0 - 2.0 * each)),
+            ],
+        );
+        // On 2 cores each loop saves 225, together 450 < 500: main.
+        let plan = plan_regions(&regions, &hcpa, &PlanOptions::with_cores(2));
+        assert_rows(&plan, &[(0, 500.0, 2.0)]);
     }
 
     #[test]

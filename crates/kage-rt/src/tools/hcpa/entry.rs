@@ -130,7 +130,11 @@ pub unsafe extern "C" fn __kage_hcpa_load(
 ) {
     with_engine(|e| {
         let cands = candidates(cands, n);
-        event!("load {dst} {:x} {size} {cost} {}", addr as u64, Cands(cands));
+        event!(
+            "load {dst} {:x} {size} {cost} {}",
+            addr as u64,
+            Cands(cands)
+        );
         e.load(dst, addr as u64, size, cost, cands)
     });
 }
@@ -176,7 +180,11 @@ pub unsafe extern "C" fn __kage_hcpa_mem(
     with_engine(|e| {
         let cands = candidates(cands, n);
         let from = src.unwrap_or(0);
-        event!("mem {:x} {from:x} {len} {cost_per_8_bytes} {}", dst as u64, Cands(cands));
+        event!(
+            "mem {:x} {from:x} {len} {cost_per_8_bytes} {}",
+            dst as u64,
+            Cands(cands)
+        );
         e.mem(dst as u64, src, len, cost_per_8_bytes, cands)
     });
 }

@@ -20,9 +20,9 @@
 
 pub mod engine;
 mod entry;
-mod trace;
 #[cfg(test)]
 mod tests;
+mod trace;
 
 use crate::chunked::{bump, Chunked};
 use crate::options::{OptionDef, Options};
