@@ -180,10 +180,14 @@ fn measure_program(
     Ok(result)
 }
 
-/// The footprint shadow's own peak heap, from the report, MB.
+/// The shadow's own peak heap, from the report (footprint: at the top level; hcpa: in its
+/// `hcpa` object), MB.
 fn shadow_peak_mb(report: &Path) -> Option<f64> {
     let report = kage_report::read_report(report).ok()?;
-    Some(report.tool_data.get("shadow_peak_bytes")?.as_f64()? / 1e6)
+    let data = &report.tool_data;
+    let peak = (data.get("shadow_peak_bytes"))
+        .or_else(|| data.get("hcpa")?.get("shadow_peak_bytes"))?;
+    Some(peak.as_f64()? / 1e6)
 }
 
 /// `--variant`: native, then each variant, alternately, `--runs` times.
