@@ -167,15 +167,19 @@ class Model:
                              "returned": None})
 
     def arg(self, index, cands):
+        t = self.max_of(cands)
+        self.produce(t)  # the argument's folded computation is on the caller's paths
         if self.pending and self.pending[-1]["depth"] == len(self.levels) - 1:
-            self.pending[-1]["args"][index] = self.as_times(self.max_of(cands))
+            self.pending[-1]["args"][index] = self.as_times(t)
 
     def ret(self, cands):
         # The returned value, for the pending call that entered this function.
         depth = len(self.levels) - 1
+        t = self.max_of(cands)
+        self.produce(t)  # so is the returned value's
         for p in reversed(self.pending):
             if p["depth"] < depth and p["entered"]:
-                p["returned"] = self.as_times(self.max_of(cands))
+                p["returned"] = self.as_times(t)
                 break
 
     def result(self, dst, cost):

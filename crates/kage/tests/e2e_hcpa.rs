@@ -1,0 +1,228 @@
+//! Hierarchical critical path analysis end to end (docs/hcpa.md): C programs built with
+//! `KAGE_TOOL=hcpa`, run, and their reports checked
+//!
+//! - against values derived on paper (`tests/c/hcpa/kernels.c`, one kernel per kind of
+//!   loop: independent iterations, a chain through memory, a reduction, an
+//!   anti-dependence, 2-D nests parallel outside or inside, recursion, a pointer chase);
+//! - against the reference model (`tests/hcpa/reference.py`), which replays the trace of
+//!   every timestamp event with plain dictionaries: equal, exactly, at -O1, -O2 and -O3;
+//! - against the build without folding (`KAGE_HCPA_FOLD=0`, a call per computed value):
+//!   the same statistics, so the pass's static folding loses nothing.
+
+mod e2e_support;
+use e2e_support::*;
+
+use std::path::Path;
+use std::process::Command;
+
+use kage_report::{HcpaStats, PlanOptions, Region, RegionKind, Report};
+use serde_json::Value;
+
+/// The hcpa statistics of the loop of function `name` that starts at `line`.
+fn loop_at<'r>(report: &'r Report, name: &str, line: u32) -> (&'r Region, HcpaStats) {
+    let region = (report.regions.iter())
+        .find(|r| r.kind == RegionKind::Loop && r.name == name && r.line == line)
+        .unwrap_or_else(|| panic!("no loop of {name} at line {line}"));
+    (region, stats(region))
+}
+
+fn stats(region: &Region) -> HcpaStats {
+    HcpaStats::of(region)
+        .unwrap()
+        .unwrap_or_else(|| panic!("region {} never ran", region.id))
+}
+
+fn sp(report: &Report, name: &str, line: u32) -> f64 {
+    loop_at(report, name, line).1.self_parallelism
+}
+
+fn build_and_run(work: &Work, source: &str, flags: &[&str], env: &[(&str, &str)]) -> Report {
+    let mut env = env.to_vec();
+    env.push(("KAGE_TOOL", "hcpa"));
+    let exe = work.build_with_env(&format!("hcpa/{source}"), flags, &env);
+    work.run_report(&exe, &[], 0)
+}
+
+#[test]
+fn kernels_have_the_self_parallelism_derived_on_paper() {
+    let work = Work::new();
+    let report = build_and_run(&work, "kernels.c", &["-O2", "-g"], &[]);
+    let n = 1000.0;
+    // Independent iterations: every body has the same critical path (load, multiply-add,
+    // store: 4 + 5 + 1) and the loop's is the same, the induction variable costing no
+    // time: SP = N exactly. The reduction (load 4 + fadd 2 per iteration, combined as a
+    // parallel reduction) likewise; the anti-dependence loop runs N - 1 iterations.
+    assert_eq!(sp(&report, "independent", 16), n);
+    assert_eq!(sp(&report, "reduction", 27), n);
+    assert_eq!(sp(&report, "anti", 33), n - 1.0);
+    let (_, independent) = loop_at(&report, "independent", 16);
+    assert_eq!((independent.critical_path, independent.work), (10, 12000));
+    // Chains through memory or a pointer: each iteration waits for the previous one.
+    assert!(sp(&report, "chain", 21) < 1.5);
+    assert!(sp(&report, "chase", 59) < 1.5);
+    // Rows: the 40 rows are independent, each row a chain; columns: the reverse (50).
+    let rows = sp(&report, "rows", 38);
+    assert!((38.0..=40.5).contains(&rows), "{rows}");
+    assert!(sp(&report, "rows", 39) < 1.5);
+    assert!(sp(&report, "columns", 44) < 1.5);
+    assert_eq!(sp(&report, "columns", 45), 50.0);
+    // fib: the two recursive calls are independent until added (the optimiser turns one
+    // into a loop around the other: the loop's iterations are the parallel calls).
+    let fib = (report.regions.iter())
+        .filter(|r| r.name == "fib" && r.kind != RegionKind::LoopBody)
+        .filter_map(|r| HcpaStats::of(r).unwrap())
+        .map(|s| s.self_parallelism)
+        .fold(0.0, f64::max);
+    assert!(fib > 1.4, "{fib}");
+    // Work adds up: the program's is main's (the one root), and no region has more.
+    let hcpa = report.hcpa().unwrap();
+    let main = stats(func(&report, "main"));
+    assert_eq!(main.work, hcpa.work);
+    assert_eq!(main.coverage, 1.0);
+
+    // The plan for many cores holds the parallel loops and none of the serial ones.
+    let plan = kage_report::plan(&report, &PlanOptions::with_cores(64)).unwrap();
+    let planned: Vec<(String, u32)> = (plan.rows.iter())
+        .map(|row| {
+            let r = &report.regions[row.region as usize];
+            (r.name.clone(), r.line)
+        })
+        .collect();
+    for parallel in [
+        ("independent", 16),
+        ("reduction", 27),
+        ("anti", 33),
+        ("rows", 38),
+        ("columns", 45),
+    ] {
+        assert!(
+            planned.contains(&(parallel.0.to_string(), parallel.1)),
+            "{parallel:?} not in {planned:?}"
+        );
+    }
+    for serial in [("chain", 21), ("chase", 59), ("rows", 39), ("columns", 44)] {
+        assert!(
+            !planned.contains(&(serial.0.to_string(), serial.1)),
+            "{serial:?} in {planned:?}"
+        );
+    }
+    // The report as written has a plan (this machine's cores), and `kage report` shows it
+    // first.
+    assert!(report.hcpa_plan().unwrap().is_some());
+    let text = kage_report_output(&work.path("report.json"), &["--cores", "64"]);
+    let plan_at = text.find("plan for 64 cores").expect(&text);
+    let tree_at = text.find("function main").expect(&text);
+    assert!(plan_at < tree_at, "{text}");
+    assert!(text.contains("loop  independent  kernels.c:16"), "{text}");
+}
+
+/// The reference model's statistics for a trace: `{"program": ..., "regions": {id: ...}}`.
+fn reference(trace: &Path) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/hcpa/reference.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(trace)
+        .output()
+        .expect("python3 runs the reference model");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Builds `source`, runs it with the trace on, and checks its report against the reference
+/// model's replay of the trace: the program's work and critical path, and every region's
+/// instances, work, self work, critical path, self-parallelism and dynamic parents.
+fn agrees_with_the_reference(
+    work: &Work,
+    source: &str,
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> Report {
+    let mut env = env.to_vec();
+    env.push(("KAGE_TOOL", "hcpa"));
+    let exe = work.build_with_env(&format!("hcpa/{source}"), flags, &env);
+    let trace = work.path("trace.txt");
+    let report_path = work.path("traced.json");
+    let out = work.run_with_options(
+        &exe,
+        &[],
+        &format!(
+            "timestamp_trace={}:output={}",
+            trace.display(),
+            report_path.display()
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = kage_report::read_report(&report_path).unwrap();
+    let expected = reference(&trace);
+    let what = format!("{source} {flags:?} {env:?}");
+    let hcpa = report.hcpa().unwrap();
+    assert_eq!(hcpa.work, expected["program"]["work"], "{what}");
+    assert_eq!(
+        hcpa.critical_path, expected["program"]["critical_path"],
+        "{what}"
+    );
+    let regions = expected["regions"].as_object().unwrap();
+    let mut ran = 0;
+    for region in &report.regions {
+        let Some(s) = HcpaStats::of(region).unwrap() else {
+            assert!(
+                !regions.contains_key(&region.id.to_string()),
+                "{what}: {}",
+                region.id
+            );
+            continue;
+        };
+        ran += 1;
+        let e = &regions[&region.id.to_string()];
+        let at = format!(
+            "{what}: region {} ({:?} {} line {})",
+            region.id, region.kind, region.name, region.line
+        );
+        assert_eq!(s.instances, e["instances"], "{at}");
+        assert_eq!(s.work, e["work"], "{at}");
+        assert_eq!(s.self_work, e["self_work"], "{at}");
+        assert_eq!(s.critical_path, e["critical_path"], "{at}");
+        let (got, want) = (s.self_parallelism, e["self_parallelism"].as_f64().unwrap());
+        assert!(
+            (got - want).abs() <= 1e-9 * want.max(1.0),
+            "{at}: SP {got} != {want}"
+        );
+        let mut parents = s.parents.clone();
+        parents.sort_unstable();
+        assert_eq!(serde_json::json!(parents), e["parents"], "{at}");
+    }
+    assert_eq!(ran, regions.len(), "{what}");
+    report
+}
+
+/// The per-region statistics of a report, for comparing builds.
+fn all_stats(report: &Report) -> Vec<Option<HcpaStats>> {
+    report
+        .regions
+        .iter()
+        .map(|r| HcpaStats::of(r).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_reference_model_agrees_exactly_and_folding_changes_nothing() {
+    for source in ["kernels.c", "mixed.c"] {
+        let work = Work::new();
+        for level in ["-O1", "-O2", "-O3"] {
+            agrees_with_the_reference(&work, source, &[level, "-g"], &[]);
+        }
+        let folded = agrees_with_the_reference(&work, source, &["-O2", "-g"], &[]);
+        let unfolded =
+            agrees_with_the_reference(&work, source, &["-O2", "-g"], &[("KAGE_HCPA_FOLD", "0")]);
+        assert_eq!(all_stats(&folded), all_stats(&unfolded), "{source}");
+        assert_eq!(folded.hcpa().unwrap().work, unfolded.hcpa().unwrap().work);
+    }
+}
