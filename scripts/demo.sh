@@ -13,3 +13,13 @@ echo "demo: $bin/kage run --tool count -o $out/stencil.json -- $out/stencil 256 
 "$bin/kage" run --tool count -o "$out/stencil.json" -- "$out/stencil" 256 20
 echo "demo: $bin/kage report $out/stencil.json"
 "$bin/kage" report "$out/stencil.json"
+
+# Which regions could run in parallel: hierarchical critical path analysis on an example
+# with an obviously parallel loop and an obviously serial one; the report starts with the
+# plan (the serial loop is not in it).
+echo "demo: KAGE_TOOL=hcpa $bin/kage-cc -O2 -g examples/parallel.c -o $out/parallel"
+KAGE_TOOL=hcpa "$bin/kage-cc" -O2 -g examples/parallel.c -o "$out/parallel"
+echo "demo: $bin/kage run --tool hcpa -o $out/parallel.json -- $out/parallel 20000"
+"$bin/kage" run --tool hcpa -o "$out/parallel.json" -- "$out/parallel" 20000
+echo "demo: $bin/kage report $out/parallel.json --cores 8"
+"$bin/kage" report "$out/parallel.json" --cores 8
