@@ -185,8 +185,8 @@ fn measure_program(
 fn shadow_peak_mb(report: &Path) -> Option<f64> {
     let report = kage_report::read_report(report).ok()?;
     let data = &report.tool_data;
-    let peak = (data.get("shadow_peak_bytes"))
-        .or_else(|| data.get("hcpa")?.get("shadow_peak_bytes"))?;
+    let peak =
+        (data.get("shadow_peak_bytes")).or_else(|| data.get("hcpa")?.get("shadow_peak_bytes"))?;
     Some(peak.as_f64()? / 1e6)
 }
 

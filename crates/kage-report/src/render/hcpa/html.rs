@@ -115,8 +115,9 @@ fn plan_table(report: &Report, view: &HcpaView, files: &FileNames, out: &mut Str
         );
     } else {
         out.push_str(
-            "<p class=\"note\">The regions to parallelise, best first: each saves the most \
-             work of those that did not run inside or around one above it. The speedup is \
+            "<p class=\"note\">The regions to parallelise, best first; none ran inside \
+             another, and a region is in the plan rather than the regions inside it when it \
+             alone saves at least as much as they do together. The speedup is \
              the program's estimated speedup with the region and every region above it \
              parallelised: its work divided by what is left of it, each region taking \
              its work divided by its self-parallelism (at most the cores).</p>\n",
