@@ -23,10 +23,10 @@ fn loop_at<'r>(report: &'r Report, name: &str, line: u32) -> (&'r Region, HcpaSt
     let region = (report.regions.iter())
         .find(|r| r.kind == RegionKind::Loop && r.name == name && r.line == line)
         .unwrap_or_else(|| panic!("no loop of {name} at line {line}"));
-    (region, stats(region))
+    (region, hstats(region))
 }
 
-fn stats(region: &Region) -> HcpaStats {
+fn hstats(region: &Region) -> HcpaStats {
     HcpaStats::of(region)
         .unwrap()
         .unwrap_or_else(|| panic!("region {} never ran", region.id))
@@ -76,7 +76,7 @@ fn kernels_have_the_self_parallelism_derived_on_paper() {
     assert!(fib > 1.4, "{fib}");
     // Work adds up: the program's is main's (the one root), and no region has more.
     let hcpa = report.hcpa().unwrap();
-    let main = stats(func(&report, "main"));
+    let main = hstats(func(&report, "main"));
     assert_eq!(main.work, hcpa.work);
     assert_eq!(main.coverage, 1.0);
 
@@ -225,4 +225,98 @@ fn the_reference_model_agrees_exactly_and_folding_changes_nothing() {
         assert_eq!(all_stats(&folded), all_stats(&unfolded), "{source}");
         assert_eq!(folded.hcpa().unwrap().work, unfolded.hcpa().unwrap().work);
     }
+}
+
+/// Every region's statistics are consistent: a critical path no longer than the work, self
+/// work no more than the work of its instances, coverage within 0..1.
+fn assert_consistent(report: &Report) {
+    let hcpa = report.hcpa().unwrap();
+    assert!(hcpa.critical_path <= hcpa.work);
+    for region in &report.regions {
+        if let Some(s) = HcpaStats::of(region).unwrap() {
+            assert!(s.critical_path <= s.work, "{region:?}");
+            assert!(
+                s.self_parallelism >= 1.0 && s.total_parallelism >= 1.0,
+                "{region:?}"
+            );
+            assert!((0.0..=1.0).contains(&s.coverage), "{region:?}");
+        }
+    }
+}
+
+fn hcpa_build(work: &Work, source: &str, flags: &[&str]) -> std::path::PathBuf {
+    work.build_with_env(source, flags, &[("KAGE_TOOL", "hcpa")])
+}
+
+#[test]
+fn threads_fork_exit_longjmp_exceptions_and_signals() {
+    let work = Work::new();
+    // Threads: each analysed on its own; the four workers' loops are as parallel as their
+    // 1000 independent stores.
+    let report = work.run_report(&hcpa_build(&work, "threads.c", &["-O2"]), &[], 0);
+    assert_consistent(&report);
+    assert_eq!(report.threads, 5);
+    let worker = func(&report, "worker");
+    assert_eq!(hstats(worker).instances, 4);
+    let worker_loop = only_loop(&report, worker);
+    assert_eq!(hstats(worker_loop).instances, 4);
+    assert!(hstats(worker_loop).self_parallelism > 500.0);
+    let threads = report.hcpa().unwrap().threads;
+    assert!(threads.contains("own"), "{threads}");
+
+    // exit() from inside nested loops: every open region is closed and counted.
+    let report = work.run_report(&hcpa_build(&work, "exit_nested.c", &["-O2"]), &[], 3);
+    assert_consistent(&report);
+    assert_eq!(hstats(func(&report, "deep")).instances, 1);
+    assert_eq!(
+        hstats(body_of(&report, only_loop(&report, func(&report, "deep")))).instances,
+        5
+    );
+
+    // longjmp out of a loop, at -O2 and -O0: the pending calls and frames left behind do
+    // not disturb what follows.
+    for level in ["-O2", "-O0"] {
+        let report = work.run_report(&hcpa_build(&work, "longjmp.c", &[level]), &[], 0);
+        assert_consistent(&report);
+        let jumper = func(&report, "jumper");
+        assert_eq!(
+            hstats(body_of(&report, only_loop(&report, jumper))).instances,
+            3
+        );
+        assert_eq!(hstats(func(&report, "after")).instances, 1);
+    }
+
+    // A C++ exception through regions.
+    let report = work.run_report(&hcpa_build(&work, "exception.cpp", &["-O2"]), &[], 0);
+    assert_consistent(&report);
+    let looper = func(&report, "looper");
+    assert_eq!(
+        hstats(body_of(&report, only_loop(&report, looper))).instances,
+        4
+    );
+    assert_eq!(hstats(func(&report, "thrower")).instances, 4);
+
+    // fork: the child writes its own report (in a directory of their own).
+    let forking = Work::new();
+    let exe = hcpa_build(&forking, "fork.c", &["-O2"]);
+    let (parent_pid, parent, child) = forking.run_forking(&exe);
+    assert_consistent(&parent);
+    assert_consistent(&child);
+    assert_eq!(child.forked_from, Some(parent_pid));
+    assert_eq!(hstats(func(&parent, "fill")).instances, 2);
+    assert_eq!(hstats(func(&child, "fill")).instances, 1);
+
+    // A fatal signal: a best-effort report, with the plan.
+    let exe = hcpa_build(&work, "segv.c", &["-O2"]);
+    let path = work.path("segv.json");
+    let out = work.run_with_options(&exe, &[], &format!("output={}", path.display()));
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(11)
+    );
+    let report = kage_report::read_report(&path).unwrap();
+    assert!(!report.complete);
+    assert_consistent(&report);
+    assert_eq!(hstats(func(&report, "crash")).instances, 1);
+    assert!(report.hcpa_plan().unwrap().is_some());
 }
