@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use crate::strided::{restride, set_levels, slice_bytes};
+use crate::strided::{set_levels, slice_bytes};
 use crate::vstorage::VStorage;
 use crate::{max_valid_level, Config, Stats, Tag, VectorShadow, VersionStack, VsmKind};
 
@@ -81,13 +81,23 @@ impl<T: Tag> CachedVsm<T> {
             self.line_versions = vec![0; self.lines].into_boxed_slice();
             self.line_lens = vec![0; self.lines].into_boxed_slice();
         }
-        self.line_tags = restride(
-            &self.line_tags,
-            self.lines,
-            self.capacity,
-            capacity,
-            T::default(),
-        );
+        // Only what a line holds moves: its tags up to its length, if it holds an address
+        // (the tags past the length are stale, and an empty line's are never read). The rest
+        // of the new table is left as allocated, zeroed and not yet touched: a program that
+        // uses a few lines does not pay for copying, or faulting in, all of them.
+        let mut tags = vec![T::default(); self.lines * capacity].into_boxed_slice();
+        if self.capacity > 0 {
+            for (index, &version) in self.line_versions.iter().enumerate() {
+                if version == 0 {
+                    continue;
+                }
+                let len = (self.line_lens[index] as usize).min(self.capacity);
+                let from = index * self.capacity;
+                tags[index * capacity..index * capacity + len]
+                    .copy_from_slice(&self.line_tags[from..from + len]);
+            }
+        }
+        self.line_tags = tags;
         self.capacity = capacity;
         self.relayouts += 1;
     }
@@ -108,8 +118,9 @@ impl<T: Tag> CachedVsm<T> {
     }
 
     /// The line holding shadowed `unit`, validated (fetched from the storage on a miss
-    /// unless `fetch` is false, for a store that overwrites every level).
-    #[inline]
+    /// unless `fetch` is false, for a store that overwrites every level). Inlined: a hit,
+    /// validated or not, is the common case of every access.
+    #[inline(always)]
     fn line(&mut self, unit: u64, fetch: bool) -> usize {
         let depth = self.versions.depth();
         if depth > self.capacity {
@@ -151,6 +162,36 @@ impl<T: Tag> CachedVsm<T> {
         self.line_units[index] = unit;
         self.line_versions[index] = self.versions.innermost();
         self.line_lens[index] = len as u32;
+    }
+
+    /// The valid tags of `addr` where the line holds them, without copying: a prefix of the
+    /// [`depth`](VectorShadow::depth) levels, those after it reading as default (what
+    /// [`read`](VectorShadow::read) gives, before its padding).
+    #[inline(always)]
+    pub fn read_prefix(&mut self, addr: u64) -> &[T] {
+        let depth = self.versions.depth();
+        if depth == 0 {
+            return &[];
+        }
+        let index = self.line(addr >> self.shift, true);
+        let start = index * self.capacity;
+        let len = (self.line_lens[index] as usize).min(depth);
+        &self.line_tags[start..start + len]
+    }
+
+    /// The `depth` tags of `addr`, all to be overwritten by the caller: a store of every
+    /// level ([`write_levels`](VectorShadow::write_levels) with `depth` tags) that writes
+    /// them in place. No fetch from the storage.
+    #[inline(always)]
+    pub fn overwrite_levels(&mut self, addr: u64) -> &mut [T] {
+        let depth = self.versions.depth();
+        if depth == 0 {
+            return &mut [];
+        }
+        let index = self.line(addr >> self.shift, false);
+        let start = index * self.capacity;
+        self.line_lens[index] = depth as u32;
+        &mut self.line_tags[start..start + depth]
     }
 
     #[inline]
@@ -315,6 +356,50 @@ mod tests {
             (stats.cache_hits, stats.cache_misses, stats.evictions),
             (1, 2, 0)
         );
+    }
+
+    #[test]
+    fn read_prefix_and_overwrite_levels_match_read_and_write_levels() {
+        let config = Config {
+            vcache_lines: 2,
+            table_bits: 2,
+            ..Config::default()
+        };
+        let mut a = CachedVsm::<u64>::new(&config, true, false);
+        let mut b = CachedVsm::<u64>::new(&config, true, false);
+        assert!(a.read_prefix(0).is_empty());
+        assert!(a.overwrite_levels(0).is_empty());
+        let mut out = Vec::new();
+        let mut step = 0u64;
+        for round in 0..40u64 {
+            for vsm in [&mut a, &mut b] {
+                match round % 5 {
+                    0 | 3 => vsm.enter(),
+                    4 if vsm.depth() > 1 => vsm.exit(),
+                    _ => {}
+                }
+            }
+            for addr in [0u64, 8, 16, 24, 40] {
+                step += 1;
+                let depth = a.depth();
+                if (round + addr) % 3 == 0 {
+                    let tags: Vec<u64> = (0..depth as u64).map(|l| step * 10 + l).collect();
+                    a.overwrite_levels(addr).copy_from_slice(&tags);
+                    b.write_levels(addr, &tags);
+                } else {
+                    let prefix = a.read_prefix(addr).to_vec();
+                    b.read(addr, &mut out);
+                    assert!(prefix.len() <= depth);
+                    assert_eq!(
+                        &out[..prefix.len()],
+                        &prefix[..],
+                        "round {round} addr {addr}"
+                    );
+                    assert!(out[prefix.len()..].iter().all(|&t| t == 0));
+                }
+            }
+        }
+        assert_eq!(a.stats(), b.stats());
     }
 
     #[test]

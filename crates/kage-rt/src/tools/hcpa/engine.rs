@@ -14,7 +14,9 @@
 //!   when it exits. A slot is the version of the innermost analysed level at its last write
 //!   plus one time per analysed level then open; at a read, the levels whose version is
 //!   greater than the slot's read 0 (Skadu's SlimTV: versions increase inwards, so the
-//!   valid levels are a prefix).
+//!   valid levels are a prefix). A slot also keeps how many levels it was written at: when
+//!   the level of that depth still has the slot's version, exactly that many levels are
+//!   valid (versions strictly increase), which one comparison tells, without a search.
 //! - pending calls: a stack of `call`s tagged with the depth they were made at, holding
 //!   their argument times and, once the callee has returned, its returned time.
 //! - memory: one time per analysed level for each granule, in a vector shadow memory
@@ -27,6 +29,35 @@
 
 use kage_abi::{Candidate, NONE};
 use kage_vsm::{max_valid_level, AnyVsm, Config, Granularity, VectorShadow, VersionStack, VsmKind};
+
+/// A shadow register's version (0: never written in this frame) and the number of levels
+/// it was written at, `hint`: when `versions[hint - 1] == version`, exactly `hint` levels
+/// are valid (see [`valid_levels`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct SlotMeta {
+    version: u64,
+    hint: u32,
+}
+
+/// [`max_valid_level`]`(version, versions)`: `hint` when the level `hint − 1` still has
+/// `version` (versions strictly increase, so the levels before it are valid and those after
+/// it are not), else a search from the innermost level.
+#[inline(always)]
+fn valid_levels(version: u64, hint: u32, versions: &[u64]) -> usize {
+    match versions.get((hint as usize).wrapping_sub(1)) {
+        Some(&v) if v == version => hint as usize,
+        _ => valid_levels_search(version, versions),
+    }
+}
+
+#[inline(never)]
+fn valid_levels_search(version: u64, versions: &[u64]) -> usize {
+    if version == 0 {
+        0
+    } else {
+        max_valid_level(version, versions)
+    }
+}
 
 /// The deepest `max_depth` the engine accepts.
 pub const MAX_DEPTH_LIMIT: usize = 1024;
@@ -127,13 +158,17 @@ struct Analysed {
 
 #[derive(Debug, Clone, Copy)]
 struct Frame {
-    /// First slot's index in `slot_versions`.
+    /// First slot's index in `slot_meta`.
     slots_base: usize,
     /// First slot's times in `slot_times`.
     times_base: usize,
     slots: u32,
-    /// Times per slot.
+    /// Levels a slot has times for (its validity is at most that many levels).
     stride: u32,
+    /// Words from one slot's times to the next: `stride` rounded up to whole 8-word chunks
+    /// ([`pitch`]), so that each slot's times start a chunk of their own (the 8-lane path
+    /// loads and stores whole chunks: a store then forwards to the next load of the slot).
+    pitch: u32,
     /// The pending call this activation consumed (index, serial): where `ret` goes.
     call: Option<(usize, u64)>,
 }
@@ -143,8 +178,17 @@ impl Frame {
         self.slots_base + self.slots as usize
     }
     fn times_end(&self) -> usize {
-        self.times_base + self.slots as usize * self.stride as usize
+        self.times_base + self.slots as usize * self.pitch as usize
     }
+    /// Slot `slot`'s first time in `slot_times`.
+    fn times_at(&self, slot: usize) -> usize {
+        self.times_base + slot * self.pitch as usize
+    }
+}
+
+/// The words between slots of `stride` times: whole chunks.
+fn pitch(stride: usize) -> usize {
+    stride.next_multiple_of(8)
 }
 
 /// A `call` whose `result` has not come yet. Its vectors live in `Engine::call_times` from
@@ -222,19 +266,41 @@ impl TimeMemory {
 
     /// `t[ℓ] = max(t[ℓ], time of any granule of the range at ℓ)`; `t` has a time per
     /// analysed level (the shadow's depth).
+    #[inline(always)]
     fn max_into(&mut self, addr: u64, size: u64, t: &mut [u64]) {
-        for g in self.granules(addr, size) {
-            self.vsm.read(g, &mut self.read);
-            for (tl, &m) in t.iter_mut().zip(&self.read) {
-                *tl = (*tl).max(m);
+        let granules = self.granules(addr, size);
+        match &mut self.vsm {
+            // The line's valid prefix, in place (the levels after it read 0: no change).
+            AnyVsm::Cached(vsm) => {
+                for g in granules {
+                    max_with(t, vsm.read_prefix(g));
+                }
+            }
+            vsm => {
+                for g in granules {
+                    vsm.read(g, &mut self.read);
+                    max_with(t, &self.read);
+                }
             }
         }
     }
 
     /// Every granule of the range gets the times `t` (a store overwrites).
+    #[inline(always)]
     fn store(&mut self, addr: u64, size: u64, t: &[u64]) {
-        for g in self.granules(addr, size) {
-            self.vsm.write_levels(g, t);
+        let granules = self.granules(addr, size);
+        match &mut self.vsm {
+            // Every level (`t` has the shadow's depth, as always here): in place.
+            AnyVsm::Cached(vsm) if t.len() == vsm.depth() => {
+                for g in granules {
+                    vsm.overwrite_levels(g).copy_from_slice(t);
+                }
+            }
+            vsm => {
+                for g in granules {
+                    vsm.write_levels(g, t);
+                }
+            }
         }
     }
 
@@ -253,21 +319,27 @@ pub struct Engine {
     levels: Vec<Level>,
     /// One per analysed level: `min(levels.len(), max_depth)`.
     analysed: Vec<Analysed>,
-    cps: Vec<u64>,
+    /// The analysed levels' critical paths: the first `analysed.len()` words; the buffer
+    /// has [`buffer_len`] words, so that whole 8-word chunks are in bounds (the words after
+    /// the analysed levels' are left over, and set at `enter`).
+    cps: Words,
     versions: VersionStack,
     clock: u64,
     skipped: u64,
     frames: Vec<Frame>,
     /// Slot versions and times; only the part up to the top frame's end is in use (the
     /// rest is kept to avoid reallocating).
-    slot_versions: Vec<u64>,
-    slot_times: Vec<u64>,
+    slot_meta: Vec<SlotMeta>,
+    slot_times: Words,
     pending: Vec<PendingCall>,
     call_times: Vec<u64>,
     next_serial: u64,
     memory: TimeMemory,
-    /// The time being computed, one per analysed level (`max_depth` long).
-    t: Vec<u64>,
+    /// The time being computed, one per analysed level ([`buffer_len`] words).
+    t: Words,
+    /// The processor has AVX-512F: the timestamp calls take the 8-lane path (see `x8`), with
+    /// the time in a register when at most 8 levels are analysed, else 8 levels at a time.
+    lanes8: bool,
 }
 
 impl Engine {
@@ -281,19 +353,27 @@ impl Engine {
             config,
             levels: Vec::with_capacity(64),
             analysed: Vec::with_capacity(64),
-            cps: Vec::with_capacity(64),
+            cps: Words::new(buffer_len(config.max_depth)),
             versions: VersionStack::new(),
             clock: 0,
             skipped: 0,
             frames: Vec::with_capacity(64),
-            slot_versions: Vec::new(),
-            slot_times: Vec::new(),
+            slot_meta: Vec::new(),
+            slot_times: Words::new(0),
             pending: Vec::with_capacity(16),
             call_times: Vec::new(),
             next_serial: 1,
             memory: TimeMemory::new(config.vsm, config.granule_shift.min(3)),
-            t: vec![0; config.max_depth.clamp(1, MAX_DEPTH_LIMIT)],
+            t: Words::new(buffer_len(config.max_depth)),
+            lanes8: x8::available(),
         }
+    }
+
+    /// Turns the 8-lane path off, or on where the processor has it (tests: both paths give
+    /// the same times).
+    #[cfg(test)]
+    pub fn set_lanes8(&mut self, on: bool) {
+        self.lanes8 = on && x8::available();
     }
 
     pub fn config(&self) -> EngineConfig {
@@ -356,7 +436,7 @@ impl Engine {
                 children_work: 0,
                 children_cp: 0,
             });
-            self.cps.push(0);
+            self.cps[self.analysed.len() - 1] = 0;
         } else {
             self.skipped += 1;
         }
@@ -380,7 +460,7 @@ impl Engine {
             return None;
         }
         let own = self.analysed.pop()?;
-        let cp = self.cps.pop().unwrap_or(0);
+        let cp = self.cps[self.analysed.len()];
         self.versions.exit();
         self.memory.vsm.exit();
         let work = self.clock.saturating_sub(own.start);
@@ -411,7 +491,7 @@ impl Engine {
                 children_cp: 0,
             };
         }
-        self.cps.fill(0);
+        self.cps[..depth].fill(0);
         for _ in 0..depth {
             self.versions.exit();
         }
@@ -425,8 +505,8 @@ impl Engine {
     /// Frees the shadow memory (the thread has ended, every level exited).
     pub fn release(&mut self) {
         self.memory.renew(self.analysed.len());
-        self.slot_versions = Vec::new();
-        self.slot_times = Vec::new();
+        self.slot_meta = Vec::new();
+        self.slot_times = Words::new(0);
         self.call_times = Vec::new();
     }
 
@@ -459,11 +539,15 @@ impl Engine {
             times_base,
             slots,
             stride: stride as u32,
+            pitch: pitch(stride) as u32,
             call: None,
         };
-        grow_to(&mut self.slot_versions, frame.versions_end());
-        grow_to(&mut self.slot_times, frame.times_end());
-        self.slot_versions[slots_base..frame.versions_end()].fill(0);
+        if self.slot_meta.len() < frame.versions_end() {
+            self.slot_meta
+                .resize(frame.versions_end(), SlotMeta::default());
+        }
+        self.slot_times.grow_to(frame.times_end());
+        self.slot_meta[slots_base..frame.versions_end()].fill(SlotMeta::default());
         if let Some(index) = self.pending.len().checked_sub(1) {
             let p = &mut self.pending[index];
             if !p.consumed && p.callee == function && p.depth + 1 == depth {
@@ -477,11 +561,14 @@ impl Engine {
                     if version == 0 || width == 0 {
                         continue;
                     }
-                    let to = times_base + i * stride;
+                    let to = frame.times_at(i);
                     self.slot_times[to..to + width]
                         .copy_from_slice(&self.call_times[at + 1..at + 1 + width]);
                     // Written at the caller's depth: at the callee's levels it reads 0.
-                    self.slot_versions[slots_base + i] = version;
+                    self.slot_meta[slots_base + i] = SlotMeta {
+                        version,
+                        hint: p.width as u32,
+                    };
                 }
             }
         }
@@ -494,13 +581,32 @@ impl Engine {
     }
 
     /// `__kage_hcpa_ts`: `t = max(cands)` → `dst` (unless `NONE`).
+    #[inline]
     pub fn ts(&mut self, dst: u32, cands: &[Candidate]) {
-        let a = self.gather(cands);
-        self.raise_cps(a);
-        self.write_slot(dst, a);
+        #[cfg(target_arch = "x86_64")]
+        if self.lanes8 {
+            // SAFETY: the processor has AVX-512F; `ts_x8` takes at most 8 levels.
+            return unsafe {
+                if self.analysed.len() <= x8::LANES {
+                    self.ts_x8(dst, cands)
+                } else {
+                    self.ts_wide(dst, cands)
+                }
+            };
+        }
+        self.ts_scalar(dst, cands)
+    }
+
+    /// Out of line: the entry points inline the dispatch only.
+    #[inline(never)]
+    fn ts_scalar(&mut self, dst: u32, cands: &[Candidate]) {
+        let frame = self.current_frame();
+        let a = self.gather(frame, cands);
+        self.finish(dst, frame, a, 0);
     }
 
     /// `__kage_hcpa_phi`: `t = max(t(src) + offset, t(cond))` → `dst`.
+    #[inline]
     pub fn phi(&mut self, dst: u32, src: u32, offset: u32, cond: u32) {
         let cands = [
             Candidate { slot: src, offset },
@@ -513,21 +619,56 @@ impl Engine {
     }
 
     /// `__kage_hcpa_load`: `t = max(cands, granules of [addr, addr + size)) + cost` → `dst`.
+    #[inline]
     pub fn load(&mut self, dst: u32, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
-        let a = self.gather(cands);
+        #[cfg(target_arch = "x86_64")]
+        if self.lanes8 {
+            // SAFETY: as in `ts`.
+            return unsafe {
+                if self.analysed.len() <= x8::LANES {
+                    self.load_x8(dst, addr, size, cost, cands)
+                } else {
+                    self.load_wide(dst, addr, size, cost, cands)
+                }
+            };
+        }
+        self.load_scalar(dst, addr, size, cost, cands)
+    }
+
+    /// Out of line: the entry points inline the dispatch only.
+    #[inline(never)]
+    fn load_scalar(&mut self, dst: u32, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
+        let frame = self.current_frame();
+        let a = self.gather(frame, cands);
         if a > 0 && size > 0 {
             self.memory.max_into(addr, size, &mut self.t[..a]);
         }
-        add(&mut self.t[..a], cost as u64);
-        self.raise_cps(a);
-        self.write_slot(dst, a);
+        self.finish(dst, frame, a, cost as u64);
     }
 
     /// `__kage_hcpa_store`: `t = max(cands) + cost` → the granules of `[addr, addr + size)`.
+    #[inline]
     pub fn store(&mut self, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
-        let a = self.gather(cands);
-        add(&mut self.t[..a], cost as u64);
-        self.raise_cps(a);
+        #[cfg(target_arch = "x86_64")]
+        if self.lanes8 {
+            // SAFETY: as in `ts`.
+            return unsafe {
+                if self.analysed.len() <= x8::LANES {
+                    self.store_x8(addr, size, cost, cands)
+                } else {
+                    self.store_wide(addr, size, cost, cands)
+                }
+            };
+        }
+        self.store_scalar(addr, size, cost, cands)
+    }
+
+    /// Out of line: the entry points inline the dispatch only.
+    #[inline(never)]
+    fn store_scalar(&mut self, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
+        let frame = self.current_frame();
+        let a = self.gather(frame, cands);
+        self.finish(NONE, frame, a, cost as u64);
         if a > 0 && size > 0 {
             self.memory.store(addr, size, &self.t[..a]);
         }
@@ -546,12 +687,12 @@ impl Engine {
     ) {
         let cost = (cost_per_8 as u64).saturating_mul(len.div_ceil(8));
         self.work(cost);
-        let a = self.gather(cands);
+        let frame = self.current_frame();
+        let a = self.gather(frame, cands);
         if let Some(src) = src.filter(|_| a > 0 && len > 0) {
             self.memory.max_into(src, len, &mut self.t[..a]);
         }
-        add(&mut self.t[..a], cost);
-        self.raise_cps(a);
+        self.finish(NONE, frame, a, cost);
         if a > 0 && len > 0 {
             self.memory.store(dst, len, &self.t[..a]);
         }
@@ -582,8 +723,9 @@ impl Engine {
     /// `__kage_hcpa_arg`: argument `index` of the innermost pending call has the time
     /// `max(cands)` (ignored unless that call was made at this depth and not entered yet).
     pub fn arg(&mut self, index: u32, cands: &[Candidate]) {
-        let a = self.gather(cands);
-        self.raise_cps(a);
+        let frame = self.current_frame();
+        let a = self.gather(frame, cands);
+        self.finish(NONE, frame, a, 0);
         let depth = self.levels.len();
         let Some(p) = self.pending.last_mut() else {
             return;
@@ -613,9 +755,10 @@ impl Engine {
     /// `__kage_hcpa_return`: the returned value has the time `max(cands)`, for the caller
     /// whose pending call made this activation's frame (at the caller's levels).
     pub fn ret(&mut self, cands: &[Candidate]) {
-        let a = self.gather(cands);
-        self.raise_cps(a);
-        let Some((index, serial)) = self.current_frame().and_then(|f| f.call) else {
+        let frame = self.current_frame();
+        let a = self.gather(frame, cands);
+        self.finish(NONE, frame, a, 0);
+        let Some((index, serial)) = frame.and_then(|(_, f)| f.call) else {
             return;
         };
         let Some(p) = self.pending.get(index).filter(|p| p.serial == serial) else {
@@ -640,6 +783,7 @@ impl Engine {
         let depth = self.levels.len();
         let cost = cost as u64;
         let a = self.analysed.len();
+        let frame = self.current_frame();
         let mut first = self.pending.len();
         while first > 0 && self.pending[first - 1].depth >= depth {
             first -= 1;
@@ -681,73 +825,94 @@ impl Engine {
             self.work(cost);
         }
         self.pending.truncate(first);
-        self.raise_cps(a);
-        self.write_slot(dst, a);
+        self.finish(dst, frame, a, 0);
     }
 
-    /// The current activation's frame.
-    #[inline]
-    fn current_frame(&self) -> Option<Frame> {
-        let index = self.levels.last()?.frame;
-        self.frames.get(index as usize).copied()
+    /// The current activation's frame and its index in `frames`.
+    #[inline(always)]
+    fn current_frame(&self) -> Option<(usize, Frame)> {
+        let index = self.levels.last()?.frame as usize;
+        self.frames.get(index).map(|&f| (index, f))
     }
 
     /// `t[..a] = max over cands of (slot time + offset)` at every analysed level (a slot
     /// invalid at a level, or unknown, reads 0 there; `NONE` is a constant); returns `a`.
-    #[inline]
-    fn gather(&mut self, cands: &[Candidate]) -> usize {
+    /// `frame` is the current one.
+    #[inline(always)]
+    fn gather(&mut self, frame: Option<(usize, Frame)>, cands: &[Candidate]) -> usize {
         let a = self.analysed.len();
-        let floor = cands.iter().map(|c| c.offset as u64).max().unwrap_or(0);
-        let frame = self.current_frame();
         let t = &mut self.t[..a];
-        t.fill(floor);
-        let Some(frame) = frame.filter(|_| a > 0) else {
+        let floor = cands.iter().fold(0, |m, c| m.max(c.offset)) as u64;
+        for x in t.iter_mut() {
+            *x = floor;
+        }
+        let Some((_, frame)) = frame else {
             return a;
         };
+        let (Some(metas), Some(times)) = (
+            self.slot_meta.get(frame.slots_base..frame.versions_end()),
+            self.slot_times.get(frame.times_base..frame.times_end()),
+        ) else {
+            return a;
+        };
+        // One version per analysed level: `a` of them.
         let versions = self.versions.as_slice();
         let stride = frame.stride as usize;
         for c in cands {
-            if c.slot == NONE || c.slot >= frame.slots {
+            // `NONE` is beyond any frame's slots.
+            let Some(m) = metas.get(c.slot as usize) else {
                 continue;
-            }
-            let slot = c.slot as usize;
-            let stored = self.slot_versions[frame.slots_base + slot];
-            let valid = max_valid_level(stored, versions).min(stride);
-            let from = frame.times_base + slot * stride;
+            };
+            let valid = valid_levels(m.version, m.hint, versions).min(stride);
+            let from = c.slot as usize * frame.pitch as usize;
+            let s = &times[from..from + valid];
             let offset = c.offset as u64;
-            for (tl, &s) in t[..valid]
-                .iter_mut()
-                .zip(&self.slot_times[from..from + valid])
-            {
-                *tl = (*tl).max(s.saturating_add(offset));
+            if offset == 0 {
+                max_with(t, s);
+            } else {
+                for (x, &y) in t.iter_mut().zip(s) {
+                    *x = (*x).max(y.saturating_add(offset));
+                }
             }
         }
         a
     }
 
-    /// Every analysed level's critical path is at least `t`.
-    #[inline]
-    fn raise_cps(&mut self, a: usize) {
-        for (cp, &t) in self.cps[..a].iter_mut().zip(&self.t[..a]) {
-            *cp = (*cp).max(t);
+    /// The time in `t[..a]` is complete: `cost` is added to it, every analysed level's
+    /// critical path is raised to it, and slot `dst` of `frame` (the current frame; unless
+    /// `dst` is `NONE` or not a slot of it) gets it, valid at the levels open now.
+    #[inline(always)]
+    fn finish(&mut self, dst: u32, frame: Option<(usize, Frame)>, a: usize, cost: u64) {
+        let slot = match frame {
+            Some((index, frame)) if dst != NONE && dst < frame.slots && a > 0 => {
+                Some(self.slot_to_write(index, frame, dst, a))
+            }
+            _ => None,
+        };
+        let t = &mut self.t[..a];
+        let cps = &mut self.cps[..a];
+        match slot {
+            Some((at, width)) => {
+                let (t_in, t_rest) = t.split_at_mut(width);
+                let (cps_in, cps_rest) = cps.split_at_mut(width);
+                let out = &mut self.slot_times[at..at + width];
+                for ((x, cp), o) in t_in.iter_mut().zip(cps_in).zip(out) {
+                    let v = x.saturating_add(cost);
+                    *x = v;
+                    *cp = (*cp).max(v);
+                    *o = v;
+                }
+                complete(t_rest, cps_rest, cost);
+            }
+            None => complete(t, cps, cost),
         }
     }
 
-    /// Slot `dst` of the current frame gets `t[..a]`, valid at the levels open now.
-    fn write_slot(&mut self, dst: u32, a: usize) {
-        if dst == NONE || a == 0 {
-            return;
-        }
-        let Some(top) = self.levels.last() else {
-            return;
-        };
-        let index = top.frame as usize;
-        let Some(&frame) = self.frames.get(index) else {
-            return;
-        };
-        if dst >= frame.slots {
-            return;
-        }
+    /// Slot `dst` (< `frame.slots`) of frame `index` is written at the `a` > 0 levels open
+    /// now: its version and hint are set, and the place and number of its times returned
+    /// (the levels the frame has room for, widened first if it is the top frame).
+    #[inline(always)]
+    fn slot_to_write(&mut self, index: usize, frame: Frame, dst: u32, a: usize) -> (usize, usize) {
         let frame = if (frame.stride as usize) < a && index + 1 == self.frames.len() {
             self.widen_top_frame(a).unwrap_or(frame)
         } else {
@@ -755,10 +920,12 @@ impl Engine {
         };
         let stride = frame.stride as usize;
         let width = stride.min(a);
-        let at = frame.times_base + dst as usize * stride;
-        self.slot_times[at..at + width].copy_from_slice(&self.t[..width]);
         // The innermost level written: deeper levels, opened later, read the slot as 0.
-        self.slot_versions[frame.slots_base + dst as usize] = self.versions.as_slice()[width - 1];
+        self.slot_meta[frame.slots_base + dst as usize] = SlotMeta {
+            version: self.versions.as_slice()[width - 1],
+            hint: width as u32,
+        };
+        (frame.times_at(dst as usize), width)
     }
 
     /// Re-lays the top frame out with room for at least `a` levels (rare: a frame starts
@@ -769,16 +936,68 @@ impl Engine {
         let old = frame.stride as usize;
         let new = a.max(old + HEADROOM).min(self.config.max_depth);
         frame.stride = new as u32;
+        let old_pitch = frame.pitch as usize;
+        let new_pitch = pitch(new);
+        if new_pitch == old_pitch {
+            // The slots have the room already.
+            return Some(*frame);
+        }
+        frame.pitch = new_pitch as u32;
         let frame = *frame;
-        grow_to(&mut self.slot_times, frame.times_end());
+        self.slot_times.grow_to(frame.times_end());
         // From the last slot down: a slot's new place never overlaps a lower slot's old one.
         for i in (0..frame.slots as usize).rev() {
-            let from = frame.times_base + i * old;
+            let from = frame.times_base + i * old_pitch;
             self.slot_times
-                .copy_within(from..from + old, frame.times_base + i * new);
+                .copy_within(from..from + old, frame.times_at(i));
         }
         Some(frame)
     }
+}
+
+/// 8 words on a 64-byte boundary: one AVX-512 register, one cache line.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Chunk([u64; 8]);
+
+/// A buffer of words in whole chunks (a slice of `u64`s that an 8-word load or store at a
+/// multiple of 8 stays within, and finds aligned).
+struct Words(Vec<Chunk>);
+
+impl Words {
+    /// At least `len` words, 0.
+    fn new(len: usize) -> Self {
+        Words(vec![Chunk::default(); len.div_ceil(8)])
+    }
+
+    /// Makes it at least `len` words long (new words 0).
+    fn grow_to(&mut self, len: usize) {
+        let chunks = len.div_ceil(8);
+        if self.0.len() < chunks {
+            self.0.resize(chunks, Chunk::default());
+        }
+    }
+}
+
+impl std::ops::Deref for Words {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        // SAFETY: a chunk is 8 `u64`s with no padding (`repr(C)`, 64 bytes).
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast(), self.0.len() * 8) }
+    }
+}
+
+impl std::ops::DerefMut for Words {
+    fn deref_mut(&mut self) -> &mut [u64] {
+        // SAFETY: as in `deref`.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), self.0.len() * 8) }
+    }
+}
+
+/// The words of the per-level buffers `t` and `cps`: `max_depth` (clamped as `Engine::new`
+/// does) rounded up to whole 8-word chunks.
+fn buffer_len(max_depth: usize) -> usize {
+    max_depth.clamp(1, MAX_DEPTH_LIMIT).next_multiple_of(8)
 }
 
 /// Makes `v` at least `len` long (new words 0).
@@ -786,6 +1005,24 @@ impl Engine {
 fn grow_to(v: &mut Vec<u64>, len: usize) {
     if v.len() < len {
         v.resize(len, 0);
+    }
+}
+
+/// `t[ℓ] = max(t[ℓ], v[ℓ])` at `v`'s levels.
+#[inline(always)]
+fn max_with(t: &mut [u64], v: &[u64]) {
+    for (x, &y) in t.iter_mut().zip(v) {
+        *x = (*x).max(y);
+    }
+}
+
+/// `t += cost`, and every critical path at least `t`.
+#[inline(always)]
+fn complete(t: &mut [u64], cps: &mut [u64], cost: u64) {
+    for (x, cp) in t.iter_mut().zip(cps) {
+        let v = x.saturating_add(cost);
+        *x = v;
+        *cp = (*cp).max(v);
     }
 }
 
@@ -807,4 +1044,476 @@ fn write_vector(vector: &mut [u64], version: u64, t: &[u64]) {
     let n = times.len().min(t.len());
     times[..n].copy_from_slice(&t[..n]);
     times[n..].fill(0);
+}
+
+/// The 8-lane path: with at most 8 analysed levels (the common case), a time is one AVX-512
+/// register of 8 `u64` lanes (lane ℓ: level ℓ; lanes from the number of levels on are
+/// ignored), and every per-level loop of the timestamp calls is one instruction: a slot's
+/// valid prefix is its whole first chunk, loaded and masked (levels after the prefix read
+/// 0), a granule's is a masked load from its VCache line, a maximum is `vpmaxuq`. With more
+/// levels, the same 8 at a time (`*_wide`). The times are exactly the scalar path's
+/// (`tests.rs` runs the model comparison both ways).
+///
+/// Slots are stored and loaded whole (their `pitch` is whole chunks), because a processor
+/// forwards a store only to a load of the same bytes, and a masked load to none (measured
+/// on AMD Zen 5): a slot written by one call and read by the next would otherwise wait for
+/// the store to reach the cache. A whole store also writes the slot's times past the
+/// levels it was written at, which are never read: a slot written at `width` levels with
+/// the version `v` of level `width − 1` is valid at `width` levels at most, since a level
+/// open later at an index of `width` or more was entered after `v`'s instance (it is not
+/// one of `v`'s ancestors), so its version is greater.
+#[cfg(target_arch = "x86_64")]
+mod x8 {
+    use std::arch::x86_64::*;
+
+    pub const LANES: usize = 8;
+
+    /// The processor (and the system) run AVX-512F.
+    pub fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+
+    // The helpers are inlined into the `#[target_feature(enable = "avx512f")]` functions
+    // that use them (`Engine::*_x8`), where the intrinsics inline in turn.
+
+    /// The first `n` (≤ 8) lanes.
+    #[inline(always)]
+    fn mask(n: usize) -> __mmask8 {
+        debug_assert!(n <= LANES);
+        ((1u32 << n) - 1) as __mmask8
+    }
+
+    /// The first `min(n, 8)` times from `p`, the other lanes 0.
+    ///
+    /// A masked load is not forwarded the older stores to its 64 bytes, masked lanes
+    /// included (measured: AMD Zen 5), so it waits for them to reach the cache: with no lane
+    /// to load (a granule never stored to), none is made.
+    ///
+    /// # Safety
+    /// AVX-512F; `p` points to `min(n, 8)` readable `u64`s.
+    #[inline(always)]
+    pub unsafe fn load(p: *const u64, n: usize) -> __m512i {
+        let n = n.min(LANES);
+        if n == 0 {
+            _mm512_setzero_si512()
+        } else {
+            _mm512_maskz_loadu_epi64(mask(n), p as *const i64)
+        }
+    }
+
+    /// The first `min(n, 8)` of the 8 words at `p`, the other lanes 0: a whole load, which
+    /// an older whole store to the same 8 words forwards to (where a masked load would wait
+    /// for it to reach the cache), then masked.
+    ///
+    /// # Safety
+    /// AVX-512F; `p` points to 8 readable `u64`s.
+    #[inline(always)]
+    pub unsafe fn load_chunk_prefix(p: *const u64, n: usize) -> __m512i {
+        _mm512_maskz_mov_epi64(mask(n.min(LANES)), _mm512_loadu_si512(p as *const __m512i))
+    }
+
+    /// `v` to the 8 words at `p`.
+    ///
+    /// # Safety
+    /// AVX-512F; `p` points to 8 writable `u64`s.
+    #[inline(always)]
+    pub unsafe fn store_whole(p: *mut u64, v: __m512i) {
+        _mm512_storeu_si512(p as *mut __m512i, v)
+    }
+
+    /// The first `min(n, 8)` lanes of `v` to `p`.
+    ///
+    /// # Safety
+    /// AVX-512F; `p` points to `min(n, 8)` writable `u64`s.
+    #[inline(always)]
+    pub unsafe fn store(p: *mut u64, n: usize, v: __m512i) {
+        _mm512_mask_storeu_epi64(p as *mut i64, mask(n.min(LANES)), v)
+    }
+
+    /// The 8 words at `p`, a chunk of a `Words`.
+    ///
+    /// # Safety
+    /// AVX-512F; `p` is 64-byte aligned, 8 readable `u64`s.
+    #[inline(always)]
+    pub unsafe fn load_chunk(p: *const u64) -> __m512i {
+        _mm512_load_si512(p as *const __m512i)
+    }
+
+    /// `v` to the 8 words at `p`, a chunk of a `Words`.
+    ///
+    /// # Safety
+    /// AVX-512F; `p` is 64-byte aligned, 8 writable `u64`s.
+    #[inline(always)]
+    pub unsafe fn store_chunk(p: *mut u64, v: __m512i) {
+        _mm512_store_si512(p as *mut __m512i, v)
+    }
+
+    /// `v + x` in every lane, saturating as `u64::saturating_add`.
+    ///
+    /// # Safety
+    /// AVX-512F.
+    #[inline(always)]
+    pub unsafe fn saturating_add(v: __m512i, x: u64) -> __m512i {
+        let sum = _mm512_add_epi64(v, _mm512_set1_epi64(x as i64));
+        let overflow = _mm512_cmplt_epu64_mask(sum, v);
+        _mm512_mask_mov_epi64(sum, overflow, _mm512_set1_epi64(-1))
+    }
+
+    ///
+    /// # Safety
+    /// AVX-512F.
+    #[inline(always)]
+    pub unsafe fn max(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_max_epu64(a, b)
+    }
+
+    ///
+    /// # Safety
+    /// AVX-512F.
+    #[inline(always)]
+    pub unsafe fn splat(x: u64) -> __m512i {
+        _mm512_set1_epi64(x as i64)
+    }
+}
+
+/// Elsewhere the scalar path only.
+#[cfg(not(target_arch = "x86_64"))]
+mod x8 {
+    pub const LANES: usize = 8;
+
+    pub fn available() -> bool {
+        false
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Engine {
+    /// [`ts`](Engine::ts) for more than 8 levels, 8 at a time.
+    ///
+    /// # Safety
+    /// AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn ts_wide(&mut self, dst: u32, cands: &[Candidate]) {
+        let frame = self.current_frame();
+        let a = self.gather_wide(frame, cands);
+        self.finish_wide(dst, frame, a, 0);
+    }
+
+    /// [`load`](Engine::load) for more than 8 levels, 8 at a time.
+    ///
+    /// # Safety
+    /// AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load_wide(&mut self, dst: u32, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
+        let frame = self.current_frame();
+        let a = self.gather_wide(frame, cands);
+        if a > 0 && size > 0 {
+            let granules = self.memory.granules(addr, size);
+            let t = self.t.as_mut_ptr();
+            match &mut self.memory.vsm {
+                AnyVsm::Cached(vsm) => {
+                    for g in granules {
+                        // At most `a` times: within `t`'s chunks.
+                        let v = vsm.read_prefix(g);
+                        for k in (0..v.len()).step_by(x8::LANES) {
+                            let s = x8::load(v.as_ptr().add(k), v.len() - k);
+                            x8::store_chunk(t.add(k), x8::max(x8::load_chunk(t.add(k)), s));
+                        }
+                    }
+                }
+                _ => self.memory.max_into(addr, size, &mut self.t[..a]),
+            }
+        }
+        self.finish_wide(dst, frame, a, cost as u64);
+    }
+
+    /// [`store`](Engine::store) for more than 8 levels, 8 at a time.
+    ///
+    /// # Safety
+    /// AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store_wide(&mut self, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
+        let frame = self.current_frame();
+        let a = self.gather_wide(frame, cands);
+        self.finish_wide(NONE, frame, a, cost as u64);
+        if a > 0 && size > 0 {
+            let granules = self.memory.granules(addr, size);
+            let t = self.t.as_ptr();
+            match &mut self.memory.vsm {
+                AnyVsm::Cached(vsm) => {
+                    for g in granules {
+                        // Every level, as `write_levels` with `a` (the depth) times.
+                        let v = vsm.overwrite_levels(g);
+                        for k in (0..v.len()).step_by(x8::LANES) {
+                            x8::store(v.as_mut_ptr().add(k), v.len() - k, x8::load_chunk(t.add(k)));
+                        }
+                    }
+                }
+                _ => self.memory.store(addr, size, &self.t[..a]),
+            }
+        }
+    }
+
+    /// [`gather`](Engine::gather) 8 levels at a time, into `t`; returns `a`.
+    ///
+    /// # Safety
+    /// As for [`ts_wide`](Engine::ts_wide).
+    #[inline(always)]
+    unsafe fn gather_wide(&mut self, frame: Option<(usize, Frame)>, cands: &[Candidate]) -> usize {
+        let a = self.analysed.len();
+        let floor = cands.iter().fold(0, |m, c| m.max(c.offset)) as u64;
+        // `t` has whole chunks up to `a` rounded up.
+        let t = self.t.as_mut_ptr();
+        for k in (0..a).step_by(x8::LANES) {
+            x8::store_chunk(t.add(k), x8::splat(floor));
+        }
+        let Some((_, frame)) = frame else {
+            return a;
+        };
+        let (Some(metas), Some(times)) = (
+            self.slot_meta.get(frame.slots_base..frame.versions_end()),
+            self.slot_times.get(frame.times_base..frame.times_end()),
+        ) else {
+            return a;
+        };
+        let versions = self.versions.as_slice();
+        let stride = frame.stride as usize;
+        for c in cands {
+            let Some(m) = metas.get(c.slot as usize) else {
+                continue;
+            };
+            let valid = valid_levels(m.version, m.hint, versions).min(stride);
+            // The slot's `pitch` words: whole chunks, `valid` ≤ `stride` ≤ `pitch`.
+            let from = times.as_ptr().add(c.slot as usize * frame.pitch as usize);
+            for k in (0..valid).step_by(x8::LANES) {
+                // Lanes past `valid` read 0: plus the offset, at most `floor`.
+                let s = x8::load_chunk_prefix(from.add(k), valid - k);
+                let s = if c.offset == 0 {
+                    s
+                } else {
+                    x8::saturating_add(s, c.offset as u64)
+                };
+                x8::store_chunk(t.add(k), x8::max(x8::load_chunk(t.add(k)), s));
+            }
+        }
+        a
+    }
+
+    /// [`finish`](Engine::finish) 8 levels at a time.
+    ///
+    /// # Safety
+    /// As for [`ts_wide`](Engine::ts_wide).
+    #[inline(always)]
+    unsafe fn finish_wide(&mut self, dst: u32, frame: Option<(usize, Frame)>, a: usize, cost: u64) {
+        let slot = match frame {
+            Some((index, frame)) if dst != NONE && dst < frame.slots && a > 0 => {
+                Some(self.slot_to_write(index, frame, dst, a))
+            }
+            _ => None,
+        };
+        // Whole chunks of the slot (its pitch; see `x8`: the times past `width` in them are
+        // never read).
+        let (out, width) = match slot {
+            Some((at, width)) => (
+                self.slot_times[at..at + width.next_multiple_of(x8::LANES)].as_mut_ptr(),
+                width,
+            ),
+            None => (std::ptr::null_mut(), 0),
+        };
+        // `t` and `cps` have whole chunks up to `a` rounded up; the lanes past `a` are left
+        // over (`enter` sets a level's critical path).
+        let t = self.t.as_mut_ptr();
+        let cps = self.cps.as_mut_ptr();
+        for k in (0..a).step_by(x8::LANES) {
+            let mut v = x8::load_chunk(t.add(k));
+            if cost != 0 {
+                v = x8::saturating_add(v, cost);
+                x8::store_chunk(t.add(k), v);
+            }
+            x8::store_chunk(cps.add(k), x8::max(x8::load_chunk(cps.add(k)), v));
+            if k < width {
+                x8::store_whole(out.add(k), v);
+            }
+        }
+    }
+
+    /// [`ts`](Engine::ts) on the 8-lane path.
+    ///
+    /// # Safety
+    /// AVX-512F, at most 8 analysed levels.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn ts_x8(&mut self, dst: u32, cands: &[Candidate]) {
+        let frame = self.current_frame();
+        let t = self.gather_x8(frame, cands);
+        self.finish_x8(dst, frame, t, 0);
+    }
+
+    /// [`load`](Engine::load) on the 8-lane path.
+    ///
+    /// # Safety
+    /// As for [`ts_x8`](Engine::ts_x8).
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load_x8(&mut self, dst: u32, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
+        use std::arch::x86_64::__m512i;
+        let frame = self.current_frame();
+        let mut t: __m512i = self.gather_x8(frame, cands);
+        let a = self.analysed.len();
+        if a > 0 && size > 0 {
+            let granules = self.memory.granules(addr, size);
+            match &mut self.memory.vsm {
+                AnyVsm::Cached(vsm) => {
+                    for g in granules {
+                        // At most the shadow's depth, `a`: the levels after the prefix read 0.
+                        let v = vsm.read_prefix(g);
+                        t = x8::max(t, x8::load(v.as_ptr(), v.len()));
+                    }
+                }
+                _ => {
+                    x8::store(self.t.as_mut_ptr(), a, t);
+                    self.memory.max_into(addr, size, &mut self.t[..a]);
+                    t = x8::load(self.t.as_ptr(), a);
+                }
+            }
+        }
+        self.finish_x8(dst, frame, t, cost as u64);
+    }
+
+    /// [`store`](Engine::store) on the 8-lane path.
+    ///
+    /// # Safety
+    /// As for [`ts_x8`](Engine::ts_x8).
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store_x8(&mut self, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
+        let frame = self.current_frame();
+        let t = self.gather_x8(frame, cands);
+        let t = self.finish_x8(NONE, frame, t, cost as u64);
+        let a = self.analysed.len();
+        if a > 0 && size > 0 {
+            let granules = self.memory.granules(addr, size);
+            match &mut self.memory.vsm {
+                AnyVsm::Cached(vsm) => {
+                    for g in granules {
+                        // Every level, as `write_levels` with `a` (the depth) times.
+                        let v = vsm.overwrite_levels(g);
+                        x8::store(v.as_mut_ptr(), v.len(), t);
+                    }
+                }
+                _ => self.memory.store(addr, size, &self.t[..a]),
+            }
+        }
+    }
+
+    /// [`gather`](Engine::gather) into a register.
+    ///
+    /// # Safety
+    /// As for [`ts_x8`](Engine::ts_x8).
+    #[inline(always)]
+    unsafe fn gather_x8(
+        &mut self,
+        frame: Option<(usize, Frame)>,
+        cands: &[Candidate],
+    ) -> std::arch::x86_64::__m512i {
+        // Every offset is at most `floor`: a lane a slot does not cover (read as 0) plus its
+        // offset changes nothing.
+        let floor = cands.iter().fold(0, |m, c| m.max(c.offset)) as u64;
+        let mut t = x8::splat(floor);
+        let Some((_, frame)) = frame else {
+            return t;
+        };
+        let (Some(metas), Some(times)) = (
+            self.slot_meta.get(frame.slots_base..frame.versions_end()),
+            self.slot_times.get(frame.times_base..frame.times_end()),
+        ) else {
+            return t;
+        };
+        let versions = self.versions.as_slice();
+        let stride = frame.stride as usize;
+        for c in cands {
+            let Some(m) = metas.get(c.slot as usize) else {
+                continue;
+            };
+            // At most `a` ≤ 8; the slot's `pitch` words are whole chunks.
+            let valid = valid_levels(m.version, m.hint, versions).min(stride);
+            let s = x8::load_chunk_prefix(
+                times.as_ptr().add(c.slot as usize * frame.pitch as usize),
+                valid,
+            );
+            let s = if c.offset == 0 {
+                s
+            } else {
+                x8::saturating_add(s, c.offset as u64)
+            };
+            t = x8::max(t, s);
+        }
+        t
+    }
+
+    /// [`finish`](Engine::finish) of a time in a register; returns the complete time (also
+    /// left in `t`).
+    ///
+    /// # Safety
+    /// As for [`ts_x8`](Engine::ts_x8).
+    #[inline(always)]
+    unsafe fn finish_x8(
+        &mut self,
+        dst: u32,
+        frame: Option<(usize, Frame)>,
+        t: std::arch::x86_64::__m512i,
+        cost: u64,
+    ) -> std::arch::x86_64::__m512i {
+        let a = self.analysed.len();
+        let t = if cost == 0 {
+            t
+        } else {
+            x8::saturating_add(t, cost)
+        };
+        // `t` and `cps` have a whole chunk at least; the lanes past `a` are left over.
+        x8::store_chunk(self.t.as_mut_ptr(), t);
+        let cps = self.cps.as_mut_ptr();
+        x8::store_chunk(cps, x8::max(x8::load_chunk(cps), t));
+        if let Some((index, frame)) = frame {
+            if dst != NONE && dst < frame.slots && a > 0 {
+                // The slot's first chunk, whole (see `x8`: the times past the
+                // levels written are never read).
+                let (at, _) = self.slot_to_write(index, frame, dst, a);
+                let out = &mut self.slot_times[at..at + x8::LANES];
+                x8::store_whole(out.as_mut_ptr(), t);
+            }
+        }
+        t
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod x8_tests {
+    use super::x8;
+    use std::arch::x86_64::__m512i;
+
+    #[test]
+    fn lanes_saturate_and_take_the_maximum_as_the_scalar_code() {
+        if !x8::available() {
+            return;
+        }
+        let a = [0, 1, u64::MAX, u64::MAX - 3, 1 << 63, 7, 5, 9];
+        let b = [3, 0, 1, u64::MAX - 2, (1 << 63) - 1, 7, 6, 2];
+        for n in 0..=8 {
+            for x in [0, 1, 4, u64::MAX] {
+                let mut out = [42u64; 8];
+                // SAFETY: the processor has AVX-512F; 8-word arrays.
+                unsafe {
+                    let v: __m512i = x8::load(a.as_ptr(), n);
+                    let w = x8::max(x8::saturating_add(v, x), x8::load(b.as_ptr(), n));
+                    x8::store(out.as_mut_ptr(), n, w);
+                }
+                for l in 0..8 {
+                    let expected = if l < n {
+                        a[l].saturating_add(x).max(b[l])
+                    } else {
+                        42
+                    };
+                    assert_eq!(out[l], expected, "n {n} x {x} lane {l}");
+                }
+            }
+        }
+    }
 }

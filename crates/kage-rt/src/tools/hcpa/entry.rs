@@ -10,8 +10,9 @@
 use super::engine::Engine;
 use super::trace::{event, Cands};
 use super::HcpaThread;
-use crate::gate;
+use crate::gate::{self, ThreadState};
 use kage_abi::{symbols, Candidate};
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -29,23 +30,63 @@ const _: symbols::HcpaTs = __kage_hcpa_arg;
 const _: symbols::HcpaReturn = __kage_hcpa_return;
 const _: symbols::HcpaResult = __kage_hcpa_result;
 
+thread_local! {
+    /// The thread state whose engine was last looked up on this thread, and that engine
+    /// (null when its tool is not hcpa). A thread state is never freed and its tool never
+    /// replaced (`thread::current_or_create`), so the pointer stays valid: the downcast is
+    /// made once per thread, not per event.
+    static ENGINE: Cell<(*const ThreadState, *mut Engine)> =
+        const { Cell::new((std::ptr::null(), std::ptr::null_mut())) };
+}
+
+/// The engine of `ts`'s tool, null when it is not hcpa.
+///
+/// # Safety
+/// `ts` is the calling thread's state, marked busy.
+#[inline(always)]
+unsafe fn engine_of(ts: *const ThreadState) -> *mut Engine {
+    let (cached, engine) = ENGINE.get();
+    if cached == ts {
+        engine
+    } else {
+        look_up_engine(ts)
+    }
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn look_up_engine(ts: *const ThreadState) -> *mut Engine {
+    let tool = &mut **(*ts).tool.get();
+    let engine = tool
+        .as_any_mut()
+        .and_then(|any| any.downcast_mut::<HcpaThread>())
+        .map_or(std::ptr::null_mut(), |thread| {
+            &mut thread.engine as *mut Engine
+        });
+    ENGINE.set((ts, engine));
+    engine
+}
+
 /// Runs `f` on the calling thread's engine, unless the event is to be ignored (see the
 /// module docs); sets up the runtime and the thread on its first event. No allocation, lock
-/// or system call once the thread is set up.
+/// or system call once the thread is set up. As `ThreadState::with`, inlined, with the
+/// engine found through [`ENGINE`].
 #[inline(always)]
 unsafe fn with_engine(f: impl FnOnce(&mut Engine)) {
     let ts = gate::event_thread();
     if ts.is_null() || gate::GATE.load(Relaxed) != 0 {
         return;
     }
-    (*ts).with(|_, tool| {
-        if let Some(thread) = tool
-            .as_any_mut()
-            .and_then(|any| any.downcast_mut::<HcpaThread>())
-        {
-            f(&mut thread.engine);
-        }
-    });
+    let state = &*ts;
+    if state.busy.get() != 0 {
+        return;
+    }
+    state.busy.set(gate::IN_RUNTIME);
+    let engine = engine_of(ts);
+    if !engine.is_null() {
+        f(&mut *engine);
+    }
+    state.busy.set(state.busy.get() & !gate::IN_RUNTIME);
 }
 
 /// The `n` candidates at `cands`.

@@ -1320,3 +1320,106 @@ fn every_shadow_kind_gives_the_same_times() {
         }
     }
 }
+
+/// The 8-lane path (where the processor has it) and the scalar path each match the model,
+/// with the default shadow (`gc`, whose lines the 8-lane path reads and writes in place) and
+/// the baseline, and up to 30 levels: with more than 8 analysed, the 8-lane path takes 8
+/// levels at a time.
+#[test]
+fn both_time_paths_match_the_naive_model() {
+    for lanes8 in [true, false] {
+        for seed in 7000..7500u64 {
+            let max_depth = [3, 8, 9, 16, 17, 64][seed as usize % 6];
+            let shift = [0, 2, 3][seed as usize % 3];
+            let vsm = [VsmKind::Gc, VsmKind::Baseline][seed as usize / 2 % 2];
+            let config = EngineConfig {
+                max_depth,
+                granule_shift: shift,
+                vsm,
+            };
+            let ops = program(seed, [12, 30][seed as usize % 2]);
+            let what = format!("lanes8 {lanes8}, seed {seed}, max_depth {max_depth}, {vsm}");
+            let mut e = Engine::new(config);
+            e.set_lanes8(lanes8);
+            let mut r = Reference::new(config.max_depth, config.granule_shift);
+            for (step, op) in ops.iter().enumerate() {
+                let got = apply(&mut e, op);
+                assert_eq!(
+                    got,
+                    r.apply(op),
+                    "{what}: op {step} {op:?}: instance statistics"
+                );
+                if computes_a_time(op) {
+                    assert_eq!(e.last_time(), r.last, "{what}: op {step} {op:?}: time");
+                }
+            }
+        }
+    }
+}
+
+/// A program of one activation nested up to `budget` deep (loops, blocks and calls), at most
+/// `max_levels` levels.
+fn deep_program(seed: u64, budget: usize, max_levels: usize) -> Vec<Op> {
+    let mut g = Gen {
+        rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+        ops: Vec::new(),
+        depth: 0,
+        max_levels,
+    };
+    let f = FUNCTIONS[g.rng.below(4) as usize];
+    g.function(f, budget);
+    while g.depth > 0 {
+        g.exit();
+    }
+    g.ops
+}
+
+/// As [`both_time_paths_match_the_naive_model`], with programs nested up to about 25
+/// levels: several 8-level chunks.
+#[test]
+fn both_time_paths_match_the_naive_model_deep() {
+    let mut deep = 0;
+    for lanes8 in [true, false] {
+        for seed in 9000..9600u64 {
+            let ops = deep_program(seed, 14, 40);
+            let mut depth = 0i64;
+            let max = ops
+                .iter()
+                .map(|op| {
+                    depth += match op {
+                        Op::Enter(..) => 1,
+                        Op::Exit => -1,
+                        _ => 0,
+                    };
+                    depth
+                })
+                .max()
+                .unwrap_or(0);
+            if max <= 8 {
+                continue;
+            }
+            deep += 1;
+            let config = EngineConfig {
+                max_depth: [17, 24, 64][seed as usize % 3],
+                granule_shift: [0, 2, 3][seed as usize / 3 % 3],
+                vsm: [VsmKind::Gc, VsmKind::Baseline][seed as usize / 9 % 2],
+            };
+            let what = format!("lanes8 {lanes8}, seed {seed}, {config:?}");
+            let mut e = Engine::new(config);
+            e.set_lanes8(lanes8);
+            let mut r = Reference::new(config.max_depth, config.granule_shift);
+            for (step, op) in ops.iter().enumerate() {
+                let got = apply(&mut e, op);
+                assert_eq!(
+                    got,
+                    r.apply(op),
+                    "{what}: op {step} {op:?}: instance statistics"
+                );
+                if computes_a_time(op) {
+                    assert_eq!(e.last_time(), r.last, "{what}: op {step} {op:?}: time");
+                }
+            }
+        }
+    }
+    assert!(deep > 200, "{deep} deep programs");
+}

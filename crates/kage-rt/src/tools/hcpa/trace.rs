@@ -58,12 +58,22 @@ impl fmt::Display for Cands<'_> {
     }
 }
 
-/// Traces an event when the trace is on.
+/// Traces an event when the trace is on. The formatting is out of line (`cold`), so that
+/// the entry points do not keep their arguments in memory for it.
 macro_rules! event {
     ($($arg:tt)*) => {
         if $crate::tools::hcpa::trace::on() {
-            $crate::tools::hcpa::trace::line(format_args!($($arg)*));
+            $crate::tools::hcpa::trace::cold(move || {
+                $crate::tools::hcpa::trace::line(format_args!($($arg)*))
+            });
         }
     };
+}
+
+/// Runs `f`, out of line.
+#[cold]
+#[inline(never)]
+pub fn cold(f: impl FnOnce()) {
+    f()
 }
 pub(crate) use event;
