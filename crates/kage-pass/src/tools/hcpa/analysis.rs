@@ -391,15 +391,15 @@ pub unsafe fn analyse(
                         &mut work,
                     );
                 }
-                LLVMRet => {
-                    if LLVMGetNumOperands(v) == 1 && ir::musttail_call_returned_by(v).is_none() {
-                        let mut cands = a.base(LLVMGetOperand(v, 0));
-                        cands.merge(&cd_cands(0));
-                        actions.push(Placed {
-                            before: v,
-                            action: Action::Return { cands },
-                        });
-                    }
+                LLVMRet
+                    if LLVMGetNumOperands(v) == 1 && ir::musttail_call_returned_by(v).is_none() =>
+                {
+                    let mut cands = a.base(LLVMGetOperand(v, 0));
+                    cands.merge(&cd_cands(0));
+                    actions.push(Placed {
+                        before: v,
+                        action: Action::Return { cands },
+                    });
                 }
                 LLVMAlloca => {}
                 _ if is_computation(op) => {
@@ -654,18 +654,17 @@ unsafe fn terminator_condition(block: LLVMBasicBlockRef) -> Option<LLVMValueRef>
     (LLVMIsAConstant(cond).is_null()).then_some(cond)
 }
 
-/// The loop-header phis that are induction variables or reductions, and their updates
-/// (update → (the accumulator operand, the other operand, whether an induction variable)):
-/// docs/hcpa.md, "Induction
-/// variables and reductions". An unrolled update is a chain, `op(op(p, x1), x2)`, each
-/// link used only by the next: every link is an update.
+/// Each update of an induction variable or reduction: (the accumulator operand, the other
+/// operand, whether it is an induction variable).
+type Updates = HashMap<LLVMValueRef, (LLVMValueRef, LLVMValueRef, bool)>;
+
+/// The loop-header phis that are induction variables or reductions, and their updates:
+/// docs/hcpa.md, "Induction variables and reductions". An unrolled update is a chain,
+/// `op(op(p, x1), x2)`, each link used only by the next: every link is an update.
 unsafe fn inductions(
     plan: &FunctionPlan,
     index: &HashMap<LLVMBasicBlockRef, usize>,
-) -> (
-    HashSet<LLVMValueRef>,
-    HashMap<LLVMValueRef, (LLVMValueRef, LLVMValueRef, bool)>,
-) {
+) -> (HashSet<LLVMValueRef>, Updates) {
     let mut phis = HashSet::new();
     let mut updates = HashMap::new();
     for (k, lp) in plan.forest.loops.iter().enumerate() {
