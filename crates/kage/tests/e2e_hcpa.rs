@@ -320,3 +320,19 @@ fn threads_fork_exit_longjmp_exceptions_and_signals() {
     assert_eq!(hstats(func(&report, "crash")).instances, 1);
     assert!(report.hcpa_plan().unwrap().is_some());
 }
+
+#[test]
+fn the_build_can_change_the_costs() {
+    // A load costing 8 instead of 4: each independent iteration's critical path (load,
+    // multiply-add, store) is 8 + 5 + 1 = 14 instead of 10, and its work 12 + 4 = 16.
+    let work = Work::new();
+    let report = build_and_run(
+        &work,
+        "kernels.c",
+        &["-O2", "-g"],
+        &[("KAGE_HCPA_COSTS", "load=8")],
+    );
+    let (_, independent) = loop_at(&report, "independent", 16);
+    assert_eq!((independent.critical_path, independent.work), (14, 16000));
+    assert_eq!(independent.self_parallelism, 1000.0);
+}
