@@ -4,7 +4,10 @@
 mod common;
 mod counting;
 
-use common::{address, compressible_config, random_program, resolve_levels, Op, Rng, TestTag};
+use common::{
+    address, compressible_config, random_program, resolve_level_count, resolve_levels, Op, Rng,
+    TestTag,
+};
 use counting::live;
 use kage_vsm::{AnyVsm, Config, Granularity, VectorShadow, VsmKind};
 
@@ -80,12 +83,7 @@ fn run<T: TestTag>(
             levels,
             tag,
         } => {
-            let depth = vsm.depth();
-            let n = if levels == 255 {
-                depth
-            } else {
-                levels as usize * (depth + 1) / 256
-            };
+            let n = resolve_level_count(levels, vsm.depth());
             // `out` has room for every level: no allocation outside the shadow.
             out.clear();
             out.extend((0..n as u64).map(|level| T::from_u64(tag.wrapping_add(level))));

@@ -186,6 +186,15 @@ pub fn resolve_levels(levels: (u8, u8), depth: usize) -> Range<usize> {
     a.min(b)..a.max(b)
 }
 
+/// The number of levels a `WriteLevels` writes at `depth`: 255 is all of them.
+pub fn resolve_level_count(levels: u8, depth: usize) -> usize {
+    if levels == 255 {
+        depth
+    } else {
+        levels as usize * (depth + 1) / 256
+    }
+}
+
 /// What an operation made visible.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Seen<T> {
@@ -278,12 +287,7 @@ pub fn apply<T: TestTag, V: VectorShadow<T>>(
             levels,
             tag,
         } => {
-            let depth = vsm.depth();
-            let n = if levels == 255 {
-                depth
-            } else {
-                levels as usize * (depth + 1) / 256
-            };
+            let n = resolve_level_count(levels, vsm.depth());
             let tags: Vec<T> = (0..n as u64)
                 .map(|level| T::from_u64(tag.wrapping_add(level)))
                 .collect();

@@ -842,17 +842,14 @@ impl Engine {
     fn gather(&mut self, frame: Option<(usize, Frame)>, cands: &[Candidate]) -> usize {
         let a = self.analysed.len();
         let t = &mut self.t[..a];
-        let floor = cands.iter().fold(0, |m, c| m.max(c.offset)) as u64;
+        let floor = offset_floor(cands);
         for x in t.iter_mut() {
             *x = floor;
         }
         let Some((_, frame)) = frame else {
             return a;
         };
-        let (Some(metas), Some(times)) = (
-            self.slot_meta.get(frame.slots_base..frame.versions_end()),
-            self.slot_times.get(frame.times_base..frame.times_end()),
-        ) else {
+        let Some((metas, times)) = frame_slots(&self.slot_meta, &self.slot_times, &frame) else {
             return a;
         };
         // One version per analysed level: `a` of them.
@@ -962,6 +959,27 @@ struct Chunk([u64; 8]);
 
 /// A buffer of words in whole chunks (a slice of `u64`s that an 8-word load or store at a
 /// multiple of 8 stays within, and finds aligned).
+/// The largest offset of `cands`: every level's time is at least that (a slot read as 0,
+/// plus its offset).
+#[inline(always)]
+fn offset_floor(cands: &[Candidate]) -> u64 {
+    cands.iter().fold(0, |m, c| m.max(c.offset)) as u64
+}
+
+/// `frame`'s slot metadata and times (`None` if they are not all there, which a frame of
+/// this engine never is).
+#[inline(always)]
+fn frame_slots<'a>(
+    meta: &'a [SlotMeta],
+    times: &'a [u64],
+    frame: &Frame,
+) -> Option<(&'a [SlotMeta], &'a [u64])> {
+    Some((
+        meta.get(frame.slots_base..frame.versions_end())?,
+        times.get(frame.times_base..frame.times_end())?,
+    ))
+}
+
 struct Words(Vec<Chunk>);
 
 impl Words {
@@ -1261,7 +1279,7 @@ impl Engine {
     #[inline(always)]
     unsafe fn gather_wide(&mut self, frame: Option<(usize, Frame)>, cands: &[Candidate]) -> usize {
         let a = self.analysed.len();
-        let floor = cands.iter().fold(0, |m, c| m.max(c.offset)) as u64;
+        let floor = offset_floor(cands);
         // `t` has whole chunks up to `a` rounded up.
         let t = self.t.as_mut_ptr();
         for k in (0..a).step_by(x8::LANES) {
@@ -1270,10 +1288,7 @@ impl Engine {
         let Some((_, frame)) = frame else {
             return a;
         };
-        let (Some(metas), Some(times)) = (
-            self.slot_meta.get(frame.slots_base..frame.versions_end()),
-            self.slot_times.get(frame.times_base..frame.times_end()),
-        ) else {
+        let Some((metas, times)) = frame_slots(&self.slot_meta, &self.slot_times, &frame) else {
             return a;
         };
         let versions = self.versions.as_slice();
@@ -1415,15 +1430,12 @@ impl Engine {
     ) -> std::arch::x86_64::__m512i {
         // Every offset is at most `floor`: a lane a slot does not cover (read as 0) plus its
         // offset changes nothing.
-        let floor = cands.iter().fold(0, |m, c| m.max(c.offset)) as u64;
+        let floor = offset_floor(cands);
         let mut t = x8::splat(floor);
         let Some((_, frame)) = frame else {
             return t;
         };
-        let (Some(metas), Some(times)) = (
-            self.slot_meta.get(frame.slots_base..frame.versions_end()),
-            self.slot_times.get(frame.times_base..frame.times_end()),
-        ) else {
+        let Some((metas, times)) = frame_slots(&self.slot_meta, &self.slot_times, &frame) else {
             return t;
         };
         let versions = self.versions.as_slice();
