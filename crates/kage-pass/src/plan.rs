@@ -49,6 +49,8 @@ impl FunctionPlan {
         let data_layout = LLVMGetModuleDataLayout(LLVMGetGlobalParent(func));
         let mut sites = InlineSites::default();
         let mut locations = Vec::with_capacity(cfg.blocks.len());
+        // Each block's located accesses and calls: what decides its chain (see below).
+        let mut measured_locations = Vec::with_capacity(cfg.blocks.len());
         // Whether each block makes a memory access or a call (see
         // region_tree::drop_unmeasured_calls).
         let mut measured = vec![false; cfg.blocks.len()];
@@ -59,6 +61,7 @@ impl FunctionPlan {
         let mut terminator_chains = vec![None; cfg.blocks.len()];
         for (b, &block) in cfg.blocks.iter().enumerate() {
             let mut block_locations = Vec::new();
+            let mut block_measured = Vec::new();
             if forest.reachable[b] && ir::is_landing_pad(block) {
                 if let Some(at) = ir::first_insertion_point(block) {
                     resume_points.push((at, b));
@@ -69,12 +72,16 @@ impl FunctionPlan {
                 if !LLVMIsATerminatorInst(inst).is_null() {
                     terminator_chains[b] = location.as_ref().map(|l| l.sites.clone());
                 }
-                block_locations.extend(location);
-                if let Some(access) = classify_access(inst, data_layout) {
+                let access = classify_access(inst, data_layout);
+                let is_measured = access.is_some() || segments::is_cut(inst);
+                if let Some(access) = access {
                     accesses.push(access);
-                    measured[b] = true;
                 }
-                measured[b] |= segments::is_cut(inst);
+                measured[b] |= is_measured;
+                if is_measured {
+                    block_measured.extend(location.clone());
+                }
+                block_locations.extend(location);
                 let op = ir::opcode(inst);
                 // Unreachable blocks never run: no region hooks there (see loops.rs).
                 if forest.reachable[b]
@@ -91,10 +98,17 @@ impl FunctionPlan {
                 }
             }
             locations.push(block_locations);
+            measured_locations.push(block_measured);
         }
         let mut back_edges =
             region_tree::back_edge_chains(&forest, &cfg.successors, &terminator_chains);
-        let mut chains = region_tree::block_chains(&cfg.successors, &locations);
+        // A block's chain is the one of most of its accesses and calls, not of most of its
+        // instructions: an inlined callee's arithmetic scheduled into the block with its
+        // caller's load (a hash computed before the first probe) must not take the load.
+        let deciding: Vec<Vec<Location>> = (measured_locations.into_iter().zip(&locations))
+            .map(|(m, all)| if m.is_empty() { all.clone() } else { m })
+            .collect();
+        let mut chains = region_tree::block_chains(&cfg.successors, &deciding);
         region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
         let tree = region_tree::build(&forest, &chains, &back_edges);
         let calls = (sites.sites.iter())

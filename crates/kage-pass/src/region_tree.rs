@@ -4,8 +4,10 @@
 //!
 //! An instruction's debug location names the inlined calls it came through, outermost
 //! first (its *chain* of call sites; empty for the function's own code). Each block takes
-//! the chain most of its located instructions have ([`block_chains`]; blocks without any
-//! location inherit from their predecessors). Loops are the CFG's natural loops; a loop's
+//! the chain most of its located accesses and calls have, or when it makes none, most of
+//! its located instructions ([`block_chains`], given those locations by `plan.rs`; blocks
+//! without any location inherit from their predecessors): an inlined callee's arithmetic
+//! scheduled beside its caller's load does not take the load. Loops are the CFG's natural loops; a loop's
 //! *context* is the inlined calls the whole loop lies in (a loop of an inlined function has
 //! that call in its context): the chain of its back edges' branches, which the loop's own
 //! statement makes, or when they have no location, the longest chain prefix all of its

@@ -318,3 +318,27 @@ fn views_join_the_copies_of_a_source_region_unless_asked_not_to() {
     let fill = func(&report, "fill");
     assert_eq!((stats(fill).instances, fill.parent), (2, None));
 }
+
+#[test]
+fn an_inlined_callee_that_only_computes_takes_none_of_its_callers_accesses() {
+    // `mix` makes no access; its arithmetic lands in the block of `probe`'s load. At every
+    // level `probe` is called 5000 times and reads one 8-byte slot per call (at -O0 its
+    // locals come on top), and `mix` reads nothing but its locals: at -O2 and -O3 it is
+    // either absent (nothing to measure) or has no data access.
+    const LOOKUPS: u64 = 5000;
+    for (level, report) in reports("arith.c") {
+        let (instances, probe) = function_totals(&report, "probe");
+        assert_eq!(instances, LOOKUPS, "{level}: instances of probe");
+        if level == "-O0" {
+            assert!(probe.bytes_read >= 8 * LOOKUPS, "{level}: {probe:?}");
+            continue;
+        }
+        assert_eq!(
+            (probe.loads, probe.bytes_read, probe.bytes_written),
+            (LOOKUPS, 8 * LOOKUPS, 0),
+            "{level}: probe"
+        );
+        let (_, mix) = function_totals(&report, "mix");
+        assert_eq!(mix, Counters::default(), "{level}: mix took accesses");
+    }
+}
