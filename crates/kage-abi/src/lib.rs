@@ -149,6 +149,113 @@ pub struct Candidate {
     pub offset: u32,
 }
 
+/// `struct kage_loop_level`: one loop of a selected nest (16 bytes). A nest's levels are
+/// in pre-order: level 0 is its outermost loop, every level after its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct LoopLevel {
+    /// The index of the enclosing loop's level; [`NONE`] for level 0.
+    pub parent: u32,
+    /// 0 for the outermost loop, its parent's depth + 1 otherwise.
+    pub depth: u32,
+    /// The loop's first and last source line (0 = unknown).
+    pub first_line: u32,
+    pub last_line: u32,
+}
+
+/// `struct kage_nest`: a loop nest the build selected and versioned (`KAGE_TOOL=loops`,
+/// docs/abi.md "Loop nests"): its levels and where it is in the source (40 bytes).
+#[repr(C)]
+pub struct Nest {
+    /// Written by the runtime when it first sees the nest; [`NONE`] before.
+    pub global_id: u32,
+    pub level_count: u32,
+    /// `level_count` levels.
+    pub levels: *const LoopLevel,
+    /// The function whose source holds the nest (demangled), "" when unknown.
+    pub function: *const c_char,
+    /// The source file, absolute where known, "" when unknown.
+    pub file: *const c_char,
+    /// A [`loops::Selection`].
+    pub selected_by: u32,
+    pub reserved: u32,
+}
+
+pub mod nest_layout {
+    pub const LEVEL_SIZE: usize = 16;
+    pub const NEST_SIZE: usize = 40;
+    /// `global_id, level_count` (i32), `levels, function, file` (pointers), `selected_by,
+    /// reserved` (i32).
+    pub const NEST_FIELDS: [usize; 7] = [0, 4, 8, 16, 24, 32, 36];
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<LoopLevel>() == nest_layout::LEVEL_SIZE);
+    assert!(size_of::<Nest>() == nest_layout::NEST_SIZE);
+    let f = nest_layout::NEST_FIELDS;
+    assert!(offset_of!(Nest, global_id) == f[0] && offset_of!(Nest, level_count) == f[1]);
+    assert!(offset_of!(Nest, levels) == f[2] && offset_of!(Nest, function) == f[3]);
+    assert!(offset_of!(Nest, file) == f[4] && offset_of!(Nest, selected_by) == f[5]);
+    assert!(offset_of!(Nest, reserved) == f[6]);
+};
+
+/// Loop nests (`KAGE_TOOL=loops`): how a nest is selected, and the decision protocol
+/// between a nest's versions and the runtime (docs/abi.md, "Loop nests").
+pub mod loops {
+    /// Build time: the loops to select by source line, `file.c:42,other.c:7`.
+    pub const LOOPS_VARIABLE: &str = "KAGE_LOOPS";
+
+    /// How a nest was selected (`kage_nest.selected_by`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[repr(u32)]
+    pub enum Selection {
+        /// A `file:line` of `KAGE_LOOPS`.
+        Line = 0,
+        /// `#pragma kage profile`.
+        Pragma = 1,
+    }
+
+    /// The versions of a nest: the program's own code, optimised as it asked.
+    pub const ORIGINAL: u64 = 0;
+    /// The version that reports every iteration to the runtime (kept from vectorisation
+    /// and unrolling: one call per source iteration).
+    pub const INSTRUMENTED: u64 = 1;
+    /// Decision bit: the enclosing levels decide again at their next iteration (a level
+    /// left the version its enclosing iteration runs in).
+    pub const RESYNC: u64 = 2;
+    /// A decision's chunk length is its bits from here up.
+    pub const CHUNK_SHIFT: u32 = 2;
+    /// The chunk length that means "to the end of this entry of the loop".
+    pub const UNBOUNDED: u64 = u64::MAX >> CHUNK_SHIFT;
+    /// The chunk end that makes the next iteration ask for a decision.
+    pub const DECIDE_NOW: u64 = 0;
+    /// The chunk end that never asks (the virtual iterator never reaches it).
+    pub const NEVER: u64 = u64::MAX;
+
+    /// `__kage_loops_decide`'s result: run `version` for `chunk` iterations (or
+    /// [`UNBOUNDED`]), telling the enclosing levels to decide again when `resync`.
+    pub const fn decision(version: u64, resync: bool, chunk: u64) -> u64 {
+        let chunk = if chunk > UNBOUNDED { UNBOUNDED } else { chunk };
+        (chunk << CHUNK_SHIFT) | if resync { RESYNC } else { 0 } | (version & 1)
+    }
+
+    /// A decision's version, resync flag and chunk length.
+    pub const fn decode(decision: u64) -> (u64, bool, u64) {
+        (decision & 1, decision & RESYNC != 0, decision >> CHUNK_SHIFT)
+    }
+
+    /// The chunk end a decision taken at virtual iterator `vi` sets.
+    pub const fn chunk_end(vi: u64, decision: u64) -> u64 {
+        let chunk = decision >> CHUNK_SHIFT;
+        if chunk == UNBOUNDED {
+            NEVER
+        } else {
+            vi.saturating_add(chunk)
+        }
+    }
+}
+
 /// `enum kage_instrumentation`: what a module's code reports, chosen at build time
 /// (`KAGE_TOOL`). Which runtime tools can read it is [`Instrumentation::only_tool`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,15 +273,19 @@ pub enum Instrumentation {
     /// The region hooks of `Calls` and the timestamp calls of hierarchical critical path
     /// analysis (`__kage_hcpa_*`, docs/hcpa.md): the hcpa tool only.
     Hcpa = 4,
+    /// Selected loop nests versioned (original and instrumented), their decision calls
+    /// (`__kage_loops_*`); nothing else instrumented: the loops tool only.
+    Loops = 5,
 }
 
 impl Instrumentation {
-    pub const ALL: [Instrumentation; 5] = [
+    pub const ALL: [Instrumentation; 6] = [
         Instrumentation::Calls,
         Instrumentation::WorkingSet,
         Instrumentation::WorkingSetTrace,
         Instrumentation::Footprint,
         Instrumentation::Hcpa,
+        Instrumentation::Loops,
     ];
 
     /// The value of `kage_module.instrumentation`.
@@ -190,6 +301,7 @@ impl Instrumentation {
             2 => Some(Instrumentation::WorkingSetTrace),
             3 => Some(Instrumentation::Footprint),
             4 => Some(Instrumentation::Hcpa),
+            5 => Some(Instrumentation::Loops),
             _ => None,
         }
     }
@@ -202,6 +314,7 @@ impl Instrumentation {
             Instrumentation::WorkingSet | Instrumentation::WorkingSetTrace => Some("working-set"),
             Instrumentation::Footprint => Some("footprint"),
             Instrumentation::Hcpa => Some("hcpa"),
+            Instrumentation::Loops => Some("loops"),
         }
     }
 
@@ -255,6 +368,10 @@ pub const BUILD_TOOLS: &[BuildTool] = &[
     BuildTool {
         name: "hcpa",
         instrumentation: Instrumentation::Hcpa,
+    },
+    BuildTool {
+        name: "loops",
+        instrumentation: Instrumentation::Loops,
     },
 ];
 
@@ -389,7 +506,7 @@ pub mod symbols {
     use super::CallingConvention::*;
     use super::Instrumentation::{self, *};
     use super::Symbol;
-    use super::{Candidate, Module, Region};
+    use super::{Candidate, Module, Nest, Region};
     use core::ffi::c_void;
 
     const fn function(
@@ -407,7 +524,8 @@ pub mod symbols {
     }
 
     const REGION_HOOKS: &[Instrumentation] = &[Calls, Footprint, Hcpa];
-    const EVERY: &[Instrumentation] = &[Calls, WorkingSet, WorkingSetTrace, Footprint, Hcpa];
+    const EVERY: &[Instrumentation] =
+        &[Calls, WorkingSet, WorkingSetTrace, Footprint, Hcpa, Loops];
     const WORKING_SET: &[Instrumentation] = &[WorkingSet, WorkingSetTrace];
 
     /// `void __kage_register_module(struct kage_module *m)`.
@@ -525,6 +643,40 @@ pub mod symbols {
     pub const HCPA_RESULT: Symbol = function("__kage_hcpa_result", &[I32, I32], &[Hcpa]);
     pub type HcpaResult = unsafe extern "C" fn(u32, u32);
 
+    // Loop nests (docs/abi.md, "Loop nests"): `frame` is the calling function's
+    // `llvm.addressofreturnaddress` (only compared: entries of frames below it are dead).
+
+    /// `uint64_t __kage_loops_enter(struct kage_nest *n, const void *frame)`: the nest's
+    /// outermost loop is entered; returns its first chunk end ([`crate::loops::DECIDE_NOW`]
+    /// or [`crate::loops::NEVER`]).
+    pub const LOOPS_ENTER: Symbol = Symbol::Function {
+        name: "__kage_loops_enter",
+        params: &[Ptr, Ptr],
+        returns: I64,
+        convention: C,
+        called_by: &[Loops],
+    };
+    pub type LoopsEnter = unsafe extern "C" fn(*mut Nest, *const c_void) -> u64;
+    /// `uint64_t __kage_loops_decide(struct kage_nest *n, uint32_t level, uint64_t vi)`: the
+    /// level's chunk ended before iteration `vi`; returns a decision
+    /// ([`crate::loops::decision`]).
+    pub const LOOPS_DECIDE: Symbol = Symbol::Function {
+        name: "__kage_loops_decide",
+        params: &[Ptr, I32, I64],
+        returns: I64,
+        convention: C,
+        called_by: &[Loops],
+    };
+    pub type LoopsDecide = unsafe extern "C" fn(*mut Nest, u32, u64) -> u64;
+    /// `void __kage_loops_iter(struct kage_nest *n, uint32_t level, uint64_t vi)`: iteration
+    /// `vi` of the level begins in the instrumented version.
+    pub const LOOPS_ITER: Symbol = function("__kage_loops_iter", &[Ptr, I32, I64], &[Loops]);
+    pub type LoopsIter = unsafe extern "C" fn(*mut Nest, u32, u64);
+    /// `void __kage_loops_exit(struct kage_nest *n, const uint64_t *iterations)`: the nest's
+    /// outermost loop is left; `iterations[k]`: level k's iterations in this entry.
+    pub const LOOPS_EXIT: Symbol = function("__kage_loops_exit", &[Ptr, Ptr], &[Loops]);
+    pub type LoopsExit = unsafe extern "C" fn(*mut Nest, *const u64);
+
     /// Every symbol above.
     pub const ALL: &[Symbol] = &[
         REGISTER_MODULE,
@@ -555,6 +707,10 @@ pub mod symbols {
         HCPA_ARG,
         HCPA_RETURN,
         HCPA_RESULT,
+        LOOPS_ENTER,
+        LOOPS_DECIDE,
+        LOOPS_ITER,
+        LOOPS_EXIT,
     ];
 
     /// The symbol called `name`, if the runtime defines one.
@@ -589,7 +745,7 @@ mod tests {
         use Instrumentation::*;
         // What KAGE_TOOL selects (unset or empty: count; working-set with KAGE_WS_TRACE=1:
         // the trace build) is the pass's registry's, tested there against this table.
-        let names = ["count", "working-set", "footprint", "hcpa"];
+        let names = ["count", "working-set", "footprint", "hcpa", "loops"];
         assert!(BUILD_TOOLS.iter().map(|t| t.name).eq(names));
         assert_eq!(BUILD_TOOLS[1].instrumentation, WorkingSet);
         // Every instrumentation but the trace one is some KAGE_TOOL's, and each build tool

@@ -71,6 +71,7 @@ pub mod hoist;
 pub mod hooks;
 pub mod ir;
 pub mod loops;
+pub mod nests;
 pub mod pass;
 pub mod plan;
 pub mod region_tree;
@@ -128,4 +129,15 @@ pub unsafe extern "C" fn kage_run_on_module(module: LLVMModuleRef) -> bool {
         return false;
     }
     pass::instrument_module(module).is_some_and(|tool| tool.needs_cleanup())
+}
+
+/// Versions the loop nests the build selects (`KAGE_TOOL=loops`, [`nests`]); called by the
+/// C++ pass at the start of clang's pipeline (src/shim.cpp). Returns whether the module
+/// changed. A selection that names no loop stops the compiler with an error.
+///
+/// # Safety
+/// `module` must be a valid `LLVMModuleRef` that no one else mutates during the call.
+#[no_mangle]
+pub unsafe extern "C" fn kage_version_loops(module: LLVMModuleRef) -> bool {
+    !module.is_null() && nests::version_module(module)
 }

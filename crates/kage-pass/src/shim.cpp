@@ -1,16 +1,21 @@
-// The only C++ in Kage: registers the Rust module pass with LLVM's new PassBuilder, and reads
-// the few debug-info fields the C API has no accessor for (src/debuginfo.rs).
-// The pass itself is `kage_run_on_module` in Rust (src/lib.rs), driven through the C API.
+// The only C++ in Kage: registers the Rust module passes with LLVM's new PassBuilder, reads
+// the few debug-info fields the C API has no accessor for (src/debuginfo.rs), and wraps the
+// few transformations the C API lacks (demoting SSA values to the stack, loop metadata:
+// src/nests). The passes themselves are `kage_run_on_module` and `kage_version_loops` in
+// Rust (src/lib.rs), driven through the C API.
 #include <memory>
 #include <utility>
 
 #include "llvm/IR/DebugInfoMetadata.h"
+#include "llvm/IR/Instructions.h"
+#include "llvm/IR/Metadata.h"
 #include "llvm/IR/PassManager.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Transforms/IPO/AlwaysInliner.h"
 #include "llvm/Transforms/Scalar/EarlyCSE.h"
 #include "llvm/Transforms/Scalar/LICM.h"
 #include "llvm/Transforms/Scalar/LoopPassManager.h"
+#include "llvm/Transforms/Utils/Local.h"
 #include "llvm/Transforms/Utils/Mem2Reg.h"
 #include "llvm/Plugins/PassPlugin.h"
 #include "llvm-c/Types.h"
@@ -20,6 +25,8 @@ static_assert(sizeof(llvm::PassPluginLibraryInfo) == 40, "PassPluginLibraryInfo 
 
 // Returns whether it instrumented the module for a tool that asks for the clean-up below.
 extern "C" bool kage_run_on_module(LLVMModuleRef module);
+// Versions the loop nests the build selects (KAGE_TOOL=loops); returns whether it did.
+extern "C" bool kage_version_loops(LLVMModuleRef module);
 
 namespace {
 // Shared by the passes of one pipeline: whether the Kage pass instrumented the module for a
@@ -34,6 +41,16 @@ struct KagePass : llvm::PassInfoMixin<KagePass> {
     return llvm::PreservedAnalyses::none();
   }
   static bool isRequired() { return true; } // run at -O0 and on optnone functions too
+};
+
+// At the start of the pipeline, on loops as the source wrote them: versions the selected
+// loop nests (src/nests) before anything unrolls or vectorises them.
+struct KageVersionLoopsPass : llvm::PassInfoMixin<KageVersionLoopsPass> {
+  llvm::PreservedAnalyses run(llvm::Module &M, llvm::ModuleAnalysisManager &) {
+    return kage_version_loops(llvm::wrap(&M)) ? llvm::PreservedAnalyses::none()
+                                              : llvm::PreservedAnalyses::all();
+  }
+  static bool isRequired() { return true; }
 };
 
 // After the AlwaysInliner, nothing else runs at OptimizerLast: the inlined working-set
@@ -79,6 +96,83 @@ extern "C" const char *kage_di_subprogram_name(LLVMMetadataRef Subprogram, bool 
   return Name.data();
 }
 
+// Demotes an instruction's value to a stack slot (loads before its uses, a store after it);
+// a PHI to stores in its predecessors and a load in its block. Returns the slot, or null
+// when the instruction cannot be demoted (a token, or used by a PHI in an EH pad block).
+extern "C" LLVMValueRef kage_demote_to_stack(LLVMValueRef Value) {
+  auto *I = llvm::dyn_cast_or_null<llvm::Instruction>(llvm::unwrap(Value));
+  if (!I || I->getType()->isTokenTy()) return nullptr;
+  if (auto *Phi = llvm::dyn_cast<llvm::PHINode>(I)) return llvm::wrap(llvm::DemotePHIToStack(Phi));
+  return llvm::wrap(llvm::DemoteRegToStack(*I));
+}
+
+// The source lines where the loop whose back-edge branch is `Branch` starts and ends, from
+// its `llvm.loop` metadata (clang records them with debug information), with the start's
+// file in *File (not NUL-terminated, *FileLen bytes) and directory in *Dir. Returns false
+// when the branch has no such metadata.
+extern "C" bool kage_loop_lines(LLVMValueRef Branch, unsigned *Start, unsigned *End,
+                                const char **File, size_t *FileLen, const char **Dir,
+                                size_t *DirLen) {
+  auto *I = llvm::dyn_cast_or_null<llvm::Instruction>(llvm::unwrap(Branch));
+  llvm::MDNode *Loop = I ? I->getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
+  if (!Loop) return false;
+  const llvm::DILocation *First = nullptr, *Last = nullptr;
+  for (unsigned K = 1; K < Loop->getNumOperands(); ++K)
+    if (auto *L = llvm::dyn_cast_or_null<llvm::DILocation>(Loop->getOperand(K).get())) {
+      if (!First) First = L;
+      else if (!Last) Last = L;
+    }
+  if (!First) return false;
+  *Start = First->getLine();
+  *End = Last ? Last->getLine() : First->getLine();
+  *File = First->getFilename().data();
+  *FileLen = First->getFilename().size();
+  *Dir = First->getDirectory().data();
+  *DirLen = First->getDirectory().size();
+  return true;
+}
+
+// Gives the loop whose back-edge branch is `Branch` a loop ID of its own that keeps its
+// location and other properties and forbids vectorising, interleaving, unrolling and
+// distributing it: a cloned loop must not share its original's ID, and the instrumented
+// version must run one source iteration at a time.
+extern "C" void kage_keep_loop_as_written(LLVMValueRef Branch) {
+  auto *I = llvm::dyn_cast_or_null<llvm::Instruction>(llvm::unwrap(Branch));
+  if (!I) return;
+  llvm::LLVMContext &C = I->getContext();
+  llvm::SmallVector<llvm::Metadata *, 8> Ops;
+  Ops.push_back(nullptr); // the self reference
+  if (llvm::MDNode *Old = I->getMetadata(llvm::LLVMContext::MD_loop))
+    for (unsigned K = 1; K < Old->getNumOperands(); ++K) {
+      llvm::Metadata *Op = Old->getOperand(K).get();
+      if (auto *Node = llvm::dyn_cast_or_null<llvm::MDNode>(Op))
+        if (auto *Name = llvm::dyn_cast_or_null<llvm::MDString>(
+                Node->getNumOperands() ? Node->getOperand(0).get() : nullptr))
+          if (Name->getString().starts_with("llvm.loop.vectorize") ||
+              Name->getString().starts_with("llvm.loop.interleave") ||
+              Name->getString().starts_with("llvm.loop.unroll") ||
+              Name->getString().starts_with("llvm.loop.distribute"))
+            continue;
+      Ops.push_back(Op);
+    }
+  auto Flag = [&](const char *Name, bool Value) {
+    llvm::Metadata *Parts[] = {llvm::MDString::get(C, Name),
+                               llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(
+                                   llvm::Type::getInt1Ty(C), Value))};
+    Ops.push_back(llvm::MDNode::get(C, Parts));
+  };
+  Flag("llvm.loop.vectorize.enable", false);
+  llvm::Metadata *Interleave[] = {
+      llvm::MDString::get(C, "llvm.loop.interleave.count"),
+      llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(C), 1))};
+  Ops.push_back(llvm::MDNode::get(C, Interleave));
+  Flag("llvm.loop.distribute.enable", false);
+  Ops.push_back(llvm::MDNode::get(C, {llvm::MDString::get(C, "llvm.loop.unroll.disable")}));
+  llvm::MDNode *Loop = llvm::MDNode::getDistinct(C, Ops);
+  Loop->replaceOperandWith(0, Loop);
+  I->setMetadata(llvm::LLVMContext::MD_loop, Loop);
+}
+
 // Called through PassPluginLibraryInfo::RegisterPassBuilderCallbacks (built in Rust).
 extern "C" void kage_register_pass_builder_callbacks(llvm::PassBuilder &PB) {
   // OptimizerLast also runs in clang's -O0 pipeline (buildO0DefaultPipeline invokes it).
@@ -89,8 +183,17 @@ extern "C" void kage_register_pass_builder_callbacks(llvm::PassBuilder &PB) {
         MPM.addPass(llvm::AlwaysInlinerPass()); // inlines the pass's alwaysinline helpers, if any
         if (Level != llvm::OptimizationLevel::O0) MPM.addPass(KageCleanupPass(NeedsCleanup));
       });
+  // PipelineStart runs in the -O0 pipeline too, and in the LTO pre-link ones (not at link).
+  PB.registerPipelineStartEPCallback(
+      [](llvm::ModulePassManager &MPM, llvm::OptimizationLevel) {
+        MPM.addPass(KageVersionLoopsPass());
+      });
   PB.registerPipelineParsingCallback(
       [](llvm::StringRef Name, llvm::ModulePassManager &MPM, llvm::ArrayRef<llvm::PassBuilder::PipelineElement>) {
+        if (Name == "kage-version-loops") {
+          MPM.addPass(KageVersionLoopsPass());
+          return true;
+        }
         if (Name != "kage") return false;
         MPM.addPass(KagePass());
         return true;

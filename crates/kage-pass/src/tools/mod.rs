@@ -10,6 +10,7 @@
 pub mod count;
 pub mod footprint;
 pub mod hcpa;
+pub mod loops;
 pub mod working_set;
 
 use std::sync::Mutex;
@@ -104,6 +105,10 @@ pub static TOOLS: &[Registration] = &[
     Registration {
         name: "hcpa",
         make: hcpa::make,
+    },
+    Registration {
+        name: "loops",
+        make: loops::make,
     },
 ];
 

@@ -1,0 +1,358 @@
+//! Selected loop nests and their versions (`KAGE_TOOL=loops`; docs/abi.md, "Loop nests").
+//!
+//! Runs at the start of clang's pipeline (src/shim.cpp, `kage_version_loops`), on loops as
+//! the source wrote them: [`select`] reads which loops the build names (`KAGE_LOOPS`), each
+//! selected loop that no selected loop encloses is the root of a nest, and [`version`]
+//! clones the nest into an instrumented version with decision blocks at every level. The
+//! program's code outside the nests is left as it is.
+
+pub mod select;
+pub mod version;
+
+use kage_abi::loops::{Selection, LOOPS_VARIABLE};
+use kage_abi::{symbols, NONE, TOOL_VARIABLE};
+use llvm_sys::core::*;
+use llvm_sys::prelude::*;
+use llvm_sys::{LLVMLinkage, LLVMUnnamedAddr};
+
+use crate::debuginfo;
+use crate::ir::{self, c_string, FunctionCfg, RuntimeFunction};
+use crate::loops::find_loops;
+use select::LineSpec;
+
+extern "C" {
+    /// The start and end lines and file of a loop from its back-edge branch's `llvm.loop`
+    /// metadata (src/shim.cpp).
+    fn kage_loop_lines(
+        branch: LLVMValueRef,
+        start: *mut u32,
+        end: *mut u32,
+        file: *mut *const std::ffi::c_char,
+        file_len: *mut usize,
+        dir: *mut *const std::ffi::c_char,
+        dir_len: *mut usize,
+    ) -> bool;
+}
+
+/// The name of the module flag that marks a module whose nests are versioned.
+const VERSIONED_FLAG: &str = "kage.loops.versioned";
+
+/// Where a loop is in the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopSource {
+    pub file: String,
+    pub first_line: u32,
+    pub last_line: u32,
+}
+
+/// Versions the nests the compiler's environment selects, when it builds for the loops
+/// tool. A `KAGE_LOOPS` that is malformed, or names a line of this module's source file
+/// where no loop starts, stops the compilation with an error that names it. Returns
+/// whether the module changed.
+///
+/// # Safety
+/// `module` must be a valid module that nothing else mutates meanwhile.
+pub unsafe fn version_module(module: LLVMModuleRef) -> bool {
+    if std::env::var(TOOL_VARIABLE).ok().as_deref() != Some("loops") {
+        return false;
+    }
+    let value = std::env::var(LOOPS_VARIABLE).unwrap_or_default();
+    let specs = match select::parse_specs(&value) {
+        Ok(specs) => specs,
+        Err(e) => fail(&format!("{LOOPS_VARIABLE}: {e}")),
+    };
+    match version_module_with(module, &specs) {
+        Ok(changed) => changed,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Stops the compiler with `message`: a build that silently measured nothing, or the wrong
+/// loop, would be worse.
+fn fail(message: &str) -> ! {
+    eprintln!("kage: {message}");
+    std::process::exit(1)
+}
+
+/// Versions the nests `specs` select in `module`. `Err` names a spec of this module's
+/// source file that selects no loop, or a nest that cannot be versioned.
+///
+/// # Safety
+/// `module` must be a valid module that nothing else mutates meanwhile.
+pub unsafe fn version_module_with(module: LLVMModuleRef, specs: &[LineSpec]) -> Result<bool, String> {
+    let flag = c_string(VERSIONED_FLAG);
+    if !LLVMGetModuleFlag(module, flag.as_ptr(), VERSIONED_FLAG.len()).is_null() {
+        return Ok(false); // the pipeline ran twice (LTO pre-link, then again)
+    }
+    let mut len = 0usize;
+    let module_file = ir::lossy_string(LLVMGetSourceFileName(module, &mut len), len);
+
+    // Find every selected root before changing anything.
+    let mut matched = vec![false; specs.len()];
+    let mut roots: Vec<(LLVMValueRef, LLVMBasicBlockRef, Vec<LoopSource>)> = Vec::new();
+    let mut module_loop_lines: Vec<u32> = Vec::new();
+    let mut func = LLVMGetFirstFunction(module);
+    while !func.is_null() {
+        if can_version(func) {
+            let cfg = FunctionCfg::new(func);
+            let forest = find_loops(&cfg.successors, 0);
+            let sources: Vec<Option<LoopSource>> = (forest.loops.iter())
+                .map(|lp| loop_source(&cfg, &lp.blocks, lp.header))
+                .collect();
+            let mut selected = vec![false; forest.loops.len()];
+            for (k, lp) in forest.loops.iter().enumerate() {
+                let Some(source) = &sources[k] else { continue };
+                if select::names_file(&module_file, &source.file) || module_file == source.file {
+                    module_loop_lines.push(source.first_line);
+                }
+                let mut hit = false;
+                for (s, spec) in specs.iter().enumerate() {
+                    if spec.line == source.first_line && select::names_file(&spec.file, &source.file) {
+                        matched[s] = true;
+                        hit = true;
+                    }
+                }
+                selected[k] = hit;
+                let enclosed =
+                    (lp.parent).is_some_and(|p| enclosed_by_selected(&forest.loops, &selected, p));
+                if hit && !enclosed {
+                    let nest_sources = (forest.loops.iter().enumerate())
+                        .filter(|&(j, _)| j == k || is_inside(&forest.loops, j, k))
+                        .map(|(j, _)| sources[j].clone().unwrap_or(LoopSource {
+                            file: source.file.clone(),
+                            first_line: 0,
+                            last_line: 0,
+                        }))
+                        .collect();
+                    roots.push((func, cfg.blocks[lp.header], nest_sources));
+                }
+            }
+        }
+        func = LLVMGetNextFunction(func);
+    }
+    for (spec, _) in specs.iter().zip(&matched).filter(|(_, &m)| !m) {
+        if select::names_file(&spec.file, &module_file) {
+            module_loop_lines.sort_unstable();
+            module_loop_lines.dedup();
+            let lines: Vec<String> = module_loop_lines.iter().map(u32::to_string).collect();
+            return Err(format!(
+                "{LOOPS_VARIABLE}: no loop starts at {spec} (loops in {module_file} start at \
+                 lines {})",
+                if lines.is_empty() { "none".to_string() } else { lines.join(", ") }
+            ));
+        }
+    }
+    if roots.is_empty() {
+        return Ok(false);
+    }
+
+    let calls = version::NestCalls {
+        enter: RuntimeFunction::declare(module, &symbols::LOOPS_ENTER),
+        decide: RuntimeFunction::declare(module, &symbols::LOOPS_DECIDE),
+        iter: RuntimeFunction::declare(module, &symbols::LOOPS_ITER),
+        exit: RuntimeFunction::declare(module, &symbols::LOOPS_EXIT),
+        frame_address: frame_address(module),
+    };
+    let mut strings = Strings::default();
+    for (func, header, sources) in roots {
+        let levels = version::prepare(func, header).map_err(|why| {
+            format!(
+                "the loop at {}:{} cannot be versioned: {why}",
+                sources[0].file, sources[0].first_line
+            )
+        })?;
+        if levels.len() != sources.len() {
+            return Err(format!(
+                "the loop at {}:{} changed shape while it was prepared",
+                sources[0].file, sources[0].first_line
+            ));
+        }
+        let function_name = function_name(func);
+        let nest = emit_nest(module, &levels, &sources, &function_name, &mut strings);
+        version::version(module, func, &levels, nest, &calls);
+    }
+    let context = LLVMGetModuleContext(module);
+    let one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(context), 1, 0));
+    LLVMAddModuleFlag(
+        module,
+        llvm_sys::LLVMModuleFlagBehavior::LLVMModuleFlagBehaviorWarning,
+        flag.as_ptr(),
+        VERSIONED_FLAG.len(),
+        one,
+    );
+    Ok(true)
+}
+
+/// Whether loop `j` lies inside loop `k` (`k` an ancestor of `j`).
+fn is_inside(loops: &[crate::loops::Loop], j: usize, k: usize) -> bool {
+    let mut up = loops[j].parent;
+    while let Some(p) = up {
+        if p == k {
+            return true;
+        }
+        up = loops[p].parent;
+    }
+    false
+}
+
+/// Whether loop `k` or one of its ancestors is selected.
+fn enclosed_by_selected(loops: &[crate::loops::Loop], selected: &[bool], k: usize) -> bool {
+    let mut up = Some(k);
+    while let Some(p) = up {
+        if selected[p] {
+            return true;
+        }
+        up = loops[p].parent;
+    }
+    false
+}
+
+/// Functions whose loops can be versioned: with a body, not the runtime's, not naked.
+unsafe fn can_version(func: LLVMValueRef) -> bool {
+    if LLVMIsDeclaration(func) != 0 || LLVMGetFirstBasicBlock(func).is_null() {
+        return false;
+    }
+    if ir::value_name(func).starts_with("__kage_")
+        || LLVMGetLinkage(func) == LLVMLinkage::LLVMAvailableExternallyLinkage
+    {
+        return false;
+    }
+    let kind = LLVMGetEnumAttributeKindForName(c"naked".as_ptr(), 5);
+    kind == 0 || LLVMGetEnumAttributeAtIndex(func, llvm_sys::LLVMAttributeFunctionIndex, kind).is_null()
+}
+
+/// Where the loop with `blocks` and `header` (indices into `cfg`) is in the source: the
+/// lines of its `llvm.loop` metadata, else the line of its header's first located
+/// instruction.
+unsafe fn loop_source(cfg: &FunctionCfg, blocks: &[usize], header: usize) -> Option<LoopSource> {
+    let latches = (blocks.iter()).filter(|&&b| cfg.successors[b].contains(&header));
+    for &b in latches {
+        let term = LLVMGetBasicBlockTerminator(cfg.blocks[b]);
+        let (mut start, mut end) = (0u32, 0u32);
+        let (mut file, mut file_len, mut dir, mut dir_len) =
+            (std::ptr::null(), 0usize, std::ptr::null(), 0usize);
+        if kage_loop_lines(term, &mut start, &mut end, &mut file, &mut file_len, &mut dir, &mut dir_len)
+            && start != 0
+        {
+            let name = ir::lossy_string(file, file_len);
+            let dir = ir::lossy_string(dir, dir_len);
+            return Some(LoopSource {
+                file: debuginfo::join_path(&dir, &name),
+                first_line: start,
+                last_line: end.max(start),
+            });
+        }
+    }
+    // A loop without metadata (a `goto` loop): its header's first located instruction.
+    let located = ir::instructions(cfg.blocks[header])
+        .into_iter()
+        .find(|&inst| LLVMGetDebugLocLine(inst) != 0)?;
+    let line = LLVMGetDebugLocLine(located);
+    let (mut len, mut dir_len) = (0u32, 0u32);
+    let name = ir::lossy_string(LLVMGetDebugLocFilename(located, &mut len), len as usize);
+    let dir = ir::lossy_string(LLVMGetDebugLocDirectory(located, &mut dir_len), dir_len as usize);
+    Some(LoopSource {
+        file: debuginfo::join_path(&dir, &name),
+        first_line: line,
+        last_line: line,
+    })
+}
+
+/// The function's source name (demangled).
+unsafe fn function_name(func: LLVMValueRef) -> String {
+    let symbol = ir::value_name(func);
+    let symbol = symbol.strip_prefix('\u{1}').unwrap_or(&symbol);
+    debuginfo::display_name(symbol)
+}
+
+/// `llvm.addressofreturnaddress.p0`, declared when missing, and its type.
+unsafe fn frame_address(module: LLVMModuleRef) -> (LLVMValueRef, LLVMTypeRef) {
+    let context = LLVMGetModuleContext(module);
+    let ty = LLVMFunctionType(LLVMPointerTypeInContext(context, 0), std::ptr::null_mut(), 0, 0);
+    let name = c"llvm.addressofreturnaddress.p0";
+    let existing = LLVMGetNamedFunction(module, name.as_ptr());
+    let f = if existing.is_null() {
+        LLVMAddFunction(module, name.as_ptr(), ty)
+    } else {
+        existing
+    };
+    (f, ty)
+}
+
+/// Private constant C strings, one global per distinct string.
+#[derive(Default)]
+struct Strings {
+    made: std::collections::HashMap<String, LLVMValueRef>,
+}
+
+impl Strings {
+    unsafe fn get(&mut self, module: LLVMModuleRef, s: &str) -> LLVMValueRef {
+        if let Some(&g) = self.made.get(s) {
+            return g;
+        }
+        let context = LLVMGetModuleContext(module);
+        let bytes = s.replace('\0', "");
+        let init = LLVMConstStringInContext2(context, bytes.as_ptr() as *const _, bytes.len(), 0);
+        let global = LLVMAddGlobal(module, LLVMTypeOf(init), c"__kage_nest_str".as_ptr());
+        LLVMSetInitializer(global, init);
+        LLVMSetGlobalConstant(global, 1);
+        LLVMSetLinkage(global, LLVMLinkage::LLVMPrivateLinkage);
+        LLVMSetUnnamedAddress(global, LLVMUnnamedAddr::LLVMGlobalUnnamedAddr);
+        LLVMSetAlignment(global, 1);
+        self.made.insert(s.to_string(), global);
+        global
+    }
+}
+
+/// Emits the nest's `struct kage_nest` (writable: the runtime writes its id) and its levels.
+unsafe fn emit_nest(
+    module: LLVMModuleRef,
+    levels: &[version::Level],
+    sources: &[LoopSource],
+    function: &str,
+    strings: &mut Strings,
+) -> LLVMValueRef {
+    let context = LLVMGetModuleContext(module);
+    let i32t = LLVMInt32TypeInContext(context);
+    let ptr = LLVMPointerTypeInContext(context, 0);
+    let c32 = |v: u32| LLVMConstInt(i32t, v as u64, 0);
+    let mut level_fields = [i32t, i32t, i32t, i32t];
+    let level_type = LLVMStructTypeInContext(context, level_fields.as_mut_ptr(), 4, 0);
+    let mut depth = vec![0u32; levels.len()];
+    let mut level_values: Vec<LLVMValueRef> = Vec::with_capacity(levels.len());
+    for (k, level) in levels.iter().enumerate() {
+        if let Some(p) = level.parent {
+            depth[k] = depth[p] + 1;
+        }
+        let mut fields = [
+            c32(level.parent.map_or(NONE, |p| p as u32)),
+            c32(depth[k]),
+            c32(sources[k].first_line),
+            c32(sources[k].last_line),
+        ];
+        level_values.push(LLVMConstNamedStruct(level_type, fields.as_mut_ptr(), 4));
+    }
+    let levels_init = LLVMConstArray2(level_type, level_values.as_mut_ptr(), level_values.len() as u64);
+    let levels_global = LLVMAddGlobal(module, LLVMTypeOf(levels_init), c"__kage_nest_levels".as_ptr());
+    LLVMSetInitializer(levels_global, levels_init);
+    LLVMSetGlobalConstant(levels_global, 1);
+    LLVMSetLinkage(levels_global, LLVMLinkage::LLVMPrivateLinkage);
+
+    let mut nest_fields = [i32t, i32t, ptr, ptr, ptr, i32t, i32t];
+    let nest_type = LLVMStructTypeInContext(context, nest_fields.as_mut_ptr(), 7, 0);
+    let mut fields = [
+        c32(NONE),
+        c32(levels.len() as u32),
+        levels_global,
+        strings.get(module, function),
+        strings.get(module, &sources[0].file),
+        c32(Selection::Line as u32),
+        c32(0),
+    ];
+    let init = LLVMConstNamedStruct(nest_type, fields.as_mut_ptr(), 7);
+    let nest = LLVMAddGlobal(module, nest_type, c"__kage_nest".as_ptr());
+    LLVMSetInitializer(nest, init);
+    LLVMSetLinkage(nest, LLVMLinkage::LLVMPrivateLinkage);
+    LLVMSetAlignment(nest, 8);
+    nest
+}

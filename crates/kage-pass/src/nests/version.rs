@@ -1,0 +1,600 @@
+//! Versioning one selected loop nest (docs/abi.md, "Loop nests"): the nest is cloned into an
+//! instrumented version, and every loop level of both versions gets a virtual iterator, a
+//! chunk end and a decision block, so that the runtime chooses the version of each chunk of
+//! iterations and the program computes exactly what it computes without Kage.
+//!
+//! The shape, per loop level `k` and version `v` (O: the original, I: the instrumented
+//! clone):
+//!
+//! ```text
+//!  entry edges ──> N(k,v): vi=0; ce=(root: enter() | I: DECIDE_NOW | O: NEVER); ver=v
+//!                    └──> Dispatch(k): switch ver ──> loop entry of O or I
+//!  header(k,v): ... the loop's own test `cond` ...
+//!       combined form: br (cond && vi != ce), T(k,v), X(k,v)
+//!       X(k,v): br cond, D(k), <exit>            (a chunk ended / the loop ended)
+//!  T(k,v): [I: iter(k, vi)]; vi += 1; br <first block of the iteration>
+//!  D(k): d = decide(k, vi); ce = chunk_end(vi, d); ver = d & 1;
+//!        RESYNC: ce(j) = vi(j) for every enclosing level j; br Dispatch(k)
+//!  exit edges ──> Y: total(k) += vi for each level left; root left: exit(totals)
+//! ```
+//!
+//! The combined form keeps the original version's loop a single-exit loop whose trip count
+//! is `min(its own, ce - vi)`, so it still vectorises; it re-runs the header's test after a
+//! decision, so it is used only where the header has no side effects (loads, arithmetic,
+//! compares). Elsewhere (a `do` loop, a test that calls or stores) the generic form checks
+//! first, in a block `C(k,v)` that the back edges and the dispatch enter: `br vi != ce,
+//! header, D(k)`. `Dispatch(k)` is the only way into a level's loops, so each version's loop
+//! stays a natural loop with one entry, inside the chunk loop `Dispatch → … → D → Dispatch`.
+//!
+//! Switching versions at a header is sound because every SSA value that crosses a block
+//! boundary inside the nest (and every PHI in it or at its exits) is first demoted to a stack
+//! slot (`kage_demote_to_stack`), which SROA promotes again after the pass: at a header no
+//! value of the nest is live but in memory, which both versions share.
+
+use std::collections::{HashMap, HashSet};
+
+use kage_abi::loops::{DECIDE_NOW, INSTRUMENTED, NEVER, ORIGINAL, RESYNC, UNBOUNDED};
+use llvm_sys::core::*;
+use llvm_sys::prelude::*;
+use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate, LLVMOpcode};
+
+use crate::debuginfo::HookLocations;
+use crate::ir::{self, c_string, FunctionCfg, RuntimeFunction};
+use crate::loops::find_loops;
+
+extern "C" {
+    /// Demotes an instruction (or PHI) to a stack slot; null when it cannot (src/shim.cpp).
+    fn kage_demote_to_stack(value: LLVMValueRef) -> LLVMValueRef;
+    /// Gives a loop (by its back-edge branch) an ID of its own that forbids vectorising,
+    /// interleaving, unrolling and distributing it (src/shim.cpp).
+    fn kage_keep_loop_as_written(branch: LLVMValueRef);
+}
+
+/// The runtime's entry points and the types the versions use.
+pub struct NestCalls {
+    pub enter: RuntimeFunction,
+    pub decide: RuntimeFunction,
+    pub iter: RuntimeFunction,
+    pub exit: RuntimeFunction,
+    /// `llvm.addressofreturnaddress.p0` and its type.
+    pub frame_address: (LLVMValueRef, LLVMTypeRef),
+}
+
+/// One loop of the nest, as found before versioning.
+#[derive(Debug, Clone)]
+pub struct Level {
+    /// Index of the enclosing level; `None` for the root.
+    pub parent: Option<usize>,
+    pub header: LLVMBasicBlockRef,
+    pub blocks: HashSet<LLVMBasicBlockRef>,
+}
+
+/// The nest rooted at the loop whose header is `header` in `func`, demoted so that no
+/// value crosses a block boundary inside it; its levels in pre-order. `Err` says why it
+/// cannot be versioned.
+///
+/// # Safety
+/// `func` must be a valid function with a body, `header` one of its blocks.
+pub unsafe fn prepare(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Result<Vec<Level>, String> {
+    let blocks = nest_blocks(func, header).ok_or("the loop was not found")?;
+    for &b in &blocks {
+        let term = LLVMGetBasicBlockTerminator(b);
+        if term.is_null() {
+            return Err("a block has no terminator".into());
+        }
+        match ir::opcode(term) {
+            LLVMOpcode::LLVMIndirectBr | LLVMOpcode::LLVMCallBr => {
+                return Err("it contains an indirect branch or asm goto".into())
+            }
+            LLVMOpcode::LLVMCatchSwitch
+            | LLVMOpcode::LLVMCatchRet
+            | LLVMOpcode::LLVMCleanupRet => return Err("it contains Windows EH funclets".into()),
+            _ => {}
+        }
+    }
+    // PHIs in the nest and at its exits first (their demotion adds loads and stores), then
+    // every value used in another block than its own.
+    let mut phis = Vec::new();
+    for &b in &blocks {
+        let term = LLVMGetBasicBlockTerminator(b);
+        let exits = (0..LLVMGetNumSuccessors(term))
+            .map(|i| LLVMGetSuccessor(term, i))
+            .filter(|s| !blocks.contains(s));
+        for block in std::iter::once(b).chain(exits) {
+            for inst in ir::instructions(block) {
+                if ir::opcode(inst) == LLVMOpcode::LLVMPHI && !phis.contains(&inst) {
+                    phis.push(inst);
+                }
+            }
+        }
+    }
+    for phi in phis {
+        if kage_demote_to_stack(phi).is_null() {
+            return Err("a PHI node cannot be demoted".into());
+        }
+    }
+    let blocks = nest_blocks(func, header).ok_or("the loop was lost")?;
+    let mut crossing = Vec::new();
+    for &b in &blocks {
+        for inst in ir::instructions(b) {
+            if used_outside_block(inst) {
+                crossing.push(inst);
+            }
+        }
+    }
+    for inst in crossing {
+        if kage_demote_to_stack(inst).is_null() {
+            return Err("a value used across blocks cannot be demoted (a token)".into());
+        }
+    }
+    // Demoting an `invoke`'s result may split an edge: read the loops again.
+    levels(func, header).ok_or_else(|| "the loop was lost".into())
+}
+
+/// The blocks of the loop headed by `header`.
+unsafe fn nest_blocks(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Option<HashSet<LLVMBasicBlockRef>> {
+    Some(levels(func, header)?.swap_remove(0).blocks)
+}
+
+/// The loop headed by `header` and the loops inside it, in pre-order.
+unsafe fn levels(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Option<Vec<Level>> {
+    let cfg = FunctionCfg::new(func);
+    let forest = find_loops(&cfg.successors, 0);
+    let root = forest.loops.iter().position(|l| cfg.blocks[l.header] == header)?;
+    let mut index = HashMap::new();
+    let mut out = Vec::new();
+    for (k, lp) in forest.loops.iter().enumerate() {
+        let inside = k == root || lp.parent.is_some_and(|p| index.contains_key(&p));
+        if !inside {
+            continue;
+        }
+        index.insert(k, out.len());
+        out.push(Level {
+            parent: if k == root {
+                None
+            } else {
+                lp.parent.and_then(|p| index.get(&p).copied())
+            },
+            header: cfg.blocks[lp.header],
+            blocks: lp.blocks.iter().map(|&b| cfg.blocks[b]).collect(),
+        });
+    }
+    Some(out)
+}
+
+/// Whether any user of `inst` lies in another block (a PHI user counts: it reads the value
+/// at the end of a predecessor).
+unsafe fn used_outside_block(inst: LLVMValueRef) -> bool {
+    let block = LLVMGetInstructionParent(inst);
+    let mut usage = LLVMGetFirstUse(inst);
+    while !usage.is_null() {
+        let user = LLVMGetUser(usage);
+        if LLVMIsAInstruction(user).is_null()
+            || LLVMGetInstructionParent(user) != block
+            || ir::opcode(user) == LLVMOpcode::LLVMPHI
+        {
+            return true;
+        }
+        usage = LLVMGetNextUse(usage);
+    }
+    false
+}
+
+/// Versions the prepared nest `levels` of `func`; `nest` is its descriptor global.
+///
+/// # Safety
+/// `levels` must come from [`prepare`] on `func`, with nothing changed since.
+pub unsafe fn version(
+    module: LLVMModuleRef,
+    func: LLVMValueRef,
+    levels: &[Level],
+    nest: LLVMValueRef,
+    calls: &NestCalls,
+) {
+    let context = LLVMGetModuleContext(module);
+    let i64t = LLVMInt64TypeInContext(context);
+    let i32t = LLVMInt32TypeInContext(context);
+    let builder = LLVMCreateBuilderInContext(context);
+    let locations = HookLocations::new(module, func);
+    let root_blocks: Vec<LLVMBasicBlockRef> = {
+        // Layout order, for a readable clone.
+        let mut all = Vec::new();
+        let mut b = LLVMGetFirstBasicBlock(func);
+        while !b.is_null() {
+            if levels[0].blocks.contains(&b) {
+                all.push(b);
+            }
+            b = LLVMGetNextBasicBlock(b);
+        }
+        all
+    };
+    let clone = clone_blocks(func, &root_blocks, builder);
+
+    // The versions' views of the levels.
+    let versions: [(u64, Vec<Level>); 2] = [
+        (ORIGINAL, levels.to_vec()),
+        (
+            INSTRUMENTED,
+            levels
+                .iter()
+                .map(|l| Level {
+                    parent: l.parent,
+                    header: clone[&l.header],
+                    blocks: l.blocks.iter().map(|b| clone[b]).collect(),
+                })
+                .collect(),
+        ),
+    ];
+    // Which levels the source wrote as `for`, `while` or `do` (clang marks their back edges
+    // with `llvm.loop`), read before the instrumented version gets marks of its own.
+    let structured: Vec<bool> = (levels.iter())
+        .map(|level| {
+            (level.blocks.iter()).any(|&b| {
+                let term = LLVMGetBasicBlockTerminator(b);
+                successors(term).contains(&level.header) && has_loop_metadata(term)
+            })
+        })
+        .collect();
+    // The instrumented version runs one source iteration at a time.
+    for level in &versions[1].1 {
+        for &b in &level.blocks {
+            let term = LLVMGetBasicBlockTerminator(b);
+            if successors(term).contains(&level.header) {
+                kage_keep_loop_as_written(term);
+            }
+        }
+    }
+
+    // Per level: virtual iterator, chunk end, current version, iterations of this entry.
+    let entry = LLVMGetEntryBasicBlock(func);
+    let mut at = LLVMGetFirstInstruction(entry);
+    while !at.is_null() && ir::opcode(at) == LLVMOpcode::LLVMAlloca {
+        at = LLVMGetNextInstruction(at);
+    }
+    if at.is_null() {
+        LLVMPositionBuilderAtEnd(builder, entry);
+    } else {
+        LLVMPositionBuilderBefore(builder, at);
+    }
+    let slot = |name: String| LLVMBuildAlloca(builder, i64t, c_string(&name).as_ptr());
+    let n = levels.len();
+    let vi: Vec<_> = (0..n).map(|k| slot(format!("kage.vi{k}"))).collect();
+    let ce: Vec<_> = (0..n).map(|k| slot(format!("kage.ce{k}"))).collect();
+    let ver: Vec<_> = (0..n).map(|k| slot(format!("kage.ver{k}"))).collect();
+    let total: Vec<_> = (0..n).map(|k| slot(format!("kage.iters{k}"))).collect();
+    let totals_type = LLVMArrayType2(i64t, n as u64);
+    let totals = LLVMBuildAlloca(builder, totals_type, c"kage.iterations".as_ptr());
+
+    let c64 = |v: u64| LLVMConstInt(i64t, v, 0);
+    let new_block = |name: &str| LLVMAppendBasicBlockInContext(context, func, c_string(name).as_ptr());
+    // Calls to the runtime take the location of the loop they serve (a function with debug
+    // information needs one on every call).
+    let locate = |near: LLVMValueRef| LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(near));
+    let header_of_root = levels[0].header;
+    let near_root = LLVMGetBasicBlockTerminator(header_of_root);
+
+    // Exit edges first (the check below moves a header's exit edge behind its X block, which
+    // then leads to the Y block made here).
+    for (_, view) in &versions {
+        let nest_blocks: Vec<LLVMBasicBlockRef> = view[0].blocks.iter().copied().collect();
+        for b in nest_blocks {
+            let term = LLVMGetBasicBlockTerminator(b);
+            for i in 0..LLVMGetNumSuccessors(term) {
+                let s = LLVMGetSuccessor(term, i);
+                let left: Vec<usize> = (0..n)
+                    .rev()
+                    .filter(|&k| view[k].blocks.contains(&b) && !view[k].blocks.contains(&s))
+                    .collect();
+                if left.is_empty() {
+                    continue;
+                }
+                let y = new_block("kage.loop.exit");
+                LLVMPositionBuilderAtEnd(builder, y);
+                for &k in &left {
+                    let sum = LLVMBuildAdd(
+                        builder,
+                        LLVMBuildLoad2(builder, i64t, total[k], c"".as_ptr()),
+                        LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr()),
+                        c"".as_ptr(),
+                    );
+                    LLVMBuildStore(builder, sum, total[k]);
+                }
+                if left.contains(&0) {
+                    for k in 0..n {
+                        let value = LLVMBuildLoad2(builder, i64t, total[k], c"".as_ptr());
+                        let mut index = [c64(0), c64(k as u64)];
+                        let element = LLVMBuildInBoundsGEP2(
+                            builder,
+                            totals_type,
+                            totals,
+                            index.as_mut_ptr(),
+                            2,
+                            c"".as_ptr(),
+                        );
+                        LLVMBuildStore(builder, value, element);
+                    }
+                    locate(term);
+                    calls.exit.call(builder, &mut [nest, totals]);
+                }
+                LLVMBuildBr(builder, s);
+                LLVMSetSuccessor(term, i, y);
+            }
+        }
+    }
+
+    // Decision and dispatch blocks, one pair per level.
+    let dispatch: Vec<_> = (0..n).map(|_| new_block("kage.loop.dispatch")).collect();
+    let decide: Vec<_> = (0..n).map(|_| new_block("kage.loop.decide")).collect();
+    // Each version's way into each level (its header, or its check block).
+    let mut loop_entry = vec![[std::ptr::null_mut(); 2]; n];
+
+    for (v, (version_id, view)) in versions.iter().enumerate() {
+        for k in 0..n {
+            let level = &view[k];
+            let header = level.header;
+            let near = LLVMGetBasicBlockTerminator(header);
+            // Entry edges (from outside this level), before anything else adds edges.
+            let preds = predecessors(func, header);
+            let entries: Vec<(LLVMValueRef, u32)> = (preds.iter())
+                .filter(|(p, _)| !level.blocks.contains(p))
+                .map(|&(p, i)| (LLVMGetBasicBlockTerminator(p), i))
+                .collect();
+            let back_edges: Vec<(LLVMValueRef, u32)> = (preds.iter())
+                .filter(|(p, _)| level.blocks.contains(p))
+                .map(|&(p, i)| (LLVMGetBasicBlockTerminator(p), i))
+                .collect();
+            if !entries.is_empty() {
+                let block = new_block("kage.loop.enter");
+                LLVMPositionBuilderAtEnd(builder, block);
+                LLVMBuildStore(builder, c64(0), vi[k]);
+                let first_end = if k == 0 {
+                    for &t in &total {
+                        LLVMBuildStore(builder, c64(0), t);
+                    }
+                    let (frame_fn, frame_ty) = calls.frame_address;
+                    let frame = LLVMBuildCall2(
+                        builder,
+                        frame_ty,
+                        frame_fn,
+                        std::ptr::null_mut(),
+                        0,
+                        c"".as_ptr(),
+                    );
+                    locate(near_root);
+                    calls.enter.call(builder, &mut [nest, frame])
+                } else if *version_id == INSTRUMENTED {
+                    c64(DECIDE_NOW)
+                } else {
+                    c64(NEVER)
+                };
+                LLVMBuildStore(builder, first_end, ce[k]);
+                LLVMBuildStore(builder, c64(*version_id), ver[k]);
+                LLVMBuildBr(builder, dispatch[k]);
+                for (term, i) in entries {
+                    LLVMSetSuccessor(term, i, block);
+                }
+            }
+
+            // The iteration check.
+            let term = LLVMGetBasicBlockTerminator(header);
+            // Where an iteration begins: past the header's test for a `for` or `while` loop
+            // (a header that exits, of a loop the source wrote as one: it has `llvm.loop`
+            // metadata); at the header for a `do` loop (whose header does not exit) and a
+            // `goto` loop (no metadata: each run of its label is an iteration).
+            let exiting = single_exit_branch(term, &level.blocks)
+                .filter(|&(inside, _)| LLVMGetSuccessor(term, inside) != header)
+                .filter(|_| structured[k]);
+            let counting = |block_after: LLVMBasicBlockRef| {
+                // T: report (instrumented), count, go on.
+                let t = new_block("kage.loop.iteration");
+                LLVMPositionBuilderAtEnd(builder, t);
+                let now = LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr());
+                if *version_id == INSTRUMENTED {
+                    let level_index = LLVMConstInt(i32t, k as u64, 0);
+                    locate(near);
+                    calls.iter.call(builder, &mut [nest, level_index, now]);
+                }
+                let next = LLVMBuildAdd(builder, now, c64(1), c"".as_ptr());
+                LLVMBuildStore(builder, next, vi[k]);
+                LLVMBuildBr(builder, block_after);
+                t
+            };
+            match exiting {
+                Some((in_index, out_index)) if has_no_side_effects(header) => {
+                    // Combined form.
+                    let cond = LLVMGetCondition(term);
+                    let inside = LLVMGetSuccessor(term, in_index);
+                    let outside = LLVMGetSuccessor(term, out_index);
+                    LLVMPositionBuilderBefore(builder, term);
+                    let cont = if in_index == 0 {
+                        cond
+                    } else {
+                        LLVMBuildNot(builder, cond, c"".as_ptr())
+                    };
+                    let now = LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr());
+                    let end = LLVMBuildLoad2(builder, i64t, ce[k], c"".as_ptr());
+                    let more = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, now, end, c"".as_ptr());
+                    let go = LLVMBuildAnd(builder, cont, more, c"".as_ptr());
+                    let x = new_block("kage.loop.chunk");
+                    LLVMPositionBuilderAtEnd(builder, x);
+                    LLVMBuildCondBr(builder, cont, decide[k], outside);
+                    let t = counting(inside);
+                    LLVMSetCondition(term, go);
+                    LLVMSetSuccessor(term, 0, t);
+                    LLVMSetSuccessor(term, 1, x);
+                    loop_entry[k][v] = header;
+                }
+                other => {
+                    // Generic form: check before the header, which the back edges now enter.
+                    let c = new_block("kage.loop.check");
+                    for (term, i) in back_edges {
+                        LLVMSetSuccessor(term, i, c);
+                    }
+                    let after_check = match other {
+                        Some((in_index, _)) => {
+                            // Count on the way into the iteration, past the header's test.
+                            let inside = LLVMGetSuccessor(term, in_index);
+                            let t = counting(inside);
+                            LLVMSetSuccessor(term, in_index, t);
+                            header
+                        }
+                        None => counting(header),
+                    };
+                    LLVMPositionBuilderAtEnd(builder, c);
+                    let now = LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr());
+                    let end = LLVMBuildLoad2(builder, i64t, ce[k], c"".as_ptr());
+                    let more = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, now, end, c"".as_ptr());
+                    LLVMBuildCondBr(builder, more, after_check, decide[k]);
+                    loop_entry[k][v] = c;
+                }
+            }
+        }
+    }
+
+    // Dispatch(k) and D(k).
+    for k in 0..n {
+        let near = LLVMGetBasicBlockTerminator(levels[k].header);
+        LLVMPositionBuilderAtEnd(builder, dispatch[k]);
+        let which = LLVMBuildLoad2(builder, i64t, ver[k], c"".as_ptr());
+        let switch = LLVMBuildSwitch(builder, which, loop_entry[k][0], 1);
+        LLVMAddCase(switch, c64(INSTRUMENTED), loop_entry[k][1]);
+
+        LLVMPositionBuilderAtEnd(builder, decide[k]);
+        let now = LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr());
+        let level_index = LLVMConstInt(i32t, k as u64, 0);
+        locate(near);
+        let d = calls.decide.call(builder, &mut [nest, level_index, now]);
+        let chunk = LLVMBuildLShr(builder, d, c64(kage_abi::loops::CHUNK_SHIFT as u64), c"".as_ptr());
+        let unbounded = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntEQ, chunk, c64(UNBOUNDED), c"".as_ptr());
+        let bounded_end = LLVMBuildAdd(builder, now, chunk, c"".as_ptr());
+        let end = LLVMBuildSelect(builder, unbounded, c64(NEVER), bounded_end, c"".as_ptr());
+        LLVMBuildStore(builder, end, ce[k]);
+        let version = LLVMBuildAnd(builder, d, c64(1), c"".as_ptr());
+        LLVMBuildStore(builder, version, ver[k]);
+        let resync_bit = LLVMBuildAnd(builder, d, c64(RESYNC), c"".as_ptr());
+        let resync = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, resync_bit, c64(0), c"".as_ptr());
+        let mut up = levels[k].parent;
+        while let Some(j) = up {
+            let their_vi = LLVMBuildLoad2(builder, i64t, vi[j], c"".as_ptr());
+            let their_end = LLVMBuildLoad2(builder, i64t, ce[j], c"".as_ptr());
+            let value = LLVMBuildSelect(builder, resync, their_vi, their_end, c"".as_ptr());
+            LLVMBuildStore(builder, value, ce[j]);
+            up = levels[j].parent;
+        }
+        LLVMBuildBr(builder, dispatch[k]);
+    }
+    LLVMDisposeBuilder(builder);
+}
+
+/// Whether a branch carries `llvm.loop` metadata (clang's mark of a source loop).
+unsafe fn has_loop_metadata(branch: LLVMValueRef) -> bool {
+    let context = LLVMGetModuleContext(LLVMGetGlobalParent(LLVMGetBasicBlockParent(
+        LLVMGetInstructionParent(branch),
+    )));
+    let kind = LLVMGetMDKindIDInContext(context, c"llvm.loop".as_ptr(), 9);
+    !LLVMGetMetadata(branch, kind).is_null()
+}
+
+/// The successors of a terminator.
+unsafe fn successors(term: LLVMValueRef) -> Vec<LLVMBasicBlockRef> {
+    (0..LLVMGetNumSuccessors(term)).map(|i| LLVMGetSuccessor(term, i)).collect()
+}
+
+/// Every edge into `block`: (predecessor, successor index in its terminator).
+unsafe fn predecessors(func: LLVMValueRef, block: LLVMBasicBlockRef) -> Vec<(LLVMBasicBlockRef, u32)> {
+    let mut out = Vec::new();
+    let mut b = LLVMGetFirstBasicBlock(func);
+    while !b.is_null() {
+        let term = LLVMGetBasicBlockTerminator(b);
+        if !term.is_null() {
+            for i in 0..LLVMGetNumSuccessors(term) {
+                if LLVMGetSuccessor(term, i) == block {
+                    out.push((b, i));
+                }
+            }
+        }
+        b = LLVMGetNextBasicBlock(b);
+    }
+    out
+}
+
+/// For a conditional `br` with one successor inside `blocks` and one outside: the indices
+/// of the inside and the outside one.
+unsafe fn single_exit_branch(term: LLVMValueRef, blocks: &HashSet<LLVMBasicBlockRef>) -> Option<(u32, u32)> {
+    if ir::opcode(term) != LLVMOpcode::LLVMBr || LLVMIsConditional(term) == 0 {
+        return None;
+    }
+    let inside = |i| blocks.contains(&LLVMGetSuccessor(term, i));
+    match (inside(0), inside(1)) {
+        (true, false) => Some((0, 1)),
+        (false, true) => Some((1, 0)),
+        _ => None,
+    }
+}
+
+/// Whether running `block`'s instructions (but its terminator) twice is the same as once:
+/// plain loads and pure computation only.
+unsafe fn has_no_side_effects(block: LLVMBasicBlockRef) -> bool {
+    use LLVMOpcode::*;
+    let term = LLVMGetBasicBlockTerminator(block);
+    ir::instructions(block).into_iter().filter(|&i| i != term).all(|inst| {
+        match ir::opcode(inst) {
+            LLVMLoad => {
+                LLVMGetVolatile(inst) == 0
+                    && LLVMGetOrdering(inst) == LLVMAtomicOrdering::LLVMAtomicOrderingNotAtomic
+            }
+            LLVMGetElementPtr | LLVMICmp | LLVMFCmp | LLVMSelect | LLVMExtractValue
+            | LLVMExtractElement | LLVMFreeze | LLVMTrunc | LLVMZExt | LLVMSExt | LLVMFPToUI
+            | LLVMFPToSI | LLVMUIToFP | LLVMSIToFP | LLVMFPTrunc | LLVMFPExt | LLVMPtrToInt
+            | LLVMIntToPtr | LLVMBitCast | LLVMAdd | LLVMSub | LLVMMul | LLVMUDiv | LLVMSDiv
+            | LLVMURem | LLVMSRem | LLVMShl | LLVMLShr | LLVMAShr | LLVMAnd | LLVMOr | LLVMXor
+            | LLVMFAdd | LLVMFSub | LLVMFMul | LLVMFDiv | LLVMFRem | LLVMFNeg => true,
+            _ => false,
+        }
+    })
+}
+
+/// Clones `blocks` (in this order) at the end of `func`: operands and successors that refer
+/// to the blocks or their instructions refer to the copies. Returns the block map.
+unsafe fn clone_blocks(
+    func: LLVMValueRef,
+    blocks: &[LLVMBasicBlockRef],
+    builder: LLVMBuilderRef,
+) -> HashMap<LLVMBasicBlockRef, LLVMBasicBlockRef> {
+    let context = LLVMGetModuleContext(LLVMGetGlobalParent(func));
+    let mut block_map = HashMap::new();
+    for &b in blocks {
+        let name = format!("{}.kage.instrumented", ir::value_name(LLVMBasicBlockAsValue(b)));
+        let copy = LLVMAppendBasicBlockInContext(context, func, c_string(&name).as_ptr());
+        block_map.insert(b, copy);
+    }
+    let mut value_map: HashMap<LLVMValueRef, LLVMValueRef> = HashMap::new();
+    let mut copies = Vec::new();
+    for &b in blocks {
+        LLVMPositionBuilderAtEnd(builder, block_map[&b]);
+        for inst in ir::instructions(b) {
+            let copy = LLVMInstructionClone(inst);
+            let name = ir::value_name(inst);
+            LLVMInsertIntoBuilderWithName(builder, copy, c_string(&name).as_ptr());
+            value_map.insert(inst, copy);
+            copies.push(copy);
+        }
+    }
+    for &copy in &copies {
+        let is_terminator = !LLVMIsATerminatorInst(copy).is_null();
+        for i in 0..LLVMGetNumOperands(copy) as u32 {
+            let op = LLVMGetOperand(copy, i);
+            if let Some(&mapped) = value_map.get(&op) {
+                LLVMSetOperand(copy, i, mapped);
+            }
+        }
+        if is_terminator {
+            for i in 0..LLVMGetNumSuccessors(copy) {
+                if let Some(&mapped) = block_map.get(&LLVMGetSuccessor(copy, i)) {
+                    LLVMSetSuccessor(copy, i, mapped);
+                }
+            }
+        }
+    }
+    block_map
+}
