@@ -4,18 +4,21 @@
 //! how the program ended, and the static regions. Each tool's typed view of its own fields,
 //! with the value of `"tool"` its reports carry, is a module of its own, re-exported here:
 //! `count` ([`COUNT_TOOL`], [`CountStats`]), `working_set` ([`WORKING_SET_TOOL`],
-//! [`WorkingSet`]), `footprint` ([`FOOTPRINT_TOOL`], [`Footprint`]) and `hcpa`
-//! ([`HCPA_TOOL`], [`Hcpa`], [`HcpaStats`] and the [`Plan`] that `crate::planner` makes).
+//! [`WorkingSet`]), `footprint` ([`FOOTPRINT_TOOL`], [`Footprint`]), `hcpa`
+//! ([`HCPA_TOOL`], [`Hcpa`], [`HcpaStats`] and the [`Plan`] that `crate::planner` makes) and
+//! `loops` ([`LOOPS_TOOL`], [`Loops`]: the selected loop nests).
 
 mod count;
 mod footprint;
 mod hcpa;
+mod loops;
 pub(crate) mod source;
 mod working_set;
 
 pub use count::*;
 pub use footprint::*;
 pub use hcpa::*;
+pub use loops::*;
 pub use working_set::*;
 
 use serde::{Deserialize, Serialize};

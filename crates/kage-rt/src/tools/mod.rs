@@ -13,6 +13,7 @@ use crate::tool::Tool;
 pub mod count;
 pub mod footprint;
 pub mod hcpa;
+pub mod loops;
 pub mod working_set;
 
 /// A registered tool: `tool=<name>` selects it.
@@ -54,6 +55,14 @@ pub static TOOLS: &[ToolInfo] = &[
            max_depth=, granule=, shadow=)",
         make: hcpa::make,
         options: hcpa::OPTIONS,
+    },
+    ToolInfo {
+        name: "loops",
+        help: "loop nests selected at build time (KAGE_TOOL=loops, KAGE_LOOPS=file.c:line or \
+           #pragma kage profile): per nest entries, iterations per level, the iterations \
+           sampled in the instrumented version (options sample_iterations=, sample_entries=)",
+        make: loops::make,
+        options: loops::OPTIONS,
     },
 ];
 
