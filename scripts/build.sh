@@ -20,4 +20,14 @@ if [ ! target/release/libkage_rt.o -nt "$rt" ]; then
   ld -r --gc-sections $roots --whole-archive "$rt" -o target/release/libkage_rt.o.tmp
   mv -f target/release/libkage_rt.o.tmp target/release/libkage_rt.o
 fi
+# The clang plugin that reads `#pragma kage profile` (kage-cc loads it for KAGE_TOOL=loops),
+# built against clang 22's headers like any clang plugin.
+pragma=crates/kage-pass/pragma/kage_pragma.cpp
+if [ ! target/release/libkage_pragma.so -nt "$pragma" ]; then
+  echo "build: target/release/libkage_pragma.so from $pragma"
+  # shellcheck disable=SC2046 # llvm-config prints several flags
+  clang++-22 -shared -fPIC -O2 $(/usr/lib/llvm-22/bin/llvm-config --cxxflags) "$pragma" \
+    -o target/release/libkage_pragma.so.tmp
+  mv -f target/release/libkage_pragma.so.tmp target/release/libkage_pragma.so
+fi
 echo "build: done; the tools are in $(pwd)/target/release"

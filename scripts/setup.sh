@@ -9,13 +9,15 @@ need=()
 command -v clang-22 >/dev/null 2>&1 || need+=(clang-22)
 command -v opt-22 >/dev/null 2>&1 && [ -x /usr/lib/llvm-22/bin/llvm-config ] || need+=(llvm-22-dev)
 command -v ld.lld-22 >/dev/null 2>&1 || need+=(lld-22)
+# clang's headers, for the `#pragma kage profile` plugin (crates/kage-pass/pragma).
+[ -f /usr/lib/llvm-22/include/clang/Lex/Pragma.h ] || need+=(libclang-22-dev)
 command -v make >/dev/null 2>&1 || need+=(make)
 # Build systems the end-to-end tests drive the wrappers through.
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v autoconf >/dev/null 2>&1 || need+=(autoconf)
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "setup: clang-22, llvm-22-dev, lld-22, make, cmake and autoconf are installed"
+  echo "setup: clang-22, llvm-22-dev, libclang-22-dev, lld-22, make, cmake and autoconf are installed"
 else
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then

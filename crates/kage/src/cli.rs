@@ -15,7 +15,7 @@ use std::path::PathBuf;
                   CC=kage-cc CXX=kage-c++ make        (or: kage cc -O2 prog.c -o prog)\n  \
                   kage run -- ./prog args\n  \
                   kage report kage.prog.1234.json\n  \
-                  kage report kage.prog.1234.json --format html -o prog.html   (working-set, footprint and hcpa reports)"
+                  kage report kage.prog.1234.json --format html -o prog.html   (working-set, footprint, hcpa and loops reports)"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -34,7 +34,8 @@ pub enum Command {
     Run(RunArgs),
     /// Show a report: a region tree or working-set chart (text), JSON, for working-set
     /// reports an HTML page with a plot or a Perfetto trace, for footprint reports an HTML
-    /// page with an icicle view, for hcpa reports the parallelism plan (text or HTML)
+    /// page with an icicle view, for hcpa reports the parallelism plan (text or HTML), for
+    /// loops reports each selected nest's levels (text or HTML)
     Report(ReportArgs),
 }
 
@@ -75,7 +76,8 @@ pub enum FormatArg {
     Json,
     /// Working-set reports: a self-contained HTML page with a plot; footprint reports: one
     /// with an icicle view of the region tree; hcpa reports: one with the plan and the tree
-    /// coloured by self-parallelism (use with -o)
+    /// coloured by self-parallelism; loops reports: one with each selected nest's levels (use
+    /// with -o)
     Html,
     /// Working-set reports: a trace for ui.perfetto.dev or chrome://tracing (use with -o)
     Perfetto,

@@ -20,7 +20,8 @@ pub enum ReportFormat {
     Json,
     /// Working-set reports: a self-contained HTML page with a plot; footprint reports: one
     /// with an icicle view of the region tree; hcpa reports: one with the plan and the
-    /// region tree coloured by self-parallelism.
+    /// region tree coloured by self-parallelism; loops reports: one with each selected nest's
+    /// levels.
     Html,
     /// Working-set reports: a Chrome JSON trace for ui.perfetto.dev or chrome://tracing.
     Perfetto,
@@ -145,9 +146,9 @@ fn hint(error: &ReadError) -> Option<&'static str> {
 /// Reads the report and writes it to `out`, or to the `output` file; messages go to `err`.
 /// Returns the exit code: 0, also when `out` is a pipe its reader closed early
 /// (`kage report f | head`), 2 when the report cannot be read or has no such view (html is
-/// for working-set, footprint and hcpa reports, perfetto for working-set reports), 1 when the
-/// output cannot be written. Planner options for a report that is not from hcpa are ignored,
-/// with a warning.
+/// for working-set, footprint, hcpa and loops reports, perfetto for working-set reports), 1
+/// when the output cannot be written. Planner options for a report that is not from hcpa are
+/// ignored, with a warning.
 pub fn report(options: &ReportOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let mut report = match read_report(&options.file) {
         Ok(report) => report,

@@ -88,8 +88,10 @@ pub unsafe fn version_module_with(module: LLVMModuleRef, specs: &[LineSpec]) -> 
     let module_file = ir::lossy_string(LLVMGetSourceFileName(module, &mut len), len);
 
     // Find every selected root before changing anything.
+    let annotated = annotated_functions(module);
     let mut matched = vec![false; specs.len()];
-    let mut roots: Vec<(LLVMValueRef, LLVMBasicBlockRef, Vec<LoopSource>)> = Vec::new();
+    let mut roots: Vec<(LLVMValueRef, LLVMBasicBlockRef, Vec<LoopSource>, Selection)> = Vec::new();
+    let mut markers: Vec<LLVMValueRef> = Vec::new();
     let mut module_loop_lines: Vec<u32> = Vec::new();
     let mut func = LLVMGetFirstFunction(module);
     while !func.is_null() {
@@ -99,36 +101,66 @@ pub unsafe fn version_module_with(module: LLVMModuleRef, specs: &[LineSpec]) -> 
             let sources: Vec<Option<LoopSource>> = (forest.loops.iter())
                 .map(|lp| loop_source(&cfg, &lp.blocks, lp.header))
                 .collect();
-            let mut selected = vec![false; forest.loops.len()];
-            for (k, lp) in forest.loops.iter().enumerate() {
-                let Some(source) = &sources[k] else { continue };
+            let mut selected: Vec<Option<Selection>> = vec![None; forest.loops.len()];
+            // `#pragma kage profile` before a loop: the loop its marker leads into.
+            for (marker, block) in profile_markers(&cfg) {
+                markers.push(marker);
+                match marked_loop(&cfg, &forest, block) {
+                    Some(k) => selected[k] = Some(Selection::Pragma),
+                    None => {
+                        return Err(format!(
+                            "'#pragma kage profile' at {}:{} is not followed by a loop",
+                            debug_file(marker),
+                            LLVMGetDebugLocLine(marker)
+                        ))
+                    }
+                }
+            }
+            // `#pragma kage profile` before a function: its outermost loops.
+            if annotated.contains(&func) {
+                for (k, lp) in forest.loops.iter().enumerate() {
+                    if lp.parent.is_none() {
+                        selected[k] = Some(Selection::Pragma);
+                    }
+                }
+            }
+            for (k, source) in sources.iter().enumerate() {
+                let Some(source) = source else { continue };
                 if select::names_file(&module_file, &source.file) || module_file == source.file {
                     module_loop_lines.push(source.first_line);
                 }
-                let mut hit = false;
                 for (s, spec) in specs.iter().enumerate() {
                     if spec.line == source.first_line && select::names_file(&spec.file, &source.file) {
                         matched[s] = true;
-                        hit = true;
+                        selected[k] = selected[k].or(Some(Selection::Line));
                     }
                 }
-                selected[k] = hit;
-                let enclosed =
-                    (lp.parent).is_some_and(|p| enclosed_by_selected(&forest.loops, &selected, p));
-                if hit && !enclosed {
-                    let nest_sources = (forest.loops.iter().enumerate())
-                        .filter(|&(j, _)| j == k || is_inside(&forest.loops, j, k))
-                        .map(|(j, _)| sources[j].clone().unwrap_or(LoopSource {
-                            file: source.file.clone(),
+            }
+            for (k, lp) in forest.loops.iter().enumerate() {
+                let Some(how) = selected[k] else { continue };
+                let marked = |p| selected_or_inside(&forest.loops, &selected, p);
+                if lp.parent.is_some_and(marked) {
+                    continue; // part of an enclosing selected nest
+                }
+                let file = sources[k].as_ref().map_or_else(String::new, |s| s.file.clone());
+                let nest_sources = (0..forest.loops.len())
+                    .filter(|&j| j == k || is_inside(&forest.loops, j, k))
+                    .map(|j| {
+                        sources[j].clone().unwrap_or(LoopSource {
+                            file: file.clone(),
                             first_line: 0,
                             last_line: 0,
-                        }))
-                        .collect();
-                    roots.push((func, cfg.blocks[lp.header], nest_sources));
-                }
+                        })
+                    })
+                    .collect();
+                roots.push((func, cfg.blocks[lp.header], nest_sources, how));
             }
         }
         func = LLVMGetNextFunction(func);
+    }
+    // The markers have done their work (the code generator would drop them anyway).
+    for marker in markers {
+        LLVMInstructionEraseFromParent(marker);
     }
     for (spec, _) in specs.iter().zip(&matched).filter(|(_, &m)| !m) {
         if select::names_file(&spec.file, &module_file) {
@@ -154,7 +186,7 @@ pub unsafe fn version_module_with(module: LLVMModuleRef, specs: &[LineSpec]) -> 
         frame_address: frame_address(module),
     };
     let mut strings = Strings::default();
-    for (func, header, sources) in roots {
+    for (func, header, sources, how) in roots {
         let levels = version::prepare(func, header).map_err(|why| {
             format!(
                 "the loop at {}:{} cannot be versioned: {why}",
@@ -168,7 +200,7 @@ pub unsafe fn version_module_with(module: LLVMModuleRef, specs: &[LineSpec]) -> 
             ));
         }
         let function_name = function_name(func);
-        let nest = emit_nest(module, &levels, &sources, &function_name, &mut strings);
+        let nest = emit_nest(module, &levels, &sources, &function_name, how, &mut strings);
         version::version(module, func, &levels, nest, &calls);
     }
     let context = LLVMGetModuleContext(module);
@@ -196,15 +228,100 @@ fn is_inside(loops: &[crate::loops::Loop], j: usize, k: usize) -> bool {
 }
 
 /// Whether loop `k` or one of its ancestors is selected.
-fn enclosed_by_selected(loops: &[crate::loops::Loop], selected: &[bool], k: usize) -> bool {
+fn selected_or_inside(loops: &[crate::loops::Loop], selected: &[Option<Selection>], k: usize) -> bool {
     let mut up = Some(k);
     while let Some(p) = up {
-        if selected[p] {
+        if selected[p].is_some() {
             return true;
         }
         up = loops[p].parent;
     }
     false
+}
+
+/// The string `#pragma kage profile` leaves in its marks.
+const PROFILE_MARK: &str = "kage.profile";
+
+/// Whether `value` is a global holding the C string [`PROFILE_MARK`].
+unsafe fn is_profile_mark(value: LLVMValueRef) -> bool {
+    let global = LLVMIsAGlobalVariable(value);
+    if global.is_null() {
+        return false;
+    }
+    let init = LLVMGetInitializer(global);
+    if init.is_null() || LLVMIsConstantString(init) == 0 {
+        return false;
+    }
+    let mut len = 0usize;
+    let bytes = LLVMGetAsString(init, &mut len);
+    ir::lossy_string(bytes, len).trim_end_matches('\0') == PROFILE_MARK
+}
+
+/// The functions `#pragma kage profile` annotates (`llvm.global.annotations`).
+unsafe fn annotated_functions(module: LLVMModuleRef) -> Vec<LLVMValueRef> {
+    let table = LLVMGetNamedGlobal(module, c"llvm.global.annotations".as_ptr());
+    if table.is_null() || LLVMGetInitializer(table).is_null() {
+        return Vec::new();
+    }
+    let entries = LLVMGetInitializer(table);
+    let mut out = Vec::new();
+    for i in 0..LLVMGetNumOperands(entries) as u32 {
+        let entry = LLVMGetOperand(entries, i);
+        if entry.is_null() || LLVMGetNumOperands(entry) < 2 {
+            continue;
+        }
+        let (annotated, mark) = (LLVMGetOperand(entry, 0), LLVMGetOperand(entry, 1));
+        if !annotated.is_null() && is_profile_mark(mark) && !LLVMIsAFunction(annotated).is_null() {
+            out.push(annotated);
+        }
+    }
+    out
+}
+
+/// The marks `#pragma kage profile` left before loops in a function (`llvm.annotation`
+/// calls of [`PROFILE_MARK`]), with their block's index.
+unsafe fn profile_markers(cfg: &FunctionCfg) -> Vec<(LLVMValueRef, usize)> {
+    let mut out = Vec::new();
+    for (b, &block) in cfg.blocks.iter().enumerate() {
+        for inst in ir::instructions(block) {
+            let is_mark = ir::is_call_site(inst)
+                && ir::direct_callee(inst)
+                .is_some_and(|f| ir::value_name(f).starts_with("llvm.annotation."))
+                && LLVMGetNumArgOperands(inst) >= 2
+                && is_profile_mark(LLVMGetOperand(inst, 1));
+            if is_mark {
+                out.push((inst, b));
+            }
+        }
+    }
+    out
+}
+
+/// The loop a mark in block `block` leads into: the first loop header reached through blocks
+/// that branch unconditionally (the statement after the pragma is the loop).
+fn marked_loop(cfg: &FunctionCfg, forest: &crate::loops::LoopForest, block: usize) -> Option<usize> {
+    let mut at = block;
+    for _ in 0..16 {
+        let next = match cfg.successors[at].as_slice() {
+            [only] => *only,
+            _ => return None,
+        };
+        if let Some(k) = forest.loops.iter().position(|l| l.header == next) {
+            return Some(k);
+        }
+        at = next;
+    }
+    None
+}
+
+/// The file of an instruction's debug location ("" without one).
+unsafe fn debug_file(inst: LLVMValueRef) -> String {
+    let mut len = 0u32;
+    let name = LLVMGetDebugLocFilename(inst, &mut len);
+    if name.is_null() {
+        return String::new();
+    }
+    ir::lossy_string(name, len as usize)
 }
 
 /// Functions whose loops can be versioned: with a body, not the runtime's, not naked.
@@ -310,6 +427,7 @@ unsafe fn emit_nest(
     levels: &[version::Level],
     sources: &[LoopSource],
     function: &str,
+    how: Selection,
     strings: &mut Strings,
 ) -> LLVMValueRef {
     let context = LLVMGetModuleContext(module);
@@ -346,7 +464,7 @@ unsafe fn emit_nest(
         levels_global,
         strings.get(module, function),
         strings.get(module, &sources[0].file),
-        c32(Selection::Line as u32),
+        c32(how as u32),
         c32(0),
     ];
     let init = LLVMConstNamedStruct(nest_type, fields.as_mut_ptr(), 7);

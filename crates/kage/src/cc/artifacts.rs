@@ -1,4 +1,5 @@
-//! Finding the two files kage-cc adds to a build: the pass plugin and the runtime object.
+//! Finding the files kage-cc adds to a build: the pass plugin, the runtime object, and for
+//! the loops tool the `#pragma kage profile` plugin.
 //!
 //! Lookup order: the environment variable (`KAGE_PASS_PLUGIN`, `KAGE_RUNTIME`), then the
 //! directory of the running executable (cargo's `target/release/` holds the wrappers, the
@@ -16,6 +17,9 @@ pub enum Artifact {
     /// `libkage_rt.o`, linked into every instrumented executable: cargo's `libkage_rt.a`
     /// reduced by `scripts/build.sh` to what the runtime's entry points reach.
     Runtime,
+    /// `libkage_pragma.so`, the clang plugin that reads `#pragma kage profile`, loaded with
+    /// `-fplugin=` when building for the loops tool (made by `scripts/build.sh`).
+    PragmaPlugin,
 }
 
 impl Artifact {
@@ -23,6 +27,7 @@ impl Artifact {
         match self {
             Artifact::PassPlugin => "libkage_pass.so",
             Artifact::Runtime => "libkage_rt.o",
+            Artifact::PragmaPlugin => "libkage_pragma.so",
         }
     }
 
@@ -30,6 +35,7 @@ impl Artifact {
         match self {
             Artifact::PassPlugin => "KAGE_PASS_PLUGIN",
             Artifact::Runtime => "KAGE_RUNTIME",
+            Artifact::PragmaPlugin => "KAGE_PRAGMA_PLUGIN",
         }
     }
 
@@ -37,6 +43,7 @@ impl Artifact {
         match self {
             Artifact::PassPlugin => "the Kage pass plugin",
             Artifact::Runtime => "the Kage runtime",
+            Artifact::PragmaPlugin => "the Kage pragma plugin",
         }
     }
 }
@@ -98,7 +105,7 @@ impl fmt::Display for MissingArtifact {
 fn newer_source(artifact: Artifact, found: &Path) -> Option<PathBuf> {
     let source = match artifact {
         Artifact::Runtime => found.with_file_name("libkage_rt.a"),
-        Artifact::PassPlugin => return None,
+        Artifact::PassPlugin | Artifact::PragmaPlugin => return None,
     };
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     (modified(&source)? > modified(found)?).then_some(source)

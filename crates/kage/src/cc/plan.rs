@@ -7,7 +7,8 @@
 //!   gets `-fpass-plugin=<libkage_pass.so>` and `-fdebug-info-for-profiling` (line tables
 //!   then name inlined functions by their linkage names too), and `-gline-tables-only`
 //!   unless a `-g` level of at least 1 is already in force, so that regions have a file and
-//!   lines;
+//!   lines; building for the loops tool, it also gets `-fplugin=<libkage_pragma.so>`, which
+//!   reads `#pragma kage profile`;
 //! - a call that links an executable gets the runtime ([`RUNTIME_LINK_ARGS`]).
 //!
 //! Shared libraries (`-shared`) and partial links (`-r`) do not get the runtime: their
@@ -56,6 +57,8 @@ pub const LINE_TABLES_FLAG: &str = "-gline-tables-only";
 pub struct Plan {
     /// Load the Kage pass.
     pub instrument: bool,
+    /// Load the `#pragma kage profile` plugin too (set for loops builds).
+    pub read_pragmas: bool,
     /// Add [`LINE_TABLES_FLAG`].
     pub add_line_tables: bool,
     /// Add [`RUNTIME_LINK_ARGS`].
@@ -79,6 +82,7 @@ impl Plan {
             && !invocation.relocatable;
         Plan {
             instrument,
+            read_pragmas: false,
             add_line_tables: instrument && invocation.debug_info != DebugInfo::On,
             link_runtime,
             insert_before: invocation.end_of_options,
@@ -105,6 +109,11 @@ impl Plan {
             flag.push(artifact(Artifact::PassPlugin)?);
             added.push(flag);
             added.push(LINKAGE_NAMES_FLAG.into());
+            if self.read_pragmas {
+                let mut flag = OsString::from("-fplugin=");
+                flag.push(artifact(Artifact::PragmaPlugin)?);
+                added.push(flag);
+            }
         }
         if self.add_line_tables {
             added.push(LINE_TABLES_FLAG.into());
@@ -148,6 +157,7 @@ mod tests {
         Ok(match artifact {
             Artifact::PassPlugin => "/k/libkage_pass.so".into(),
             Artifact::Runtime => "/k/libkage_rt.o".into(),
+            Artifact::PragmaPlugin => "/k/libkage_pragma.so".into(),
         })
     }
 
@@ -315,6 +325,28 @@ mod tests {
         );
         expected.extend(runtime());
         assert_eq!(final_args(&args), expected);
+    }
+
+    #[test]
+    fn loops_builds_read_pragmas_when_they_compile() {
+        let plan_for = |args: &[&str]| {
+            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+            let mut plan = Plan::new(&classify_with(&args, &mut |_| {
+                Err(io::ErrorKind::NotFound.into())
+            }));
+            plan.read_pragmas = true;
+            let Ok(argv) = plan.argv(&args, fixed_artifacts);
+            argv.into_iter().map(|a| a.into_string().unwrap()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            plan_for(&["-c", "x.c"]),
+            then(
+                &["-c", "x.c"],
+                &[PLUGIN, LINKAGE_NAMES_FLAG, "-fplugin=/k/libkage_pragma.so", LINE_TABLES_FLAG]
+            )
+        );
+        // A link of objects compiles nothing: no plugin.
+        assert_eq!(plan_for(&["a.o", "-o", "p"]), then_link(&["a.o", "-o", "p"], &[]));
     }
 
     #[test]
