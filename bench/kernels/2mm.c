@@ -16,6 +16,7 @@ int main(int argc, char **argv) {
   double *tmp = malloc(sizeof(double) * n * n);
   init(A, n, 1); init(B, n, 2); init(C, n, 3); init(D, n, 4);
   /* tmp = alpha*A*B */
+  #pragma kage profile
   for (int i = 0; i < n; i++) {
     for (int j = 0; j < n; j++) tmp[i * n + j] = 0;
     for (int k = 0; k < n; k++) {
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
     }
   }
   /* D = tmp*C + beta*D */
+  #pragma kage profile
   for (int i = 0; i < n; i++) {
     for (int j = 0; j < n; j++) D[i * n + j] *= beta;
     for (int k = 0; k < n; k++) {

@@ -13,6 +13,7 @@ int main(int argc, char **argv) {
     x[i] = 1.0 + (double)i / n;
     for (int j = 0; j < n; j++) A[i * n + j] = (double)((i + j) % n) / (5.0 * n);
   }
+  #pragma kage profile
   for (int r = 0; r < reps; r++) {
     for (int j = 0; j < n; j++) y[j] = 0;
     for (int i = 0; i < n; i++) {

@@ -20,6 +20,7 @@ int main(int argc, char **argv) {
     for (int j = 0; j < m; j++) data[i * m + j] -= mean[j];
   /* Upper triangle, then mirrored: the column walk over data is the strided access pattern
    * that makes this kernel interesting for a working-set tool. */
+  #pragma kage profile
   for (int i = 0; i < m; i++)
     for (int j = i; j < m; j++) {
       double c = 0;

@@ -16,6 +16,7 @@ int main(int argc, char **argv) {
       C[i * n + j] = (double)((i * (j + 2) + 3) % n) / n;
     }
   /* i-k-j order, as PolyBench writes it: the inner loop streams rows of B and C. */
+  #pragma kage profile
   for (int i = 0; i < n; i++) {
     for (int j = 0; j < n; j++) C[i * n + j] *= beta;
     for (int k = 0; k < n; k++) {

@@ -53,6 +53,7 @@ int main(int argc, char **argv) {
                     capacity - 1};
   for (long i = 0; i < n; i++) insert(&t, (uint64_t)i * 7 + 2, (uint64_t)i);
   uint64_t sum = 0, misses = 0;
+  #pragma kage profile
   for (long i = 0; i < 4 * n; i++) {
     /* Odd multiples of 7 (+2) were inserted only below 7n: the upper half misses. */
     uint64_t *v = find(&t, (uint64_t)(i % (2 * n)) * 7 + 2);

@@ -12,6 +12,7 @@ int main(int argc, char **argv) {
       A[i * n + j] = ((double)i * (j + 2) + 2) / n;
       B[i * n + j] = ((double)i * (j + 3) + 3) / n;
     }
+  #pragma kage profile
   for (int t = 0; t < steps; t++) {
     for (int i = 1; i < n - 1; i++)
       for (int j = 1; j < n - 1; j++)

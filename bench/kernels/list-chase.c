@@ -34,6 +34,7 @@ int main(int argc, char **argv) {
   }
   uint64_t sum = 0;
   struct node *p = &nodes[order[0]];
+  #pragma kage profile
   for (int lap = 0; lap < laps; lap++)
     for (long i = 0; i < n; i++) {
       sum += p->value ^ (uint64_t)lap;

@@ -9,6 +9,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) A[i * n + j] = (double)((i * j + 1) % n) / n + (i == j ? n : 0);
   /* Right-looking Doolittle: the k-j inner loop streams a row, as PolyBench's loop order. */
+  #pragma kage profile
   for (int k = 0; k < n; k++) {
     for (int i = k + 1; i < n; i++) {
       double l = A[i * n + k] / A[k * n + k];

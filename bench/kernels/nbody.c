@@ -16,6 +16,7 @@ int main(int argc, char **argv) {
     x[i] = (double)(i % 97) / 97; y[i] = (double)(i % 89) / 89; z[i] = (double)(i % 83) / 83;
     m[i] = 1.0 + (double)(i % 7) / 7;
   }
+  #pragma kage profile
   for (int s = 0; s < steps; s++) {
     for (int i = 0; i < n; i++) {
       double ax = 0, ay = 0, az = 0;

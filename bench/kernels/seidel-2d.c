@@ -10,6 +10,7 @@ int main(int argc, char **argv) {
   double *A = malloc(sizeof(double) * n * n);
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) A[i * n + j] = ((double)i * (j + 2) + 2) / n;
+  #pragma kage profile
   for (int t = 0; t < steps; t++)
     for (int i = 1; i < n - 1; i++)
       for (int j = 1; j < n - 1; j++)

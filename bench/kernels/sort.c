@@ -15,6 +15,7 @@ static void insertion_sort(uint64_t *a, long n) {
   }
 }
 
+#pragma kage profile
 static void merge_sort(uint64_t *a, uint64_t *scratch, long n) {
   if (n <= 16) { insertion_sort(a, n); return; }
   long half = n / 2;

@@ -10,6 +10,7 @@ int main(int argc, char **argv) {
   double *c = malloc(sizeof(double) * n);
   for (long i = 0; i < n; i++) { a[i] = 1.0; b[i] = 2.0; c[i] = (double)(i % 1000) / 1000; }
   double q = 3.0;
+  #pragma kage profile
   for (int r = 0; r < reps; r++) {
     for (long i = 0; i < n; i++) a[i] = b[i] + q * c[i];
     /* Feed the result back so repetitions are not folded into one. */

@@ -548,7 +548,7 @@ fn perfetto_is_not_an_hcpa_view() {
     );
     assert_eq!(
         View::Html.tools(),
-        ["working-set", "footprint", "hcpa"],
+        ["working-set", "footprint", "hcpa", "loops"],
         "the html view names its tools"
     );
 }

@@ -220,7 +220,7 @@ fn html_and_perfetto_refuse_other_tools() {
     .unwrap();
     assert_eq!(
         render::html(&count).unwrap_err().to_string(),
-        "the html view exists for the working-set, footprint and hcpa tools; \
+        "the html view exists for the working-set, footprint, hcpa and loops tools; \
          this report is from `count`"
     );
     assert_eq!(

@@ -271,12 +271,21 @@ impl Options {
     /// help).
     pub fn help_text<'a>(&self, tools: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
         let mut s = String::from("kage: runtime options (KAGE_OPTIONS=key=value:key=value...)\n");
+        // The names' column fits the longest name, so that the defaults line up.
+        let width = (self.values.iter())
+            .map(|(d, _)| d.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(15);
         for (d, _) in &self.values {
-            s += &format!("  {:<15} default: {:<17} {}\n", d.name, d.default, d.help);
+            s += &format!(
+                "  {:<width$} default: {:<17} {}\n",
+                d.name, d.default, d.help
+            );
         }
         s += "kage: tools (tool=...)\n";
         for (name, help) in tools {
-            s += &format!("  {name:<15} {help}\n");
+            s += &format!("  {name:<width$} {help}\n");
         }
         s
     }

@@ -153,6 +153,8 @@ fn basic_counts_are_exact() {
             "loop_bodies",
             "max_depth",
             "output",
+            "sample_entries",
+            "sample_iterations",
             "shadow",
             "snapshot_mib",
             "snapshots",
@@ -359,12 +361,12 @@ fn unknown_option_bad_value_unknown_tool_and_help() {
     let run = run("basic", "bogus=1:enabled=yes:tool=nope:help=1:verbosity=1");
     assert_eq!(run.out.status.code(), Some(7));
     let err = run.stderr();
-    assert!(err.contains("kage: warning: KAGE_OPTIONS: unknown option 'bogus' ignored; known options: tool, output, enabled, handle_signals, verbosity, line_size, interval_unit, interval, snapshots, snapshot_mib, trace, vsm, granularity, loop_bodies, max_depth, granule, shadow, timestamp_trace, help"), "{err}");
+    assert!(err.contains("kage: warning: KAGE_OPTIONS: unknown option 'bogus' ignored; known options: tool, output, enabled, handle_signals, verbosity, line_size, interval_unit, interval, snapshots, snapshot_mib, trace, vsm, granularity, loop_bodies, max_depth, granule, shadow, timestamp_trace, sample_iterations, sample_entries, help"), "{err}");
     assert!(
         err.contains("bad value 'yes' for option 'enabled'"),
         "{err}"
     );
-    assert!(err.contains("kage: error: unknown tool 'nope'; available tools: count, working-set, footprint, hcpa; using the 'count' tool instead"), "{err}");
+    assert!(err.contains("kage: error: unknown tool 'nope'; available tools: count, working-set, footprint, hcpa, loops; using the 'count' tool instead"), "{err}");
     for line in [
         "tool",
         "output",

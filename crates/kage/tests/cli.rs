@@ -378,7 +378,7 @@ fn html_of_a_count_report_is_an_error() {
         &report_json(&[region(0, "function", None, 1, 7)]),
     );
     for (format, tools) in [
-        ("html", "the working-set, footprint and hcpa tools"),
+        ("html", "the working-set, footprint, hcpa and loops tools"),
         ("perfetto", "the working-set tool"),
     ] {
         let output = dir.path().join(format!("out.{format}"));

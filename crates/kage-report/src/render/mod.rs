@@ -1,5 +1,6 @@
-//! Views of a report for people ([`text`], [`summary`], and for working-set, footprint and
-//! hcpa reports [`html`]) and for programs ([`json`], and for working-set reports [`perfetto`]).
+//! Views of a report for people ([`text`], [`summary`], and for working-set, footprint,
+//! hcpa and loops reports [`html`]) and for programs ([`json`], and for working-set reports
+//! [`perfetto`]).
 //!
 //! Renderers return a `String` instead of writing to a stream, so the caller decides what a
 //! write error means (for `kage report`, a closed pipe is not an error) and tests can compare
@@ -9,15 +10,16 @@
 //! The generic parts are `text.rs` (the region tree any report has, and the summary's common
 //! lines), `tree.rs`, `table.rs`, `html.rs` (what every page shares) and this module (what
 //! every view shares: header facts, file names, size and share labels). Each tool's own views
-//! are in its module (`count.rs`, `working_set/`, `footprint/`, `hcpa/`), and the tables below, one per
-//! view, are the only place that names them: a new tool adds a line to each table it has a
-//! view for.
+//! are in its module (`count.rs`, `working_set/`, `footprint/`, `hcpa/`, `loops/`), and the
+//! tables below, one per view, are the only place that names them: a new tool adds a line to
+//! each table it has a view for.
 
 mod count;
 mod footprint;
 mod hcpa;
 #[cfg(feature = "html")]
 mod html;
+mod loops;
 mod table;
 mod text;
 mod tree;
@@ -28,7 +30,8 @@ pub use text::{summary, text};
 pub use working_set::{display_rows, DisplayRow, MAX_CHART_ROWS};
 
 use crate::model::{
-    ProgramEnd, Region, RegionKind, Report, COUNT_TOOL, FOOTPRINT_TOOL, HCPA_TOOL, WORKING_SET_TOOL,
+    ProgramEnd, Region, RegionKind, Report, COUNT_TOOL, FOOTPRINT_TOOL, HCPA_TOOL, LOOPS_TOOL,
+    WORKING_SET_TOOL,
 };
 use std::fmt;
 
@@ -47,6 +50,7 @@ const TEXT: &[(&str, TextView)] = &[
     (WORKING_SET_TOOL, working_set::text),
     (FOOTPRINT_TOOL, footprint::text),
     (HCPA_TOOL, hcpa::text),
+    (LOOPS_TOOL, loops::text),
 ];
 
 /// The tools whose summary says more than where the report is.
@@ -55,6 +59,7 @@ const SUMMARY: &[(&str, SummaryView)] = &[
     (WORKING_SET_TOOL, working_set::summary),
     (FOOTPRINT_TOOL, footprint::summary),
     (HCPA_TOOL, hcpa::summary),
+    (LOOPS_TOOL, loops::summary),
 ];
 
 /// The tools with an HTML view, in the order messages name them.
@@ -63,6 +68,7 @@ const HTML: &[(&str, ToolView)] = &[
     (WORKING_SET_TOOL, working_set::html),
     (FOOTPRINT_TOOL, footprint::html),
     (HCPA_TOOL, hcpa::html),
+    (LOOPS_TOOL, loops::html),
 ];
 
 /// The tools with a Perfetto view, in the order messages name them.
@@ -90,8 +96,8 @@ fn tool_only(view: View, table: &[(&str, ToolView)], report: &Report) -> Result<
 
 /// The report as one self-contained HTML page: for the working-set tool a plot of the
 /// snapshots, for the footprint tool an icicle view of the region tree, for the hcpa tool
-/// the parallelism plan and the region tree coloured by self-parallelism; a [`ViewError`] for
-/// other tools.
+/// the parallelism plan and the region tree coloured by self-parallelism, for the loops tool
+/// a table of each selected nest's levels; a [`ViewError`] for other tools.
 #[cfg(feature = "html")]
 pub fn html(report: &Report) -> Result<String, ViewError> {
     tool_only(View::Html, HTML, report)
@@ -272,11 +278,12 @@ const LONG_FILE_NAME: usize = 40;
 
 impl FileNames {
     pub(crate) fn for_report(report: &Report) -> FileNames {
-        let mut files = report
-            .regions
-            .iter()
-            .map(|r| r.file.as_str())
-            .filter(|f| !f.is_empty());
+        Self::for_files(report.regions.iter().map(|r| r.file.as_str()))
+    }
+
+    /// For a report's files other than its regions' (the loops tool's nests).
+    pub(crate) fn for_files<'a>(files: impl IntoIterator<Item = &'a str>) -> FileNames {
+        let mut files = files.into_iter().filter(|f| !f.is_empty());
         let Some(first) = files.next() else {
             return FileNames {
                 common_dir: String::new(),

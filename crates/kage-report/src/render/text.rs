@@ -18,9 +18,10 @@ use std::fmt::Write;
 /// a bar chart of the snapshots and how many of them fit in each cache instead of the tree;
 /// the `footprint` tool: each region's footprints in columns, siblings largest first; the
 /// `hcpa` tool: the parallelism plan, then each region's work, critical path and parallelism
-/// in columns, siblings most work first). For
-/// any other tool, or when a tool's fields do not match the schema, each region lists its
-/// metrics as `name=value` and the tool's top-level fields follow.
+/// in columns, siblings most work first; the `loops` tool: each selected nest's entries and
+/// its levels' iterations instead of the tree). For any other tool, or when a tool's fields
+/// do not match the schema, each region lists its metrics as `name=value` and the tool's
+/// top-level fields follow.
 pub fn text(report: &Report) -> String {
     let malformed = match tool_view(TEXT, &report.tool) {
         Some(tool_text) => match tool_text(report) {
@@ -117,7 +118,8 @@ fn generic_tree(report: &Report, out: &mut String) {
 /// functions and loops with the most accesses, callees included; for the `working-set` tool
 /// the total and peak working sets and how often they fit in cache; for the `footprint` tool
 /// the total footprint and the `top` functions and loops with the largest footprints; for the
-/// `hcpa` tool the program's work and the plan's `top` rows) and how
+/// `hcpa` tool the program's work and the plan's `top` rows; for the `loops` tool the
+/// sampling rule and the first `top` nests) and how
 /// to see more.
 pub fn summary(report: &Report, report_path: &str, top: usize) -> String {
     let mut out = String::new();

@@ -1,0 +1,277 @@
+//! The loop nests the program's modules selected (`kage_abi::Nest`), as the runtime learns
+//! them: a descriptor is first seen at one of the `__kage_loops_*` entry points (there is
+//! no table to register ahead), validated, given a dense global id written back into its
+//! `global_id`, and copied for the report. A descriptor that fails validation gets
+//! [`REJECTED`] and every later event on it is ignored, without a word and without a retry.
+//!
+//! Each nest's levels get consecutive *level slots* (global across nests), the index of
+//! their per-thread statistics; each nest gets a process-wide claim counter for sampling.
+//! Both are read on the hot path without a lock, from [`Chunked`] records written before
+//! the id is published.
+
+use crate::chunked::Chunked;
+use crate::registry::REGISTRY;
+use crate::sync::{locks_held, SpinLock};
+use kage_abi::loops::Selection;
+use kage_abi::{LoopLevel, Nest, NONE, REJECTED};
+use std::ffi::{c_char, CStr};
+use std::sync::atomic::{AtomicU32, Ordering::*};
+
+/// More levels than any real nest has: a descriptor claiming more is corrupt.
+pub const MAX_LEVELS: u32 = 1024;
+
+/// Level slots in all: the per-thread statistics are `Chunked` records by level slot.
+pub const MAX_LEVEL_SLOTS: usize = Chunked::<1>::CAPACITY;
+
+/// Every selection kind the ABI defines, to read `kage_nest.selected_by`.
+const SELECTIONS: [Selection; 2] = [Selection::Line, Selection::Pragma];
+
+/// What the report says about a nest, copied from its descriptor at registration (the
+/// module holding the descriptor may be unloaded before the report is written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NestInfo {
+    pub function: String,
+    pub file: String,
+    pub selected_by: Selection,
+    /// In pre-order, level 0 the outermost loop (validated: see [`validate`]).
+    pub levels: Vec<LoopLevel>,
+}
+
+// Lock-free record per nest id.
+/// The nest's first level slot.
+const LEVEL_BASE: usize = 0;
+/// Entries that claimed a sample since the start or the last reset (may pass the limit
+/// while threads race: see [`NestRegistry::claim_sample`]).
+const SAMPLE_CLAIMS: usize = 1;
+const W: usize = 2;
+
+/// The nests seen so far. The runtime has one ([`NESTS`]); tests make their own.
+pub struct NestRegistry {
+    /// Registered nests by id. Taken only with the runtime's `REGISTRY` lock held or from
+    /// `Tool::finish` (under the thread list's lock), both of which the fork handlers hold
+    /// across `fork()`, so no forked child inherits it held.
+    nests: SpinLock<Nests>,
+    /// By nest id: `[LEVEL_BASE, SAMPLE_CLAIMS]`. Chunks are allocated under `nests`' lock.
+    slots: Chunked<W>,
+}
+
+struct Nests {
+    info: Vec<NestInfo>,
+    /// Level slots handed out so far.
+    level_slots: usize,
+}
+
+/// The runtime's nests.
+pub static NESTS: std::sync::LazyLock<NestRegistry> = std::sync::LazyLock::new(NestRegistry::new);
+
+impl Default for NestRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A nest's id and where its lock-free state is.
+#[derive(Debug, Clone, Copy)]
+pub struct Registered {
+    pub id: u32,
+    /// The first of its levels' slots.
+    pub level_base: usize,
+    /// Its `level_count` (validated: 1 to [`MAX_LEVELS`]).
+    pub level_count: usize,
+}
+
+impl NestRegistry {
+    pub fn new() -> Self {
+        NestRegistry {
+            nests: SpinLock::new(Nests {
+                info: Vec::new(),
+                level_slots: 0,
+            }),
+            slots: Chunked::new(),
+        }
+    }
+
+    /// The nest behind a descriptor, registering it the first time; `None` for a null or
+    /// rejected descriptor, or while it cannot be registered now (see [`Self::register`]).
+    ///
+    /// # Safety
+    /// `nest` is null or points to a `kage_nest` whose `global_id` is writable and whose
+    /// other fields stay as they are (docs/abi.md).
+    #[inline(always)]
+    pub unsafe fn look_up(&self, nest: *mut Nest) -> Option<Registered> {
+        if nest.is_null() {
+            return None;
+        }
+        let id = match id_cell(nest).load(Acquire) {
+            REJECTED => return None,
+            NONE => self.register(nest)?,
+            id => id,
+        };
+        let record = self.slots.get(id as usize)?;
+        Some(Registered {
+            id,
+            level_base: record[LEVEL_BASE].load(Relaxed) as usize,
+            level_count: (*nest).level_count as usize,
+        })
+    }
+
+    /// Validates and registers a descriptor seen for the first time. Takes the runtime's
+    /// module registry lock, so that registration and `fork()` exclude each other; while
+    /// the calling thread holds a runtime lock (a signal handler that interrupted the
+    /// runtime), nothing is registered and the event is ignored.
+    #[cold]
+    #[inline(never)]
+    unsafe fn register(&self, nest: *mut Nest) -> Option<u32> {
+        if locks_held() > 0 {
+            return None;
+        }
+        let _modules = REGISTRY.lock();
+        let mut nests = self.nests.lock();
+        let cell = id_cell(nest);
+        match cell.load(Acquire) {
+            NONE => {}
+            REJECTED => return None,
+            // Another thread registered it while this one waited.
+            id => return Some(id),
+        }
+        let id = nests.info.len();
+        let info = validate(nest)
+            .ok()
+            .filter(|info| nests.level_slots + info.levels.len() <= MAX_LEVEL_SLOTS)
+            .filter(|_| id < REJECTED as usize);
+        let Some(info) = info else {
+            cell.store(REJECTED, Release);
+            return None;
+        };
+        // Allocation failure leaves the nest unregistered: a later event tries again.
+        let record = self.slots.get_or_alloc(id)?;
+        record[LEVEL_BASE].store(nests.level_slots as u64, Relaxed);
+        record[SAMPLE_CLAIMS].store(0, Relaxed);
+        nests.level_slots += info.levels.len();
+        nests.info.push(info);
+        // Published last: whoever reads the id finds the record written.
+        cell.store(id as u32, Release);
+        Some(id as u32)
+    }
+
+    /// Claims one of the first `limit` sampled entries of nest `id` (since the start or the
+    /// last reset); false once they are taken. After that, one shared read per entry.
+    #[inline(always)]
+    pub fn claim_sample(&self, id: u32, limit: u64) -> bool {
+        let Some(record) = self.slots.get(id as usize) else {
+            return false;
+        };
+        let claims = &record[SAMPLE_CLAIMS];
+        let mut taken = claims.load(Relaxed);
+        while taken < limit {
+            match claims.compare_exchange_weak(taken, taken + 1, Relaxed, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => taken = now,
+            }
+        }
+        false
+    }
+
+    /// Sampling starts again for every nest (`kage_reset`, a forked child).
+    pub fn restart_sampling(&self) {
+        self.slots
+            .for_each(|_, record| record[SAMPLE_CLAIMS].store(0, Relaxed));
+    }
+
+    /// Every registered nest, by id, with its first level slot.
+    pub fn snapshot(&self) -> Vec<(NestInfo, usize)> {
+        let nests = self.nests.lock();
+        let mut base = 0;
+        (nests.info.iter())
+            .map(|info| {
+                let at = base;
+                base += info.levels.len();
+                (info.clone(), at)
+            })
+            .collect()
+    }
+}
+
+/// The id of a registered descriptor, without registering it: what the calls after
+/// `__kage_loops_enter` need (a nest entered is registered, or its entry was ignored).
+///
+/// # Safety
+/// As for [`NestRegistry::look_up`].
+#[inline(always)]
+pub unsafe fn registered_id(nest: *mut Nest) -> Option<u32> {
+    if nest.is_null() {
+        return None;
+    }
+    let id = id_cell(nest).load(Acquire);
+    (id < REJECTED).then_some(id)
+}
+
+fn id_cell(nest: *mut Nest) -> &'static AtomicU32 {
+    // SAFETY: `global_id` is the first field, 4-byte aligned, in writable memory (abi.md).
+    unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*nest).global_id)) }
+}
+
+unsafe fn c_string(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
+/// Checks a descriptor and copies what the report needs: 1 to [`MAX_LEVELS`] levels, a
+/// known `selected_by`, and levels in pre-order (level 0 without parent at depth 0; every
+/// other level's parent is the level before it or one of that level's ancestors, one
+/// deeper than it), which is what lets the entry points walk enclosing levels safely.
+///
+/// # Safety
+/// `nest` points to a `kage_nest`; when its level count is in range, `levels` is null or
+/// points to that many levels; `function` and `file` are null or NUL-terminated.
+pub unsafe fn validate(nest: *const Nest) -> Result<NestInfo, String> {
+    let n = &*nest;
+    if n.level_count == 0 || n.level_count > MAX_LEVELS {
+        return Err(format!(
+            "{} levels (expected 1 to {MAX_LEVELS})",
+            n.level_count
+        ));
+    }
+    if n.levels.is_null() {
+        return Err("no level array".into());
+    }
+    let selected_by = (SELECTIONS.iter())
+        .find(|s| **s as u32 == n.selected_by)
+        .copied()
+        .ok_or_else(|| format!("unknown selection {}", n.selected_by))?;
+    let levels = std::slice::from_raw_parts(n.levels, n.level_count as usize).to_vec();
+    check_pre_order(&levels)?;
+    Ok(NestInfo {
+        function: c_string(n.function),
+        file: c_string(n.file),
+        selected_by,
+        levels,
+    })
+}
+
+/// See [`validate`].
+fn check_pre_order(levels: &[LoopLevel]) -> Result<(), String> {
+    for (k, level) in levels.iter().enumerate() {
+        if k == 0 {
+            if level.parent != NONE || level.depth != 0 {
+                return Err("level 0 has a parent or a depth".into());
+            }
+            continue;
+        }
+        // The levels a pre-order may go back to: the previous level and its ancestors.
+        let mut open = Some(k - 1);
+        while let Some(at) = open.filter(|&at| at != level.parent as usize) {
+            open = (levels[at].parent != NONE).then_some(levels[at].parent as usize);
+        }
+        let Some(parent) = open else {
+            return Err(format!("level {k}'s parent is not an open level"));
+        };
+        if level.depth != levels[parent].depth + 1 {
+            return Err(format!("level {k}'s depth is not its parent's + 1"));
+        }
+    }
+    Ok(())
+}
