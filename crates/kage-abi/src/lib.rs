@@ -164,7 +164,8 @@ pub struct LoopLevel {
 }
 
 /// `struct kage_nest`: a loop nest the build selected and versioned (`KAGE_TOOL=loops`,
-/// docs/abi.md "Loop nests"): its levels and where it is in the source (40 bytes).
+/// docs/abi.md "Loop nests"): its levels, where it is in the source, and what the program
+/// counts itself once sampling is over (48 bytes).
 #[repr(C)]
 pub struct Nest {
     /// Written by the runtime when it first sees the nest; [`NONE`] before.
@@ -178,15 +179,21 @@ pub struct Nest {
     pub file: *const c_char,
     /// A [`loops::Selection`].
     pub selected_by: u32,
-    pub reserved: u32,
+    /// Written by the runtime: 1 once the nest's sampled entries are taken (entries then
+    /// skip the runtime and count into `unsampled`), 0 while sampling goes on. Read by the
+    /// program with relaxed atomic loads.
+    pub sampling_over: u32,
+    /// `1 + level_count` counters the program adds to (relaxed atomic adds) for the entries
+    /// that skipped the runtime: entries, then each level's iterations.
+    pub unsampled: *mut u64,
 }
 
 pub mod nest_layout {
     pub const LEVEL_SIZE: usize = 16;
-    pub const NEST_SIZE: usize = 40;
+    pub const NEST_SIZE: usize = 48;
     /// `global_id, level_count` (i32), `levels, function, file` (pointers), `selected_by,
-    /// reserved` (i32).
-    pub const NEST_FIELDS: [usize; 7] = [0, 4, 8, 16, 24, 32, 36];
+    /// sampling_over` (i32), `unsampled` (pointer).
+    pub const NEST_FIELDS: [usize; 8] = [0, 4, 8, 16, 24, 32, 36, 40];
 }
 
 const _: () = {
@@ -197,7 +204,7 @@ const _: () = {
     assert!(offset_of!(Nest, global_id) == f[0] && offset_of!(Nest, level_count) == f[1]);
     assert!(offset_of!(Nest, levels) == f[2] && offset_of!(Nest, function) == f[3]);
     assert!(offset_of!(Nest, file) == f[4] && offset_of!(Nest, selected_by) == f[5]);
-    assert!(offset_of!(Nest, reserved) == f[6]);
+    assert!(offset_of!(Nest, sampling_over) == f[6] && offset_of!(Nest, unsampled) == f[7]);
 };
 
 /// Loop nests (`KAGE_TOOL=loops`): how a nest is selected, and the decision protocol

@@ -31,7 +31,7 @@ impl Compiler {
         }
     }
 
-    /// kage-cc, rebuilding when the wrapper, the pass plugin or the runtime next to it change.
+    /// kage-cc, rebuilding when the wrapper, the plugins or the runtime next to it change.
     /// Tools with instrumentation of their own (a `kage_abi::BUILD_TOOLS` name other than
     /// `count`: `working-set`, `footprint`) are built for it (`KAGE_TOOL`).
     pub fn kage(kage_cc: &Path, tool: &str) -> Self {
@@ -40,6 +40,7 @@ impl Compiler {
             kage_cc.to_path_buf(),
             dir.join("libkage_pass.so"),
             dir.join("libkage_rt.o"),
+            dir.join("libkage_pragma.so"),
         ]
         .into_iter()
         .filter(|p| p.exists())

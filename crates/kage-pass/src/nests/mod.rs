@@ -200,8 +200,9 @@ pub unsafe fn version_module_with(module: LLVMModuleRef, specs: &[LineSpec]) -> 
             ));
         }
         let function_name = function_name(func);
-        let nest = emit_nest(module, &levels, &sources, &function_name, how, &mut strings);
-        version::version(module, func, &levels, nest, &calls);
+        let (nest, unsampled) =
+            emit_nest(module, &levels, &sources, &function_name, how, &mut strings);
+        version::version(module, func, &levels, nest, unsampled, &calls);
     }
     let context = LLVMGetModuleContext(module);
     let one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(context), 1, 0));
@@ -421,7 +422,9 @@ impl Strings {
     }
 }
 
-/// Emits the nest's `struct kage_nest` (writable: the runtime writes its id) and its levels.
+/// Emits the nest's `struct kage_nest` (writable: the runtime writes its id and whether
+/// sampling is over), its levels and its counters of unsampled entries; returns the nest and
+/// the counters.
 unsafe fn emit_nest(
     module: LLVMModuleRef,
     levels: &[version::Level],
@@ -429,7 +432,7 @@ unsafe fn emit_nest(
     function: &str,
     how: Selection,
     strings: &mut Strings,
-) -> LLVMValueRef {
+) -> (LLVMValueRef, LLVMValueRef) {
     let context = LLVMGetModuleContext(module);
     let i32t = LLVMInt32TypeInContext(context);
     let ptr = LLVMPointerTypeInContext(context, 0);
@@ -456,8 +459,16 @@ unsafe fn emit_nest(
     LLVMSetGlobalConstant(levels_global, 1);
     LLVMSetLinkage(levels_global, LLVMLinkage::LLVMPrivateLinkage);
 
-    let mut nest_fields = [i32t, i32t, ptr, ptr, ptr, i32t, i32t];
-    let nest_type = LLVMStructTypeInContext(context, nest_fields.as_mut_ptr(), 7, 0);
+    // The counters of the entries that skip the runtime once sampling is over.
+    let i64t = LLVMInt64TypeInContext(context);
+    let counters_type = LLVMArrayType2(i64t, 1 + levels.len() as u64);
+    let counters = LLVMAddGlobal(module, counters_type, c"__kage_nest_unsampled".as_ptr());
+    LLVMSetInitializer(counters, LLVMConstNull(counters_type));
+    LLVMSetLinkage(counters, LLVMLinkage::LLVMPrivateLinkage);
+    LLVMSetAlignment(counters, 8);
+
+    let mut nest_fields = [i32t, i32t, ptr, ptr, ptr, i32t, i32t, ptr];
+    let nest_type = LLVMStructTypeInContext(context, nest_fields.as_mut_ptr(), 8, 0);
     let mut fields = [
         c32(NONE),
         c32(levels.len() as u32),
@@ -466,11 +477,12 @@ unsafe fn emit_nest(
         strings.get(module, &sources[0].file),
         c32(how as u32),
         c32(0),
+        counters,
     ];
-    let init = LLVMConstNamedStruct(nest_type, fields.as_mut_ptr(), 7);
+    let init = LLVMConstNamedStruct(nest_type, fields.as_mut_ptr(), 8);
     let nest = LLVMAddGlobal(module, nest_type, c"__kage_nest".as_ptr());
     LLVMSetInitializer(nest, init);
     LLVMSetLinkage(nest, LLVMLinkage::LLVMPrivateLinkage);
     LLVMSetAlignment(nest, 8);
-    nest
+    (nest, counters)
 }

@@ -36,7 +36,7 @@ use std::collections::{HashMap, HashSet};
 use kage_abi::loops::{DECIDE_NOW, INSTRUMENTED, NEVER, ORIGINAL, RESYNC, UNBOUNDED};
 use llvm_sys::core::*;
 use llvm_sys::prelude::*;
-use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate, LLVMOpcode};
+use llvm_sys::{LLVMAtomicOrdering, LLVMAtomicRMWBinOp, LLVMIntPredicate, LLVMOpcode};
 
 use crate::debuginfo::HookLocations;
 use crate::ir::{self, c_string, FunctionCfg, RuntimeFunction};
@@ -49,6 +49,9 @@ extern "C" {
     /// interleaving, unrolling and distributing it (src/shim.cpp).
     fn kage_keep_loop_as_written(branch: LLVMValueRef);
 }
+
+/// Where `kage_nest.sampling_over` is.
+const SAMPLING_OVER_OFFSET: u64 = kage_abi::nest_layout::NEST_FIELDS[6] as u64;
 
 /// The runtime's entry points and the types the versions use.
 pub struct NestCalls {
@@ -180,7 +183,8 @@ unsafe fn used_outside_block(inst: LLVMValueRef) -> bool {
     false
 }
 
-/// Versions the prepared nest `levels` of `func`; `nest` is its descriptor global.
+/// Versions the prepared nest `levels` of `func`; `nest` is its descriptor global and
+/// `unsampled` its counters of the entries that skip the runtime.
 ///
 /// # Safety
 /// `levels` must come from [`prepare`] on `func`, with nothing changed since.
@@ -189,6 +193,7 @@ pub unsafe fn version(
     func: LLVMValueRef,
     levels: &[Level],
     nest: LLVMValueRef,
+    unsampled: LLVMValueRef,
     calls: &NestCalls,
 ) {
     let context = LLVMGetModuleContext(module);
@@ -262,6 +267,8 @@ pub unsafe fn version(
     let ce: Vec<_> = (0..n).map(|k| slot(format!("kage.ce{k}"))).collect();
     let ver: Vec<_> = (0..n).map(|k| slot(format!("kage.ver{k}"))).collect();
     let total: Vec<_> = (0..n).map(|k| slot(format!("kage.iters{k}"))).collect();
+    // Whether this entry skipped the runtime (sampling was over when it began).
+    let unsampled_entry = slot("kage.unsampled".to_string());
     let totals_type = LLVMArrayType2(i64t, n as u64);
     let totals = LLVMBuildAlloca(builder, totals_type, c"kage.iterations".as_ptr());
 
@@ -300,6 +307,32 @@ pub unsafe fn version(
                     LLVMBuildStore(builder, sum, total[k]);
                 }
                 if left.contains(&0) {
+                    // An unsampled entry adds to the nest's counters itself; a sampled one
+                    // tells the runtime.
+                    let (quiet, told) = (new_block("kage.nest.count"), new_block("kage.nest.exit"));
+                    let skipped = LLVMBuildLoad2(builder, i64t, unsampled_entry, c"".as_ptr());
+                    let skipped = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, skipped, c64(0), c"".as_ptr());
+                    LLVMBuildCondBr(builder, skipped, quiet, told);
+                    LLVMPositionBuilderAtEnd(builder, quiet);
+                    let counters_type = LLVMArrayType2(i64t, 1 + n as u64);
+                    let add = |index: u64, value: LLVMValueRef| {
+                        let mut at = [c64(0), c64(index)];
+                        let counter = LLVMBuildInBoundsGEP2(builder, counters_type, unsampled, at.as_mut_ptr(), 2, c"".as_ptr());
+                        LLVMBuildAtomicRMW(
+                            builder,
+                            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd,
+                            counter,
+                            value,
+                            LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+                            0,
+                        );
+                    };
+                    add(0, c64(1));
+                    for k in 0..n {
+                        add(1 + k as u64, LLVMBuildLoad2(builder, i64t, total[k], c"".as_ptr()));
+                    }
+                    LLVMBuildBr(builder, s);
+                    LLVMPositionBuilderAtEnd(builder, told);
                     for k in 0..n {
                         let value = LLVMBuildLoad2(builder, i64t, total[k], c"".as_ptr());
                         let mut index = [c64(0), c64(k as u64)];
@@ -351,6 +384,17 @@ pub unsafe fn version(
                     for &t in &total {
                         LLVMBuildStore(builder, c64(0), t);
                     }
+                    // Once the runtime says sampling is over, entries skip it.
+                    let over_field = ir::byte_gep(builder, nest, c64(SAMPLING_OVER_OFFSET));
+                    let over = LLVMBuildLoad2(builder, i32t, over_field, c"".as_ptr());
+                    LLVMSetOrdering(over, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+                    LLVMSetAlignment(over, 4);
+                    let over = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, over, LLVMConstInt(i32t, 0, 0), c"".as_ptr());
+                    LLVMBuildStore(builder, LLVMBuildZExt(builder, over, i64t, c"".as_ptr()), unsampled_entry);
+                    let (ask, merge) = (new_block("kage.nest.enter"), new_block("kage.nest.entered"));
+                    let skip = LLVMGetInsertBlock(builder);
+                    LLVMBuildCondBr(builder, over, merge, ask);
+                    LLVMPositionBuilderAtEnd(builder, ask);
                     let (frame_fn, frame_ty) = calls.frame_address;
                     let frame = LLVMBuildCall2(
                         builder,
@@ -361,7 +405,14 @@ pub unsafe fn version(
                         c"".as_ptr(),
                     );
                     locate(near_root);
-                    calls.enter.call(builder, &mut [nest, frame])
+                    let asked = calls.enter.call(builder, &mut [nest, frame]);
+                    LLVMBuildBr(builder, merge);
+                    LLVMPositionBuilderAtEnd(builder, merge);
+                    let end = LLVMBuildPhi(builder, i64t, c"".as_ptr());
+                    let mut values = [c64(NEVER), asked];
+                    let mut blocks = [skip, ask];
+                    LLVMAddIncoming(end, values.as_mut_ptr(), blocks.as_mut_ptr(), 2);
+                    end
                 } else if *version_id == INSTRUMENTED {
                     c64(DECIDE_NOW)
                 } else {

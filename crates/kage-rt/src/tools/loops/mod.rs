@@ -229,21 +229,28 @@ impl LoopsTool {
         let level_slots = (registered.last()).map_or(0, |(info, base)| base + info.levels.len());
         let (nest_counts, level_counts) = self.collect(registered.len(), level_slots);
         let nests = (registered.iter().zip(nest_counts).enumerate())
-            .map(
-                |(id, ((info, base), [entries, sampled_entries]))| LoopNest {
+            .map(|(id, ((info, base), [entries, sampled_entries]))| {
+                // Entries after sampling counted themselves, in the program.
+                let unsampled = self.nests.unsampled(id as u32, info.levels.len());
+                let mut counts: Vec<[u64; LEVEL_WORDS]> =
+                    level_counts[*base..][..info.levels.len()].to_vec();
+                for (k, level) in counts.iter_mut().enumerate() {
+                    level[ITERATIONS] += unsampled[1 + k];
+                }
+                LoopNest {
                     id: id as u32,
                     function: info.function.clone(),
                     file: info.file.clone(),
                     line: info.levels[0].first_line,
                     end_line: info.levels[0].last_line,
                     selected_by: selection(info),
-                    entries,
+                    entries: entries + unsampled[0],
                     sampled_entries,
                     levels: (info.levels.iter().enumerate())
-                        .map(|(k, level)| level_report(k, level, level_counts[base + k]))
+                        .map(|(k, level)| level_report(k, level, counts[k]))
                         .collect(),
-                },
-            )
+                }
+            })
             .collect();
         Loops {
             sample_iterations: sampling.iterations,
@@ -385,8 +392,12 @@ impl LoopsThread {
             return NEVER;
         };
         self.drop_dead(id, frame);
-        let sampled = self.tool.enabled.load(Relaxed)
-            && self.tool.nests.claim_sample(id, self.sampling.entries);
+        let enabled = self.tool.enabled.load(Relaxed);
+        let sampled = enabled && self.tool.nests.claim_sample(id, self.sampling.entries);
+        if enabled && !sampled {
+            // The samples are taken: the next entries count themselves, without a call.
+            self.tool.nests.end_sampling(id);
+        }
         let first_level = self.levels.len();
         // Validated at registration: `levels` holds `level_count` levels.
         let descriptor = std::slice::from_raw_parts((*nest).levels, level_count);

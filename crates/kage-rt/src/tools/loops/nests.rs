@@ -15,7 +15,7 @@ use crate::sync::{locks_held, SpinLock};
 use kage_abi::loops::Selection;
 use kage_abi::{LoopLevel, Nest, NONE, REJECTED};
 use std::ffi::{c_char, CStr};
-use std::sync::atomic::{AtomicU32, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
 /// More levels than any real nest has: a descriptor claiming more is corrupt.
 pub const MAX_LEVELS: u32 = 1024;
@@ -43,7 +43,12 @@ const LEVEL_BASE: usize = 0;
 /// Entries that claimed a sample since the start or the last reset (may pass the limit
 /// while threads race: see [`NestRegistry::claim_sample`]).
 const SAMPLE_CLAIMS: usize = 1;
-const W: usize = 2;
+/// The descriptor's address: the runtime writes its `sampling_over` and reads its
+/// `unsampled` counters.
+const DESCRIPTOR: usize = 2;
+/// `unsampled[0]` (the entries that skipped the runtime) at the last restart of sampling.
+const ENTRIES_BASELINE: usize = 3;
+const W: usize = 4;
 
 /// The nests seen so far. The runtime has one ([`NESTS`]); tests make their own.
 pub struct NestRegistry {
@@ -51,8 +56,12 @@ pub struct NestRegistry {
     /// `Tool::finish` (under the thread list's lock), both of which the fork handlers hold
     /// across `fork()`, so no forked child inherits it held.
     nests: SpinLock<Nests>,
-    /// By nest id: `[LEVEL_BASE, SAMPLE_CLAIMS]`. Chunks are allocated under `nests`' lock.
+    /// By nest id: `[LEVEL_BASE, SAMPLE_CLAIMS, DESCRIPTOR, ENTRIES_BASELINE]`. Chunks are
+    /// allocated under `nests`' lock.
     slots: Chunked<W>,
+    /// By level slot: the level's `unsampled` iteration counter at the last restart of
+    /// sampling.
+    iteration_baselines: Chunked<1>,
 }
 
 struct Nests {
@@ -88,6 +97,7 @@ impl NestRegistry {
                 level_slots: 0,
             }),
             slots: Chunked::new(),
+            iteration_baselines: Chunked::new(),
         }
     }
 
@@ -145,8 +155,21 @@ impl NestRegistry {
         };
         // Allocation failure leaves the nest unregistered: a later event tries again.
         let record = self.slots.get_or_alloc(id)?;
+        for k in 0..info.levels.len() {
+            self.iteration_baselines.get_or_alloc(nests.level_slots + k)?;
+        }
         record[LEVEL_BASE].store(nests.level_slots as u64, Relaxed);
         record[SAMPLE_CLAIMS].store(0, Relaxed);
+        record[DESCRIPTOR].store(nest as u64, Relaxed);
+        // Counted from here on (a module loaded after a reset may have counted already).
+        let counters = unsampled_counters(nest);
+        record[ENTRIES_BASELINE].store(counters[0].load(Relaxed), Relaxed);
+        for (k, counter) in counters[1..].iter().enumerate() {
+            if let Some(baseline) = self.iteration_baselines.get(nests.level_slots + k) {
+                baseline[0].store(counter.load(Relaxed), Relaxed);
+            }
+        }
+        sampling_over(nest).store(0, Relaxed);
         nests.level_slots += info.levels.len();
         nests.info.push(info);
         // Published last: whoever reads the id finds the record written.
@@ -172,10 +195,61 @@ impl NestRegistry {
         false
     }
 
-    /// Sampling starts again for every nest (`kage_reset`, a forked child).
+    /// Nest `id`'s sampled entries are all taken: its entries skip the runtime from now on
+    /// and count themselves (`kage_nest.sampling_over`).
+    pub fn end_sampling(&self, id: u32) {
+        if let Some(record) = self.slots.get(id as usize) {
+            let nest = record[DESCRIPTOR].load(Relaxed) as *mut Nest;
+            if !nest.is_null() {
+                // SAFETY: a registered descriptor (validated; docs/abi.md: writable).
+                unsafe { sampling_over(nest) }.store(1, Relaxed);
+            }
+        }
+    }
+
+    /// Sampling starts again for every nest (`kage_reset`, a forked child): the claims, the
+    /// descriptors' `sampling_over`, and the baselines of their own counters.
     pub fn restart_sampling(&self) {
-        self.slots
-            .for_each(|_, record| record[SAMPLE_CLAIMS].store(0, Relaxed));
+        self.slots.for_each(|_, record| {
+            record[SAMPLE_CLAIMS].store(0, Relaxed);
+            let nest = record[DESCRIPTOR].load(Relaxed) as *mut Nest;
+            if nest.is_null() {
+                return;
+            }
+            // SAFETY: a registered descriptor (validated at registration).
+            let counters = unsafe { unsampled_counters(nest) };
+            record[ENTRIES_BASELINE].store(counters[0].load(Relaxed), Relaxed);
+            let base = record[LEVEL_BASE].load(Relaxed) as usize;
+            for (k, counter) in counters[1..].iter().enumerate() {
+                if let Some(baseline) = self.iteration_baselines.get(base + k) {
+                    baseline[0].store(counter.load(Relaxed), Relaxed);
+                }
+            }
+            // SAFETY: as above.
+            unsafe { sampling_over(nest) }.store(0, Relaxed);
+        });
+    }
+
+    /// What nest `id`'s code counted itself since the last restart of sampling: its
+    /// entries, then each level's iterations (`level_count` of them).
+    pub fn unsampled(&self, id: u32, level_count: usize) -> Vec<u64> {
+        let mut out = vec![0; 1 + level_count];
+        let Some(record) = self.slots.get(id as usize) else {
+            return out;
+        };
+        let nest = record[DESCRIPTOR].load(Relaxed) as *mut Nest;
+        if nest.is_null() {
+            return out;
+        }
+        // SAFETY: a registered descriptor (validated at registration).
+        let counters = unsafe { unsampled_counters(nest) };
+        out[0] = (counters[0].load(Relaxed)).wrapping_sub(record[ENTRIES_BASELINE].load(Relaxed));
+        let base = record[LEVEL_BASE].load(Relaxed) as usize;
+        for k in 0..level_count.min(counters.len() - 1) {
+            let baseline = (self.iteration_baselines.get(base + k)).map_or(0, |b| b[0].load(Relaxed));
+            out[1 + k] = counters[1 + k].load(Relaxed).wrapping_sub(baseline);
+        }
+        out
     }
 
     /// Every registered nest, by id, with its first level slot.
@@ -204,6 +278,24 @@ pub unsafe fn registered_id(nest: *mut Nest) -> Option<u32> {
     }
     let id = id_cell(nest).load(Acquire);
     (id < REJECTED).then_some(id)
+}
+
+/// The descriptor's `sampling_over` flag.
+///
+/// # Safety
+/// `nest` points to a registered (validated) `kage_nest` in writable memory.
+unsafe fn sampling_over(nest: *mut Nest) -> &'static AtomicU32 {
+    AtomicU32::from_ptr(std::ptr::addr_of_mut!((*nest).sampling_over))
+}
+
+/// The descriptor's `unsampled` counters: entries, then each level's iterations.
+///
+/// # Safety
+/// `nest` points to a validated `kage_nest` (non-null `unsampled` of `1 + level_count`
+/// counters, 8-byte aligned, writable).
+unsafe fn unsampled_counters(nest: *mut Nest) -> &'static [AtomicU64] {
+    let n = 1 + (*nest).level_count as usize;
+    std::slice::from_raw_parts((*nest).unsampled as *const AtomicU64, n)
 }
 
 fn id_cell(nest: *mut Nest) -> &'static AtomicU32 {
@@ -237,6 +329,9 @@ pub unsafe fn validate(nest: *const Nest) -> Result<NestInfo, String> {
     }
     if n.levels.is_null() {
         return Err("no level array".into());
+    }
+    if n.unsampled.is_null() || !(n.unsampled as usize).is_multiple_of(8) {
+        return Err("no counters of unsampled entries".into());
     }
     let selected_by = (SELECTIONS.iter())
         .find(|s| **s as u32 == n.selected_by)

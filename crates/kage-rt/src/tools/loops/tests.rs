@@ -94,7 +94,9 @@ fn raw_nest(function: &str, file: &str, selected_by: u32, levels: Vec<LoopLevel>
         function: CString::new(function).unwrap().into_raw(),
         file: CString::new(file).unwrap().into_raw(),
         selected_by,
-        reserved: 0,
+        sampling_over: 0,
+        // Room for any level count a test writes (at most MAX_LEVELS + 1 counters).
+        unsampled: Box::leak(vec![0u64; 2048].into_boxed_slice()).as_mut_ptr(),
     }))
 }
 
@@ -133,13 +135,27 @@ impl Program {
         }
     }
 
-    /// One entry of the nest from the function whose frame is `frame`.
+    /// One entry of the nest from the function whose frame is `frame`. Once the runtime
+    /// says sampling is over, the entry skips it and counts into the descriptor's counters.
     fn run(&mut self, t: &mut Thread, frame: usize) {
         self.iterations.fill(0);
-        self.chunk_end[0] = t.enter(self.nest, frame);
+        // SAFETY: a leaked descriptor of this test.
+        let over = unsafe { (*self.nest).sampling_over } != 0;
+        self.chunk_end[0] = if over { NEVER } else { t.enter(self.nest, frame) };
         self.level(t, 0, ORIGINAL);
         let iterations = self.iterations.clone();
-        t.exit(self.nest, &iterations);
+        if over {
+            // SAFETY: as above; `unsampled` has room for 1 + levels counters.
+            let counters = unsafe { (*self.nest).unsampled };
+            unsafe {
+                *counters += 1;
+                for (k, n) in iterations.iter().enumerate() {
+                    *counters.add(1 + k) += n;
+                }
+            }
+        } else {
+            t.exit(self.nest, &iterations);
+        }
     }
 
     /// An entry of level `k` from code in `version`; returns the version its code is in
@@ -647,3 +663,30 @@ fn options_default_to_vmads_sampling() {
     let (_, warnings) = Options::parse("sample_entries=-1:sample_iterations=x", &[OPTIONS]);
     assert_eq!(warnings.len(), 2, "{warnings:?}");
 }
+
+#[test]
+fn entries_after_sampling_skip_the_runtime_and_still_count() {
+    // Two samples: the third entry finds them taken and marks the descriptor; from the
+    // fourth on entries count themselves. Five entries of 4 x 3 iterations in all: 5
+    // entries, 20 and 60 iterations; 2 sampled, instrumented 2 x 4 and 2 x 4 x 3.
+    let tool = tool("sample_entries=2");
+    let mut t = Thread::of(tool);
+    let nest = chain(2);
+    let mut program = Program::new(nest, &[4, 3]);
+    for _ in 0..5 {
+        program.run(&mut t, 1000);
+    }
+    assert_eq!(unsafe { (*nest).sampling_over }, 1);
+    let counters = unsafe { std::slice::from_raw_parts((*nest).unsampled, 3) };
+    assert_eq!(counters, [2, 8, 24], "entries 4 and 5 counted themselves");
+    assert_eq!(
+        stats(tool, nest),
+        ((5, 2), vec![(20, 8, 0, 2), (60, 24, 0, 8)])
+    );
+    // A reset starts sampling again and counts the program's own counters from here on.
+    tool.reset();
+    assert_eq!(unsafe { (*nest).sampling_over }, 0);
+    program.run(&mut t, 1000);
+    assert_eq!(stats(tool, nest), ((1, 1), vec![(4, 4, 0, 1), (12, 12, 0, 4)]));
+}
+
