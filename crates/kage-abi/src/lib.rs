@@ -731,11 +731,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn decisions_round_trip_and_bound_their_chunks() {
+        use loops::*;
+        assert_eq!(decode(decision(INSTRUMENTED, false, 7)), (INSTRUMENTED, false, 7));
+        assert_eq!(decode(decision(ORIGINAL, true, UNBOUNDED)), (ORIGINAL, true, UNBOUNDED));
+        assert_eq!(decode(decision(ORIGINAL, false, u64::MAX)).2, UNBOUNDED);
+        assert_eq!(chunk_end(5, decision(INSTRUMENTED, false, 7)), 12);
+        assert_eq!(chunk_end(5, decision(ORIGINAL, false, UNBOUNDED)), NEVER);
+    }
+
+    #[test]
     fn values_round_trip() {
         for i in Instrumentation::ALL {
             assert_eq!(Instrumentation::from_u32(i.value()), Some(i));
         }
-        assert_eq!(Instrumentation::from_u32(5), None);
+        assert_eq!(Instrumentation::from_u32(6), None);
         for k in [
             RegionKind::Function,
             RegionKind::Loop,
