@@ -221,6 +221,8 @@ pub mod loops {
         Line = 0,
         /// `#pragma kage profile`.
         Pragma = 1,
+        /// `KAGE_LOOPS=@report.json`: one of the hottest loops of a count report.
+        Report = 2,
     }
 
     /// The versions of a nest: the program's own code, optimised as it asked.
@@ -249,7 +251,11 @@ pub mod loops {
 
     /// A decision's version, resync flag and chunk length.
     pub const fn decode(decision: u64) -> (u64, bool, u64) {
-        (decision & 1, decision & RESYNC != 0, decision >> CHUNK_SHIFT)
+        (
+            decision & 1,
+            decision & RESYNC != 0,
+            decision >> CHUNK_SHIFT,
+        )
     }
 
     /// The chunk end a decision taken at virtual iterator `vi` sets.
@@ -531,8 +537,7 @@ pub mod symbols {
     }
 
     const REGION_HOOKS: &[Instrumentation] = &[Calls, Footprint, Hcpa];
-    const EVERY: &[Instrumentation] =
-        &[Calls, WorkingSet, WorkingSetTrace, Footprint, Hcpa, Loops];
+    const EVERY: &[Instrumentation] = &[Calls, WorkingSet, WorkingSetTrace, Footprint, Hcpa, Loops];
     const WORKING_SET: &[Instrumentation] = &[WorkingSet, WorkingSetTrace];
 
     /// `void __kage_register_module(struct kage_module *m)`.
@@ -733,8 +738,14 @@ mod tests {
     #[test]
     fn decisions_round_trip_and_bound_their_chunks() {
         use loops::*;
-        assert_eq!(decode(decision(INSTRUMENTED, false, 7)), (INSTRUMENTED, false, 7));
-        assert_eq!(decode(decision(ORIGINAL, true, UNBOUNDED)), (ORIGINAL, true, UNBOUNDED));
+        assert_eq!(
+            decode(decision(INSTRUMENTED, false, 7)),
+            (INSTRUMENTED, false, 7)
+        );
+        assert_eq!(
+            decode(decision(ORIGINAL, true, UNBOUNDED)),
+            (ORIGINAL, true, UNBOUNDED)
+        );
         assert_eq!(decode(decision(ORIGINAL, false, u64::MAX)).2, UNBOUNDED);
         assert_eq!(chunk_end(5, decision(INSTRUMENTED, false, 7)), 12);
         assert_eq!(chunk_end(5, decision(ORIGINAL, false, UNBOUNDED)), NEVER);

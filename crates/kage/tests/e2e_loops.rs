@@ -29,7 +29,11 @@ fn marked_line(source: &str, name: &str) -> u32 {
 fn plain_output(work: &Work, source: &str, args: &[&str]) -> String {
     let src = c_dir().join("loops").join(source);
     let exe = work.path(&format!("plain_{}", source.replace('.', "_")));
-    let compiler = if source.ends_with(".cpp") { "clang++-22" } else { "clang-22" };
+    let compiler = if source.ends_with(".cpp") {
+        "clang++-22"
+    } else {
+        "clang-22"
+    };
     let status = Command::new(compiler)
         .args(["-O2", "-w"])
         .arg(&src)
@@ -49,7 +53,10 @@ fn run(exe: &Path, args: &[&str], options: Option<(&Work, &str)>) -> (String, Va
     let report_path = options.map(|(work, _)| work.path("loops.json"));
     if let (Some((_, options)), Some(path)) = (options, &report_path) {
         let _ = std::fs::remove_file(path);
-        command.env("KAGE_OPTIONS", format!("{options}:output={}", path.display()));
+        command.env(
+            "KAGE_OPTIONS",
+            format!("{options}:output={}", path.display()),
+        );
     }
     let out = command.output().unwrap();
     assert!(
@@ -101,7 +108,10 @@ fn modelled(output: &str) -> Nests {
         let mut words = line.split_whitespace();
         let name = words.next().unwrap().to_string();
         let field = |key: &str| -> Vec<u64> {
-            let text = line.split_whitespace().find_map(|w| w.strip_prefix(key)).unwrap();
+            let text = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .unwrap();
             text.split(',').map(|n| n.parse().unwrap()).collect()
         };
         let (iterations, instrumented) = (field("iterations="), field("instrumented="));
@@ -110,7 +120,11 @@ fn modelled(output: &str) -> Nests {
         let depth = if levels[1] == (0, 0) { 1 } else { 2 };
         out.insert(
             (name.clone(), marked_line("shapes.c", &name) as u64),
-            (field("entries=")[0], field("sampled=")[0], levels[..depth].to_vec()),
+            (
+                field("entries=")[0],
+                field("sampled=")[0],
+                levels[..depth].to_vec(),
+            ),
         );
     }
     out
@@ -119,10 +133,17 @@ fn modelled(output: &str) -> Nests {
 #[test]
 fn every_loop_shape_is_counted_and_sampled_as_the_rule_says() {
     let work = Work::new();
-    let selection: Vec<String> = ["nest2", "while_calls", "do_loop", "goto_loop", "find_first", "rec"]
-        .iter()
-        .map(|name| format!("shapes.c:{}", marked_line("shapes.c", name)))
-        .collect();
+    let selection: Vec<String> = [
+        "nest2",
+        "while_calls",
+        "do_loop",
+        "goto_loop",
+        "find_first",
+        "rec",
+    ]
+    .iter()
+    .map(|name| format!("shapes.c:{}", marked_line("shapes.c", name)))
+    .collect();
     let selection = selection.join(",");
     let expected_output = plain_output(&work, "shapes.c", &[]);
     for level in LEVELS {
@@ -136,11 +157,17 @@ fn every_loop_shape_is_counted_and_sampled_as_the_rule_says() {
             (vec![], "tool=loops"),
             (vec!["3", "2"], "sample_iterations=3:sample_entries=2"),
             (vec!["0", "5"], "sample_iterations=0:sample_entries=5"),
-            (vec!["100", "1000"], "sample_iterations=100:sample_entries=1000"),
+            (
+                vec!["100", "1000"],
+                "sample_iterations=100:sample_entries=1000",
+            ),
         ] {
             let (output, report) = run(&exe, &args, Some((&work, options)));
             if args.is_empty() {
-                assert_eq!(output, expected_output, "{level}: the program's output changed");
+                assert_eq!(
+                    output, expected_output,
+                    "{level}: the program's output changed"
+                );
             }
             assert_eq!(nests(&report), modelled(&output), "{level} {options}");
         }
@@ -168,16 +195,28 @@ fn pragmas_select_loops_in_templates_lambdas_and_functions() {
         let expect = |function_part: &str, line: u64| -> &(u64, u64, Vec<(u64, u64)>) {
             let key = (lines.iter())
                 .find(|(f, l)| f.contains(function_part) && *l == line)
-                .unwrap_or_else(|| panic!("{level}: no nest of {function_part} at {line}: {lines:?}"));
+                .unwrap_or_else(|| {
+                    panic!("{level}: no nest of {function_part} at {line}: {lines:?}")
+                });
             &found[key]
         };
         assert_eq!(expect("total<int>", line_of("total")), &vector, "{level}");
-        assert_eq!(expect("total<double>", line_of("total")), &vector, "{level}");
+        assert_eq!(
+            expect("total<double>", line_of("total")),
+            &vector,
+            "{level}"
+        );
         assert_eq!(expect("operator()", line_of("lambda")), &vector, "{level}");
         // outer_loops' first nest: n outer iterations and n(n-1)/2 inner ones per call.
-        let (outer, inner): (u64, u64) = (3..15).map(|n| (n, n * (n - 1) / 2)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        let (outer, inner): (u64, u64) = (3..15)
+            .map(|n| (n, n * (n - 1) / 2))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
         let first = expect("outer_loops", line_of("outer_loops.first"));
-        assert_eq!((first.0, first.1, first.2[0].0, first.2[1].0), (12, 8, outer, inner), "{level}");
+        assert_eq!(
+            (first.0, first.1, first.2[0].0, first.2[1].0),
+            (12, 8, outer, inner),
+            "{level}"
+        );
         // The second is a Collatz walk from n: its steps, counted by the program's own
         // output would need a model; its first 8 calls sample min(steps, 10) each.
         let second = expect("outer_loops", line_of("outer_loops.second"));
@@ -195,7 +234,10 @@ fn pragmas_select_loops_in_templates_lambdas_and_functions() {
         assert_eq!(found.len(), 5, "{level}: {lines:?}");
         seen.push(lines);
     }
-    assert!(seen.windows(2).all(|w| w[0] == w[1]), "the same nests at every level: {seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0] == w[1]),
+        "the same nests at every level: {seen:?}"
+    );
 }
 
 #[test]
@@ -207,7 +249,10 @@ fn threads_share_a_nest_and_its_sampling() {
         let exe = work.build_with_env(
             "loops/threads.c",
             &[level],
-            &[("KAGE_TOOL", "loops"), ("KAGE_LOOPS", &format!("threads.c:{line}"))],
+            &[
+                ("KAGE_TOOL", "loops"),
+                ("KAGE_LOOPS", &format!("threads.c:{line}")),
+            ],
         );
         let (output, report) = run(&exe, &[], Some((&work, "tool=loops")));
         assert_eq!(output, expected_output, "{level}");
@@ -236,7 +281,8 @@ fn a_selection_that_names_no_loop_is_an_error_that_names_it() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("no loop starts at shapes.c:3") && stderr.contains(&format!("{}", marked_line("shapes.c", "nest2"))),
+        stderr.contains("no loop starts at shapes.c:3")
+            && stderr.contains(&format!("{}", marked_line("shapes.c", "nest2"))),
         "{stderr}"
     );
     let out = Command::new(kage_cc())
@@ -250,4 +296,36 @@ fn a_selection_that_names_no_loop_is_an_error_that_names_it() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("'shapes.c' is not file:line"));
+}
+
+#[test]
+fn a_count_report_selects_its_hottest_loop_nests() {
+    let work = Work::new();
+    let exe = work.build("loops/hot.c", &["-O2"]);
+    let count = work.run_report(&exe, &[], 0);
+    assert_eq!(count.tool, "count");
+    let report_path = work.path("count.json");
+    std::fs::copy(work.path("report.json"), &report_path).unwrap();
+    // Relative: the wrapper runs in the scratch directory.
+    let selection = "@count.json";
+    let expected_output = plain_output(&work, "hot.c", &[]);
+    for level in ["-O0", "-O2"] {
+        let exe = work.build_with_env(
+            "loops/hot.c",
+            &[level],
+            &[("KAGE_TOOL", "loops"), ("KAGE_LOOPS", selection)],
+        );
+        let (output, report) = run(&exe, &[], Some((&work, "tool=loops")));
+        assert_eq!(output, expected_output, "{level}");
+        let lines: Vec<u64> = (report["loops"]["nests"].as_array().unwrap().iter())
+            .inspect(|nest| assert_eq!(nest["selected_by"], "report", "{nest}"))
+            .map(|nest| nest["line"].as_u64().unwrap())
+            .collect();
+        let hot = |name| marked_line("hot.c", name) as u64;
+        assert_eq!(
+            lines,
+            [hot("hot"), hot("warm")],
+            "{level}: the hot nests, not the cold loop"
+        );
+    }
 }

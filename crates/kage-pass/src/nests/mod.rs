@@ -57,7 +57,8 @@ pub unsafe fn version_module(module: LLVMModuleRef) -> bool {
         return false;
     }
     let value = std::env::var(LOOPS_VARIABLE).unwrap_or_default();
-    let specs = match select::parse_specs(&value) {
+    let read = |path: &str| std::fs::read_to_string(path).map_err(|e| e.to_string());
+    let specs = match select::parse_specs(&value, &read) {
         Ok(specs) => specs,
         Err(e) => fail(&format!("{LOOPS_VARIABLE}: {e}")),
     };
@@ -79,7 +80,10 @@ fn fail(message: &str) -> ! {
 ///
 /// # Safety
 /// `module` must be a valid module that nothing else mutates meanwhile.
-pub unsafe fn version_module_with(module: LLVMModuleRef, specs: &[LineSpec]) -> Result<bool, String> {
+pub unsafe fn version_module_with(
+    module: LLVMModuleRef,
+    specs: &[LineSpec],
+) -> Result<bool, String> {
     let flag = c_string(VERSIONED_FLAG);
     if !LLVMGetModuleFlag(module, flag.as_ptr(), VERSIONED_FLAG.len()).is_null() {
         return Ok(false); // the pipeline ran twice (LTO pre-link, then again)
@@ -130,9 +134,27 @@ pub unsafe fn version_module_with(module: LLVMModuleRef, specs: &[LineSpec]) -> 
                     module_loop_lines.push(source.first_line);
                 }
                 for (s, spec) in specs.iter().enumerate() {
-                    if spec.line == source.first_line && select::names_file(&spec.file, &source.file) {
+                    if !select::names_file(&spec.file, &source.file) {
+                        continue;
+                    }
+                    // A report's loop line is its region's first line, which may lie past
+                    // the statement's (a `do` loop's body): the innermost loop around it.
+                    let around = |j: usize| {
+                        (sources[j].as_ref())
+                            .is_some_and(|o| o.first_line <= spec.line && spec.line <= o.last_line)
+                    };
+                    let innermost_around = spec.from_report.is_some()
+                        && around(k)
+                        && !(0..forest.loops.len())
+                            .any(|j| forest.loops[j].parent == Some(k) && around(j));
+                    if spec.line == source.first_line || innermost_around {
                         matched[s] = true;
-                        selected[k] = selected[k].or(Some(Selection::Line));
+                        let how = if spec.from_report.is_some() {
+                            Selection::Report
+                        } else {
+                            Selection::Line
+                        };
+                        selected[k] = selected[k].or(Some(how));
                     }
                 }
             }
@@ -142,7 +164,9 @@ pub unsafe fn version_module_with(module: LLVMModuleRef, specs: &[LineSpec]) -> 
                 if lp.parent.is_some_and(marked) {
                     continue; // part of an enclosing selected nest
                 }
-                let file = sources[k].as_ref().map_or_else(String::new, |s| s.file.clone());
+                let file = sources[k]
+                    .as_ref()
+                    .map_or_else(String::new, |s| s.file.clone());
                 let nest_sources = (0..forest.loops.len())
                     .filter(|&j| j == k || is_inside(&forest.loops, j, k))
                     .map(|j| {
@@ -170,7 +194,11 @@ pub unsafe fn version_module_with(module: LLVMModuleRef, specs: &[LineSpec]) -> 
             return Err(format!(
                 "{LOOPS_VARIABLE}: no loop starts at {spec} (loops in {module_file} start at \
                  lines {})",
-                if lines.is_empty() { "none".to_string() } else { lines.join(", ") }
+                if lines.is_empty() {
+                    "none".to_string()
+                } else {
+                    lines.join(", ")
+                }
             ));
         }
     }
@@ -229,7 +257,11 @@ fn is_inside(loops: &[crate::loops::Loop], j: usize, k: usize) -> bool {
 }
 
 /// Whether loop `k` or one of its ancestors is selected.
-fn selected_or_inside(loops: &[crate::loops::Loop], selected: &[Option<Selection>], k: usize) -> bool {
+fn selected_or_inside(
+    loops: &[crate::loops::Loop],
+    selected: &[Option<Selection>],
+    k: usize,
+) -> bool {
     let mut up = Some(k);
     while let Some(p) = up {
         if selected[p].is_some() {
@@ -287,7 +319,7 @@ unsafe fn profile_markers(cfg: &FunctionCfg) -> Vec<(LLVMValueRef, usize)> {
         for inst in ir::instructions(block) {
             let is_mark = ir::is_call_site(inst)
                 && ir::direct_callee(inst)
-                .is_some_and(|f| ir::value_name(f).starts_with("llvm.annotation."))
+                    .is_some_and(|f| ir::value_name(f).starts_with("llvm.annotation."))
                 && LLVMGetNumArgOperands(inst) >= 2
                 && is_profile_mark(LLVMGetOperand(inst, 1));
             if is_mark {
@@ -300,7 +332,11 @@ unsafe fn profile_markers(cfg: &FunctionCfg) -> Vec<(LLVMValueRef, usize)> {
 
 /// The loop a mark in block `block` leads into: the first loop header reached through blocks
 /// that branch unconditionally (the statement after the pragma is the loop).
-fn marked_loop(cfg: &FunctionCfg, forest: &crate::loops::LoopForest, block: usize) -> Option<usize> {
+fn marked_loop(
+    cfg: &FunctionCfg,
+    forest: &crate::loops::LoopForest,
+    block: usize,
+) -> Option<usize> {
     let mut at = block;
     for _ in 0..16 {
         let next = match cfg.successors[at].as_slice() {
@@ -336,7 +372,8 @@ unsafe fn can_version(func: LLVMValueRef) -> bool {
         return false;
     }
     let kind = LLVMGetEnumAttributeKindForName(c"naked".as_ptr(), 5);
-    kind == 0 || LLVMGetEnumAttributeAtIndex(func, llvm_sys::LLVMAttributeFunctionIndex, kind).is_null()
+    kind == 0
+        || LLVMGetEnumAttributeAtIndex(func, llvm_sys::LLVMAttributeFunctionIndex, kind).is_null()
 }
 
 /// Where the loop with `blocks` and `header` (indices into `cfg`) is in the source: the
@@ -349,8 +386,15 @@ unsafe fn loop_source(cfg: &FunctionCfg, blocks: &[usize], header: usize) -> Opt
         let (mut start, mut end) = (0u32, 0u32);
         let (mut file, mut file_len, mut dir, mut dir_len) =
             (std::ptr::null(), 0usize, std::ptr::null(), 0usize);
-        if kage_loop_lines(term, &mut start, &mut end, &mut file, &mut file_len, &mut dir, &mut dir_len)
-            && start != 0
+        if kage_loop_lines(
+            term,
+            &mut start,
+            &mut end,
+            &mut file,
+            &mut file_len,
+            &mut dir,
+            &mut dir_len,
+        ) && start != 0
         {
             let name = ir::lossy_string(file, file_len);
             let dir = ir::lossy_string(dir, dir_len);
@@ -368,7 +412,10 @@ unsafe fn loop_source(cfg: &FunctionCfg, blocks: &[usize], header: usize) -> Opt
     let line = LLVMGetDebugLocLine(located);
     let (mut len, mut dir_len) = (0u32, 0u32);
     let name = ir::lossy_string(LLVMGetDebugLocFilename(located, &mut len), len as usize);
-    let dir = ir::lossy_string(LLVMGetDebugLocDirectory(located, &mut dir_len), dir_len as usize);
+    let dir = ir::lossy_string(
+        LLVMGetDebugLocDirectory(located, &mut dir_len),
+        dir_len as usize,
+    );
     Some(LoopSource {
         file: debuginfo::join_path(&dir, &name),
         first_line: line,
@@ -386,7 +433,12 @@ unsafe fn function_name(func: LLVMValueRef) -> String {
 /// `llvm.addressofreturnaddress.p0`, declared when missing, and its type.
 unsafe fn frame_address(module: LLVMModuleRef) -> (LLVMValueRef, LLVMTypeRef) {
     let context = LLVMGetModuleContext(module);
-    let ty = LLVMFunctionType(LLVMPointerTypeInContext(context, 0), std::ptr::null_mut(), 0, 0);
+    let ty = LLVMFunctionType(
+        LLVMPointerTypeInContext(context, 0),
+        std::ptr::null_mut(),
+        0,
+        0,
+    );
     let name = c"llvm.addressofreturnaddress.p0";
     let existing = LLVMGetNamedFunction(module, name.as_ptr());
     let f = if existing.is_null() {
@@ -453,8 +505,16 @@ unsafe fn emit_nest(
         ];
         level_values.push(LLVMConstNamedStruct(level_type, fields.as_mut_ptr(), 4));
     }
-    let levels_init = LLVMConstArray2(level_type, level_values.as_mut_ptr(), level_values.len() as u64);
-    let levels_global = LLVMAddGlobal(module, LLVMTypeOf(levels_init), c"__kage_nest_levels".as_ptr());
+    let levels_init = LLVMConstArray2(
+        level_type,
+        level_values.as_mut_ptr(),
+        level_values.len() as u64,
+    );
+    let levels_global = LLVMAddGlobal(
+        module,
+        LLVMTypeOf(levels_init),
+        c"__kage_nest_levels".as_ptr(),
+    );
     LLVMSetInitializer(levels_global, levels_init);
     LLVMSetGlobalConstant(levels_global, 1);
     LLVMSetLinkage(levels_global, LLVMLinkage::LLVMPrivateLinkage);

@@ -89,9 +89,9 @@ pub unsafe fn prepare(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Result<V
             LLVMOpcode::LLVMIndirectBr | LLVMOpcode::LLVMCallBr => {
                 return Err("it contains an indirect branch or asm goto".into())
             }
-            LLVMOpcode::LLVMCatchSwitch
-            | LLVMOpcode::LLVMCatchRet
-            | LLVMOpcode::LLVMCleanupRet => return Err("it contains Windows EH funclets".into()),
+            LLVMOpcode::LLVMCatchSwitch | LLVMOpcode::LLVMCatchRet | LLVMOpcode::LLVMCleanupRet => {
+                return Err("it contains Windows EH funclets".into())
+            }
             _ => {}
         }
     }
@@ -135,7 +135,10 @@ pub unsafe fn prepare(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Result<V
 }
 
 /// The blocks of the loop headed by `header`.
-unsafe fn nest_blocks(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Option<HashSet<LLVMBasicBlockRef>> {
+unsafe fn nest_blocks(
+    func: LLVMValueRef,
+    header: LLVMBasicBlockRef,
+) -> Option<HashSet<LLVMBasicBlockRef>> {
     Some(levels(func, header)?.swap_remove(0).blocks)
 }
 
@@ -143,7 +146,10 @@ unsafe fn nest_blocks(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Option<H
 unsafe fn levels(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Option<Vec<Level>> {
     let cfg = FunctionCfg::new(func);
     let forest = find_loops(&cfg.successors, 0);
-    let root = forest.loops.iter().position(|l| cfg.blocks[l.header] == header)?;
+    let root = forest
+        .loops
+        .iter()
+        .position(|l| cfg.blocks[l.header] == header)?;
     let mut index = HashMap::new();
     let mut out = Vec::new();
     for (k, lp) in forest.loops.iter().enumerate() {
@@ -273,16 +279,30 @@ pub unsafe fn version(
     let totals = LLVMBuildAlloca(builder, totals_type, c"kage.iterations".as_ptr());
 
     let c64 = |v: u64| LLVMConstInt(i64t, v, 0);
-    let new_block = |name: &str| LLVMAppendBasicBlockInContext(context, func, c_string(name).as_ptr());
+    let new_block =
+        |name: &str| LLVMAppendBasicBlockInContext(context, func, c_string(name).as_ptr());
     // Calls to the runtime take the location of the loop they serve (a function with debug
     // information needs one on every call).
-    let locate = |near: LLVMValueRef| LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(near));
+    let locate =
+        |near: LLVMValueRef| LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(near));
     let header_of_root = levels[0].header;
     let near_root = LLVMGetBasicBlockTerminator(header_of_root);
 
+    // Levels with no level inside them.
+    let is_leaf: Vec<bool> = (0..n)
+        .map(|k| !levels.iter().any(|l| l.parent == Some(k)))
+        .collect();
+    // The original's innermost loops never reach a chunk end: entered from the original
+    // they run to their end (NEVER), and a decision that sends one to the original gives it
+    // an unbounded chunk; the root decides its first chunk on entry. They have no check,
+    // and count their iterations in a counter of their own that starts at 0 each time
+    // they are entered (so that the optimiser replaces it by the trip count: no work per
+    // iteration is left), added to the level's virtual iterator where they exit.
+    let unchecked = |version: u64, k: usize| version == ORIGINAL && is_leaf[k];
+    let run: Vec<_> = (0..n).map(|k| slot(format!("kage.run{k}"))).collect();
     // Exit edges first (the check below moves a header's exit edge behind its X block, which
     // then leads to the Y block made here).
-    for (_, view) in &versions {
+    for (version_id, view) in &versions {
         let nest_blocks: Vec<LLVMBasicBlockRef> = view[0].blocks.iter().copied().collect();
         for b in nest_blocks {
             let term = LLVMGetBasicBlockTerminator(b);
@@ -298,10 +318,16 @@ pub unsafe fn version(
                 let y = new_block("kage.loop.exit");
                 LLVMPositionBuilderAtEnd(builder, y);
                 for &k in &left {
+                    let mut iterations = LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr());
+                    if unchecked(*version_id, k) {
+                        let this_run = LLVMBuildLoad2(builder, i64t, run[k], c"".as_ptr());
+                        iterations = LLVMBuildAdd(builder, iterations, this_run, c"".as_ptr());
+                        LLVMBuildStore(builder, iterations, vi[k]);
+                    }
                     let sum = LLVMBuildAdd(
                         builder,
                         LLVMBuildLoad2(builder, i64t, total[k], c"".as_ptr()),
-                        LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr()),
+                        iterations,
                         c"".as_ptr(),
                     );
                     LLVMBuildStore(builder, sum, total[k]);
@@ -311,13 +337,26 @@ pub unsafe fn version(
                     // tells the runtime.
                     let (quiet, told) = (new_block("kage.nest.count"), new_block("kage.nest.exit"));
                     let skipped = LLVMBuildLoad2(builder, i64t, unsampled_entry, c"".as_ptr());
-                    let skipped = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, skipped, c64(0), c"".as_ptr());
+                    let skipped = LLVMBuildICmp(
+                        builder,
+                        LLVMIntPredicate::LLVMIntNE,
+                        skipped,
+                        c64(0),
+                        c"".as_ptr(),
+                    );
                     LLVMBuildCondBr(builder, skipped, quiet, told);
                     LLVMPositionBuilderAtEnd(builder, quiet);
                     let counters_type = LLVMArrayType2(i64t, 1 + n as u64);
                     let add = |index: u64, value: LLVMValueRef| {
                         let mut at = [c64(0), c64(index)];
-                        let counter = LLVMBuildInBoundsGEP2(builder, counters_type, unsampled, at.as_mut_ptr(), 2, c"".as_ptr());
+                        let counter = LLVMBuildInBoundsGEP2(
+                            builder,
+                            counters_type,
+                            unsampled,
+                            at.as_mut_ptr(),
+                            2,
+                            c"".as_ptr(),
+                        );
                         LLVMBuildAtomicRMW(
                             builder,
                             LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd,
@@ -328,13 +367,16 @@ pub unsafe fn version(
                         );
                     };
                     add(0, c64(1));
-                    for k in 0..n {
-                        add(1 + k as u64, LLVMBuildLoad2(builder, i64t, total[k], c"".as_ptr()));
+                    for (k, &level_total) in total.iter().enumerate() {
+                        add(
+                            1 + k as u64,
+                            LLVMBuildLoad2(builder, i64t, level_total, c"".as_ptr()),
+                        );
                     }
                     LLVMBuildBr(builder, s);
                     LLVMPositionBuilderAtEnd(builder, told);
-                    for k in 0..n {
-                        let value = LLVMBuildLoad2(builder, i64t, total[k], c"".as_ptr());
+                    for (k, &level_total) in total.iter().enumerate() {
+                        let value = LLVMBuildLoad2(builder, i64t, level_total, c"".as_ptr());
                         let mut index = [c64(0), c64(k as u64)];
                         let element = LLVMBuildInBoundsGEP2(
                             builder,
@@ -389,9 +431,20 @@ pub unsafe fn version(
                     let over = LLVMBuildLoad2(builder, i32t, over_field, c"".as_ptr());
                     LLVMSetOrdering(over, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
                     LLVMSetAlignment(over, 4);
-                    let over = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, over, LLVMConstInt(i32t, 0, 0), c"".as_ptr());
-                    LLVMBuildStore(builder, LLVMBuildZExt(builder, over, i64t, c"".as_ptr()), unsampled_entry);
-                    let (ask, merge) = (new_block("kage.nest.enter"), new_block("kage.nest.entered"));
+                    let over = LLVMBuildICmp(
+                        builder,
+                        LLVMIntPredicate::LLVMIntNE,
+                        over,
+                        LLVMConstInt(i32t, 0, 0),
+                        c"".as_ptr(),
+                    );
+                    LLVMBuildStore(
+                        builder,
+                        LLVMBuildZExt(builder, over, i64t, c"".as_ptr()),
+                        unsampled_entry,
+                    );
+                    let (ask, merge) =
+                        (new_block("kage.nest.enter"), new_block("kage.nest.entered"));
                     let skip = LLVMGetInsertBlock(builder);
                     LLVMBuildCondBr(builder, over, merge, ask);
                     LLVMPositionBuilderAtEnd(builder, ask);
@@ -420,7 +473,20 @@ pub unsafe fn version(
                 };
                 LLVMBuildStore(builder, first_end, ce[k]);
                 LLVMBuildStore(builder, c64(*version_id), ver[k]);
-                LLVMBuildBr(builder, dispatch[k]);
+                if k == 0 {
+                    // A sampled entry decides its first chunk right away, so that the
+                    // original's innermost loops need no check (see below).
+                    let now = LLVMBuildICmp(
+                        builder,
+                        LLVMIntPredicate::LLVMIntEQ,
+                        first_end,
+                        c64(DECIDE_NOW),
+                        c"".as_ptr(),
+                    );
+                    LLVMBuildCondBr(builder, now, decide[k], dispatch[k]);
+                } else {
+                    LLVMBuildBr(builder, dispatch[k]);
+                }
                 for (term, i) in entries {
                     LLVMSetSuccessor(term, i, block);
                 }
@@ -435,22 +501,50 @@ pub unsafe fn version(
             let exiting = single_exit_branch(term, &level.blocks)
                 .filter(|&(inside, _)| LLVMGetSuccessor(term, inside) != header)
                 .filter(|_| structured[k]);
+            let counter = if unchecked(*version_id, k) {
+                run[k]
+            } else {
+                vi[k]
+            };
             let counting = |block_after: LLVMBasicBlockRef| {
                 // T: report (instrumented), count, go on.
                 let t = new_block("kage.loop.iteration");
                 LLVMPositionBuilderAtEnd(builder, t);
-                let now = LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr());
+                let now = LLVMBuildLoad2(builder, i64t, counter, c"".as_ptr());
                 if *version_id == INSTRUMENTED {
                     let level_index = LLVMConstInt(i32t, k as u64, 0);
                     locate(near);
                     calls.iter.call(builder, &mut [nest, level_index, now]);
                 }
                 let next = LLVMBuildAdd(builder, now, c64(1), c"".as_ptr());
-                LLVMBuildStore(builder, next, vi[k]);
+                LLVMBuildStore(builder, next, counter);
                 LLVMBuildBr(builder, block_after);
                 t
             };
             match exiting {
+                _ if unchecked(*version_id, k) => {
+                    // Entered (through the dispatch) with a run counter of 0.
+                    let start = new_block("kage.loop.run");
+                    let first = match exiting {
+                        Some((in_index, _)) => {
+                            let inside = LLVMGetSuccessor(term, in_index);
+                            let t = counting(inside);
+                            LLVMSetSuccessor(term, in_index, t);
+                            header
+                        }
+                        None => {
+                            let t = counting(header);
+                            for (term, i) in back_edges {
+                                LLVMSetSuccessor(term, i, t);
+                            }
+                            t
+                        }
+                    };
+                    LLVMPositionBuilderAtEnd(builder, start);
+                    LLVMBuildStore(builder, c64(0), run[k]);
+                    LLVMBuildBr(builder, first);
+                    loop_entry[k][v] = start;
+                }
                 Some((in_index, out_index)) if has_no_side_effects(header) => {
                     // Combined form.
                     let cond = LLVMGetCondition(term);
@@ -464,7 +558,8 @@ pub unsafe fn version(
                     };
                     let now = LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr());
                     let end = LLVMBuildLoad2(builder, i64t, ce[k], c"".as_ptr());
-                    let more = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, now, end, c"".as_ptr());
+                    let more =
+                        LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, now, end, c"".as_ptr());
                     let go = LLVMBuildAnd(builder, cont, more, c"".as_ptr());
                     let x = new_block("kage.loop.chunk");
                     LLVMPositionBuilderAtEnd(builder, x);
@@ -494,7 +589,8 @@ pub unsafe fn version(
                     LLVMPositionBuilderAtEnd(builder, c);
                     let now = LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr());
                     let end = LLVMBuildLoad2(builder, i64t, ce[k], c"".as_ptr());
-                    let more = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, now, end, c"".as_ptr());
+                    let more =
+                        LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, now, end, c"".as_ptr());
                     LLVMBuildCondBr(builder, more, after_check, decide[k]);
                     loop_entry[k][v] = c;
                 }
@@ -515,15 +611,32 @@ pub unsafe fn version(
         let level_index = LLVMConstInt(i32t, k as u64, 0);
         locate(near);
         let d = calls.decide.call(builder, &mut [nest, level_index, now]);
-        let chunk = LLVMBuildLShr(builder, d, c64(kage_abi::loops::CHUNK_SHIFT as u64), c"".as_ptr());
-        let unbounded = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntEQ, chunk, c64(UNBOUNDED), c"".as_ptr());
+        let chunk = LLVMBuildLShr(
+            builder,
+            d,
+            c64(kage_abi::loops::CHUNK_SHIFT as u64),
+            c"".as_ptr(),
+        );
+        let unbounded = LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntEQ,
+            chunk,
+            c64(UNBOUNDED),
+            c"".as_ptr(),
+        );
         let bounded_end = LLVMBuildAdd(builder, now, chunk, c"".as_ptr());
         let end = LLVMBuildSelect(builder, unbounded, c64(NEVER), bounded_end, c"".as_ptr());
         LLVMBuildStore(builder, end, ce[k]);
         let version = LLVMBuildAnd(builder, d, c64(1), c"".as_ptr());
         LLVMBuildStore(builder, version, ver[k]);
         let resync_bit = LLVMBuildAnd(builder, d, c64(RESYNC), c"".as_ptr());
-        let resync = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, resync_bit, c64(0), c"".as_ptr());
+        let resync = LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntNE,
+            resync_bit,
+            c64(0),
+            c"".as_ptr(),
+        );
         let mut up = levels[k].parent;
         while let Some(j) = up {
             let their_vi = LLVMBuildLoad2(builder, i64t, vi[j], c"".as_ptr());
@@ -548,11 +661,16 @@ unsafe fn has_loop_metadata(branch: LLVMValueRef) -> bool {
 
 /// The successors of a terminator.
 unsafe fn successors(term: LLVMValueRef) -> Vec<LLVMBasicBlockRef> {
-    (0..LLVMGetNumSuccessors(term)).map(|i| LLVMGetSuccessor(term, i)).collect()
+    (0..LLVMGetNumSuccessors(term))
+        .map(|i| LLVMGetSuccessor(term, i))
+        .collect()
 }
 
 /// Every edge into `block`: (predecessor, successor index in its terminator).
-unsafe fn predecessors(func: LLVMValueRef, block: LLVMBasicBlockRef) -> Vec<(LLVMBasicBlockRef, u32)> {
+unsafe fn predecessors(
+    func: LLVMValueRef,
+    block: LLVMBasicBlockRef,
+) -> Vec<(LLVMBasicBlockRef, u32)> {
     let mut out = Vec::new();
     let mut b = LLVMGetFirstBasicBlock(func);
     while !b.is_null() {
@@ -571,7 +689,10 @@ unsafe fn predecessors(func: LLVMValueRef, block: LLVMBasicBlockRef) -> Vec<(LLV
 
 /// For a conditional `br` with one successor inside `blocks` and one outside: the indices
 /// of the inside and the outside one.
-unsafe fn single_exit_branch(term: LLVMValueRef, blocks: &HashSet<LLVMBasicBlockRef>) -> Option<(u32, u32)> {
+unsafe fn single_exit_branch(
+    term: LLVMValueRef,
+    blocks: &HashSet<LLVMBasicBlockRef>,
+) -> Option<(u32, u32)> {
     if ir::opcode(term) != LLVMOpcode::LLVMBr || LLVMIsConditional(term) == 0 {
         return None;
     }
@@ -588,8 +709,10 @@ unsafe fn single_exit_branch(term: LLVMValueRef, blocks: &HashSet<LLVMBasicBlock
 unsafe fn has_no_side_effects(block: LLVMBasicBlockRef) -> bool {
     use LLVMOpcode::*;
     let term = LLVMGetBasicBlockTerminator(block);
-    ir::instructions(block).into_iter().filter(|&i| i != term).all(|inst| {
-        match ir::opcode(inst) {
+    ir::instructions(block)
+        .into_iter()
+        .filter(|&i| i != term)
+        .all(|inst| match ir::opcode(inst) {
             LLVMLoad => {
                 LLVMGetVolatile(inst) == 0
                     && LLVMGetOrdering(inst) == LLVMAtomicOrdering::LLVMAtomicOrderingNotAtomic
@@ -601,8 +724,7 @@ unsafe fn has_no_side_effects(block: LLVMBasicBlockRef) -> bool {
             | LLVMURem | LLVMSRem | LLVMShl | LLVMLShr | LLVMAShr | LLVMAnd | LLVMOr | LLVMXor
             | LLVMFAdd | LLVMFSub | LLVMFMul | LLVMFDiv | LLVMFRem | LLVMFNeg => true,
             _ => false,
-        }
-    })
+        })
 }
 
 /// Clones `blocks` (in this order) at the end of `func`: operands and successors that refer
@@ -615,7 +737,10 @@ unsafe fn clone_blocks(
     let context = LLVMGetModuleContext(LLVMGetGlobalParent(func));
     let mut block_map = HashMap::new();
     for &b in blocks {
-        let name = format!("{}.kage.instrumented", ir::value_name(LLVMBasicBlockAsValue(b)));
+        let name = format!(
+            "{}.kage.instrumented",
+            ir::value_name(LLVMBasicBlockAsValue(b))
+        );
         let copy = LLVMAppendBasicBlockInContext(context, func, c_string(&name).as_ptr());
         block_map.insert(b, copy);
     }

@@ -44,14 +44,17 @@ pub enum NestSelection {
     Line,
     /// `#pragma kage profile`.
     Pragma,
+    /// One of the hottest loops of a count report (`KAGE_LOOPS=@report.json`).
+    Report,
 }
 
 impl NestSelection {
-    /// The name in the report: `line`, `pragma`.
+    /// The name in the report: `line`, `pragma`, `report`.
     pub fn as_str(self) -> &'static str {
         match self {
             NestSelection::Line => "line",
             NestSelection::Pragma => "pragma",
+            NestSelection::Report => "report",
         }
     }
 
@@ -60,6 +63,7 @@ impl NestSelection {
         match self {
             NestSelection::Line => "KAGE_LOOPS",
             NestSelection::Pragma => "#pragma kage profile",
+            NestSelection::Report => "KAGE_LOOPS=@report",
         }
     }
 }

@@ -336,17 +336,27 @@ mod tests {
             }));
             plan.read_pragmas = true;
             let Ok(argv) = plan.argv(&args, fixed_artifacts);
-            argv.into_iter().map(|a| a.into_string().unwrap()).collect::<Vec<_>>()
+            argv.into_iter()
+                .map(|a| a.into_string().unwrap())
+                .collect::<Vec<_>>()
         };
         assert_eq!(
             plan_for(&["-c", "x.c"]),
             then(
                 &["-c", "x.c"],
-                &[PLUGIN, LINKAGE_NAMES_FLAG, "-fplugin=/k/libkage_pragma.so", LINE_TABLES_FLAG]
+                &[
+                    PLUGIN,
+                    LINKAGE_NAMES_FLAG,
+                    "-fplugin=/k/libkage_pragma.so",
+                    LINE_TABLES_FLAG
+                ]
             )
         );
         // A link of objects compiles nothing: no plugin.
-        assert_eq!(plan_for(&["a.o", "-o", "p"]), then_link(&["a.o", "-o", "p"], &[]));
+        assert_eq!(
+            plan_for(&["a.o", "-o", "p"]),
+            then_link(&["a.o", "-o", "p"], &[])
+        );
     }
 
     #[test]

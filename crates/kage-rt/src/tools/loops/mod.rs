@@ -292,6 +292,7 @@ fn selection(info: &NestInfo) -> NestSelection {
     match info.selected_by {
         Selection::Line => NestSelection::Line,
         Selection::Pragma => NestSelection::Pragma,
+        Selection::Report => NestSelection::Report,
     }
 }
 

@@ -24,7 +24,7 @@ pub const MAX_LEVELS: u32 = 1024;
 pub const MAX_LEVEL_SLOTS: usize = Chunked::<1>::CAPACITY;
 
 /// Every selection kind the ABI defines, to read `kage_nest.selected_by`.
-const SELECTIONS: [Selection; 2] = [Selection::Line, Selection::Pragma];
+const SELECTIONS: [Selection; 3] = [Selection::Line, Selection::Pragma, Selection::Report];
 
 /// What the report says about a nest, copied from its descriptor at registration (the
 /// module holding the descriptor may be unloaded before the report is written).
@@ -156,7 +156,8 @@ impl NestRegistry {
         // Allocation failure leaves the nest unregistered: a later event tries again.
         let record = self.slots.get_or_alloc(id)?;
         for k in 0..info.levels.len() {
-            self.iteration_baselines.get_or_alloc(nests.level_slots + k)?;
+            self.iteration_baselines
+                .get_or_alloc(nests.level_slots + k)?;
         }
         record[LEVEL_BASE].store(nests.level_slots as u64, Relaxed);
         record[SAMPLE_CLAIMS].store(0, Relaxed);
@@ -246,7 +247,8 @@ impl NestRegistry {
         out[0] = (counters[0].load(Relaxed)).wrapping_sub(record[ENTRIES_BASELINE].load(Relaxed));
         let base = record[LEVEL_BASE].load(Relaxed) as usize;
         for k in 0..level_count.min(counters.len() - 1) {
-            let baseline = (self.iteration_baselines.get(base + k)).map_or(0, |b| b[0].load(Relaxed));
+            let baseline =
+                (self.iteration_baselines.get(base + k)).map_or(0, |b| b[0].load(Relaxed));
             out[1 + k] = counters[1 + k].load(Relaxed).wrapping_sub(baseline);
         }
         out

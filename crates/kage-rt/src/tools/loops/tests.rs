@@ -141,7 +141,11 @@ impl Program {
         self.iterations.fill(0);
         // SAFETY: a leaked descriptor of this test.
         let over = unsafe { (*self.nest).sampling_over } != 0;
-        self.chunk_end[0] = if over { NEVER } else { t.enter(self.nest, frame) };
+        self.chunk_end[0] = if over {
+            NEVER
+        } else {
+            t.enter(self.nest, frame)
+        };
         self.level(t, 0, ORIGINAL);
         let iterations = self.iterations.clone();
         if over {
@@ -687,6 +691,8 @@ fn entries_after_sampling_skip_the_runtime_and_still_count() {
     tool.reset();
     assert_eq!(unsafe { (*nest).sampling_over }, 0);
     program.run(&mut t, 1000);
-    assert_eq!(stats(tool, nest), ((1, 1), vec![(4, 4, 0, 1), (12, 12, 0, 4)]));
+    assert_eq!(
+        stats(tool, nest),
+        ((1, 1), vec![(4, 4, 0, 1), (12, 12, 0, 4)])
+    );
 }
-
