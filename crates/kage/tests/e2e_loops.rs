@@ -329,3 +329,26 @@ fn a_count_report_selects_its_hottest_loop_nests() {
         );
     }
 }
+
+#[test]
+fn a_reset_restarts_sampling() {
+    // After kage_reset: 5 entries of 6 iterations; with sample_entries=3 and
+    // sample_iterations=4, 3 sampled entries of 4 instrumented iterations each. Before the
+    // reset the samples were all taken (12 entries): the entries after it are sampled
+    // again, and the counts of the original's own counters start from the reset.
+    let work = Work::new();
+    let line = marked_line("reset.c", "sweep");
+    for level in ["-O0", "-O2"] {
+        let exe = work.build_with_env(
+            "loops/reset.c",
+            &[level],
+            &[("KAGE_TOOL", "loops"), ("KAGE_LOOPS", &format!("reset.c:{line}"))],
+        );
+        let (_, report) = run(&exe, &[], Some((&work, "sample_iterations=4:sample_entries=3")));
+        assert_eq!(
+            nests(&report).into_values().collect::<Vec<_>>(),
+            [(5, 3, vec![(30, 12)])],
+            "{level}"
+        );
+    }
+}
