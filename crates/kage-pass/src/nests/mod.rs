@@ -187,6 +187,15 @@ pub unsafe fn version_module_with(
         LLVMInstructionEraseFromParent(marker);
     }
     for (spec, _) in specs.iter().zip(&matched).filter(|(_, &m)| !m) {
+        if spec.from_report.is_some() && select::names_file(&spec.file, &module_file) {
+            // A report's loop may be the optimiser's (a loop made by jump threading, a
+            // `switch` dispatch): there is no source loop to version, which is no error.
+            eprintln!(
+                "kage: {LOOPS_VARIABLE}: no source loop at {spec}: left out (a loop the \
+                 optimiser made, or a report older than the source)"
+            );
+            continue;
+        }
         if select::names_file(&spec.file, &module_file) {
             module_loop_lines.sort_unstable();
             module_loop_lines.dedup();
@@ -215,12 +224,21 @@ pub unsafe fn version_module_with(
     };
     let mut strings = Strings::default();
     for (func, header, sources, how) in roots {
-        let levels = version::prepare(func, header).map_err(|why| {
-            format!(
-                "the loop at {}:{} cannot be versioned: {why}",
-                sources[0].file, sources[0].first_line
-            )
-        })?;
+        let levels = match version::prepare(func, header) {
+            Ok(levels) => levels,
+            Err(why) => {
+                let message = format!(
+                    "the loop at {}:{} cannot be versioned: {why}",
+                    sources[0].file, sources[0].first_line
+                );
+                if how != Selection::Report {
+                    return Err(message);
+                }
+                // One of a report's hot loops: the others are still worth profiling.
+                eprintln!("kage: {message}; left out");
+                continue;
+            }
+        };
         if levels.len() != sources.len() {
             return Err(format!(
                 "the loop at {}:{} changed shape while it was prepared",
