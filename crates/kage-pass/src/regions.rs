@@ -225,14 +225,30 @@ impl RegionTable {
 }
 
 /// Private constant C strings, one global per distinct string.
-struct StringPool {
+pub struct StringPool {
     module: LLVMModuleRef,
     context: LLVMContextRef,
     made: HashMap<String, LLVMValueRef>,
 }
 
 impl StringPool {
-    unsafe fn get(&mut self, s: &str) -> LLVMValueRef {
+    /// A pool for `module`.
+    ///
+    /// # Safety
+    /// `module` must be valid.
+    pub unsafe fn new(module: LLVMModuleRef) -> Self {
+        StringPool {
+            module,
+            context: LLVMGetModuleContext(module),
+            made: HashMap::new(),
+        }
+    }
+
+    /// The global holding `s` (NUL bytes dropped), made the first time.
+    ///
+    /// # Safety
+    /// The pool's module must still be valid.
+    pub unsafe fn get(&mut self, s: &str) -> LLVMValueRef {
         if let Some(&g) = self.made.get(s) {
             return g;
         }
@@ -312,11 +328,7 @@ pub unsafe fn emit_table(
     let module_global = internal_global(module_type, MODULE_GLOBAL);
     let regions_global = internal_global(array_type, REGIONS_GLOBAL);
 
-    let mut strings = StringPool {
-        module,
-        context,
-        made: HashMap::new(),
-    };
+    let mut strings = StringPool::new(module);
     let u32_const = |v: u32| LLVMConstInt(i32_type, u64::from(v), 0);
     let mut region_values: Vec<LLVMValueRef> = entries
         .iter()

@@ -269,33 +269,28 @@ fn threads_share_a_nest_and_its_sampling() {
 fn a_selection_that_names_no_loop_is_an_error_that_names_it() {
     let work = Work::new();
     let src = c_dir().join("loops/shapes.c");
-    let out = Command::new(kage_cc())
-        .args(["-O2", "-c"])
-        .arg(&src)
-        .arg("-o")
-        .arg(work.path("x.o"))
-        .env("KAGE_TOOL", "loops")
-        .env("KAGE_LOOPS", "shapes.c:3")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    // kage-cc compiling shapes.c with `selection`: its stderr; the build must fail.
+    let failing_build = |selection: &str| {
+        let out = Command::new(kage_cc())
+            .args(["-O2", "-c"])
+            .arg(&src)
+            .arg("-o")
+            .arg(work.path("x.o"))
+            .env("KAGE_TOOL", "loops")
+            .env("KAGE_LOOPS", selection)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{selection} built");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = failing_build("shapes.c:3");
+    let first_loop = marked_line("shapes.c", "nest2").to_string();
     assert!(
-        stderr.contains("no loop starts at shapes.c:3")
-            && stderr.contains(&format!("{}", marked_line("shapes.c", "nest2"))),
+        stderr.contains("no loop starts at shapes.c:3") && stderr.contains(&first_loop),
         "{stderr}"
     );
-    let out = Command::new(kage_cc())
-        .args(["-O2", "-c"])
-        .arg(&src)
-        .arg("-o")
-        .arg(work.path("x.o"))
-        .env("KAGE_TOOL", "loops")
-        .env("KAGE_LOOPS", "shapes.c")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("'shapes.c' is not file:line"));
+    let stderr = failing_build("shapes.c");
+    assert!(stderr.contains("'shapes.c' is not file:line"), "{stderr}");
 }
 
 #[test]
@@ -342,9 +337,16 @@ fn a_reset_restarts_sampling() {
         let exe = work.build_with_env(
             "loops/reset.c",
             &[level],
-            &[("KAGE_TOOL", "loops"), ("KAGE_LOOPS", &format!("reset.c:{line}"))],
+            &[
+                ("KAGE_TOOL", "loops"),
+                ("KAGE_LOOPS", &format!("reset.c:{line}")),
+            ],
         );
-        let (_, report) = run(&exe, &[], Some((&work, "sample_iterations=4:sample_entries=3")));
+        let (_, report) = run(
+            &exe,
+            &[],
+            Some((&work, "sample_iterations=4:sample_entries=3")),
+        );
         assert_eq!(
             nests(&report).into_values().collect::<Vec<_>>(),
             [(5, 3, vec![(30, 12)])],

@@ -13,11 +13,12 @@ use kage_abi::loops::{Selection, LOOPS_VARIABLE};
 use kage_abi::{symbols, NONE, TOOL_VARIABLE};
 use llvm_sys::core::*;
 use llvm_sys::prelude::*;
-use llvm_sys::{LLVMLinkage, LLVMUnnamedAddr};
+use llvm_sys::LLVMLinkage;
 
 use crate::debuginfo;
 use crate::ir::{self, c_string, FunctionCfg, RuntimeFunction};
 use crate::loops::find_loops;
+use crate::regions::StringPool;
 use select::LineSpec;
 
 extern "C" {
@@ -222,7 +223,7 @@ pub unsafe fn version_module_with(
         exit: RuntimeFunction::declare(module, &symbols::LOOPS_EXIT),
         frame_address: frame_address(module),
     };
-    let mut strings = Strings::default();
+    let mut strings = StringPool::new(module);
     for (func, header, sources, how) in roots {
         let levels = match version::prepare(func, header) {
             Ok(levels) => levels,
@@ -467,31 +468,6 @@ unsafe fn frame_address(module: LLVMModuleRef) -> (LLVMValueRef, LLVMTypeRef) {
     (f, ty)
 }
 
-/// Private constant C strings, one global per distinct string.
-#[derive(Default)]
-struct Strings {
-    made: std::collections::HashMap<String, LLVMValueRef>,
-}
-
-impl Strings {
-    unsafe fn get(&mut self, module: LLVMModuleRef, s: &str) -> LLVMValueRef {
-        if let Some(&g) = self.made.get(s) {
-            return g;
-        }
-        let context = LLVMGetModuleContext(module);
-        let bytes = s.replace('\0', "");
-        let init = LLVMConstStringInContext2(context, bytes.as_ptr() as *const _, bytes.len(), 0);
-        let global = LLVMAddGlobal(module, LLVMTypeOf(init), c"__kage_nest_str".as_ptr());
-        LLVMSetInitializer(global, init);
-        LLVMSetGlobalConstant(global, 1);
-        LLVMSetLinkage(global, LLVMLinkage::LLVMPrivateLinkage);
-        LLVMSetUnnamedAddress(global, LLVMUnnamedAddr::LLVMGlobalUnnamedAddr);
-        LLVMSetAlignment(global, 1);
-        self.made.insert(s.to_string(), global);
-        global
-    }
-}
-
 /// Emits the nest's `struct kage_nest` (writable: the runtime writes its id and whether
 /// sampling is over), its levels and its counters of unsampled entries; returns the nest and
 /// the counters.
@@ -501,7 +477,7 @@ unsafe fn emit_nest(
     sources: &[LoopSource],
     function: &str,
     how: Selection,
-    strings: &mut Strings,
+    strings: &mut StringPool,
 ) -> (LLVMValueRef, LLVMValueRef) {
     let context = LLVMGetModuleContext(module);
     let i32t = LLVMInt32TypeInContext(context);
@@ -551,8 +527,8 @@ unsafe fn emit_nest(
         c32(NONE),
         c32(levels.len() as u32),
         levels_global,
-        strings.get(module, function),
-        strings.get(module, &sources[0].file),
+        strings.get(function),
+        strings.get(&sources[0].file),
         c32(how as u32),
         c32(0),
         counters,
