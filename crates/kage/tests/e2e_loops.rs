@@ -354,3 +354,19 @@ fn a_reset_restarts_sampling() {
         );
     }
 }
+
+#[test]
+fn an_exception_out_of_a_nest_keeps_its_entry_and_loses_only_its_iterations() {
+    let work = Work::new();
+    let expected_output = plain_output(&work, "unwind.cpp", &[]);
+    for level in LEVELS {
+        let exe = work.build_with_env("loops/unwind.cpp", &[level], &[("KAGE_TOOL", "loops")]);
+        let (output, report) = run(&exe, &[], Some((&work, "tool=loops")));
+        assert_eq!(output, expected_output, "{level}");
+        assert_eq!(
+            nests(&report).into_values().collect::<Vec<_>>(),
+            [(12, 8, vec![(120, 64)])],
+            "{level}"
+        );
+    }
+}

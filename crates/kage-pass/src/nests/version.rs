@@ -308,6 +308,12 @@ pub unsafe fn version(
             let term = LLVMGetBasicBlockTerminator(b);
             for i in 0..LLVMGetNumSuccessors(term) {
                 let s = LLVMGetSuccessor(term, i);
+                // An exception leaving the nest: nothing may come before its landing pad.
+                // The entry's iterations are lost; the runtime drops the entry as dead at
+                // the next one (docs/abi.md).
+                if ir::is_landing_pad(s) {
+                    continue;
+                }
                 let left: Vec<usize> = (0..n)
                     .rev()
                     .filter(|&k| view[k].blocks.contains(&b) && !view[k].blocks.contains(&s))
@@ -333,8 +339,8 @@ pub unsafe fn version(
                     LLVMBuildStore(builder, sum, total[k]);
                 }
                 if left.contains(&0) {
-                    // An unsampled entry adds to the nest's counters itself; a sampled one
-                    // tells the runtime.
+                    // An unsampled entry adds its iterations to the nest's counters itself
+                    // (its entry was counted when it began); a sampled one tells the runtime.
                     let (quiet, told) = (new_block("kage.nest.count"), new_block("kage.nest.exit"));
                     let skipped = LLVMBuildLoad2(builder, i64t, unsampled_entry, c"".as_ptr());
                     let skipped = LLVMBuildICmp(
@@ -366,7 +372,6 @@ pub unsafe fn version(
                             0,
                         );
                     };
-                    add(0, c64(1));
                     for (k, &level_total) in total.iter().enumerate() {
                         add(
                             1 + k as u64,
@@ -443,10 +448,34 @@ pub unsafe fn version(
                         LLVMBuildZExt(builder, over, i64t, c"".as_ptr()),
                         unsampled_entry,
                     );
-                    let (ask, merge) =
-                        (new_block("kage.nest.enter"), new_block("kage.nest.entered"));
-                    let skip = LLVMGetInsertBlock(builder);
-                    LLVMBuildCondBr(builder, over, merge, ask);
+                    let (ask, skip, merge) = (
+                        new_block("kage.nest.enter"),
+                        new_block("kage.nest.count"),
+                        new_block("kage.nest.entered"),
+                    );
+                    LLVMBuildCondBr(builder, over, skip, ask);
+                    // Counted on entry, so that an entry left by an exception or a
+                    // `longjmp` counts too (its iterations cannot).
+                    LLVMPositionBuilderAtEnd(builder, skip);
+                    let mut first = [c64(0), c64(0)];
+                    let counters_type = LLVMArrayType2(i64t, 1 + n as u64);
+                    let entries = LLVMBuildInBoundsGEP2(
+                        builder,
+                        counters_type,
+                        unsampled,
+                        first.as_mut_ptr(),
+                        2,
+                        c"".as_ptr(),
+                    );
+                    LLVMBuildAtomicRMW(
+                        builder,
+                        LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd,
+                        entries,
+                        c64(1),
+                        LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+                        0,
+                    );
+                    LLVMBuildBr(builder, merge);
                     LLVMPositionBuilderAtEnd(builder, ask);
                     let (frame_fn, frame_ty) = calls.frame_address;
                     let frame = LLVMBuildCall2(
