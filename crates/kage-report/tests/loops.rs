@@ -213,7 +213,7 @@ fn fields_not_as_documented_are_named() {
         (
             Box::new(|j| j["loops"]["nests"][0]["selected_by"] = "guess".into()),
             "the field \"loops\".\"nests\"[0].\"selected_by\" is not as documented: unknown \
-             variant `guess`, expected `line` or `pragma`",
+             variant `guess`, expected one of `line`, `pragma`, `report`",
         ),
     ];
     for (edit, message) in cases {
