@@ -82,3 +82,21 @@ pub(crate) fn escape(text: &str) -> String {
     }
     out
 }
+
+/// The "Run" section every page has: the report's common facts, then the tool's own.
+pub(crate) fn run_facts(report: &Report, tool_facts: Vec<(String, String)>, out: &mut String) {
+    use std::fmt::Write;
+    out.push_str("<h2>Run</h2>\n<table class=\"facts\">\n");
+    for (label, value) in crate::render::common_facts(report)
+        .into_iter()
+        .chain(tool_facts)
+    {
+        let _ = writeln!(
+            out,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            escape(&label),
+            escape(&value)
+        );
+    }
+    out.push_str("</table>\n");
+}

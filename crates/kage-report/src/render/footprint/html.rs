@@ -7,11 +7,11 @@ use super::{
     STAT_COLUMNS,
 };
 use crate::model::{Footprint, Region, RegionKind, Report};
-use crate::render::html::{escape, page_start, program_name, PageStart};
+use crate::render::html::{escape, page_start, program_name, run_facts, PageStart};
 use crate::render::tree::node_label;
 use crate::render::{
-    average_bytes_label, bytes_label, common_facts, decimal_label, flat_label, percent_label,
-    short_name, FileNames, ViewError,
+    average_bytes_label, bytes_label, decimal_label, flat_label, percent_label, short_name,
+    FileNames, ViewError,
 };
 use std::fmt::Write;
 
@@ -66,16 +66,7 @@ pub(crate) fn html(report: &Report) -> Result<String, ViewError> {
         icicle_svg(report, &fp, &files, program_name(report))
     );
 
-    out.push_str("<h2>Run</h2>\n<table class=\"facts\">\n");
-    for (label, value) in common_facts(report).into_iter().chain(facts(report, &fp)) {
-        let _ = writeln!(
-            out,
-            "<tr><th>{}</th><td>{}</td></tr>",
-            escape(&label),
-            escape(&value)
-        );
-    }
-    out.push_str("</table>\n");
+    run_facts(report, facts(report, &fp), &mut out);
     out.push_str("<h2>Regions</h2>\n");
     region_table(report, &fp, &files, &mut out);
     out.push_str("</body>\n</html>\n");

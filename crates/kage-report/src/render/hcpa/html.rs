@@ -7,8 +7,8 @@ use super::{
     parallelism_label, speedup_label, stat_cells, HcpaView, STAT_COLUMNS,
 };
 use crate::model::{HcpaStats, Region, RegionKind, Report};
-use crate::render::html::{escape, page_start, PageStart};
-use crate::render::{common_facts, flat_label, percent_label, FileNames, ViewError};
+use crate::render::html::{escape, page_start, run_facts, PageStart};
+use crate::render::{flat_label, percent_label, FileNames, ViewError};
 use std::fmt::Write;
 
 /// The classes of self-parallelism the tree is coloured by: (lower bound, label, class).
@@ -90,16 +90,8 @@ pub(crate) fn html(report: &Report) -> Result<String, ViewError> {
         region_table(report, &view, &files, &mut out);
     }
 
-    out.push_str("<h2>Run</h2>\n<table class=\"facts\">\n");
-    for (label, value) in common_facts(report).into_iter().chain(facts(&view.hcpa)) {
-        let _ = writeln!(
-            out,
-            "<tr><th>{}</th><td>{}</td></tr>",
-            escape(&label),
-            escape(&value)
-        );
-    }
-    out.push_str("</table>\n</body>\n</html>\n");
+    run_facts(report, facts(&view.hcpa), &mut out);
+    out.push_str("</body>\n</html>\n");
     Ok(out)
 }
 

@@ -7,8 +7,7 @@ use super::{
     COLUMNS_EXPLAINED, LEVEL_COLUMNS, NO_NESTS,
 };
 use crate::model::Report;
-use crate::render::common_facts;
-use crate::render::html::{escape, page_start, PageStart};
+use crate::render::html::{escape, page_start, run_facts, PageStart};
 use crate::render::ViewError;
 use std::fmt::Write;
 
@@ -70,16 +69,8 @@ pub(crate) fn html(report: &Report) -> Result<String, ViewError> {
         }
         out.push_str("</table>\n");
     }
-    out.push_str("<h2>Run</h2>\n<table class=\"facts\">\n");
-    for (label, value) in common_facts(report).into_iter().chain(facts(&loops)) {
-        let _ = writeln!(
-            out,
-            "<tr><th>{}</th><td>{}</td></tr>",
-            escape(&label),
-            escape(&value)
-        );
-    }
-    out.push_str("</table>\n</body>\n</html>\n");
+    run_facts(report, facts(&loops), &mut out);
+    out.push_str("</body>\n</html>\n");
     Ok(out)
 }
 

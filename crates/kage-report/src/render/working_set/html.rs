@@ -5,8 +5,8 @@
 
 use super::{facts, seconds_decimals, working_set_of};
 use crate::model::{CacheFit, Report, Snapshot, WorkingSet};
-use crate::render::html::{escape, page_start, PageStart};
-use crate::render::{bytes_label, common_facts, flat_label, percent_label, FileNames, ViewError};
+use crate::render::html::{escape, page_start, run_facts, PageStart};
+use crate::render::{bytes_label, flat_label, percent_label, FileNames, ViewError};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -52,16 +52,7 @@ pub(crate) fn html(report: &Report) -> Result<String, ViewError> {
     );
     let _ = writeln!(out, "<figure>\n{svg}</figure>");
 
-    out.push_str("<h2>Run</h2>\n<table class=\"facts\">\n");
-    for (label, value) in common_facts(report).into_iter().chain(facts(report, &ws)) {
-        let _ = writeln!(
-            out,
-            "<tr><th>{}</th><td>{}</td></tr>",
-            escape(&label),
-            escape(&value)
-        );
-    }
-    out.push_str("</table>\n");
+    run_facts(report, facts(report, &ws), &mut out);
 
     out.push_str("<h2>Fits in cache</h2>\n");
     cache_table(&ws, &mut out);
