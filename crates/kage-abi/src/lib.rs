@@ -186,14 +186,60 @@ pub struct Nest {
     /// `1 + level_count` counters the program adds to (relaxed atomic adds) for the entries
     /// that skipped the runtime: entries, then each level's iterations.
     pub unsampled: *mut u64,
+    /// The memory instructions the instrumented version reports (`__kage_loops_access`):
+    /// 0 and null unless the build is for interpolation or dependences.
+    pub access_count: u32,
+    /// The nest's scalar variables, as the build classified them per level.
+    pub scalar_count: u32,
+    pub accesses: *const NestAccess,
+    pub scalars: *const NestScalar,
+}
+
+/// `struct kage_nest_access`: a memory instruction of a selected nest (32 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct NestAccess {
+    /// The innermost level around it.
+    pub level: u32,
+    /// 1: it writes (a store, an atomic read-modify-write); 0: it reads.
+    pub writes: u32,
+    /// Bytes accessed.
+    pub size: u32,
+    pub line: u32,
+    pub column: u32,
+    pub reserved: u32,
+    /// The variable whose memory it reaches (debug information, or a global's name); null
+    /// when unknown.
+    pub name: *const c_char,
+}
+
+/// `struct kage_nest_scalar`: a scalar variable (a stack slot the optimiser keeps in a
+/// register) that a level of a selected nest writes, and what it is to that level (32 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct NestScalar {
+    pub level: u32,
+    /// A [`loops::ScalarKind`].
+    pub kind: u32,
+    /// Where it is written in the level (its first store), 0 when unknown.
+    pub line: u32,
+    /// For a reduction, its operator as an ASCII character (`+`, `*`, `&`, `|`, `^`).
+    pub operator: u32,
+    /// For an induction or linear variable, its step per iteration (bytes for a pointer).
+    pub step: i64,
+    /// Its source name (debug information); null when unknown.
+    pub name: *const c_char,
 }
 
 pub mod nest_layout {
     pub const LEVEL_SIZE: usize = 16;
-    pub const NEST_SIZE: usize = 48;
+    pub const NEST_SIZE: usize = 72;
+    pub const ACCESS_SIZE: usize = 32;
+    pub const SCALAR_SIZE: usize = 32;
     /// `global_id, level_count` (i32), `levels, function, file` (pointers), `selected_by,
-    /// sampling_over` (i32), `unsampled` (pointer).
-    pub const NEST_FIELDS: [usize; 8] = [0, 4, 8, 16, 24, 32, 36, 40];
+    /// sampling_over` (i32), `unsampled` (pointer), `access_count, scalar_count` (i32),
+    /// `accesses, scalars` (pointers).
+    pub const NEST_FIELDS: [usize; 12] = [0, 4, 8, 16, 24, 32, 36, 40, 48, 52, 56, 64];
 }
 
 const _: () = {
@@ -205,6 +251,10 @@ const _: () = {
     assert!(offset_of!(Nest, levels) == f[2] && offset_of!(Nest, function) == f[3]);
     assert!(offset_of!(Nest, file) == f[4] && offset_of!(Nest, selected_by) == f[5]);
     assert!(offset_of!(Nest, sampling_over) == f[6] && offset_of!(Nest, unsampled) == f[7]);
+    assert!(offset_of!(Nest, access_count) == f[8] && offset_of!(Nest, scalar_count) == f[9]);
+    assert!(offset_of!(Nest, accesses) == f[10] && offset_of!(Nest, scalars) == f[11]);
+    assert!(size_of::<NestAccess>() == nest_layout::ACCESS_SIZE);
+    assert!(size_of::<NestScalar>() == nest_layout::SCALAR_SIZE);
 };
 
 /// Loop nests (`KAGE_TOOL=loops`): how a nest is selected, and the decision protocol
@@ -223,6 +273,41 @@ pub mod loops {
         Pragma = 1,
         /// `KAGE_LOOPS=@report.json`: one of the hottest loops of a count report.
         Report = 2,
+    }
+
+    /// What a scalar variable is to a loop level (`kage_nest_scalar.kind`), as OpenMP would
+    /// declare it to run the level's iterations in parallel.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[repr(u32)]
+    pub enum ScalarKind {
+        /// The level's own iterator (private to each iteration, no clause needed).
+        Induction = 0,
+        /// Written before it is read in every iteration, and not read after the loop:
+        /// `private`.
+        Private = 1,
+        /// As `Private`, but read after the loop: `lastprivate`.
+        LastPrivate = 2,
+        /// Only combined with itself by one associative operator: `reduction(op:x)`.
+        Reduction = 3,
+        /// Stepped by a constant once in every iteration: `linear(x:step)`.
+        Linear = 4,
+        /// Read in an iteration before that iteration writes it: a dependence the level
+        /// carries from one iteration to the next.
+        Carried = 5,
+    }
+
+    impl ScalarKind {
+        pub const fn from_u32(value: u32) -> Option<ScalarKind> {
+            Some(match value {
+                0 => ScalarKind::Induction,
+                1 => ScalarKind::Private,
+                2 => ScalarKind::LastPrivate,
+                3 => ScalarKind::Reduction,
+                4 => ScalarKind::Linear,
+                5 => ScalarKind::Carried,
+                _ => return None,
+            })
+        }
     }
 
     /// The versions of a nest: the program's own code, optimised as it asked.
@@ -289,16 +374,24 @@ pub enum Instrumentation {
     /// Selected loop nests versioned (original and instrumented), their decision calls
     /// (`__kage_loops_*`); nothing else instrumented: the loops tool only.
     Loops = 5,
+    /// As `Loops`, plus, in the instrumented version, a call per memory access
+    /// (`__kage_loops_access`) and per inner loop's end (`__kage_loops_trip`): the interpolate
+    /// tool only.
+    Interpolate = 6,
+    /// The code of `Interpolate`, for the dependences tool.
+    Dependences = 7,
 }
 
 impl Instrumentation {
-    pub const ALL: [Instrumentation; 6] = [
+    pub const ALL: [Instrumentation; 8] = [
         Instrumentation::Calls,
         Instrumentation::WorkingSet,
         Instrumentation::WorkingSetTrace,
         Instrumentation::Footprint,
         Instrumentation::Hcpa,
         Instrumentation::Loops,
+        Instrumentation::Interpolate,
+        Instrumentation::Dependences,
     ];
 
     /// The value of `kage_module.instrumentation`.
@@ -315,6 +408,8 @@ impl Instrumentation {
             3 => Some(Instrumentation::Footprint),
             4 => Some(Instrumentation::Hcpa),
             5 => Some(Instrumentation::Loops),
+            6 => Some(Instrumentation::Interpolate),
+            7 => Some(Instrumentation::Dependences),
             _ => None,
         }
     }
@@ -328,7 +423,25 @@ impl Instrumentation {
             Instrumentation::Footprint => Some("footprint"),
             Instrumentation::Hcpa => Some("hcpa"),
             Instrumentation::Loops => Some("loops"),
+            Instrumentation::Interpolate => Some("interpolate"),
+            Instrumentation::Dependences => Some("dependences"),
         }
+    }
+
+    /// Whether the build versions selected loop nests (docs/abi.md, "Loop nests").
+    pub const fn versions_loops(self) -> bool {
+        matches!(
+            self,
+            Instrumentation::Loops | Instrumentation::Interpolate | Instrumentation::Dependences
+        )
+    }
+
+    /// Whether the instrumented versions report memory accesses and inner trip counts.
+    pub const fn reports_loop_accesses(self) -> bool {
+        matches!(
+            self,
+            Instrumentation::Interpolate | Instrumentation::Dependences
+        )
     }
 
     /// Whether the build has a line size (`kage_module.line_shift`, `KAGE_WS_LINE_SIZE`).
@@ -385,6 +498,14 @@ pub const BUILD_TOOLS: &[BuildTool] = &[
     BuildTool {
         name: "loops",
         instrumentation: Instrumentation::Loops,
+    },
+    BuildTool {
+        name: "interpolate",
+        instrumentation: Instrumentation::Interpolate,
+    },
+    BuildTool {
+        name: "dependences",
+        instrumentation: Instrumentation::Dependences,
     },
 ];
 
@@ -537,7 +658,18 @@ pub mod symbols {
     }
 
     const REGION_HOOKS: &[Instrumentation] = &[Calls, Footprint, Hcpa];
-    const EVERY: &[Instrumentation] = &[Calls, WorkingSet, WorkingSetTrace, Footprint, Hcpa, Loops];
+    const EVERY: &[Instrumentation] = &[
+        Calls,
+        WorkingSet,
+        WorkingSetTrace,
+        Footprint,
+        Hcpa,
+        Loops,
+        Interpolate,
+        Dependences,
+    ];
+    const NESTS: &[Instrumentation] = &[Loops, Interpolate, Dependences];
+    const NEST_ACCESSES: &[Instrumentation] = &[Interpolate, Dependences];
     const WORKING_SET: &[Instrumentation] = &[WorkingSet, WorkingSetTrace];
 
     /// `void __kage_register_module(struct kage_module *m)`.
@@ -666,7 +798,7 @@ pub mod symbols {
         params: &[Ptr, Ptr],
         returns: I64,
         convention: C,
-        called_by: &[Loops],
+        called_by: NESTS,
     };
     pub type LoopsEnter = unsafe extern "C" fn(*mut Nest, *const c_void) -> u64;
     /// `uint64_t __kage_loops_decide(struct kage_nest *n, uint32_t level, uint64_t vi)`: the
@@ -677,17 +809,28 @@ pub mod symbols {
         params: &[Ptr, I32, I64],
         returns: I64,
         convention: C,
-        called_by: &[Loops],
+        called_by: NESTS,
     };
     pub type LoopsDecide = unsafe extern "C" fn(*mut Nest, u32, u64) -> u64;
     /// `void __kage_loops_iter(struct kage_nest *n, uint32_t level, uint64_t vi)`: iteration
     /// `vi` of the level begins in the instrumented version.
-    pub const LOOPS_ITER: Symbol = function("__kage_loops_iter", &[Ptr, I32, I64], &[Loops]);
+    pub const LOOPS_ITER: Symbol = function("__kage_loops_iter", &[Ptr, I32, I64], NESTS);
     pub type LoopsIter = unsafe extern "C" fn(*mut Nest, u32, u64);
     /// `void __kage_loops_exit(struct kage_nest *n, const uint64_t *iterations)`: the nest's
     /// outermost loop is left; `iterations[k]`: level k's iterations in this entry.
-    pub const LOOPS_EXIT: Symbol = function("__kage_loops_exit", &[Ptr, Ptr], &[Loops]);
+    pub const LOOPS_EXIT: Symbol = function("__kage_loops_exit", &[Ptr, Ptr], NESTS);
     pub type LoopsExit = unsafe extern "C" fn(*mut Nest, *const u64);
+    /// `void __kage_loops_access(struct kage_nest *n, uint32_t access, const void *addr)`:
+    /// the nest's memory instruction `access` (an index into its `accesses`) touches `addr`,
+    /// in the instrumented version.
+    pub const LOOPS_ACCESS: Symbol =
+        function("__kage_loops_access", &[Ptr, I32, Ptr], NEST_ACCESSES);
+    pub type LoopsAccess = unsafe extern "C" fn(*mut Nest, u32, *const c_void);
+    /// `void __kage_loops_trip(struct kage_nest *n, uint32_t level, uint64_t iterations)`:
+    /// an entry of the inner level `level`, made in an iteration of its enclosing level that
+    /// runs instrumented, ended after `iterations` iterations.
+    pub const LOOPS_TRIP: Symbol = function("__kage_loops_trip", &[Ptr, I32, I64], NEST_ACCESSES);
+    pub type LoopsTrip = unsafe extern "C" fn(*mut Nest, u32, u64);
 
     /// Every symbol above.
     pub const ALL: &[Symbol] = &[
@@ -723,6 +866,8 @@ pub mod symbols {
         LOOPS_DECIDE,
         LOOPS_ITER,
         LOOPS_EXIT,
+        LOOPS_ACCESS,
+        LOOPS_TRIP,
     ];
 
     /// The symbol called `name`, if the runtime defines one.

@@ -6,7 +6,10 @@
 #include <memory>
 #include <utility>
 
+#include "llvm/IR/DebugInfo.h"
 #include "llvm/IR/DebugInfoMetadata.h"
+#include "llvm/IR/DebugProgramInstruction.h"
+#include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/Metadata.h"
 #include "llvm/IR/PassManager.h"
@@ -104,6 +107,37 @@ extern "C" LLVMValueRef kage_demote_to_stack(LLVMValueRef Value) {
   if (!I || I->getType()->isTokenTy()) return nullptr;
   if (auto *Phi = llvm::dyn_cast<llvm::PHINode>(I)) return llvm::wrap(llvm::DemotePHIToStack(Phi));
   return llvm::wrap(llvm::DemoteRegToStack(*I));
+}
+
+// The source name of the variable a stack slot or a global holds, from debug information
+// (`-g`: a `#dbg_declare` record of the slot, the global's `DIGlobalVariable`): *Len bytes,
+// not NUL-terminated; null when there is none.
+extern "C" const char *kage_variable_name(LLVMValueRef Value, size_t *Len) {
+  llvm::Value *V = llvm::unwrap(Value);
+  llvm::StringRef Name;
+  if (auto *Slot = llvm::dyn_cast_or_null<llvm::AllocaInst>(V)) {
+    for (llvm::DbgVariableRecord *Record : llvm::findDVRDeclares(Slot))
+      if (Record->getVariable()) {
+        Name = Record->getVariable()->getName();
+        break;
+      }
+    // Clang's assignment tracking (-O1 and up with -g) has replaced the declare by
+    // assignment markers linked to the slot.
+    if (Name.empty())
+      for (llvm::DbgVariableRecord *Record : llvm::at::getDVRAssignmentMarkers(Slot))
+        if (Record->getVariable()) {
+          Name = Record->getVariable()->getName();
+          break;
+        }
+  } else if (auto *Global = llvm::dyn_cast_or_null<llvm::GlobalVariable>(V)) {
+    llvm::SmallVector<llvm::DIGlobalVariableExpression *, 1> Expressions;
+    Global->getDebugInfo(Expressions);
+    if (!Expressions.empty() && Expressions[0]->getVariable())
+      Name = Expressions[0]->getVariable()->getName();
+  }
+  if (Name.empty()) return nullptr;
+  *Len = Name.size();
+  return Name.data();
 }
 
 // The source lines where the loop whose back-edge branch is `Branch` starts and ends, from

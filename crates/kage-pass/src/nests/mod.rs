@@ -6,11 +6,13 @@
 //! clones the nest into an instrumented version with decision blocks at every level. The
 //! program's code outside the nests is left as it is.
 
+pub mod accesses;
+pub mod scalars;
 pub mod select;
 pub mod version;
 
 use kage_abi::loops::{Selection, LOOPS_VARIABLE};
-use kage_abi::{symbols, NONE, TOOL_VARIABLE};
+use kage_abi::{symbols, Instrumentation, BUILD_TOOLS, NONE, TOOL_VARIABLE};
 use llvm_sys::core::*;
 use llvm_sys::prelude::*;
 use llvm_sys::LLVMLinkage;
@@ -54,16 +56,20 @@ pub struct LoopSource {
 /// # Safety
 /// `module` must be a valid module that nothing else mutates meanwhile.
 pub unsafe fn version_module(module: LLVMModuleRef) -> bool {
-    if std::env::var(TOOL_VARIABLE).ok().as_deref() != Some("loops") {
+    let tool = std::env::var(TOOL_VARIABLE).unwrap_or_default();
+    let Some(build) = (BUILD_TOOLS.iter())
+        .find(|t| t.name == tool && t.instrumentation.versions_loops())
+        .map(|t| t.instrumentation)
+    else {
         return false;
-    }
+    };
     let value = std::env::var(LOOPS_VARIABLE).unwrap_or_default();
     let read = |path: &str| std::fs::read_to_string(path).map_err(|e| e.to_string());
     let specs = match select::parse_specs(&value, &read) {
         Ok(specs) => specs,
         Err(e) => fail(&format!("{LOOPS_VARIABLE}: {e}")),
     };
-    match version_module_with(module, &specs) {
+    match version_module_with(module, &specs, build) {
         Ok(changed) => changed,
         Err(e) => fail(&e),
     }
@@ -76,14 +82,16 @@ fn fail(message: &str) -> ! {
     std::process::exit(1)
 }
 
-/// Versions the nests `specs` select in `module`. `Err` names a spec of this module's
-/// source file that selects no loop, or a nest that cannot be versioned.
+/// Versions the nests `specs` select in `module` for `build` (one of the instrumentations
+/// that version loops). `Err` names a spec of this module's source file that selects no
+/// loop, or a nest that cannot be versioned.
 ///
 /// # Safety
 /// `module` must be a valid module that nothing else mutates meanwhile.
 pub unsafe fn version_module_with(
     module: LLVMModuleRef,
     specs: &[LineSpec],
+    build: Instrumentation,
 ) -> Result<bool, String> {
     let flag = c_string(VERSIONED_FLAG);
     if !LLVMGetModuleFlag(module, flag.as_ptr(), VERSIONED_FLAG.len()).is_null() {
@@ -221,8 +229,12 @@ pub unsafe fn version_module_with(
         decide: RuntimeFunction::declare(module, &symbols::LOOPS_DECIDE),
         iter: RuntimeFunction::declare(module, &symbols::LOOPS_ITER),
         exit: RuntimeFunction::declare(module, &symbols::LOOPS_EXIT),
+        trip: (build.reports_loop_accesses())
+            .then(|| RuntimeFunction::declare(module, &symbols::LOOPS_TRIP)),
         frame_address: frame_address(module),
     };
+    let report_access = (build.reports_loop_accesses())
+        .then(|| RuntimeFunction::declare(module, &symbols::LOOPS_ACCESS));
     let mut strings = StringPool::new(module);
     for (func, header, sources, how) in roots {
         let levels = match version::prepare(func, header) {
@@ -247,9 +259,27 @@ pub unsafe fn version_module_with(
             ));
         }
         let function_name = function_name(func);
-        let (nest, unsampled) =
-            emit_nest(module, &levels, &sources, &function_name, how, &mut strings);
-        version::version(module, func, &levels, nest, unsampled, &calls);
+        let (nest_accesses, nest_scalars) = if build.reports_loop_accesses() {
+            (
+                accesses::memory_accesses(func, &levels),
+                scalars::classify(func, &levels),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let described = Described {
+            levels: &levels,
+            sources: &sources,
+            function: &function_name,
+            how,
+            accesses: &nest_accesses,
+            scalars: &nest_scalars,
+        };
+        let (nest, unsampled) = emit_nest(module, &described, &mut strings);
+        let copies = version::version(module, func, &levels, nest, unsampled, &calls);
+        if let Some(report) = &report_access {
+            accesses::instrument(module, &nest_accesses, &copies, nest, report);
+        }
     }
     let context = LLVMGetModuleContext(module);
     let one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(context), 1, 0));
@@ -468,75 +498,135 @@ unsafe fn frame_address(module: LLVMModuleRef) -> (LLVMValueRef, LLVMTypeRef) {
     (f, ty)
 }
 
+/// What a nest's descriptor says.
+struct Described<'a> {
+    levels: &'a [version::Level],
+    sources: &'a [LoopSource],
+    function: &'a str,
+    how: Selection,
+    accesses: &'a [accesses::NestAccess],
+    scalars: &'a [scalars::NestScalar],
+}
+
+/// A private constant global holding `values` of `ty` (null for none).
+unsafe fn constant_array(
+    module: LLVMModuleRef,
+    ty: LLVMTypeRef,
+    mut values: Vec<LLVMValueRef>,
+    name: &str,
+) -> LLVMValueRef {
+    if values.is_empty() {
+        return LLVMConstNull(LLVMPointerTypeInContext(LLVMGetModuleContext(module), 0));
+    }
+    let init = LLVMConstArray2(ty, values.as_mut_ptr(), values.len() as u64);
+    let global = LLVMAddGlobal(module, LLVMTypeOf(init), c_string(name).as_ptr());
+    LLVMSetInitializer(global, init);
+    LLVMSetGlobalConstant(global, 1);
+    LLVMSetLinkage(global, LLVMLinkage::LLVMPrivateLinkage);
+    global
+}
+
 /// Emits the nest's `struct kage_nest` (writable: the runtime writes its id and whether
-/// sampling is over), its levels and its counters of unsampled entries; returns the nest and
-/// the counters.
+/// sampling is over), its levels, accesses and scalars, and its counters of unsampled
+/// entries; returns the nest and the counters.
 unsafe fn emit_nest(
     module: LLVMModuleRef,
-    levels: &[version::Level],
-    sources: &[LoopSource],
-    function: &str,
-    how: Selection,
+    nest: &Described,
     strings: &mut StringPool,
 ) -> (LLVMValueRef, LLVMValueRef) {
+    let Described {
+        levels, sources, ..
+    } = *nest;
     let context = LLVMGetModuleContext(module);
     let i32t = LLVMInt32TypeInContext(context);
+    let i64t = LLVMInt64TypeInContext(context);
     let ptr = LLVMPointerTypeInContext(context, 0);
     let c32 = |v: u32| LLVMConstInt(i32t, v as u64, 0);
     let mut level_fields = [i32t, i32t, i32t, i32t];
     let level_type = LLVMStructTypeInContext(context, level_fields.as_mut_ptr(), 4, 0);
-    let mut depth = vec![0u32; levels.len()];
-    let mut level_values: Vec<LLVMValueRef> = Vec::with_capacity(levels.len());
-    for (k, level) in levels.iter().enumerate() {
-        if let Some(p) = level.parent {
-            depth[k] = depth[p] + 1;
-        }
-        let mut fields = [
-            c32(level.parent.map_or(NONE, |p| p as u32)),
-            c32(depth[k]),
-            c32(sources[k].first_line),
-            c32(sources[k].last_line),
-        ];
-        level_values.push(LLVMConstNamedStruct(level_type, fields.as_mut_ptr(), 4));
-    }
-    let levels_init = LLVMConstArray2(
-        level_type,
-        level_values.as_mut_ptr(),
-        level_values.len() as u64,
-    );
-    let levels_global = LLVMAddGlobal(
-        module,
-        LLVMTypeOf(levels_init),
-        c"__kage_nest_levels".as_ptr(),
-    );
-    LLVMSetInitializer(levels_global, levels_init);
-    LLVMSetGlobalConstant(levels_global, 1);
-    LLVMSetLinkage(levels_global, LLVMLinkage::LLVMPrivateLinkage);
+    let depth = accesses::depths(levels);
+    let level_values = (levels.iter().enumerate())
+        .map(|(k, level)| {
+            let mut fields = [
+                c32(level.parent.map_or(NONE, |p| p as u32)),
+                c32(depth[k]),
+                c32(sources[k].first_line),
+                c32(sources[k].last_line),
+            ];
+            LLVMConstNamedStruct(level_type, fields.as_mut_ptr(), 4)
+        })
+        .collect();
+    let levels_global = constant_array(module, level_type, level_values, "__kage_nest_levels");
+
+    let mut name_of = |name: &Option<String>| match name {
+        Some(name) => strings.get(name),
+        None => LLVMConstNull(ptr),
+    };
+    let mut access_fields = [i32t, i32t, i32t, i32t, i32t, i32t, ptr];
+    let access_type = LLVMStructTypeInContext(context, access_fields.as_mut_ptr(), 7, 0);
+    let access_values = (nest.accesses.iter())
+        .map(|a| {
+            let mut fields = [
+                c32(a.level as u32),
+                c32(a.writes as u32),
+                c32(a.size),
+                c32(a.line),
+                c32(a.column),
+                c32(0),
+                name_of(&a.name),
+            ];
+            LLVMConstNamedStruct(access_type, fields.as_mut_ptr(), 7)
+        })
+        .collect();
+    let accesses_global =
+        constant_array(module, access_type, access_values, "__kage_nest_accesses");
+    let mut scalar_fields = [i32t, i32t, i32t, i32t, i64t, ptr];
+    let scalar_type = LLVMStructTypeInContext(context, scalar_fields.as_mut_ptr(), 6, 0);
+    let scalar_values = (nest.scalars.iter())
+        .map(|v| {
+            let mut fields = [
+                c32(v.level as u32),
+                c32(v.kind as u32),
+                c32(v.line),
+                c32(v.operator.map_or(0, |c| c as u32)),
+                LLVMConstInt(i64t, v.step as u64, 1),
+                name_of(&v.name),
+            ];
+            LLVMConstNamedStruct(scalar_type, fields.as_mut_ptr(), 6)
+        })
+        .collect();
+    let scalars_global =
+        constant_array(module, scalar_type, scalar_values, "__kage_nest_scalars");
 
     // The counters of the entries that skip the runtime once sampling is over.
-    let i64t = LLVMInt64TypeInContext(context);
     let counters_type = LLVMArrayType2(i64t, 1 + levels.len() as u64);
     let counters = LLVMAddGlobal(module, counters_type, c"__kage_nest_unsampled".as_ptr());
     LLVMSetInitializer(counters, LLVMConstNull(counters_type));
     LLVMSetLinkage(counters, LLVMLinkage::LLVMPrivateLinkage);
     LLVMSetAlignment(counters, 8);
 
-    let mut nest_fields = [i32t, i32t, ptr, ptr, ptr, i32t, i32t, ptr];
-    let nest_type = LLVMStructTypeInContext(context, nest_fields.as_mut_ptr(), 8, 0);
+    let mut nest_fields = [
+        i32t, i32t, ptr, ptr, ptr, i32t, i32t, ptr, i32t, i32t, ptr, ptr,
+    ];
+    let nest_type = LLVMStructTypeInContext(context, nest_fields.as_mut_ptr(), 12, 0);
     let mut fields = [
         c32(NONE),
         c32(levels.len() as u32),
         levels_global,
-        strings.get(function),
+        strings.get(nest.function),
         strings.get(&sources[0].file),
-        c32(how as u32),
+        c32(nest.how as u32),
         c32(0),
         counters,
+        c32(nest.accesses.len() as u32),
+        c32(nest.scalars.len() as u32),
+        accesses_global,
+        scalars_global,
     ];
-    let init = LLVMConstNamedStruct(nest_type, fields.as_mut_ptr(), 8);
-    let nest = LLVMAddGlobal(module, nest_type, c"__kage_nest".as_ptr());
-    LLVMSetInitializer(nest, init);
-    LLVMSetLinkage(nest, LLVMLinkage::LLVMPrivateLinkage);
-    LLVMSetAlignment(nest, 8);
-    (nest, counters)
+    let init = LLVMConstNamedStruct(nest_type, fields.as_mut_ptr(), 12);
+    let global = LLVMAddGlobal(module, nest_type, c"__kage_nest".as_ptr());
+    LLVMSetInitializer(global, init);
+    LLVMSetLinkage(global, LLVMLinkage::LLVMPrivateLinkage);
+    LLVMSetAlignment(global, 8);
+    (global, counters)
 }

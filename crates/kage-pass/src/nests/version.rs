@@ -59,6 +59,8 @@ pub struct NestCalls {
     pub decide: RuntimeFunction,
     pub iter: RuntimeFunction,
     pub exit: RuntimeFunction,
+    /// `__kage_loops_trip`, in builds whose instrumented versions report accesses.
+    pub trip: Option<RuntimeFunction>,
     /// `llvm.addressofreturnaddress.p0` and its type.
     pub frame_address: (LLVMValueRef, LLVMTypeRef),
 }
@@ -190,7 +192,8 @@ unsafe fn used_outside_block(inst: LLVMValueRef) -> bool {
 }
 
 /// Versions the prepared nest `levels` of `func`; `nest` is its descriptor global and
-/// `unsampled` its counters of the entries that skip the runtime.
+/// `unsampled` its counters of the entries that skip the runtime. Returns the instrumented
+/// version's copy of each of the nest's instructions.
 ///
 /// # Safety
 /// `levels` must come from [`prepare`] on `func`, with nothing changed since.
@@ -201,7 +204,7 @@ pub unsafe fn version(
     nest: LLVMValueRef,
     unsampled: LLVMValueRef,
     calls: &NestCalls,
-) {
+) -> HashMap<LLVMValueRef, LLVMValueRef> {
     let context = LLVMGetModuleContext(module);
     let i64t = LLVMInt64TypeInContext(context);
     let i32t = LLVMInt32TypeInContext(context);
@@ -219,7 +222,7 @@ pub unsafe fn version(
         }
         all
     };
-    let clone = clone_blocks(func, &root_blocks, builder);
+    let (clone, copies) = clone_blocks(func, &root_blocks, builder);
 
     // The versions' views of the levels.
     let versions: [(u64, Vec<Level>); 2] = [
@@ -288,6 +291,7 @@ pub unsafe fn version(
     let header_of_root = levels[0].header;
     let near_root = LLVMGetBasicBlockTerminator(header_of_root);
 
+    let depth = super::accesses::depths(levels);
     // Levels with no level inside them.
     let is_leaf: Vec<bool> = (0..n)
         .map(|k| !levels.iter().any(|l| l.parent == Some(k)))
@@ -395,8 +399,50 @@ pub unsafe fn version(
                     }
                     locate(term);
                     calls.exit.call(builder, &mut [nest, totals]);
+                    LLVMBuildBr(builder, s);
+                    LLVMSetSuccessor(term, i, y);
+                    continue;
                 }
-                LLVMBuildBr(builder, s);
+                // The level the edge stays in. An iteration of it that runs instrumented
+                // goes on instrumented after an inner loop ran (part of) its entry in the
+                // original: from the original's exit to the instrumented version's copy of
+                // the block (every value crossing blocks is in memory, which both versions
+                // share).
+                let staying = (0..n)
+                    .filter(|&k| view[k].blocks.contains(&s))
+                    .max_by_key(|&k| depth[k])
+                    .expect("an edge that leaves no level but the root's stays in one");
+                let report_trips = || {
+                    if let Some(trip) = &calls.trip {
+                        for &k in &left {
+                            let trips = LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr());
+                            let level_index = LLVMConstInt(i32t, k as u64, 0);
+                            locate(term);
+                            trip.call(builder, &mut [nest, level_index, trips]);
+                        }
+                    }
+                };
+                let is_header = levels.iter().any(|l| l.header == s);
+                if *version_id == INSTRUMENTED {
+                    report_trips();
+                    LLVMBuildBr(builder, s);
+                } else if is_header {
+                    LLVMBuildBr(builder, s);
+                } else {
+                    let switch = new_block("kage.loop.resume.instrumented");
+                    let running = LLVMBuildLoad2(builder, i64t, ver[staying], c"".as_ptr());
+                    let instrumented = LLVMBuildICmp(
+                        builder,
+                        LLVMIntPredicate::LLVMIntEQ,
+                        running,
+                        c64(INSTRUMENTED),
+                        c"".as_ptr(),
+                    );
+                    LLVMBuildCondBr(builder, instrumented, switch, s);
+                    LLVMPositionBuilderAtEnd(builder, switch);
+                    report_trips();
+                    LLVMBuildBr(builder, clone[&s]);
+                }
                 LLVMSetSuccessor(term, i, y);
             }
         }
@@ -677,6 +723,7 @@ pub unsafe fn version(
         LLVMBuildBr(builder, dispatch[k]);
     }
     LLVMDisposeBuilder(builder);
+    copies
 }
 
 /// Whether a branch carries `llvm.loop` metadata (clang's mark of a source loop).
@@ -757,12 +804,16 @@ unsafe fn has_no_side_effects(block: LLVMBasicBlockRef) -> bool {
 }
 
 /// Clones `blocks` (in this order) at the end of `func`: operands and successors that refer
-/// to the blocks or their instructions refer to the copies. Returns the block map.
+/// to the blocks or their instructions refer to the copies. Returns the block map and the
+/// instruction map.
 unsafe fn clone_blocks(
     func: LLVMValueRef,
     blocks: &[LLVMBasicBlockRef],
     builder: LLVMBuilderRef,
-) -> HashMap<LLVMBasicBlockRef, LLVMBasicBlockRef> {
+) -> (
+    HashMap<LLVMBasicBlockRef, LLVMBasicBlockRef>,
+    HashMap<LLVMValueRef, LLVMValueRef>,
+) {
     let context = LLVMGetModuleContext(LLVMGetGlobalParent(func));
     let mut block_map = HashMap::new();
     for &b in blocks {
@@ -801,5 +852,5 @@ unsafe fn clone_blocks(
             }
         }
     }
-    block_map
+    (block_map, value_map)
 }

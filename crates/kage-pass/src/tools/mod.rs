@@ -110,6 +110,14 @@ pub static TOOLS: &[Registration] = &[
         name: "loops",
         make: loops::make,
     },
+    Registration {
+        name: "interpolate",
+        make: loops::make_interpolate,
+    },
+    Registration {
+        name: "dependences",
+        make: loops::make_dependences,
+    },
 ];
 
 /// The tool `KAGE_TOOL` selects (unset or empty: `count`). An unknown name falls back to

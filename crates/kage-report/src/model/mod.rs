@@ -6,12 +6,14 @@
 //! `count` ([`COUNT_TOOL`], [`CountStats`]), `working_set` ([`WORKING_SET_TOOL`],
 //! [`WorkingSet`]), `footprint` ([`FOOTPRINT_TOOL`], [`Footprint`]), `hcpa`
 //! ([`HCPA_TOOL`], [`Hcpa`], [`HcpaStats`] and the [`Plan`] that `crate::planner` makes) and
-//! `loops` ([`LOOPS_TOOL`], [`Loops`]: the selected loop nests).
+//! `loops` ([`LOOPS_TOOL`], [`Loops`]: the selected loop nests) and `nests`
+//! ([`INTERPOLATE_TOOL`], [`DEPENDENCES_TOOL`], [`AnalysedNest`]: the analyses on them).
 
 mod count;
 mod footprint;
 mod hcpa;
 mod loops;
+mod nests;
 pub(crate) mod source;
 mod working_set;
 
@@ -19,6 +21,7 @@ pub use count::*;
 pub use footprint::*;
 pub use hcpa::*;
 pub use loops::*;
+pub use nests::*;
 pub use working_set::*;
 
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,8 @@
 //! The generic parts are `text.rs` (the region tree any report has, and the summary's common
 //! lines), `tree.rs`, `table.rs`, `html.rs` (what every page shares) and this module (what
 //! every view shares: header facts, file names, size and share labels). Each tool's own views
-//! are in its module (`count.rs`, `working_set/`, `footprint/`, `hcpa/`, `loops/`), and the
+//! are in its module (`count.rs`, `working_set/`, `footprint/`, `hcpa/`, `loops/`,
+//! `nests.rs`), and the
 //! tables below, one per view, are the only place that names them: a new tool adds a line to
 //! each table it has a view for.
 
@@ -20,6 +21,7 @@ mod hcpa;
 #[cfg(feature = "html")]
 mod html;
 mod loops;
+mod nests;
 mod table;
 mod text;
 mod tree;
@@ -30,8 +32,8 @@ pub use text::{summary, text};
 pub use working_set::{display_rows, DisplayRow, MAX_CHART_ROWS};
 
 use crate::model::{
-    ProgramEnd, Region, RegionKind, Report, COUNT_TOOL, FOOTPRINT_TOOL, HCPA_TOOL, LOOPS_TOOL,
-    WORKING_SET_TOOL,
+    ProgramEnd, Region, RegionKind, Report, COUNT_TOOL, DEPENDENCES_TOOL, FOOTPRINT_TOOL,
+    HCPA_TOOL, INTERPOLATE_TOOL, LOOPS_TOOL, WORKING_SET_TOOL,
 };
 use std::fmt;
 
@@ -51,6 +53,8 @@ const TEXT: &[(&str, TextView)] = &[
     (FOOTPRINT_TOOL, footprint::text),
     (HCPA_TOOL, hcpa::text),
     (LOOPS_TOOL, loops::text),
+    (INTERPOLATE_TOOL, nests::text),
+    (DEPENDENCES_TOOL, nests::text),
 ];
 
 /// The tools whose summary says more than where the report is.
@@ -60,6 +64,8 @@ const SUMMARY: &[(&str, SummaryView)] = &[
     (FOOTPRINT_TOOL, footprint::summary),
     (HCPA_TOOL, hcpa::summary),
     (LOOPS_TOOL, loops::summary),
+    (INTERPOLATE_TOOL, nests::summary),
+    (DEPENDENCES_TOOL, nests::summary),
 ];
 
 /// The tools with an HTML view, in the order messages name them.

@@ -64,6 +64,22 @@ pub static TOOLS: &[ToolInfo] = &[
         make: loops::make,
         options: loops::OPTIONS,
     },
+    ToolInfo {
+        name: "interpolate",
+        help: "the addresses of every memory instruction of the selected loop nests (built \
+           with KAGE_TOOL=interpolate) fitted as affine functions of the loops' iterators, and \
+           the inner loops' trip counts (sampling: the loops tool's options)",
+        make: loops::make_interpolate,
+        options: &[],
+    },
+    ToolInfo {
+        name: "dependences",
+        help: "the dependences each level of the selected loop nests carries (built with \
+           KAGE_TOOL=dependences), the levels that can run in parallel and the OpenMP clause \
+           for them (sampling: the loops tool's options)",
+        make: loops::make_dependences,
+        options: &[],
+    },
 ];
 
 /// The tool called `name`; an unknown name is an error that lists the tools.

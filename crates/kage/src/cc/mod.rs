@@ -80,7 +80,9 @@ pub fn exec_compiler(wrapper: &str, language: Language, user_args: &[OsString]) 
     let invocation = args::classify(user_args);
     let mut plan = plan::Plan::new(&invocation);
     // `#pragma kage profile` selects loop nests for the loops tool.
-    plan.read_pragmas = env(TOOL_ENV_VAR).is_some_and(|tool| tool == "loops");
+    plan.read_pragmas = env(TOOL_ENV_VAR).is_some_and(|tool| {
+        (kage_abi::BUILD_TOOLS.iter()).any(|t| t.name == tool && t.instrumentation.versions_loops())
+    });
     if plan.link_runtime {
         // Objects compiled without Kage: say so now, and have the program say so when it
         // starts (the runtime looks for the symbol the flag defines).

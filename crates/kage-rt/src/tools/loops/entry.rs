@@ -24,6 +24,8 @@ const _: symbols::LoopsEnter = __kage_loops_enter;
 const _: symbols::LoopsDecide = __kage_loops_decide;
 const _: symbols::LoopsIter = __kage_loops_iter;
 const _: symbols::LoopsExit = __kage_loops_exit;
+const _: symbols::LoopsAccess = __kage_loops_access;
+const _: symbols::LoopsTrip = __kage_loops_trip;
 
 thread_local! {
     /// The thread state whose loops part was last looked up on this thread, and that part
@@ -97,9 +99,10 @@ unsafe fn with_loops<R>(ignored: R, f: impl FnOnce(&mut LoopsThread) -> R) -> R 
 /// never dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_loops_enter(nest: *mut Nest, frame: *const c_void) -> u64 {
-    if gate::current().is_null() {
-        // This thread's first event: only loops code calls this, so the runtime is told
-        // what the program was built for even when no module announced it yet.
+    if gate::current().is_null() && !nest.is_null() && (*nest).access_count == 0 {
+        // This thread's first event: only loops code calls this (nests with accesses are
+        // the analyses', which announce themselves through their modules), so the runtime
+        // is told what the program was built for even when no module announced it yet.
         registry::note_instrumentation(Instrumentation::Loops);
     }
     with_loops(NEVER, |loops| loops.enter(nest, frame as usize))
@@ -133,4 +136,23 @@ pub unsafe extern "C" fn __kage_loops_iter(nest: *mut Nest, level: u32, vi: u64)
 #[no_mangle]
 pub unsafe extern "C" fn __kage_loops_exit(nest: *mut Nest, iterations: *const u64) {
     with_loops((), |loops| loops.exit(nest, iterations));
+}
+
+/// The nest's memory instruction `access` touches `address`, in the instrumented version.
+///
+/// # Safety
+/// As for [`__kage_loops_enter`]; `address` is only recorded, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_loops_access(nest: *mut Nest, access: u32, address: *const c_void) {
+    with_loops((), |loops| loops.access(nest, access, address as usize));
+}
+
+/// An entry of inner level `level` of `nest`, made in an instrumented iteration of the
+/// level around it, ran `iterations` iterations.
+///
+/// # Safety
+/// As for [`__kage_loops_enter`].
+#[no_mangle]
+pub unsafe extern "C" fn __kage_loops_trip(nest: *mut Nest, level: u32, iterations: u64) {
+    with_loops((), |loops| loops.trip(nest, level, iterations));
 }

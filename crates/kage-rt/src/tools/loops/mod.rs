@@ -27,6 +27,7 @@
 //! A tool: imports only the layer below (`tool`, `gate`, `options`, `registry`, `sync`,
 //! `chunked`).
 
+pub mod analysis;
 mod entry;
 pub mod nests;
 #[cfg(test)]
@@ -39,7 +40,8 @@ use crate::sync::SpinLock;
 use crate::tool::{ThreadTool, Tool, ToolResults};
 use kage_abi::loops::{decision, Selection, DECIDE_NOW, INSTRUMENTED, NEVER, ORIGINAL, UNBOUNDED};
 use kage_abi::{Instrumentation, LoopLevel, Nest, NONE};
-use kage_report::{LevelChunks, LoopNest, Loops, NestLevel, NestSelection, LOOPS_KEY};
+use analysis::{Analysis, EntryAnalysis, NestAnalysis};
+use kage_report::{LevelChunks, LoopNest, Loops, NestLevel, NestSelection, LOOPS_KEY, NESTS_KEY};
 use nests::{NestInfo, NestRegistry, Registered, NESTS};
 use serde_json::{Map, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -111,6 +113,10 @@ const ORIGINAL_TO_THE_END: u64 = decision(ORIGINAL, false, UNBOUNDED);
 
 pub struct LoopsTool {
     nests: &'static NestRegistry,
+    /// The analysis on the framework (`tool=interpolate`, `dependences`), if any.
+    analysis: Option<Analysis>,
+    /// Its results by nest id, merged as sampled entries end.
+    results: SpinLock<Vec<NestAnalysis>>,
     sampling: OnceLock<Sampling>,
     /// `enabled=`, `kage_set_enabled`: while off, no entry is sampled and no chunk runs
     /// instrumented (entries and iterations are still counted, as regions are tracked).
@@ -158,6 +164,15 @@ struct OpenEntry {
     level_count: usize,
 }
 
+/// The instrumentation each tool built on the framework reads.
+fn instrumentation_of(analysis: Option<Analysis>) -> Instrumentation {
+    match analysis {
+        None => Instrumentation::Loops,
+        Some(Analysis::Interpolate) => Instrumentation::Interpolate,
+        Some(Analysis::Dependences) => Instrumentation::Dependences,
+    }
+}
+
 /// The innermost nest entry a thread has open, for the analyses built on the framework.
 #[derive(Debug, Clone, Copy)]
 pub struct ActiveEntry<'a> {
@@ -176,17 +191,31 @@ pub struct LoopsThread {
     entries: Vec<OpenEntry>,
     /// The levels of every open entry, in the same order.
     levels: Vec<LevelState>,
+    /// The analyses of the open sampled entries: (index in `entries`, analysis).
+    analyses: Vec<(usize, EntryAnalysis)>,
 }
 
 pub fn make() -> &'static dyn Tool {
-    Box::leak(Box::new(LoopsTool::new(&NESTS)))
+    Box::leak(Box::new(LoopsTool::new(&NESTS, None)))
+}
+
+/// Tool `interpolate`.
+pub fn make_interpolate() -> &'static dyn Tool {
+    Box::leak(Box::new(LoopsTool::new(&NESTS, Some(Analysis::Interpolate))))
+}
+
+/// Tool `dependences`.
+pub fn make_dependences() -> &'static dyn Tool {
+    Box::leak(Box::new(LoopsTool::new(&NESTS, Some(Analysis::Dependences))))
 }
 
 impl LoopsTool {
-    /// A tool over the nests of `nests` (the runtime's are [`NESTS`]).
-    pub fn new(nests: &'static NestRegistry) -> Self {
+    /// A tool over the nests of `nests` (the runtime's are [`NESTS`]), running `analysis`.
+    pub fn new(nests: &'static NestRegistry, analysis: Option<Analysis>) -> Self {
         LoopsTool {
             nests,
+            analysis,
+            results: SpinLock::new(Vec::new()),
             sampling: OnceLock::new(),
             enabled: AtomicBool::new(true),
             epoch: AtomicU64::new(0),
@@ -298,18 +327,20 @@ fn selection(info: &NestInfo) -> NestSelection {
 
 impl Tool for LoopsTool {
     fn name(&self) -> &'static str {
-        "loops"
+        instrumentation_of(self.analysis).only_tool().unwrap_or("loops")
     }
 
-    /// Nests exist only in code built with `KAGE_TOOL=loops`: says so when the modules
-    /// registered so far were all built otherwise.
+    /// Nests exist only in code built with `KAGE_TOOL=loops` (or the tool's own name): says
+    /// so when the modules registered so far were all built otherwise.
     fn init(&self, opts: &mut Options, built: Instrumentations) {
         let others: Vec<_> = built.iter().collect();
-        if !others.is_empty() && !built.contains(Instrumentation::Loops) {
+        let needed = instrumentation_of(self.analysis);
+        if !others.is_empty() && !built.contains(needed) {
+            let name = self.name();
             eprintln!(
-                "kage: warning: tool loops needs a program built with KAGE_TOOL=loops and loops \
-                 selected (KAGE_LOOPS=file.c:line or #pragma kage profile); this one was built \
-                 for {others:?}: the report will hold no loop nest"
+                "kage: warning: tool {name} needs a program built with KAGE_TOOL={name} and \
+                 loops selected (KAGE_LOOPS=file.c:line or #pragma kage profile); this one was \
+                 built for {others:?}: the report will hold no loop nest"
             );
         }
         let _ = self.sampling.set(Sampling::from_options(opts));
@@ -330,6 +361,7 @@ impl Tool for LoopsTool {
             stats,
             entries: Vec::with_capacity(16),
             levels: Vec::with_capacity(64),
+            analyses: Vec::new(),
         })
     }
 
@@ -341,6 +373,7 @@ impl Tool for LoopsTool {
     /// applying the new epoch claims against zero.
     fn reset(&self) {
         self.nests.restart_sampling();
+        self.results.lock().clear();
         self.epoch.fetch_add(1, AcqRel);
     }
 
@@ -349,6 +382,7 @@ impl Tool for LoopsTool {
         for t in self.threads.lock().iter() {
             t.retired.store(true, Relaxed);
         }
+        self.results.lock().clear();
         self.nests.restart_sampling();
     }
 
@@ -358,6 +392,19 @@ impl Tool for LoopsTool {
             LOOPS_KEY.into(),
             serde_json::to_value(self.report()).unwrap_or(Value::Null),
         );
+        if let Some(analysis) = self.analysis {
+            let results = self.results.lock().clone();
+            let nests: Vec<_> = (self.nests.snapshot().iter().enumerate())
+                .filter_map(|(id, (info, _))| {
+                    let result = results.get(id).filter(|r| r.entries() > 0)?;
+                    Some(result.report(id as u32, info, analysis))
+                })
+                .collect();
+            top.insert(
+                NESTS_KEY.into(),
+                serde_json::to_value(nests).unwrap_or(Value::Null),
+            );
+        }
         ToolResults {
             top,
             ..ToolResults::default()
@@ -419,6 +466,10 @@ impl LoopsThread {
         if let Some(record) = self.nest_record(id) {
             bump(&record[ENTRIES], 1);
             bump(&record[SAMPLED_ENTRIES], sampled as u64);
+        }
+        if let (true, Some(analysis)) = (sampled, self.tool.analysis) {
+            let entry = EntryAnalysis::new(analysis, id, nest, &self.levels[first_level..]);
+            self.analyses.push((self.entries.len() - 1, entry));
         }
         if sampled {
             DECIDE_NOW
@@ -516,8 +567,55 @@ impl LoopsThread {
                     bump(&record[ITERATIONS], n);
                 }
             }
+            self.close_analyses(at, Some(counts[0]));
         }
         self.truncate(at);
+    }
+
+    /// `__kage_loops_access`: access `index` of `nest` touches `address` (instrumented
+    /// version, so in a sampled entry).
+    ///
+    /// # Safety
+    /// As for [`Self::enter`].
+    pub unsafe fn access(&mut self, nest: *mut Nest, index: u32, address: usize) {
+        let Some(at) = self.open_entry(nest) else {
+            return;
+        };
+        let e = self.entries[at];
+        if let Some((_, analysis)) = self.analyses.last_mut().filter(|(i, _)| *i == at) {
+            analysis.access(&self.levels[e.first_level..][..e.level_count], index, address);
+        }
+    }
+
+    /// `__kage_loops_trip`: an entry of inner level `level` of `nest` ran `trips` iterations.
+    ///
+    /// # Safety
+    /// As for [`Self::enter`].
+    pub unsafe fn trip(&mut self, nest: *mut Nest, level: u32, trips: u64) {
+        let Some(at) = self.open_entry(nest) else {
+            return;
+        };
+        let e = self.entries[at];
+        if let Some((_, analysis)) = self.analyses.last_mut().filter(|(i, _)| *i == at) {
+            analysis.trip(&self.levels[e.first_level..][..e.level_count], level, trips);
+        }
+    }
+
+    /// Ends the analyses of the entries from `at` on, the entry at `at` having run
+    /// `root_trips` iterations (`None`: left without its exit).
+    fn close_analyses(&mut self, at: usize, mut root_trips: Option<u64>) {
+        while self.analyses.last().is_some_and(|(i, _)| *i >= at) {
+            let Some((i, analysis)) = self.analyses.pop() else {
+                break;
+            };
+            let trips = if i == at { root_trips.take() } else { None };
+            let mut results = self.tool.results.lock();
+            let id = analysis.nest as usize;
+            if results.len() <= id {
+                results.resize_with(id + 1, NestAnalysis::default);
+            }
+            analysis.finish(trips, &mut results[id]);
+        }
     }
 
     /// The innermost open entry of `nest`, dropping the entries above it: they were left
@@ -556,6 +654,7 @@ impl LoopsThread {
 
     /// Closes the entries from `at` on.
     fn truncate(&mut self, at: usize) {
+        self.close_analyses(at, None);
         if let Some(e) = self.entries.get(at) {
             self.levels.truncate(e.first_level);
             self.entries.truncate(at);
@@ -626,6 +725,7 @@ impl ThreadTool for LoopsThread {
     }
 
     fn thread_exit(&mut self) {
+        self.close_analyses(0, None);
         self.entries.clear();
         self.levels.clear();
     }

@@ -12,7 +12,8 @@
 use crate::chunked::Chunked;
 use crate::registry::REGISTRY;
 use crate::sync::{locks_held, SpinLock};
-use kage_abi::loops::Selection;
+use super::analysis::{AccessInfo, ScalarInfo};
+use kage_abi::loops::{ScalarKind, Selection};
 use kage_abi::{LoopLevel, Nest, NONE, REJECTED};
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
@@ -35,6 +36,9 @@ pub struct NestInfo {
     pub selected_by: Selection,
     /// In pre-order, level 0 the outermost loop (validated: see [`validate`]).
     pub levels: Vec<LoopLevel>,
+    /// Its memory instructions (interpolate and dependences builds), levels validated.
+    pub accesses: Vec<AccessInfo>,
+    pub scalars: Vec<ScalarInfo>,
 }
 
 // Lock-free record per nest id.
@@ -341,11 +345,52 @@ pub unsafe fn validate(nest: *const Nest) -> Result<NestInfo, String> {
         .ok_or_else(|| format!("unknown selection {}", n.selected_by))?;
     let levels = std::slice::from_raw_parts(n.levels, n.level_count as usize).to_vec();
     check_pre_order(&levels)?;
+    let name = |p: *const c_char| (!p.is_null()).then(|| c_string(p));
+    if n.access_count > 0 && n.accesses.is_null() || n.scalar_count > 0 && n.scalars.is_null() {
+        return Err("no access or scalar array".into());
+    }
+    let accesses: Vec<AccessInfo> = if n.access_count == 0 {
+        Vec::new()
+    } else {
+        (std::slice::from_raw_parts(n.accesses, n.access_count as usize).iter())
+            .map(|a| AccessInfo {
+                level: a.level,
+                writes: a.writes != 0,
+                size: a.size,
+                line: a.line,
+                column: a.column,
+                name: name(a.name),
+            })
+            .collect()
+    };
+    if accesses.iter().any(|a| a.level >= n.level_count) {
+        return Err("an access names no level of the nest".into());
+    }
+    let mut scalars = Vec::new();
+    if n.scalar_count > 0 {
+        for s in std::slice::from_raw_parts(n.scalars, n.scalar_count as usize) {
+            let kind = ScalarKind::from_u32(s.kind)
+                .ok_or_else(|| format!("unknown scalar kind {}", s.kind))?;
+            if s.level >= n.level_count {
+                return Err("a scalar names no level of the nest".into());
+            }
+            scalars.push(ScalarInfo {
+                level: s.level,
+                kind,
+                line: s.line,
+                operator: s.operator,
+                step: s.step,
+                name: name(s.name),
+            });
+        }
+    }
     Ok(NestInfo {
         function: c_string(n.function),
         file: c_string(n.file),
         selected_by,
         levels,
+        accesses,
+        scalars,
     })
 }
 

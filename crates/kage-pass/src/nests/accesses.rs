@@ -1,0 +1,236 @@
+//! The memory instructions of a selected nest that the instrumented version reports
+//! (`KAGE_TOOL=interpolate`, `dependences`; docs/abi.md "Loop nests"), and the calls that
+//! report them.
+//!
+//! The nest is seen as clang wrote it (the start of the pipeline): local variables still
+//! live in stack slots. A slot whose address never escapes is the optimiser's to keep in
+//! registers, so its loads and stores are not memory the program touches once optimised,
+//! and reporting them would make the slot escape and stay in memory in both versions: they
+//! are left out. Its scalars are classified statically instead ([`super::scalars`]); its
+//! arrays, if any, are named in the build's output as left out.
+
+use std::collections::{HashMap, HashSet};
+
+use llvm_sys::core::*;
+use llvm_sys::prelude::*;
+use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMStoreSizeOfType};
+use llvm_sys::LLVMOpcode;
+
+use super::version::Level;
+use crate::debuginfo::{self, HookLocations};
+use crate::ir::{self, RuntimeFunction};
+
+extern "C" {
+    /// The source name of the variable a stack slot or a global holds (src/shim.cpp).
+    fn kage_variable_name(value: LLVMValueRef, len: *mut usize) -> *const std::ffi::c_char;
+}
+
+/// One reported memory instruction.
+#[derive(Debug, Clone)]
+pub struct NestAccess {
+    pub instruction: LLVMValueRef,
+    /// The innermost level around it.
+    pub level: usize,
+    pub writes: bool,
+    pub size: u32,
+    pub line: u32,
+    pub column: u32,
+    pub name: Option<String>,
+}
+
+/// The nest's memory instructions in layout order (`blocks` in function order), but those
+/// on stack slots that do not escape.
+///
+/// # Safety
+/// `func` is a valid function and `levels` its prepared nest.
+pub unsafe fn memory_accesses(func: LLVMValueRef, levels: &[Level]) -> Vec<NestAccess> {
+    let module = LLVMGetGlobalParent(func);
+    let data_layout = LLVMGetModuleDataLayout(module);
+    let depth = depths(levels);
+    let mut local = HashMap::new();
+    let mut out = Vec::new();
+    let mut block = LLVMGetFirstBasicBlock(func);
+    while !block.is_null() {
+        let level = (0..levels.len())
+            .filter(|&k| levels[k].blocks.contains(&block))
+            .max_by_key(|&k| depth[k]);
+        if let Some(level) = level {
+            for inst in ir::instructions(block) {
+                let (pointer, writes, ty) = match ir::opcode(inst) {
+                    LLVMOpcode::LLVMLoad => (LLVMGetOperand(inst, 0), false, LLVMTypeOf(inst)),
+                    LLVMOpcode::LLVMStore => (
+                        LLVMGetOperand(inst, 1),
+                        true,
+                        LLVMTypeOf(LLVMGetOperand(inst, 0)),
+                    ),
+                    LLVMOpcode::LLVMAtomicRMW => {
+                        (LLVMGetOperand(inst, 0), true, LLVMTypeOf(LLVMGetOperand(inst, 1)))
+                    }
+                    LLVMOpcode::LLVMAtomicCmpXchg => {
+                        (LLVMGetOperand(inst, 0), true, LLVMTypeOf(LLVMGetOperand(inst, 1)))
+                    }
+                    _ => continue,
+                };
+                let object = underlying_object(pointer);
+                let is_local = *local
+                    .entry(object)
+                    .or_insert_with(|| is_unescaped_slot(object));
+                if is_local {
+                    continue;
+                }
+                out.push(NestAccess {
+                    instruction: inst,
+                    level,
+                    writes,
+                    size: LLVMStoreSizeOfType(data_layout, ty) as u32,
+                    line: LLVMGetDebugLocLine(inst),
+                    column: LLVMGetDebugLocColumn(inst),
+                    name: variable_behind(pointer),
+                });
+            }
+        }
+        block = LLVMGetNextBasicBlock(block);
+    }
+    out
+}
+
+/// Each level's depth (0 for the root).
+pub fn depths(levels: &[Level]) -> Vec<u32> {
+    let mut depth = vec![0u32; levels.len()];
+    for k in 0..levels.len() {
+        if let Some(p) = levels[k].parent {
+            depth[k] = depth[p] + 1;
+        }
+    }
+    depth
+}
+
+/// Reports each access of the instrumented version: a call before its copy
+/// (`copies` maps the original's instructions to the instrumented version's).
+///
+/// # Safety
+/// The accesses come from [`memory_accesses`] on the nest `copies` was cloned from.
+pub unsafe fn instrument(
+    module: LLVMModuleRef,
+    accesses: &[NestAccess],
+    copies: &HashMap<LLVMValueRef, LLVMValueRef>,
+    nest: LLVMValueRef,
+    report: &RuntimeFunction,
+) {
+    let context = LLVMGetModuleContext(module);
+    let i32t = LLVMInt32TypeInContext(context);
+    let builder = LLVMCreateBuilderInContext(context);
+    let mut locations = None;
+    for (index, access) in accesses.iter().enumerate() {
+        let Some(&copy) = copies.get(&access.instruction) else {
+            continue;
+        };
+        let locations = locations.get_or_insert_with(|| {
+            HookLocations::new(module, LLVMGetBasicBlockParent(LLVMGetInstructionParent(copy)))
+        });
+        LLVMPositionBuilderBefore(builder, copy);
+        LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(copy));
+        let pointer = match ir::opcode(copy) {
+            LLVMOpcode::LLVMStore => LLVMGetOperand(copy, 1),
+            _ => LLVMGetOperand(copy, 0),
+        };
+        let index = LLVMConstInt(i32t, index as u64, 0);
+        report.call(builder, &mut [nest, index, pointer]);
+    }
+    LLVMDisposeBuilder(builder);
+}
+
+/// The object a pointer points into: through GEPs and casts.
+pub unsafe fn underlying_object(mut pointer: LLVMValueRef) -> LLVMValueRef {
+    loop {
+        let next = if !LLVMIsAGetElementPtrInst(pointer).is_null()
+            || !LLVMIsABitCastInst(pointer).is_null()
+            || !LLVMIsAAddrSpaceCastInst(pointer).is_null()
+        {
+            LLVMGetOperand(pointer, 0)
+        } else if !LLVMIsAConstantExpr(pointer).is_null()
+            && matches!(
+                LLVMGetConstOpcode(pointer),
+                LLVMOpcode::LLVMGetElementPtr | LLVMOpcode::LLVMBitCast
+            )
+        {
+            LLVMGetOperand(pointer, 0)
+        } else {
+            return pointer;
+        };
+        pointer = next;
+    }
+}
+
+/// Whether `object` is a stack slot whose address is only loaded from, stored to and
+/// offset (GEPs whose uses are the same), never passed, stored or converted.
+pub unsafe fn is_unescaped_slot(object: LLVMValueRef) -> bool {
+    if LLVMIsAAllocaInst(object).is_null() {
+        return false;
+    }
+    let mut seen = HashSet::new();
+    let mut work = vec![object];
+    while let Some(pointer) = work.pop() {
+        if !seen.insert(pointer) {
+            continue;
+        }
+        let mut usage = LLVMGetFirstUse(pointer);
+        while !usage.is_null() {
+            let user = LLVMGetUser(usage);
+            usage = LLVMGetNextUse(usage);
+            if LLVMIsAInstruction(user).is_null() {
+                return false;
+            }
+            match ir::opcode(user) {
+                LLVMOpcode::LLVMLoad => {}
+                // As the address, not the value stored.
+                LLVMOpcode::LLVMStore if LLVMGetOperand(user, 0) != pointer => {}
+                LLVMOpcode::LLVMGetElementPtr | LLVMOpcode::LLVMBitCast => work.push(user),
+                LLVMOpcode::LLVMCall if is_marker_call(user) => {}
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
+/// Lifetime markers, debug intrinsics and memory intrinsics (which SROA splits like loads
+/// and stores): they do not make a slot escape.
+unsafe fn is_marker_call(call: LLVMValueRef) -> bool {
+    let Some(callee) = ir::direct_callee(call) else {
+        return false;
+    };
+    let name = ir::value_name(callee);
+    ["llvm.lifetime.", "llvm.dbg.", "llvm.memcpy.", "llvm.memset.", "llvm.memmove."]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+}
+
+/// The variable whose memory `pointer` reaches: a global, a local array, or the memory a
+/// local pointer variable points to (`p[i]`: `p`).
+pub unsafe fn variable_behind(pointer: LLVMValueRef) -> Option<String> {
+    let object = underlying_object(pointer);
+    if !LLVMIsAGlobalVariable(object).is_null() {
+        return variable_name(object).or_else(|| {
+            let symbol = ir::value_name(object);
+            (!symbol.is_empty()).then(|| debuginfo::display_name(&symbol))
+        });
+    }
+    if !LLVMIsAAllocaInst(object).is_null() {
+        return variable_name(object);
+    }
+    if !LLVMIsALoadInst(object).is_null() {
+        let slot = underlying_object(LLVMGetOperand(object, 0));
+        if !LLVMIsAAllocaInst(slot).is_null() || !LLVMIsAGlobalVariable(slot).is_null() {
+            return variable_name(slot);
+        }
+    }
+    None
+}
+
+/// A slot's or a global's source name, from debug information.
+pub unsafe fn variable_name(value: LLVMValueRef) -> Option<String> {
+    let mut len = 0usize;
+    let name = kage_variable_name(value, &mut len);
+    (!name.is_null()).then(|| ir::lossy_string(name, len))
+}
