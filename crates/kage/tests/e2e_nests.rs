@@ -1,0 +1,253 @@
+//! The analyses on loop nests (`KAGE_TOOL=interpolate`, `dependences`): on the nests of
+//! `tests/c/nests/kernels.c`, whose answers are derived on paper in its comments, the
+//! strides, trip counts, dependences and parallel levels must be exactly those, at -O0, -O2
+//! and -O3, with default sampling and with every iteration instrumented; the program's
+//! output must be its plain build's.
+
+mod e2e_support;
+use e2e_support::*;
+
+use std::process::Command;
+
+use kage_report::{read_report, AccessFit, AnalysedNest, Report};
+
+const LEVELS: [&str; 3] = ["-O0", "-O2", "-O3"];
+const SOURCE: &str = "nests/kernels.c";
+/// A row of the kernels' `double [64][64]` arrays, in bytes.
+const ROW: i64 = 64 * 8;
+
+fn plain_output(work: &Work) -> String {
+    let exe = work.path("plain");
+    let status = Command::new("clang-22")
+        .args(["-O2", "-w"])
+        .arg(c_dir().join(SOURCE))
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap()
+}
+
+/// Builds the kernels for `tool` at `level` (with `-g` when `named`), runs them with
+/// `options`, checks their output, and returns the report.
+fn analyse(work: &Work, tool: &str, level: &str, named: bool, options: &str) -> Report {
+    let flags: Vec<&str> = if named { vec![level, "-g"] } else { vec![level] };
+    let exe = work.build_with_env(SOURCE, &flags, &[("KAGE_TOOL", tool)]);
+    let report_path = work.path("nests.json");
+    let _ = std::fs::remove_file(&report_path);
+    let out = work.run_with_options(
+        &exe,
+        &[],
+        &format!("{options}:output={}", report_path.display()),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), plain_output(work));
+    let report = read_report(&report_path).unwrap();
+    assert_eq!(report.tool, tool);
+    report
+}
+
+fn nest<'a>(nests: &'a [AnalysedNest], function: &str) -> &'a AnalysedNest {
+    (nests.iter())
+        .find(|n| n.function == function)
+        .unwrap_or_else(|| panic!("no nest in {function}: {nests:#?}"))
+}
+
+/// The nest's access of `kind` to `variable` (the first one, in source order).
+fn access<'a>(nest: &'a AnalysedNest, kind: &str, variable: &str) -> &'a AccessFit {
+    (nest.accesses.iter())
+        .find(|a| a.kind == kind && a.variable.as_deref() == Some(variable))
+        .unwrap_or_else(|| panic!("no {kind} of {variable} in {}: {nest:#?}", nest.function))
+}
+
+fn strides(a: &AccessFit) -> Vec<i64> {
+    let strides = a.strides.as_ref().unwrap_or_else(|| panic!("not linear: {a:#?}"));
+    strides.iter().map(|s| s.expect("a stride per level")).collect()
+}
+
+fn base(a: &AccessFit) -> i64 {
+    i64::from_str_radix(a.base.as_ref().unwrap().trim_start_matches("0x"), 16).unwrap()
+}
+
+#[test]
+fn interpolation_fits_the_strides_and_trip_counts_derived_on_paper() {
+    let work = Work::new();
+    for level in LEVELS {
+        let report = analyse(&work, "interpolate", level, true, "");
+        let nests = report.analysed_nests().unwrap();
+        let context = format!("{level}: {nests:#?}");
+
+        // C[i][j] = A[i][j] + B[j][i]: rows and columns, in bytes and in elements.
+        let n = nest(&nests, "all_parallel");
+        assert_eq!(strides(access(n, "load", "A")), [ROW, 8], "{context}");
+        assert_eq!(strides(access(n, "load", "B")), [8, ROW], "{context}");
+        assert_eq!(strides(access(n, "store", "C")), [ROW, 8], "{context}");
+        let elements = access(n, "load", "B").element_strides.clone().unwrap();
+        assert_eq!(elements, [Some(1), Some(64)]);
+        assert_eq!(n.summary.instructions, 3);
+        assert_eq!(n.summary.linear_instructions, 3);
+        // 10 x 10 sampled iterations, one access each.
+        assert_eq!(access(n, "load", "A").samples, 100);
+        let trip = &n.trip_counts[0];
+        assert!(trip.linear, "{context}");
+        assert_eq!((trip.level, trip.constant), (2, Some(64)));
+        assert_eq!(trip.coefficients, Some(vec![Some(0)]));
+
+        // A[i][j] = A[i-1][j] from i = 1: the store's base is one row past the load's.
+        let n = nest(&nests, "outer_carried");
+        let (load, store) = (access(n, "load", "A"), access(n, "store", "A"));
+        assert_eq!(base(store) - base(load), ROW, "{context}");
+        // B[i][j] = B[i][j-1] from j = 1: one element.
+        let n = nest(&nests, "inner_carried");
+        assert_eq!(base(access(n, "store", "B")) - base(access(n, "load", "B")), 8);
+        assert_eq!(n.trip_counts[0].constant, Some(63));
+
+        // Triangular: the inner loop runs vi1 times (j < i).
+        let n = nest(&nests, "triangular");
+        let trip = &n.trip_counts[0];
+        assert!(trip.linear, "{context}");
+        assert_eq!(trip.constant, Some(0));
+        assert_eq!(trip.coefficients, Some(vec![Some(1)]));
+        assert_eq!((trip.min, trip.max), (0, 9));
+        assert_eq!(strides(access(n, "load", "A")), [8, ROW]);
+
+        // Histogram: the index array is linear, the counters are not.
+        let n = nest(&nests, "histogram");
+        assert_eq!(strides(access(n, "load", "idx")), [4]);
+        for kind in ["load", "store"] {
+            let hist = access(n, kind, "hist");
+            assert_eq!(hist.status, "non-linear", "{context}");
+            let seen = hist.seen.as_ref().unwrap();
+            assert!(!seen.steps.is_empty() && seen.steps.iter().all(|s| s % 4 == 0));
+        }
+
+        // A list laid out in order is linear by accident (16-byte nodes); shuffled, not.
+        let n = nest(&nests, "walk_in_order");
+        assert!(n.accesses.iter().all(|a| a.linear), "{context}");
+        assert!(n.accesses.iter().all(|a| strides(a) == [16]));
+        let n = nest(&nests, "walk_shuffled");
+        assert!(n.accesses.iter().all(|a| a.status == "non-linear"), "{context}");
+
+        // A pointer walking ints: 4 bytes per iteration, the read one element ahead.
+        let n = nest(&nests, "shift");
+        let (load, store) = (access(n, "load", "p"), access(n, "store", "p"));
+        assert_eq!((strides(load), strides(store)), (vec![4], vec![4]));
+        assert_eq!(base(load) - base(store), 4);
+
+        // Dependences are the other tool's.
+        assert!(nests.iter().all(|n| n.dependences.is_none() && n.parallel_levels.is_none()));
+    }
+}
+
+/// The parallel levels, the dependences and the suggestion each nest gets, with `options`.
+fn check_dependences(report: &Report, context: &str) {
+    let nests = report.analysed_nests().unwrap();
+    let context = format!("{context}: {nests:#?}");
+    let parallel = |f: &str| nest(&nests, f).parallel_levels.clone().unwrap();
+    let expected: [(&str, &[u32]); 11] = [
+        ("all_parallel", &[1, 2]),
+        ("outer_carried", &[2]),
+        ("inner_carried", &[1]),
+        ("gauss_seidel", &[]),
+        ("reduction", &[1]),
+        ("histogram", &[]),
+        ("walk_in_order", &[]),
+        ("walk_shuffled", &[]),
+        ("triangular", &[1, 2]),
+        ("shift", &[]),
+        ("lcg", &[]),
+    ];
+    for (function, levels) in expected {
+        assert_eq!(parallel(function), levels, "{function}: {context}");
+    }
+    let deps = |f: &str| nest(&nests, f).dependences.clone().unwrap();
+    // A[i][j] = A[i-1][j]: flow from the store to the next row's load.
+    let d = deps("outer_carried");
+    assert_eq!(d.len(), 1, "{context}");
+    assert_eq!((d[0].level, d[0].kind.as_str()), (1, "flow"));
+    assert_eq!(d[0].distance, Some(vec![1, 0]));
+    assert!(!d[0].from_samples);
+    let d = deps("inner_carried");
+    assert_eq!(d.len(), 1, "{context}");
+    assert_eq!((d[0].level, d[0].distance.clone()), (2, Some(vec![0, 1])));
+    // Gauss-Seidel: flow and anti at both levels.
+    let mut kinds: Vec<(u32, String)> = (deps("gauss_seidel").into_iter())
+        .map(|d| (d.level, d.kind))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    assert_eq!(
+        kinds,
+        [(1, "anti"), (1, "flow"), (2, "anti"), (2, "flow")].map(|(l, k)| (l, k.to_string()))
+    );
+    // The histogram's dependences are seen in its sampled addresses only.
+    let n = nest(&nests, "histogram");
+    assert!(deps("histogram").iter().all(|d| d.from_samples && d.level == 1));
+    assert_eq!(n.levels_on_samples, Some(vec![1]));
+    // Scalars: the reduction is a clause, the recurrences are carried.
+    let n = nest(&nests, "reduction");
+    let suggestion = n.suggestion.as_deref().unwrap();
+    assert!(suggestion.starts_with("#pragma omp parallel for reduction(+:sum)"), "{suggestion}");
+    for (function, variable) in [("lcg", "seed"), ("walk_in_order", "p"), ("walk_shuffled", "p")] {
+        let d = deps(function);
+        assert!(
+            d.iter().any(|d| d.source.is_none() && d.variable.as_deref() == Some(variable)),
+            "{function}: {context}"
+        );
+    }
+    // *p = *(p + 1): the read comes an iteration before the write of the same bytes.
+    let d = deps("shift");
+    assert_eq!(d.len(), 1, "{context}");
+    assert_eq!((d[0].kind.as_str(), d[0].distance.clone()), ("anti", Some(vec![1])));
+    let n = nest(&nests, "outer_carried");
+    assert!(n.suggestion.as_deref().unwrap().contains("level 2"));
+}
+
+#[test]
+fn dependences_find_the_parallel_levels_derived_on_paper() {
+    let work = Work::new();
+    for level in LEVELS {
+        let report = analyse(&work, "dependences", level, true, "");
+        check_dependences(&report, level);
+    }
+}
+
+#[test]
+fn every_iteration_instrumented_gives_the_same_answers() {
+    let work = Work::new();
+    let report = analyse(
+        &work,
+        "dependences",
+        "-O2",
+        true,
+        "sample_iterations=1000000:sample_entries=1000000",
+    );
+    check_dependences(&report, "sampling off");
+    let nests = report.analysed_nests().unwrap();
+    // Every access of every iteration: 64 x 64 for the square nests.
+    assert_eq!(access(nest(&nests, "all_parallel"), "load", "A").samples, 64 * 64);
+}
+
+#[test]
+fn without_debug_information_globals_keep_their_names_and_the_text_reads_as_remarks() {
+    let work = Work::new();
+    let report = analyse(&work, "dependences", "-O2", false, "");
+    let nests = report.analysed_nests().unwrap();
+    let n = nest(&nests, "all_parallel");
+    assert_eq!(access(n, "store", "C").kind, "store");
+    // Locals are named by -g only: the clause names what it can and says what it cannot.
+    let n = nest(&nests, "reduction");
+    assert!(n.scalars.iter().all(|s| s.variable.is_none()));
+    let suggestion = n.suggestion.as_deref().unwrap();
+    assert!(suggestion.contains("build with -g"), "{suggestion}");
+
+    let path = work.path("nests.json");
+    let text = kage_report_output(&path, &[]);
+    let line = |needle: &str| text.lines().any(|l| l.contains(needle));
+    assert!(line("kernels.c:22: remark: level 1 carries no dependence"), "{text}");
+    assert!(line("kernels.c:30: remark: level 1 carries a dependence"), "{text}");
+    assert!(line("dependence: level 1 carries a flow dependence on A: line 32 store -> line 32 load, distance (1, 0)"), "{text}");
+    assert!(line("store C: linear, stride per iteration of the levels around it: 512 B (64 elements), 8 B (1 element)"), "{text}");
+    assert!(line("memory instructions"), "{text}");
+}
