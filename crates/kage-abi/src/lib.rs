@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -901,7 +901,7 @@ mod tests {
         for i in Instrumentation::ALL {
             assert_eq!(Instrumentation::from_u32(i.value()), Some(i));
         }
-        assert_eq!(Instrumentation::from_u32(6), None);
+        assert_eq!(Instrumentation::from_u32(8), None);
         for k in [
             RegionKind::Function,
             RegionKind::Loop,
@@ -918,7 +918,15 @@ mod tests {
         use Instrumentation::*;
         // What KAGE_TOOL selects (unset or empty: count; working-set with KAGE_WS_TRACE=1:
         // the trace build) is the pass's registry's, tested there against this table.
-        let names = ["count", "working-set", "footprint", "hcpa", "loops"];
+        let names = [
+            "count",
+            "working-set",
+            "footprint",
+            "hcpa",
+            "loops",
+            "interpolate",
+            "dependences",
+        ];
         assert!(BUILD_TOOLS.iter().map(|t| t.name).eq(names));
         assert_eq!(BUILD_TOOLS[1].instrumentation, WorkingSet);
         // Every instrumentation but the trace one is some KAGE_TOOL's, and each build tool

@@ -544,10 +544,10 @@ pub mod tests {
             .unwrap_err()
             .contains("ABI version 1"));
         let m = table(&[(F, NONE)], "mode");
-        unsafe { (*m).instrumentation = 7 };
+        unsafe { (*m).instrumentation = 99 };
         assert!(unsafe { validate(m) }
             .unwrap_err()
-            .contains("unknown instrumentation 7"));
+            .contains("unknown instrumentation 99"));
         let m = table(&[(F, NONE)], "shift");
         unsafe { (*m).instrumentation = Instrumentation::WorkingSet.value() };
         for (shift, ok) in [

@@ -13,7 +13,7 @@ use std::ffi::CString;
 /// A tool over a registry of its own, with `options` (`KAGE_OPTIONS` syntax).
 fn tool(options: &str) -> &'static LoopsTool {
     let registry: &'static NestRegistry = Box::leak(Box::new(NestRegistry::new()));
-    let tool: &'static LoopsTool = Box::leak(Box::new(LoopsTool::new(registry)));
+    let tool: &'static LoopsTool = Box::leak(Box::new(LoopsTool::new(registry, None)));
     let (mut opts, warnings) = Options::parse(options, &[OPTIONS]);
     assert!(warnings.is_empty(), "{warnings:?}");
     tool.init(
@@ -97,6 +97,10 @@ fn raw_nest(function: &str, file: &str, selected_by: u32, levels: Vec<LoopLevel>
         sampling_over: 0,
         // Room for any level count a test writes (at most MAX_LEVELS + 1 counters).
         unsampled: Box::leak(vec![0u64; 2048].into_boxed_slice()).as_mut_ptr(),
+        access_count: 0,
+        scalar_count: 0,
+        accesses: std::ptr::null(),
+        scalars: std::ptr::null(),
     }))
 }
 
