@@ -294,6 +294,10 @@ pub mod loops {
         /// Read in an iteration before that iteration writes it: a dependence the level
         /// carries from one iteration to the next.
         Carried = 5,
+        /// Not a scalar: a call in the level to a function whose memory accesses the
+        /// instrumented version does not see (`name` is the callee, null for an indirect
+        /// call); the level is not proved to carry no dependence.
+        Call = 6,
     }
 
     impl ScalarKind {
@@ -305,6 +309,7 @@ pub mod loops {
                 3 => ScalarKind::Reduction,
                 4 => ScalarKind::Linear,
                 5 => ScalarKind::Carried,
+                6 => ScalarKind::Call,
                 _ => return None,
             })
         }

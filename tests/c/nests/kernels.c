@@ -3,11 +3,12 @@
  * dependences report for each. N x N arrays of doubles: a row is N * 8 bytes. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 
 #define N 64
 
 double A[N][N], B[N][N], C[N][N];
-double x[N * N], s_out[1];
+double x[N * N];
 int hist[16], idx[N * N];
 
 struct node {
@@ -113,6 +114,27 @@ void lcg(long *out) {
     }
 }
 
+/* A dot product: `dot += x * y` is contracted to a fused multiply-add, still a reduction;
+ * sqrt touches no memory the program names: the level runs in parallel. */
+double dot_roots(void) {
+    double dot = 0;
+#pragma kage profile
+    for (int i = 0; i < N; i++) {
+        dot += x[i] * x[N + i];
+        C[0][i] = sqrt(x[i]);
+    }
+    return dot;
+}
+
+/* A call whose accesses the analysis does not see: no level is proved parallel. */
+__attribute__((noinline)) void bump(int *counter) { *counter += 1; }
+
+void calls(void) {
+#pragma kage profile
+    for (int i = 0; i < N; i++)
+        bump(&hist[i % 4]);
+}
+
 static struct node *link_list(int shuffled) {
     int order[N * N];
     for (int i = 0; i < N * N; i++)
@@ -161,11 +183,13 @@ int main(int argc, char **argv) {
     shift(buffer, buffer + N * N);
     static long out[N];
     lcg(out);
+    double dot = dot_roots();
+    calls();
     double check = 0;
     for (int i = 0; i < N; i++)
         for (int j = 0; j < N; j++)
             check += A[i][j] + B[i][j] + C[i][j];
-    printf("%.3f %.1f %d %ld %ld %d %ld %d\n", check, sum, hist[3], in_order, shuffled,
-           buffer[100], out[N - 1] % 1000, argc);
+    printf("%.3f %.1f %d %ld %ld %d %ld %.3f %d\n", check, sum, hist[3], in_order, shuffled,
+           buffer[100], out[N - 1] % 1000, dot, argc);
     return 0;
 }

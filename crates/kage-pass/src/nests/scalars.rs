@@ -52,8 +52,79 @@ pub unsafe fn classify(func: LLVMValueRef, levels: &[Level]) -> Vec<NestScalar> 
                 out.push(scalar);
             }
         }
+        out.extend(opaque_calls(k, level));
     }
     out
+}
+
+/// C library functions that touch no memory but `errno`: their calls hide no access.
+const PURE_LIBRARY: &[&str] = &[
+    "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sin",
+    "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh",
+    "atanh", "fabs", "floor", "ceil", "round", "trunc", "fmod", "hypot", "fmin", "fmax",
+    "erf", "erfc", "abs", "labs", "llabs", "rint", "nearbyint", "lround", "copysign",
+];
+
+/// The calls in the level (its inner levels included) whose memory accesses the
+/// instrumented version does not see: not an intrinsic, not a pure C library function,
+/// not `memory(none)` (or touching only memory the program cannot name). One per callee.
+unsafe fn opaque_calls(k: usize, level: &Level) -> Vec<NestScalar> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let func = LLVMGetBasicBlockParent(level.header);
+    let mut b = LLVMGetFirstBasicBlock(func);
+    while !b.is_null() {
+        if level.blocks.contains(&b) {
+            for inst in ir::instructions(b) {
+                if !matches!(
+                    ir::opcode(inst),
+                    LLVMOpcode::LLVMCall | LLVMOpcode::LLVMInvoke | LLVMOpcode::LLVMCallBr
+                ) {
+                    continue;
+                }
+                let callee = ir::direct_callee(inst);
+                let name = callee.map(|f| ir::value_name(f));
+                if let (Some(f), Some(name)) = (callee, &name) {
+                    let intrinsic = name.starts_with("llvm.")
+                        && !name.starts_with("llvm.memcpy")
+                        && !name.starts_with("llvm.memmove")
+                        && !name.starts_with("llvm.memset");
+                    let base = name.trim_end_matches(['f', 'l']);
+                    let pure = PURE_LIBRARY.contains(&name.as_str())
+                        || PURE_LIBRARY.contains(&base);
+                    if intrinsic || pure || touches_no_named_memory(f) {
+                        continue;
+                    }
+                }
+                let shown = name.map(|n| crate::debuginfo::display_name(&n));
+                if seen.insert(shown.clone()) {
+                    out.push(NestScalar {
+                        level: k,
+                        kind: ScalarKind::Call,
+                        line: LLVMGetDebugLocLine(inst),
+                        operator: None,
+                        step: 0,
+                        name: shown,
+                    });
+                }
+            }
+        }
+        b = LLVMGetNextBasicBlock(b);
+    }
+    out
+}
+
+/// Whether a function's `memory` attribute lets it read or write neither its arguments'
+/// memory nor any other the program can name (only errno, inaccessible or target memory).
+unsafe fn touches_no_named_memory(f: LLVMValueRef) -> bool {
+    let kind = LLVMGetEnumAttributeKindForName(c"memory".as_ptr(), 6);
+    let attribute = LLVMGetEnumAttributeAtIndex(f, llvm_sys::LLVMAttributeFunctionIndex, kind);
+    if attribute.is_null() {
+        return false;
+    }
+    // Two bits (ref, mod) per location: argument memory is location 0, other memory 3.
+    let effects = LLVMGetEnumAttributeValue(attribute);
+    effects & 0b11 == 0 && (effects >> 6) & 0b11 == 0
 }
 
 /// The function's scalar stack slots, in order.
@@ -241,6 +312,23 @@ unsafe fn reduction(
         let value = LLVMGetOperand(store, 0);
         if LLVMIsAInstruction(value).is_null() {
             return None;
+        }
+        // `s += a * b` contracted: `fmuladd(a, b, s)`.
+        if ir::opcode(value) == LLVMOpcode::LLVMCall {
+            let callee = ir::direct_callee(value).map(|f| ir::value_name(f));
+            let fused = callee.is_some_and(|n| {
+                n.starts_with("llvm.fmuladd.") || n.starts_with("llvm.fma.")
+            });
+            let own = LLVMGetOperand(value, 2);
+            let is_own = !LLVMIsALoadInst(own).is_null()
+                && LLVMGetOperand(own, 0) == slot
+                && single_use(own);
+            if !fused || !is_own || operator.is_some_and(|o| o != '+') {
+                return None;
+            }
+            operator = Some('+');
+            used_loads.insert(own);
+            continue;
         }
         let this = match ir::opcode(value) {
             LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMFAdd => '+',

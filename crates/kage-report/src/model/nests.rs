@@ -146,7 +146,9 @@ pub struct ScalarUse {
     pub level: u32,
     pub variable: Option<String>,
     pub line: u32,
-    /// `induction`, `private`, `lastprivate`, `reduction`, `linear`, `carried`.
+    /// `induction`, `private`, `lastprivate`, `reduction`, `linear`, `carried`, or `call`
+    /// (not a scalar: a call to the function `variable` names, whose memory accesses are not
+    /// seen).
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<String>,
@@ -159,7 +161,9 @@ pub struct ScalarUse {
 pub struct Dependence {
     /// The carrying level (1-based).
     pub level: u32,
-    /// `flow` (read after write), `anti` (write after read) or `output` (write after write).
+    /// `flow` (read after write), `anti` (write after read), `output` (write after write),
+    /// or `call`: the level calls a function whose accesses are not seen (`variable`), so it
+    /// is not proved free of dependences.
     pub kind: String,
     /// The instruction of the earlier iteration and that of the later one (indices into
     /// `accesses`); none for a scalar's.

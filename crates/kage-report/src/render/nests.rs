@@ -116,7 +116,7 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
         let _ = writeln!(out, "{file}:{line}: {}", trip_remark(trip));
     }
     for scalar in &nest.scalars {
-        let name = scalar.variable.as_deref().unwrap_or("a scalar without a name");
+        let name = scalar.variable.as_deref().unwrap_or("without a name");
         let what = match scalar.kind.as_str() {
             "induction" => format!("the iterator (step {})", scalar.step.unwrap_or(1)),
             "reduction" => format!(
@@ -125,6 +125,7 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
             ),
             "linear" => format!("linear (step {})", scalar.step.unwrap_or(1)),
             "carried" => "carried from one iteration to the next".into(),
+            "call" => continue,
             other => other.to_string(),
         };
         let _ = writeln!(
@@ -156,7 +157,19 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
             ""
         };
         let article = if d.kind == "flow" { "a" } else { "an" };
+        if d.kind == "call" {
+            let _ = writeln!(
+                out,
+                "{file}:{}: dependence: level {} is not proved free of dependences: it calls {}, \
+                 whose memory accesses are not seen",
+                d.sink_line,
+                d.level,
+                d.variable.as_deref().unwrap_or("a function through a pointer")
+            );
+            continue;
+        }
         if d.source.is_none() {
+            let what = d.variable.as_deref().unwrap_or("without a name (build with -g)");
             let _ = writeln!(
                 out,
                 "{file}:{}: dependence: level {} carries {article} {} dependence through scalar \

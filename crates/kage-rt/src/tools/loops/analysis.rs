@@ -597,10 +597,10 @@ impl NestAnalysis {
                 }
             })
             .collect();
-        for s in info.scalars.iter().filter(|s| s.kind == ScalarKind::Carried) {
+        for s in (info.scalars.iter()).filter(|s| matches!(s.kind, ScalarKind::Carried | ScalarKind::Call)) {
             dependences.push(Dependence {
                 level: s.level + 1,
-                kind: "flow".into(),
+                kind: if s.kind == ScalarKind::Call { "call" } else { "flow" }.into(),
                 source: None,
                 sink: None,
                 source_line: s.line,
@@ -634,6 +634,7 @@ fn scalar_kind_name(kind: ScalarKind) -> &'static str {
         ScalarKind::Reduction => "reduction",
         ScalarKind::Linear => "linear",
         ScalarKind::Carried => "carried",
+        ScalarKind::Call => "call",
     }
 }
 
@@ -651,6 +652,15 @@ fn suggestion(
         .min_by_key(|&&l| info.levels[l as usize - 1].depth)
     else {
         let d = &dependences[0];
+        if d.kind == "call" {
+            return format!(
+                "no level is proved to run in parallel: level {} calls {} (line {}), whose memory \
+                 accesses are not seen",
+                d.level,
+                d.variable.as_deref().unwrap_or("a function through a pointer"),
+                d.source_line
+            );
+        }
         let what = d.variable.as_deref().unwrap_or("memory");
         let article = if d.kind == "flow" { "a" } else { "an" };
         return format!(
