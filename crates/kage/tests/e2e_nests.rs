@@ -271,3 +271,72 @@ fn without_debug_information_globals_keep_their_names_and_the_text_reads_as_rema
     assert!(line("store C: linear, stride per iteration of the levels around it: 512 B (64 elements), 8 B (1 element)"), "{text}");
     assert!(line("memory instructions"), "{text}");
 }
+
+/// Per function of `tests/c/nests/suite.c`: the parallel levels its comment derives by hand
+/// (`parallel: 1, 2.` or `parallel: none.`), and the first lines of the loops its authors
+/// run in parallel (the line after each `#pragma omp parallel for`).
+fn hand_derived(source: &str) -> Vec<(String, Vec<u32>, Vec<u32>)> {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut out: Vec<(String, Vec<u32>, Vec<u32>)> = Vec::new();
+    let mut parallel = None;
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(rest) = line.split("parallel: ").nth(1) {
+            let list = rest.split('.').next().unwrap();
+            parallel = Some(if list == "none" {
+                Vec::new()
+            } else {
+                list.split(", ").map(|n| n.parse().unwrap()).collect()
+            });
+        }
+        let is_definition = !line.starts_with(' ') && line.contains('(') && line.ends_with('{');
+        if let Some(levels) = parallel.take_if(|_| is_definition) {
+            let name = line.split('(').next().unwrap().rsplit(' ').next().unwrap();
+            out.push((name.to_string(), levels, Vec::new()));
+        }
+        if line.trim().starts_with("#pragma omp parallel for") {
+            out.last_mut().unwrap().2.push(i as u32 + 2);
+        }
+    }
+    out
+}
+
+#[test]
+fn dependences_on_ompscr_and_polybench_kernels_match_the_hand_derivation() {
+    let source = std::fs::read_to_string(c_dir().join("nests/suite.c")).unwrap();
+    let expected = hand_derived(&source);
+    assert_eq!(expected.len(), 13, "{expected:?}");
+    let work = Work::new();
+    for level in ["-O0", "-O2"] {
+        let exe = work.build_with_env("nests/suite.c", &[level, "-g"], &[("KAGE_TOOL", "dependences")]);
+        let report = work.run_report(&exe, &[], 0);
+        let nests = report.analysed_nests().unwrap();
+        for (function, parallel, marked) in &expected {
+            let n = nest(&nests, function);
+            let found = n.parallel_levels.clone().unwrap();
+            assert_eq!(&found, parallel, "{level} {function}: {n:#?}");
+            // The loops the authors run in parallel are found parallel, but floyd-warshall's
+            // (see its comment: the dependences are in memory, not in values).
+            for line in marked {
+                let at = n.levels.iter().find(|l| l.line == *line);
+                let at = at.unwrap_or_else(|| panic!("{function}: no level at line {line}"));
+                assert_eq!(
+                    found.contains(&at.level),
+                    *function != "floyd_warshall",
+                    "{level} {function} line {line}"
+                );
+            }
+            // The directive goes before the outermost parallel level, with the reductions
+            // OmpSCR writes.
+            let suggestion = n.suggestion.clone().unwrap();
+            let reduction = match function.as_str() {
+                "jacobi_sweep" => Some("reduction(+:error)"),
+                "pi" => Some("reduction(+:sum)"),
+                "mandel" => Some("reduction(+:outside)"),
+                _ => None,
+            };
+            if let Some(clause) = reduction {
+                assert!(suggestion.contains(clause), "{function}: {suggestion}");
+            }
+        }
+    }
+}
