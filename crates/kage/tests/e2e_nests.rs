@@ -136,6 +136,11 @@ fn interpolation_fits_the_strides_and_trip_counts_derived_on_paper() {
         assert_eq!((strides(load), strides(store)), (vec![4], vec![4]));
         assert_eq!(base(load) - base(store), 4);
 
+        // Each nest names the region of its outermost loop.
+        for n in &nests {
+            let region = &report.regions[n.region.expect("a region") as usize];
+            assert_eq!((region.line, region.name.as_str()), (n.line, n.function.as_str()));
+        }
         // Dependences are the other tool's.
         assert!(nests.iter().all(|n| n.dependences.is_none() && n.parallel_levels.is_none()));
     }

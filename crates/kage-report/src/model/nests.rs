@@ -31,6 +31,9 @@ impl Report {
 pub struct AnalysedNest {
     /// The nest's id in this process (as in the loops tool's report).
     pub id: u32,
+    /// The region of the outermost loop in the report's `regions` (its first, when the
+    /// optimiser made several loops of it), null when none is there.
+    pub region: Option<u32>,
     pub function: String,
     pub file: String,
     /// The outermost loop's first line.

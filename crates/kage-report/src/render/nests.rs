@@ -5,7 +5,7 @@
 //! come first.
 
 use super::FileNames;
-use crate::model::{AccessFit, AnalysedNest, Report, TripCount};
+use crate::model::{AccessFit, AnalysedNest, Dependence, Report, TripCount};
 use crate::render::text::header;
 use std::fmt::Write;
 
@@ -137,10 +137,32 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
     let Some(dependences) = &nest.dependences else {
         return;
     };
+    // Several instructions on one line (a stencil's loads) give the same remark: once, with
+    // how many pairs of instructions it stands for.
+    let kind = |i: Option<u32>| {
+        i.and_then(|i| nest.accesses.get(i as usize))
+            .map_or("", |a| a.kind.as_str())
+    };
+    let mut remarks: Vec<(&Dependence, usize)> = Vec::new();
     for d in dependences {
-        let kind = |i: Option<u32>| {
-            i.and_then(|i| nest.accesses.get(i as usize))
-                .map_or("", |a| a.kind.as_str())
+        let same = |(e, _): &&mut (&Dependence, usize)| {
+            (e.level, &e.kind, e.source_line, e.sink_line, &e.variable, &e.distance)
+                == (d.level, &d.kind, d.source_line, d.sink_line, &d.variable, &d.distance)
+                && e.from_samples == d.from_samples
+                && kind(e.source) == kind(d.source)
+                && kind(e.sink) == kind(d.sink)
+        };
+        match remarks.iter_mut().find(same) {
+            Some((_, pairs)) => *pairs += 1,
+            None => remarks.push((d, 1)),
+        }
+    }
+    for (d, pairs) in remarks {
+        let samples = match (d.from_samples, pairs) {
+            (true, 1) => " (seen in sampled addresses)".to_string(),
+            (true, n) => format!(" (seen in sampled addresses; {n} pairs of instructions)"),
+            (false, 1) => String::new(),
+            (false, n) => format!(" ({n} pairs of instructions)"),
         };
         let what = d.variable.as_deref().unwrap_or("memory");
         let distance = d
@@ -151,11 +173,6 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
                 format!(", distance ({})", v.join(", "))
             })
             .unwrap_or_default();
-        let samples = if d.from_samples {
-            " (seen in sampled addresses)"
-        } else {
-            ""
-        };
         let article = if d.kind == "flow" { "a" } else { "an" };
         if d.kind == "call" {
             let _ = writeln!(
@@ -233,6 +250,7 @@ fn access_remark(a: &AccessFit) -> String {
                 .map(|(k, s)| {
                     let elements = (a.element_strides.as_ref())
                         .and_then(|e| e.get(k).copied().flatten())
+                        .filter(|&e| e != 0)
                         .map(|e| format!(" ({e} element{})", if e == 1 { "" } else { "s" }))
                         .unwrap_or_default();
                     match s {

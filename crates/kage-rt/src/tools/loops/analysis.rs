@@ -24,6 +24,7 @@ use kage_report::{
 };
 
 use super::nests::NestInfo;
+use crate::registry::REGISTRY;
 use super::LevelState;
 
 /// Which analysis the tool runs.
@@ -557,6 +558,7 @@ impl NestAnalysis {
             .collect();
         let mut nest = AnalysedNest {
             id,
+            region: outermost_region(info),
             function: info.function.clone(),
             file: info.file.clone(),
             line: info.levels[0].first_line,
@@ -624,6 +626,21 @@ impl NestAnalysis {
         nest.levels_on_samples = Some(on_samples);
         nest.dependences = Some(dependences);
     }
+}
+
+/// The region of the nest's outermost loop: the first loop region of its function at its
+/// file and first line.
+fn outermost_region(info: &NestInfo) -> Option<u32> {
+    let line = info.levels[0].first_line;
+    let registry = REGISTRY.lock();
+    (registry.regions.iter().enumerate())
+        .find(|(_, r)| {
+            r.kind == kage_report::RegionKind::Loop
+                && r.line == line
+                && &*r.file == info.file.as_str()
+                && &*r.name == info.function.as_str()
+        })
+        .map(|(id, _)| id as u32)
 }
 
 fn scalar_kind_name(kind: ScalarKind) -> &'static str {
