@@ -298,6 +298,10 @@ pub mod loops {
         /// instrumented version does not see (`name` is the callee, null for an indirect
         /// call); the level is not proved to carry no dependence.
         Call = 6,
+        /// Not a scalar: a stack array or structure whose address never escapes (not
+        /// instrumented: the optimiser keeps it apart from memory) that the level writes;
+        /// the level is not proved to carry no dependence.
+        LocalArray = 7,
     }
 
     impl ScalarKind {
@@ -310,6 +314,7 @@ pub mod loops {
                 4 => ScalarKind::Linear,
                 5 => ScalarKind::Carried,
                 6 => ScalarKind::Call,
+                7 => ScalarKind::LocalArray,
                 _ => return None,
             })
         }

@@ -151,7 +151,7 @@ fn check_dependences(report: &Report, context: &str) {
     let nests = report.analysed_nests().unwrap();
     let context = format!("{context}: {nests:#?}");
     let parallel = |f: &str| nest(&nests, f).parallel_levels.clone().unwrap();
-    let expected: [(&str, &[u32]); 13] = [
+    let expected: [(&str, &[u32]); 14] = [
         ("all_parallel", &[1, 2]),
         ("outer_carried", &[2]),
         ("inner_carried", &[1]),
@@ -165,6 +165,7 @@ fn check_dependences(report: &Report, context: &str) {
         ("lcg", &[]),
         ("dot_roots", &[1]),
         ("calls", &[]),
+        ("local_array", &[]),
     ];
     for (function, levels) in expected {
         assert_eq!(parallel(function), levels, "{function}: {context}");
@@ -216,6 +217,10 @@ fn check_dependences(report: &Report, context: &str) {
     let d = deps("calls");
     assert_eq!(d.len(), 1, "{context}");
     assert_eq!((d[0].kind.as_str(), d[0].variable.as_deref()), ("call", Some("bump")));
+    // t[4] is written by both levels, not analysed: named with -g.
+    let d = deps("local_array");
+    assert_eq!(d.len(), 2, "{context}");
+    assert!(d.iter().all(|d| d.kind == "local-array"), "{context}");
 }
 
 #[test]

@@ -53,6 +53,47 @@ pub unsafe fn classify(func: LLVMValueRef, levels: &[Level]) -> Vec<NestScalar> 
             }
         }
         out.extend(opaque_calls(k, level));
+        out.extend(local_arrays_written(&slots, k, level));
+    }
+    out
+}
+
+/// The stack slots that are not scalars, whose address never escapes (so their accesses
+/// are not reported) and that the level writes: one entry each.
+unsafe fn local_arrays_written(
+    scalars: &[LLVMValueRef],
+    k: usize,
+    level: &Level,
+) -> Vec<NestScalar> {
+    let mut out: Vec<NestScalar> = Vec::new();
+    let mut done = HashSet::new();
+    let func = LLVMGetBasicBlockParent(level.header);
+    let mut b = LLVMGetFirstBasicBlock(func);
+    while !b.is_null() {
+        if level.blocks.contains(&b) {
+            for inst in ir::instructions(b) {
+                if ir::opcode(inst) != LLVMOpcode::LLVMStore {
+                    continue;
+                }
+                let slot = accesses::underlying_object(LLVMGetOperand(inst, 1));
+                if LLVMIsAAllocaInst(slot).is_null()
+                    || scalars.contains(&slot)
+                    || !accesses::is_unescaped_slot(slot)
+                    || !done.insert(slot)
+                {
+                    continue;
+                }
+                out.push(NestScalar {
+                    level: k,
+                    kind: ScalarKind::LocalArray,
+                    line: LLVMGetDebugLocLine(inst),
+                    operator: None,
+                    step: 0,
+                    name: accesses::variable_name(slot),
+                });
+            }
+        }
+        b = LLVMGetNextBasicBlock(b);
     }
     out
 }

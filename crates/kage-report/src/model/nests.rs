@@ -165,8 +165,9 @@ pub struct Dependence {
     /// The carrying level (1-based).
     pub level: u32,
     /// `flow` (read after write), `anti` (write after read), `output` (write after write),
-    /// or `call`: the level calls a function whose accesses are not seen (`variable`), so it
-    /// is not proved free of dependences.
+    /// `call`: the level calls a function whose accesses are not seen (`variable`), or
+    /// `local-array`: it writes a stack array that is not analysed; either way it is not
+    /// proved free of dependences.
     pub kind: String,
     /// The instruction of the earlier iteration and that of the later one (indices into
     /// `accesses`); none for a scalar's.

@@ -125,7 +125,7 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
             ),
             "linear" => format!("linear (step {})", scalar.step.unwrap_or(1)),
             "carried" => "carried from one iteration to the next".into(),
-            "call" => continue,
+            "call" | "local-array" => continue,
             other => other.to_string(),
         };
         let _ = writeln!(
@@ -174,6 +174,17 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
             })
             .unwrap_or_default();
         let article = if d.kind == "flow" { "a" } else { "an" };
+        if d.kind == "local-array" {
+            let _ = writeln!(
+                out,
+                "{file}:{}: dependence: level {} is not proved free of dependences: it writes \
+                 the local array {}, which is not analysed",
+                d.sink_line,
+                d.level,
+                d.variable.as_deref().unwrap_or("without a name")
+            );
+            continue;
+        }
         if d.kind == "call" {
             let _ = writeln!(
                 out,

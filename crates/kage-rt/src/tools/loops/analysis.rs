@@ -599,10 +599,16 @@ impl NestAnalysis {
                 }
             })
             .collect();
-        for s in (info.scalars.iter()).filter(|s| matches!(s.kind, ScalarKind::Carried | ScalarKind::Call)) {
+        let unseen = |k| matches!(k, ScalarKind::Carried | ScalarKind::Call | ScalarKind::LocalArray);
+        for s in info.scalars.iter().filter(|s| unseen(s.kind)) {
             dependences.push(Dependence {
                 level: s.level + 1,
-                kind: if s.kind == ScalarKind::Call { "call" } else { "flow" }.into(),
+                kind: match s.kind {
+                    ScalarKind::Call => "call",
+                    ScalarKind::LocalArray => "local-array",
+                    _ => "flow",
+                }
+                .into(),
                 source: None,
                 sink: None,
                 source_line: s.line,
@@ -652,6 +658,7 @@ fn scalar_kind_name(kind: ScalarKind) -> &'static str {
         ScalarKind::Linear => "linear",
         ScalarKind::Carried => "carried",
         ScalarKind::Call => "call",
+        ScalarKind::LocalArray => "local-array",
     }
 }
 
@@ -669,6 +676,15 @@ fn suggestion(
         .min_by_key(|&&l| info.levels[l as usize - 1].depth)
     else {
         let d = &dependences[0];
+        if d.kind == "local-array" {
+            return format!(
+                "no level is proved to run in parallel: level {} writes the local array {} \
+                 (line {}), which is not analysed",
+                d.level,
+                d.variable.as_deref().unwrap_or("without a name"),
+                d.source_line
+            );
+        }
         if d.kind == "call" {
             return format!(
                 "no level is proved to run in parallel: level {} calls {} (line {}), whose memory \
