@@ -389,10 +389,11 @@ pub unsafe fn add_function_attribute(func: LLVMValueRef, name: &str) {
     );
 }
 
-/// Branch weights of a conditional `branch`: how often each side is taken, relatively.
+/// Branch weights of a conditional `branch` (or a `switch` with one case: its default, then
+/// its case): how often each side is taken, relatively.
 ///
 /// # Safety
-/// `branch` must be a conditional `br` of a live module.
+/// `branch` must be a conditional `br`, or a `switch` with one case, of a live module.
 pub unsafe fn set_branch_weights(branch: LLVMValueRef, taken: u64, not_taken: u64) {
     let context = LLVMGetTypeContext(LLVMTypeOf(branch));
     let weight = |w: u64| LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(context), w, 0));

@@ -109,6 +109,27 @@ extern "C" LLVMValueRef kage_demote_to_stack(LLVMValueRef Value) {
   return llvm::wrap(llvm::DemoteRegToStack(*I));
 }
 
+// Tells the optimiser what a loop-nest runtime function may touch: the memory its pointer
+// arguments point to (the nest's descriptor, an array of counts) and the runtime's own,
+// which the program cannot name; parameters in `AddressOnly` are never dereferenced and
+// only their address is kept. Without it a call in a nest's instrumented version would
+// make every pointer it is given escape and every load of the function wait for it, which
+// would slow the original version too (both are one function). The runtime never calls back
+// into the program.
+extern "C" void kage_declare_runtime_effects(LLVMValueRef Function, const unsigned *AddressOnly,
+                                             unsigned Count) {
+  auto *F = llvm::cast<llvm::Function>(llvm::unwrap(Function));
+  F->setMemoryEffects(llvm::MemoryEffects::argMemOnly() |
+                      llvm::MemoryEffects::inaccessibleMemOnly());
+  F->addFnAttr(llvm::Attribute::NoCallback);
+  for (unsigned K = 0; K < Count; ++K) {
+    F->addParamAttr(AddressOnly[K], llvm::Attribute::ReadNone);
+    F->addParamAttr(AddressOnly[K],
+                    llvm::Attribute::getWithCaptureInfo(
+                        F->getContext(), llvm::CaptureInfo(llvm::CaptureComponents::Address)));
+  }
+}
+
 // The source name of the variable a stack slot or a global holds, from debug information
 // (`-g`: a `#dbg_declare` record of the slot, the global's `DIGlobalVariable`): *Len bytes,
 // not NUL-terminated; null when there is none.

@@ -24,6 +24,8 @@ use crate::regions::StringPool;
 use select::LineSpec;
 
 extern "C" {
+    /// Declares what a loop-nest runtime function may touch (src/shim.cpp).
+    fn kage_declare_runtime_effects(function: LLVMValueRef, address_only: *const u32, count: u32);
     /// The start and end lines and file of a loop from its back-edge branch's `llvm.loop`
     /// metadata (src/shim.cpp).
     fn kage_loop_lines(
@@ -224,17 +226,26 @@ pub unsafe fn version_module_with(
         return Ok(false);
     }
 
+    // What each may touch: `enter`'s frame and `access`'s address are only kept.
+    let declare = |symbol, address_only: &[u32]| {
+        let function = RuntimeFunction::declare(module, symbol);
+        kage_declare_runtime_effects(
+            function.value,
+            address_only.as_ptr(),
+            address_only.len() as u32,
+        );
+        function
+    };
     let calls = version::NestCalls {
-        enter: RuntimeFunction::declare(module, &symbols::LOOPS_ENTER),
-        decide: RuntimeFunction::declare(module, &symbols::LOOPS_DECIDE),
-        iter: RuntimeFunction::declare(module, &symbols::LOOPS_ITER),
-        exit: RuntimeFunction::declare(module, &symbols::LOOPS_EXIT),
-        trip: (build.reports_loop_accesses())
-            .then(|| RuntimeFunction::declare(module, &symbols::LOOPS_TRIP)),
+        enter: declare(&symbols::LOOPS_ENTER, &[1]),
+        decide: declare(&symbols::LOOPS_DECIDE, &[]),
+        iter: declare(&symbols::LOOPS_ITER, &[]),
+        exit: declare(&symbols::LOOPS_EXIT, &[]),
+        trip: (build.reports_loop_accesses()).then(|| declare(&symbols::LOOPS_TRIP, &[])),
         frame_address: frame_address(module),
     };
-    let report_access = (build.reports_loop_accesses())
-        .then(|| RuntimeFunction::declare(module, &symbols::LOOPS_ACCESS));
+    let report_access =
+        (build.reports_loop_accesses()).then(|| declare(&symbols::LOOPS_ACCESS, &[2]));
     let mut strings = StringPool::new(module);
     for (func, header, sources, how) in roots {
         let levels = match version::prepare(func, header) {

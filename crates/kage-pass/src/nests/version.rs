@@ -50,6 +50,10 @@ extern "C" {
     fn kage_keep_loop_as_written(branch: LLVMValueRef);
 }
 
+/// The weight of the usual side of a branch whose other side runs only while sampling: the
+/// instrumented version and the runtime's calls are cold.
+const COLD: u64 = 1 << 16;
+
 /// Where `kage_nest.sampling_over` is.
 const SAMPLING_OVER_OFFSET: u64 = kage_abi::nest_layout::NEST_FIELDS[6] as u64;
 
@@ -438,7 +442,10 @@ pub unsafe fn version(
                         c64(INSTRUMENTED),
                         c"".as_ptr(),
                     );
-                    LLVMBuildCondBr(builder, instrumented, switch, s);
+                    let resume = LLVMBuildCondBr(builder, instrumented, switch, s);
+                    // Cold: only in sampled iterations (block frequencies steer register
+                    // allocation towards the original's loops).
+                    ir::set_branch_weights(resume, 1, COLD);
                     LLVMPositionBuilderAtEnd(builder, switch);
                     report_trips();
                     LLVMBuildBr(builder, clone[&s]);
@@ -499,7 +506,8 @@ pub unsafe fn version(
                         new_block("kage.nest.count"),
                         new_block("kage.nest.entered"),
                     );
-                    LLVMBuildCondBr(builder, over, skip, ask);
+                    let asking = LLVMBuildCondBr(builder, over, skip, ask);
+                    ir::set_branch_weights(asking, COLD, 1);
                     // Counted on entry, so that an entry left by an exception or a
                     // `longjmp` counts too (its iterations cannot).
                     LLVMPositionBuilderAtEnd(builder, skip);
@@ -680,6 +688,7 @@ pub unsafe fn version(
         let which = LLVMBuildLoad2(builder, i64t, ver[k], c"".as_ptr());
         let switch = LLVMBuildSwitch(builder, which, loop_entry[k][0], 1);
         LLVMAddCase(switch, c64(INSTRUMENTED), loop_entry[k][1]);
+        ir::set_branch_weights(switch, COLD, 1);
 
         LLVMPositionBuilderAtEnd(builder, decide[k]);
         let now = LLVMBuildLoad2(builder, i64t, vi[k], c"".as_ptr());
