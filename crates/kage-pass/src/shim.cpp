@@ -18,8 +18,11 @@
 #include "llvm/Transforms/Scalar/EarlyCSE.h"
 #include "llvm/Transforms/Scalar/LICM.h"
 #include "llvm/Transforms/Scalar/LoopPassManager.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Transforms/Utils/Local.h"
 #include "llvm/Transforms/Utils/Mem2Reg.h"
+#include "llvm/Transforms/Utils/PromoteMemToReg.h"
+#include "llvm/IR/Dominators.h"
 #include "llvm/Plugins/PassPlugin.h"
 #include "llvm-c/Types.h"
 
@@ -130,26 +133,44 @@ extern "C" void kage_declare_runtime_effects(LLVMValueRef Function, const unsign
   }
 }
 
+// Inlines the call `Call` (a direct call to a function with a body); false when LLVM
+// cannot.
+extern "C" bool kage_inline_call(LLVMValueRef Call) {
+  auto *CB = llvm::dyn_cast_or_null<llvm::CallBase>(llvm::unwrap(Call));
+  if (!CB) return false;
+  llvm::InlineFunctionInfo Info;
+  return llvm::InlineFunction(*CB, Info).isSuccess();
+}
+
+// The variable record of a stack slot: its declare (`-g`), or with clang's assignment
+// tracking (-O1 and up with -g) one of the assignment markers linked to it; null if none.
+static llvm::DbgVariableRecord *slotRecord(llvm::AllocaInst *Slot) {
+  for (llvm::DbgVariableRecord *Record : llvm::findDVRDeclares(Slot))
+    if (Record->getVariable()) return Record;
+  for (llvm::DbgVariableRecord *Record : llvm::at::getDVRAssignmentMarkers(Slot))
+    if (Record->getVariable()) return Record;
+  return nullptr;
+}
+
+// Whether a stack slot holds a local variable of a function inlined into this one (its
+// debug record's location is inlined).
+extern "C" bool kage_slot_of_inlined_callee(LLVMValueRef Value) {
+  auto *Slot = llvm::dyn_cast_or_null<llvm::AllocaInst>(llvm::unwrap(Value));
+  llvm::DbgVariableRecord *Record = Slot ? slotRecord(Slot) : nullptr;
+  return Record && Record->getDebugLoc() && Record->getDebugLoc().getInlinedAt();
+}
+
 // The source name of the variable a stack slot or a global holds, from debug information
-// (`-g`: a `#dbg_declare` record of the slot, the global's `DIGlobalVariable`): *Len bytes,
-// not NUL-terminated; null when there is none.
+// (`-g`: a stack slot's variable record, the global's `DIGlobalVariable`): *Len bytes, not
+// NUL-terminated; null when there is none, or when the slot is an inlined callee's (its
+// name means nothing in the nest's source).
 extern "C" const char *kage_variable_name(LLVMValueRef Value, size_t *Len) {
   llvm::Value *V = llvm::unwrap(Value);
   llvm::StringRef Name;
   if (auto *Slot = llvm::dyn_cast_or_null<llvm::AllocaInst>(V)) {
-    for (llvm::DbgVariableRecord *Record : llvm::findDVRDeclares(Slot))
-      if (Record->getVariable()) {
-        Name = Record->getVariable()->getName();
-        break;
-      }
-    // Clang's assignment tracking (-O1 and up with -g) has replaced the declare by
-    // assignment markers linked to the slot.
-    if (Name.empty())
-      for (llvm::DbgVariableRecord *Record : llvm::at::getDVRAssignmentMarkers(Slot))
-        if (Record->getVariable()) {
-          Name = Record->getVariable()->getName();
-          break;
-        }
+    llvm::DbgVariableRecord *Record = slotRecord(Slot);
+    if (Record && !(Record->getDebugLoc() && Record->getDebugLoc().getInlinedAt()))
+      Name = Record->getVariable()->getName();
   } else if (auto *Global = llvm::dyn_cast_or_null<llvm::GlobalVariable>(V)) {
     llvm::SmallVector<llvm::DIGlobalVariableExpression *, 1> Expressions;
     Global->getDebugInfo(Expressions);
@@ -160,6 +181,25 @@ extern "C" const char *kage_variable_name(LLVMValueRef Value, size_t *Len) {
   *Len = Name.size();
   return Name.data();
 }
+
+// Promotes to SSA values the stack slots of `Function` that hold the locals and
+// parameters of callees inlined into it (their debug records' locations are inlined), as
+// mem2reg would: the `this` of an inlined accessor then points straight at the caller's
+// object instead of through a slot.
+extern "C" void kage_promote_inlined_slots(LLVMValueRef Function) {
+  auto *F = llvm::cast<llvm::Function>(llvm::unwrap(Function));
+  std::vector<llvm::AllocaInst *> Slots;
+  for (llvm::Instruction &I : F->getEntryBlock())
+    if (auto *Slot = llvm::dyn_cast<llvm::AllocaInst>(&I)) {
+      llvm::DbgVariableRecord *Record = slotRecord(Slot);
+      bool Inlined = Record && Record->getDebugLoc() && Record->getDebugLoc().getInlinedAt();
+      if (Inlined && llvm::isAllocaPromotable(Slot)) Slots.push_back(Slot);
+    }
+  if (Slots.empty()) return;
+  llvm::DominatorTree Tree(*F);
+  llvm::PromoteMemToReg(Slots, Tree);
+}
+
 
 // The source lines where the loop whose back-edge branch is `Branch` starts and ends, from
 // its `llvm.loop` metadata (clang records them with debug information), with the start's

@@ -350,3 +350,46 @@ fn dependences_on_ompscr_and_polybench_kernels_match_the_hand_derivation() {
         }
     }
 }
+
+#[test]
+fn cxx_accessors_are_seen_through() {
+    let work = Work::new();
+    let plain = work.path("plain_vectors");
+    let status = Command::new("clang++-22")
+        .args(["-O2", "-w"])
+        .arg(c_dir().join("nests/vectors.cpp"))
+        .arg("-o")
+        .arg(&plain)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let expected = Command::new(&plain).output().unwrap().stdout;
+    for level in ["-O0", "-O2"] {
+        let exe = work.build_with_env(
+            "nests/vectors.cpp",
+            &[level, "-g"],
+            &[("KAGE_TOOL", "dependences")],
+        );
+        let report_path = work.path("vectors.json");
+        let out = work.run_with_options(&exe, &[], &format!("output={}", report_path.display()));
+        assert_eq!(out.stdout, expected);
+        let nests = read_report(&report_path).unwrap().analysed_nests().unwrap();
+        let find = |prefix: &str| {
+            (nests.iter())
+                .find(|n| n.function.starts_with(prefix))
+                .unwrap_or_else(|| panic!("{level}: no {prefix}: {nests:#?}"))
+        };
+        let dot = find("dot(");
+        assert_eq!(dot.parallel_levels, Some(vec![1]), "{level}: {dot:#?}");
+        assert!(dot.suggestion.as_deref().unwrap().contains("reduction(+:s)"));
+        let scale = find("scale(");
+        assert_eq!(scale.parallel_levels, Some(vec![1]), "{level}: {scale:#?}");
+        assert!(scale.scalars.iter().any(|s| s.kind == "induction" && s.step == Some(8)));
+        let prefix = find("prefix(");
+        assert_eq!(prefix.parallel_levels, Some(vec![]), "{level}: {prefix:#?}");
+        let d = prefix.dependences.as_ref().unwrap();
+        assert_eq!(d.len(), 1, "{level}: {prefix:#?}");
+        assert_eq!((d[0].kind.as_str(), d[0].distance.clone()), ("flow", Some(vec![1])));
+        assert_eq!(d[0].variable.as_deref(), Some("v"));
+    }
+}

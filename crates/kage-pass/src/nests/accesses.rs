@@ -23,6 +23,104 @@ use crate::ir::{self, RuntimeFunction};
 extern "C" {
     /// The source name of the variable a stack slot or a global holds (src/shim.cpp).
     fn kage_variable_name(value: LLVMValueRef, len: *mut usize) -> *const std::ffi::c_char;
+    /// Inlines a direct call (src/shim.cpp).
+    fn kage_inline_call(call: LLVMValueRef) -> bool;
+    /// Promotes the slots of inlined callees' locals to SSA values (src/shim.cpp).
+    fn kage_promote_inlined_slots(func: LLVMValueRef);
+}
+
+/// Callees of at most this many instructions are inlined into a nest before it is
+/// analysed (accessors such as C++'s `vector::operator[]` and `size()`).
+const SMALL_CALLEE: usize = 64;
+/// Rounds of inlining: a callee's own small callees are inlined too, this deep.
+const INLINE_ROUNDS: usize = 3;
+
+/// Inlines the small callees of the nest headed by `header`, so that their accesses are the
+/// nest's own and can be analysed (the optimiser would inline them anyway; at -O0 this
+/// changes which code runs, never what it computes). A callee is small when it has a body
+/// of at most [`SMALL_CALLEE`] instructions and no loop, is not the function itself, and is
+/// not `noinline` by the program's wish (at -O0 every function is `noinline optnone`: those
+/// are inlined, into an `optnone` function that stays unoptimised).
+///
+/// # Safety
+/// `func` is a valid function with a body and `header` one of its loop headers.
+pub unsafe fn inline_small_callees(func: LLVMValueRef, header: LLVMBasicBlockRef) {
+    for _ in 0..INLINE_ROUNDS {
+        let Some(levels) = super::version::levels(func, header) else {
+            return;
+        };
+        let mut calls = Vec::new();
+        for &b in &levels[0].blocks {
+            for inst in ir::instructions(b) {
+                if ir::opcode(inst) != LLVMOpcode::LLVMCall {
+                    continue;
+                }
+                if let Some(callee) = ir::direct_callee(inst) {
+                    if callee != func && is_small(callee) {
+                        calls.push(inst);
+                    }
+                }
+            }
+        }
+        if calls.is_empty() {
+            break;
+        }
+        for call in calls {
+            kage_inline_call(call);
+        }
+    }
+    kage_promote_inlined_slots(func);
+}
+
+unsafe fn is_small(callee: LLVMValueRef) -> bool {
+    if LLVMCountBasicBlocks(callee) == 0 || LLVMIsFunctionVarArg(LLVMGlobalGetValueType(callee)) != 0
+    {
+        return false;
+    }
+    let has = |attribute: &str| {
+        let kind = LLVMGetEnumAttributeKindForName(attribute.as_ptr() as *const _, attribute.len());
+        !LLVMGetEnumAttributeAtIndex(callee, llvm_sys::LLVMAttributeFunctionIndex, kind).is_null()
+    };
+    // At -O0 clang marks every function `optnone noinline`; `noinline` alone is the
+    // program's own wish.
+    if has("noinline") && !has("optnone") {
+        return false;
+    }
+    // A callee's loop would be a new level of the nest.
+    let cfg = ir::FunctionCfg::new(callee);
+    if !crate::loops::find_loops(&cfg.successors, 0).loops.is_empty() {
+        return false;
+    }
+    let mut count = 0;
+    let mut b = LLVMGetFirstBasicBlock(callee);
+    while !b.is_null() {
+        count += ir::instructions(b).len();
+        if count > SMALL_CALLEE {
+            return false;
+        }
+        b = LLVMGetNextBasicBlock(b);
+    }
+    true
+}
+
+/// Where an instruction is in the nest's own source: the line and column of the outermost
+/// call when it was inlined (`v[i]` rather than the line of `operator[]`).
+pub unsafe fn source_position(inst: LLVMValueRef) -> (u32, u32) {
+    use llvm_sys::debuginfo::{
+        LLVMDILocationGetColumn, LLVMDILocationGetInlinedAt, LLVMDILocationGetLine,
+        LLVMInstructionGetDebugLoc,
+    };
+    let mut location = LLVMInstructionGetDebugLoc(inst);
+    if location.is_null() {
+        return (0, 0);
+    }
+    loop {
+        let outer = LLVMDILocationGetInlinedAt(location);
+        if outer.is_null() {
+            return (LLVMDILocationGetLine(location), LLVMDILocationGetColumn(location));
+        }
+        location = outer;
+    }
 }
 
 /// One reported memory instruction.
@@ -78,13 +176,14 @@ pub unsafe fn memory_accesses(func: LLVMValueRef, levels: &[Level]) -> Vec<NestA
                 if is_local {
                     continue;
                 }
+                let (line, column) = source_position(inst);
                 out.push(NestAccess {
                     instruction: inst,
                     level,
                     writes,
                     size: LLVMStoreSizeOfType(data_layout, ty) as u32,
-                    line: LLVMGetDebugLocLine(inst),
-                    column: LLVMGetDebugLocColumn(inst),
+                    line,
+                    column,
                     name: variable_behind(pointer),
                 });
             }
@@ -207,7 +306,8 @@ unsafe fn is_marker_call(call: LLVMValueRef) -> bool {
 }
 
 /// The variable whose memory `pointer` reaches: a global, a local array, or the memory a
-/// local pointer variable points to (`p[i]`: `p`).
+/// local pointer variable points to (`p[i]`: `p`), through a few loads (`v[i]` of a C++
+/// vector `v`: its data pointer is loaded from the object).
 pub unsafe fn variable_behind(pointer: LLVMValueRef) -> Option<String> {
     let object = underlying_object(pointer);
     if !LLVMIsAGlobalVariable(object).is_null() {
@@ -219,10 +319,18 @@ pub unsafe fn variable_behind(pointer: LLVMValueRef) -> Option<String> {
     if !LLVMIsAAllocaInst(object).is_null() {
         return variable_name(object);
     }
-    if !LLVMIsALoadInst(object).is_null() {
-        let slot = underlying_object(LLVMGetOperand(object, 0));
-        if !LLVMIsAAllocaInst(slot).is_null() || !LLVMIsAGlobalVariable(slot).is_null() {
-            return variable_name(slot);
+    // Through pointers loaded from memory: `p[i]` (p's slot), `v[i]` of a C++ vector (the
+    // data pointer loaded from the object v refers to).
+    let mut object = object;
+    for _ in 0..4 {
+        if LLVMIsALoadInst(object).is_null() {
+            break;
+        }
+        object = underlying_object(LLVMGetOperand(object, 0));
+        if !LLVMIsAAllocaInst(object).is_null() || !LLVMIsAGlobalVariable(object).is_null() {
+            if let Some(name) = variable_name(object) {
+                return Some(name);
+            }
         }
     }
     None

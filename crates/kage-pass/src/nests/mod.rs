@@ -248,6 +248,9 @@ pub unsafe fn version_module_with(
         (build.reports_loop_accesses()).then(|| declare(&symbols::LOOPS_ACCESS, &[2]));
     let mut strings = StringPool::new(module);
     for (func, header, sources, how) in roots {
+        if build.reports_loop_accesses() {
+            accesses::inline_small_callees(func, header);
+        }
         let levels = match version::prepare(func, header) {
             Ok(levels) => levels,
             Err(why) => {

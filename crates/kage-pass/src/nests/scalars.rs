@@ -86,7 +86,7 @@ unsafe fn local_arrays_written(
                 out.push(NestScalar {
                     level: k,
                     kind: ScalarKind::LocalArray,
-                    line: LLVMGetDebugLocLine(inst),
+                    line: accesses::source_position(inst).0,
                     operator: None,
                     step: 0,
                     name: accesses::variable_name(slot),
@@ -142,7 +142,7 @@ unsafe fn opaque_calls(k: usize, level: &Level) -> Vec<NestScalar> {
                     out.push(NestScalar {
                         level: k,
                         kind: ScalarKind::Call,
-                        line: LLVMGetDebugLocLine(inst),
+                        line: accesses::source_position(inst).0,
                         operator: None,
                         step: 0,
                         name: shown,
@@ -168,41 +168,74 @@ unsafe fn touches_no_named_memory(f: LLVMValueRef) -> bool {
     effects & 0b11 == 0 && (effects >> 6) & 0b11 == 0
 }
 
-/// The function's scalar stack slots, in order.
+extern "C" {
+    /// Whether a stack slot is a local of an inlined callee (src/shim.cpp).
+    fn kage_slot_of_inlined_callee(slot: LLVMValueRef) -> bool;
+}
+
+/// The function's scalar stack slots, in order: slots that hold one value (a struct of one
+/// scalar field, such as a C++ iterator, counts), only loaded and stored.
 unsafe fn scalar_slots(func: LLVMValueRef) -> Vec<LLVMValueRef> {
     let entry = LLVMGetEntryBasicBlock(func);
     (ir::instructions(entry).into_iter())
         .filter(|&inst| !LLVMIsAAllocaInst(inst).is_null())
-        .filter(|&slot| {
-            let ty = LLVMGetAllocatedType(slot);
-            !matches!(
-                LLVMGetTypeKind(ty),
-                llvm_sys::LLVMTypeKind::LLVMArrayTypeKind
-                    | llvm_sys::LLVMTypeKind::LLVMStructTypeKind
-                    | llvm_sys::LLVMTypeKind::LLVMScalableVectorTypeKind
-            ) && direct_uses_only(slot)
-        })
+        .filter(|&slot| holds_one_value(LLVMGetAllocatedType(slot)) && direct_uses_only(slot))
         .collect()
+}
+
+unsafe fn holds_one_value(ty: LLVMTypeRef) -> bool {
+    use llvm_sys::LLVMTypeKind::*;
+    match LLVMGetTypeKind(ty) {
+        LLVMArrayTypeKind | LLVMScalableVectorTypeKind => false,
+        LLVMStructTypeKind => {
+            LLVMCountStructElementTypes(ty) == 1 && holds_one_value(LLVMStructGetTypeAtIndex(ty, 0))
+        }
+        _ => true,
+    }
+}
+
+/// Whether `pointer` is `slot`'s address: the slot itself, or a GEP of it whose indices are
+/// all zero (its first field).
+unsafe fn is_slot(pointer: LLVMValueRef, slot: LLVMValueRef) -> bool {
+    if pointer == slot {
+        return true;
+    }
+    !LLVMIsAGetElementPtrInst(pointer).is_null()
+        && (1..LLVMGetNumOperands(pointer) as u32)
+            .all(|i| ir::constant_i64(LLVMGetOperand(pointer, i)) == Some(0))
+        && is_slot(LLVMGetOperand(pointer, 0), slot)
+}
+
+/// The loads and stores of the slot (through its first-field GEPs), and whether it has no
+/// other use but lifetime markers.
+unsafe fn slot_accesses(slot: LLVMValueRef) -> Option<Vec<LLVMValueRef>> {
+    let mut out = Vec::new();
+    let mut work = vec![slot];
+    while let Some(pointer) = work.pop() {
+        let mut usage = LLVMGetFirstUse(pointer);
+        while !usage.is_null() {
+            let user = LLVMGetUser(usage);
+            usage = LLVMGetNextUse(usage);
+            if LLVMIsAInstruction(user).is_null() {
+                return None;
+            }
+            match ir::opcode(user) {
+                LLVMOpcode::LLVMLoad => out.push(user),
+                LLVMOpcode::LLVMStore if LLVMGetOperand(user, 0) != pointer => out.push(user),
+                LLVMOpcode::LLVMGetElementPtr if is_slot(user, slot) => work.push(user),
+                LLVMOpcode::LLVMCall
+                    if ir::direct_callee(user)
+                        .is_some_and(|f| ir::value_name(f).starts_with("llvm.lifetime.")) => {}
+                _ => return None,
+            }
+        }
+    }
+    Some(out)
 }
 
 /// Whether the slot is only loaded from and stored to (as the address), or marked.
 unsafe fn direct_uses_only(slot: LLVMValueRef) -> bool {
-    let mut usage = LLVMGetFirstUse(slot);
-    while !usage.is_null() {
-        let user = LLVMGetUser(usage);
-        usage = LLVMGetNextUse(usage);
-        let fine = match ir::opcode(user) {
-            LLVMOpcode::LLVMLoad => true,
-            LLVMOpcode::LLVMStore => LLVMGetOperand(user, 0) != slot,
-            LLVMOpcode::LLVMCall => ir::direct_callee(user)
-                .is_some_and(|f| ir::value_name(f).starts_with("llvm.lifetime.")),
-            _ => false,
-        };
-        if !fine || LLVMIsAInstruction(user).is_null() {
-            return false;
-        }
-    }
-    true
+    slot_accesses(slot).is_some()
 }
 
 /// The loads and stores of `slot` in `blocks`.
@@ -211,17 +244,13 @@ unsafe fn uses_in(
     blocks: &HashSet<LLVMBasicBlockRef>,
 ) -> (Vec<LLVMValueRef>, Vec<LLVMValueRef>) {
     let (mut loads, mut stores) = (Vec::new(), Vec::new());
-    let mut usage = LLVMGetFirstUse(slot);
-    while !usage.is_null() {
-        let user = LLVMGetUser(usage);
-        usage = LLVMGetNextUse(usage);
-        if !blocks.contains(&LLVMGetInstructionParent(user)) {
+    for access in slot_accesses(slot).unwrap_or_default() {
+        if !blocks.contains(&LLVMGetInstructionParent(access)) {
             continue;
         }
-        match ir::opcode(user) {
-            LLVMOpcode::LLVMLoad => loads.push(user),
-            LLVMOpcode::LLVMStore => stores.push(user),
-            _ => {}
+        match ir::opcode(access) {
+            LLVMOpcode::LLVMLoad => loads.push(access),
+            _ => stores.push(access),
         }
     }
     (loads, stores)
@@ -235,6 +264,7 @@ unsafe fn classify_in(
 ) -> Option<NestScalar> {
     let (loads, stores) = uses_in(slot, &level.blocks);
     let first_store = *stores.first()?;
+    let inlined = kage_slot_of_inlined_callee(slot);
     let name = accesses::variable_name(slot);
     let scalar = |kind, line, operator, step| NestScalar {
         level: k,
@@ -244,7 +274,7 @@ unsafe fn classify_in(
         step,
         name: name.clone(),
     };
-    let store_line = LLVMGetDebugLocLine(first_store);
+    let store_line = accesses::source_position(first_store).0;
     if let [store] = stores[..] {
         if let Some(step) = step_of(slot, store) {
             if on_every_path(level, LLVMGetInstructionParent(store)) {
@@ -267,13 +297,14 @@ unsafe fn classify_in(
         return None; // written and never read: a compiler's bookkeeping (a cleanup slot)
     }
     match first_exposed_load(slot, level) {
+        None if inlined => None,
         None if read_after(func, slot, level) => {
             Some(scalar(ScalarKind::LastPrivate, store_line, None, 0))
         }
         None => Some(scalar(ScalarKind::Private, store_line, None, 0)),
         Some(load) => Some(scalar(
             ScalarKind::Carried,
-            LLVMGetDebugLocLine(load),
+            accesses::source_position(load).0,
             None,
             0,
         )),
@@ -287,7 +318,7 @@ unsafe fn step_of(slot: LLVMValueRef, store: LLVMValueRef) -> Option<i64> {
         return None;
     }
     let loads_slot = |v: LLVMValueRef| {
-        !LLVMIsALoadInst(v).is_null() && LLVMGetOperand(v, 0) == slot
+        !LLVMIsALoadInst(v).is_null() && is_slot(LLVMGetOperand(v, 0), slot)
     };
     match ir::opcode(value) {
         LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMSub => {
@@ -360,11 +391,15 @@ unsafe fn reduction(
             let fused = callee.is_some_and(|n| {
                 n.starts_with("llvm.fmuladd.") || n.starts_with("llvm.fma.")
             });
+            // Operands: a, b, the accumulator, the callee.
+            if !fused || LLVMGetNumOperands(value) != 4 || operator.is_some_and(|o| o != '+') {
+                return None;
+            }
             let own = LLVMGetOperand(value, 2);
             let is_own = !LLVMIsALoadInst(own).is_null()
-                && LLVMGetOperand(own, 0) == slot
+                && is_slot(LLVMGetOperand(own, 0), slot)
                 && single_use(own);
-            if !fused || !is_own || operator.is_some_and(|o| o != '+') {
+            if !is_own {
                 return None;
             }
             operator = Some('+');
@@ -381,9 +416,7 @@ unsafe fn reduction(
             _ => return None,
         };
         let is_own_load = |v: LLVMValueRef| {
-            !LLVMIsALoadInst(v).is_null()
-                && LLVMGetOperand(v, 0) == slot
-                && single_use(v)
+            !LLVMIsALoadInst(v).is_null() && is_slot(LLVMGetOperand(v, 0), slot) && single_use(v)
         };
         let (a, b) = (LLVMGetOperand(value, 0), LLVMGetOperand(value, 1));
         // `x - e` accumulates like `x + (-e)`; `e - x` does not.
@@ -426,7 +459,7 @@ unsafe fn first_exposed_load(slot: LLVMValueRef, level: &Level) -> Option<LLVMVa
     }
     let stores_in = |b: LLVMBasicBlockRef| {
         ir::instructions(b).into_iter().any(|i| {
-            ir::opcode(i) == LLVMOpcode::LLVMStore && LLVMGetOperand(i, 1) == slot
+            ir::opcode(i) == LLVMOpcode::LLVMStore && is_slot(LLVMGetOperand(i, 1), slot)
         })
     };
     // Written on every path to the block's end; optimistic start, then down to a fixpoint.
@@ -457,8 +490,10 @@ unsafe fn first_exposed_load(slot: LLVMValueRef, level: &Level) -> Option<LLVMVa
             let mut written = written_in(b, &written_out);
             for inst in ir::instructions(b) {
                 match ir::opcode(inst) {
-                    LLVMOpcode::LLVMStore if LLVMGetOperand(inst, 1) == slot => written = true,
-                    LLVMOpcode::LLVMLoad if LLVMGetOperand(inst, 0) == slot && !written => {
+                    LLVMOpcode::LLVMStore if is_slot(LLVMGetOperand(inst, 1), slot) => {
+                        written = true
+                    }
+                    LLVMOpcode::LLVMLoad if is_slot(LLVMGetOperand(inst, 0), slot) && !written => {
                         return Some(inst)
                     }
                     _ => {}
@@ -487,8 +522,10 @@ unsafe fn read_after(_func: LLVMValueRef, slot: LLVMValueRef, level: &Level) -> 
     'blocks: while let Some(b) = work.pop() {
         for inst in ir::instructions(b) {
             match ir::opcode(inst) {
-                LLVMOpcode::LLVMLoad if LLVMGetOperand(inst, 0) == slot => return true,
-                LLVMOpcode::LLVMStore if LLVMGetOperand(inst, 1) == slot => continue 'blocks,
+                LLVMOpcode::LLVMLoad if is_slot(LLVMGetOperand(inst, 0), slot) => return true,
+                LLVMOpcode::LLVMStore if is_slot(LLVMGetOperand(inst, 1), slot) => {
+                    continue 'blocks
+                }
                 _ => {}
             }
         }

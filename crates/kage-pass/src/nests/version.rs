@@ -149,7 +149,7 @@ unsafe fn nest_blocks(
 }
 
 /// The loop headed by `header` and the loops inside it, in pre-order.
-unsafe fn levels(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Option<Vec<Level>> {
+pub unsafe fn levels(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Option<Vec<Level>> {
     let cfg = FunctionCfg::new(func);
     let forest = find_loops(&cfg.successors, 0);
     let root = forest
