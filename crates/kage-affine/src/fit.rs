@@ -212,9 +212,9 @@ impl Fit {
             return None;
         }
         let mut base = value as i128;
-        for k in 0..self.depth {
-            if o[k] != 0 {
-                base -= self.strides[k]? as i128 * o[k] as i128;
+        for (&at, stride) in o.iter().zip(&self.strides).take(self.depth) {
+            if at != 0 {
+                base -= (*stride)? as i128 * at as i128;
             }
         }
         i64::try_from(base).ok()

@@ -33,7 +33,11 @@ fn plain_output(work: &Work) -> String {
 /// Builds the kernels for `tool` at `level` (with `-g` when `named`), runs them with
 /// `options`, checks their output, and returns the report.
 fn analyse(work: &Work, tool: &str, level: &str, named: bool, options: &str) -> Report {
-    let flags: Vec<&str> = if named { vec![level, "-g"] } else { vec![level] };
+    let flags: Vec<&str> = if named {
+        vec![level, "-g"]
+    } else {
+        vec![level]
+    };
     let exe = work.build_with_env(SOURCE, &flags, &[("KAGE_TOOL", tool)]);
     let report_path = work.path("nests.json");
     let _ = std::fs::remove_file(&report_path);
@@ -42,7 +46,11 @@ fn analyse(work: &Work, tool: &str, level: &str, named: bool, options: &str) -> 
         &[],
         &format!("{options}:output={}", report_path.display()),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8(out.stdout).unwrap(), plain_output(work));
     let report = read_report(&report_path).unwrap();
     assert_eq!(report.tool, tool);
@@ -63,8 +71,14 @@ fn access<'a>(nest: &'a AnalysedNest, kind: &str, variable: &str) -> &'a AccessF
 }
 
 fn strides(a: &AccessFit) -> Vec<i64> {
-    let strides = a.strides.as_ref().unwrap_or_else(|| panic!("not linear: {a:#?}"));
-    strides.iter().map(|s| s.expect("a stride per level")).collect()
+    let strides = a
+        .strides
+        .as_ref()
+        .unwrap_or_else(|| panic!("not linear: {a:#?}"));
+    strides
+        .iter()
+        .map(|s| s.expect("a stride per level"))
+        .collect()
 }
 
 fn base(a: &AccessFit) -> i64 {
@@ -101,7 +115,10 @@ fn interpolation_fits_the_strides_and_trip_counts_derived_on_paper() {
         assert_eq!(base(store) - base(load), ROW, "{context}");
         // B[i][j] = B[i][j-1] from j = 1: one element.
         let n = nest(&nests, "inner_carried");
-        assert_eq!(base(access(n, "store", "B")) - base(access(n, "load", "B")), 8);
+        assert_eq!(
+            base(access(n, "store", "B")) - base(access(n, "load", "B")),
+            8
+        );
         assert_eq!(n.trip_counts[0].constant, Some(63));
 
         // Triangular: the inner loop runs vi1 times (j < i).
@@ -128,7 +145,10 @@ fn interpolation_fits_the_strides_and_trip_counts_derived_on_paper() {
         assert!(n.accesses.iter().all(|a| a.linear), "{context}");
         assert!(n.accesses.iter().all(|a| strides(a) == [16]));
         let n = nest(&nests, "walk_shuffled");
-        assert!(n.accesses.iter().all(|a| a.status == "non-linear"), "{context}");
+        assert!(
+            n.accesses.iter().all(|a| a.status == "non-linear"),
+            "{context}"
+        );
 
         // A pointer walking ints: 4 bytes per iteration, the read one element ahead.
         let n = nest(&nests, "shift");
@@ -139,10 +159,15 @@ fn interpolation_fits_the_strides_and_trip_counts_derived_on_paper() {
         // Each nest names the region of its outermost loop.
         for n in &nests {
             let region = &report.regions[n.region.expect("a region") as usize];
-            assert_eq!((region.line, region.name.as_str()), (n.line, n.function.as_str()));
+            assert_eq!(
+                (region.line, region.name.as_str()),
+                (n.line, n.function.as_str())
+            );
         }
         // Dependences are the other tool's.
-        assert!(nests.iter().all(|n| n.dependences.is_none() && n.parallel_levels.is_none()));
+        assert!(nests
+            .iter()
+            .all(|n| n.dependences.is_none() && n.parallel_levels.is_none()));
     }
 }
 
@@ -192,23 +217,36 @@ fn check_dependences(report: &Report, context: &str) {
     );
     // The histogram's dependences are seen in its sampled addresses only.
     let n = nest(&nests, "histogram");
-    assert!(deps("histogram").iter().all(|d| d.from_samples && d.level == 1));
+    assert!(deps("histogram")
+        .iter()
+        .all(|d| d.from_samples && d.level == 1));
     assert_eq!(n.levels_on_samples, Some(vec![1]));
     // Scalars: the reduction is a clause, the recurrences are carried.
     let n = nest(&nests, "reduction");
     let suggestion = n.suggestion.as_deref().unwrap();
-    assert!(suggestion.starts_with("#pragma omp parallel for reduction(+:sum)"), "{suggestion}");
-    for (function, variable) in [("lcg", "seed"), ("walk_in_order", "p"), ("walk_shuffled", "p")] {
+    assert!(
+        suggestion.starts_with("#pragma omp parallel for reduction(+:sum)"),
+        "{suggestion}"
+    );
+    for (function, variable) in [
+        ("lcg", "seed"),
+        ("walk_in_order", "p"),
+        ("walk_shuffled", "p"),
+    ] {
         let d = deps(function);
         assert!(
-            d.iter().any(|d| d.source.is_none() && d.variable.as_deref() == Some(variable)),
+            d.iter()
+                .any(|d| d.source.is_none() && d.variable.as_deref() == Some(variable)),
             "{function}: {context}"
         );
     }
     // *p = *(p + 1): the read comes an iteration before the write of the same bytes.
     let d = deps("shift");
     assert_eq!(d.len(), 1, "{context}");
-    assert_eq!((d[0].kind.as_str(), d[0].distance.clone()), ("anti", Some(vec![1])));
+    assert_eq!(
+        (d[0].kind.as_str(), d[0].distance.clone()),
+        ("anti", Some(vec![1]))
+    );
     let n = nest(&nests, "outer_carried");
     assert!(n.suggestion.as_deref().unwrap().contains("level 2"));
     // A fused multiply-add accumulates too; sqrt hides no access; `bump` does.
@@ -216,7 +254,10 @@ fn check_dependences(report: &Report, context: &str) {
     assert!(suggestion.contains("reduction(+:dot)"), "{suggestion}");
     let d = deps("calls");
     assert_eq!(d.len(), 1, "{context}");
-    assert_eq!((d[0].kind.as_str(), d[0].variable.as_deref()), ("call", Some("bump")));
+    assert_eq!(
+        (d[0].kind.as_str(), d[0].variable.as_deref()),
+        ("call", Some("bump"))
+    );
     // t[4] is written by both levels, not analysed: named with -g.
     let d = deps("local_array");
     assert_eq!(d.len(), 2, "{context}");
@@ -245,7 +286,10 @@ fn every_iteration_instrumented_gives_the_same_answers() {
     check_dependences(&report, "sampling off");
     let nests = report.analysed_nests().unwrap();
     // Every access of every iteration: 64 x 64 for the square nests.
-    assert_eq!(access(nest(&nests, "all_parallel"), "load", "A").samples, 64 * 64);
+    assert_eq!(
+        access(nest(&nests, "all_parallel"), "load", "A").samples,
+        64 * 64
+    );
 }
 
 #[test]
@@ -317,7 +361,11 @@ fn dependences_on_ompscr_and_polybench_kernels_match_the_hand_derivation() {
     assert_eq!(expected.len(), 13, "{expected:?}");
     let work = Work::new();
     for level in ["-O0", "-O2"] {
-        let exe = work.build_with_env("nests/suite.c", &[level, "-g"], &[("KAGE_TOOL", "dependences")]);
+        let exe = work.build_with_env(
+            "nests/suite.c",
+            &[level, "-g"],
+            &[("KAGE_TOOL", "dependences")],
+        );
         let report = work.run_report(&exe, &[], 0);
         let nests = report.analysed_nests().unwrap();
         for (function, parallel, marked) in &expected {
@@ -381,15 +429,25 @@ fn cxx_accessors_are_seen_through() {
         };
         let dot = find("dot(");
         assert_eq!(dot.parallel_levels, Some(vec![1]), "{level}: {dot:#?}");
-        assert!(dot.suggestion.as_deref().unwrap().contains("reduction(+:s)"));
+        assert!(dot
+            .suggestion
+            .as_deref()
+            .unwrap()
+            .contains("reduction(+:s)"));
         let scale = find("scale(");
         assert_eq!(scale.parallel_levels, Some(vec![1]), "{level}: {scale:#?}");
-        assert!(scale.scalars.iter().any(|s| s.kind == "induction" && s.step == Some(8)));
+        assert!(scale
+            .scalars
+            .iter()
+            .any(|s| s.kind == "induction" && s.step == Some(8)));
         let prefix = find("prefix(");
         assert_eq!(prefix.parallel_levels, Some(vec![]), "{level}: {prefix:#?}");
         let d = prefix.dependences.as_ref().unwrap();
         assert_eq!(d.len(), 1, "{level}: {prefix:#?}");
-        assert_eq!((d[0].kind.as_str(), d[0].distance.clone()), ("flow", Some(vec![1])));
+        assert_eq!(
+            (d[0].kind.as_str(), d[0].distance.clone()),
+            ("flow", Some(vec![1]))
+        );
         assert_eq!(d[0].variable.as_deref(), Some("v"));
     }
 }

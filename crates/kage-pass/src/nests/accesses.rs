@@ -73,7 +73,8 @@ pub unsafe fn inline_small_callees(func: LLVMValueRef, header: LLVMBasicBlockRef
 }
 
 unsafe fn is_small(callee: LLVMValueRef) -> bool {
-    if LLVMCountBasicBlocks(callee) == 0 || LLVMIsFunctionVarArg(LLVMGlobalGetValueType(callee)) != 0
+    if LLVMCountBasicBlocks(callee) == 0
+        || LLVMIsFunctionVarArg(LLVMGlobalGetValueType(callee)) != 0
     {
         return false;
     }
@@ -88,7 +89,10 @@ unsafe fn is_small(callee: LLVMValueRef) -> bool {
     }
     // A callee's loop would be a new level of the nest.
     let cfg = ir::FunctionCfg::new(callee);
-    if !crate::loops::find_loops(&cfg.successors, 0).loops.is_empty() {
+    if !crate::loops::find_loops(&cfg.successors, 0)
+        .loops
+        .is_empty()
+    {
         return false;
     }
     let mut count = 0;
@@ -105,6 +109,9 @@ unsafe fn is_small(callee: LLVMValueRef) -> bool {
 
 /// Where an instruction is in the nest's own source: the line and column of the outermost
 /// call when it was inlined (`v[i]` rather than the line of `operator[]`).
+///
+/// # Safety
+/// `inst` is a valid instruction.
 pub unsafe fn source_position(inst: LLVMValueRef) -> (u32, u32) {
     use llvm_sys::debuginfo::{
         LLVMDILocationGetColumn, LLVMDILocationGetInlinedAt, LLVMDILocationGetLine,
@@ -117,7 +124,10 @@ pub unsafe fn source_position(inst: LLVMValueRef) -> (u32, u32) {
     loop {
         let outer = LLVMDILocationGetInlinedAt(location);
         if outer.is_null() {
-            return (LLVMDILocationGetLine(location), LLVMDILocationGetColumn(location));
+            return (
+                LLVMDILocationGetLine(location),
+                LLVMDILocationGetColumn(location),
+            );
         }
         location = outer;
     }
@@ -161,12 +171,16 @@ pub unsafe fn memory_accesses(func: LLVMValueRef, levels: &[Level]) -> Vec<NestA
                         true,
                         LLVMTypeOf(LLVMGetOperand(inst, 0)),
                     ),
-                    LLVMOpcode::LLVMAtomicRMW => {
-                        (LLVMGetOperand(inst, 0), true, LLVMTypeOf(LLVMGetOperand(inst, 1)))
-                    }
-                    LLVMOpcode::LLVMAtomicCmpXchg => {
-                        (LLVMGetOperand(inst, 0), true, LLVMTypeOf(LLVMGetOperand(inst, 1)))
-                    }
+                    LLVMOpcode::LLVMAtomicRMW => (
+                        LLVMGetOperand(inst, 0),
+                        true,
+                        LLVMTypeOf(LLVMGetOperand(inst, 1)),
+                    ),
+                    LLVMOpcode::LLVMAtomicCmpXchg => (
+                        LLVMGetOperand(inst, 0),
+                        true,
+                        LLVMTypeOf(LLVMGetOperand(inst, 1)),
+                    ),
                     _ => continue,
                 };
                 let object = underlying_object(pointer);
@@ -225,7 +239,10 @@ pub unsafe fn instrument(
             continue;
         };
         let locations = locations.get_or_insert_with(|| {
-            HookLocations::new(module, LLVMGetBasicBlockParent(LLVMGetInstructionParent(copy)))
+            HookLocations::new(
+                module,
+                LLVMGetBasicBlockParent(LLVMGetInstructionParent(copy)),
+            )
         });
         LLVMPositionBuilderBefore(builder, copy);
         LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(copy));
@@ -240,29 +257,31 @@ pub unsafe fn instrument(
 }
 
 /// The object a pointer points into: through GEPs and casts.
+///
+/// # Safety
+/// `pointer` is a valid value.
 pub unsafe fn underlying_object(mut pointer: LLVMValueRef) -> LLVMValueRef {
     loop {
-        let next = if !LLVMIsAGetElementPtrInst(pointer).is_null()
+        let offsets_or_casts = !LLVMIsAGetElementPtrInst(pointer).is_null()
             || !LLVMIsABitCastInst(pointer).is_null()
             || !LLVMIsAAddrSpaceCastInst(pointer).is_null()
-        {
-            LLVMGetOperand(pointer, 0)
-        } else if !LLVMIsAConstantExpr(pointer).is_null()
-            && matches!(
-                LLVMGetConstOpcode(pointer),
-                LLVMOpcode::LLVMGetElementPtr | LLVMOpcode::LLVMBitCast
-            )
-        {
-            LLVMGetOperand(pointer, 0)
-        } else {
+            || (!LLVMIsAConstantExpr(pointer).is_null()
+                && matches!(
+                    LLVMGetConstOpcode(pointer),
+                    LLVMOpcode::LLVMGetElementPtr | LLVMOpcode::LLVMBitCast
+                ));
+        if !offsets_or_casts {
             return pointer;
-        };
-        pointer = next;
+        }
+        pointer = LLVMGetOperand(pointer, 0);
     }
 }
 
 /// Whether `object` is a stack slot whose address is only loaded from, stored to and
 /// offset (GEPs whose uses are the same), never passed, stored or converted.
+///
+/// # Safety
+/// `object` is a valid value.
 pub unsafe fn is_unescaped_slot(object: LLVMValueRef) -> bool {
     if LLVMIsAAllocaInst(object).is_null() {
         return false;
@@ -300,14 +319,23 @@ unsafe fn is_marker_call(call: LLVMValueRef) -> bool {
         return false;
     };
     let name = ir::value_name(callee);
-    ["llvm.lifetime.", "llvm.dbg.", "llvm.memcpy.", "llvm.memset.", "llvm.memmove."]
-        .iter()
-        .any(|prefix| name.starts_with(prefix))
+    [
+        "llvm.lifetime.",
+        "llvm.dbg.",
+        "llvm.memcpy.",
+        "llvm.memset.",
+        "llvm.memmove.",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
 }
 
 /// The variable whose memory `pointer` reaches: a global, a local array, or the memory a
 /// local pointer variable points to (`p[i]`: `p`), through a few loads (`v[i]` of a C++
 /// vector `v`: its data pointer is loaded from the object).
+///
+/// # Safety
+/// `pointer` is a valid value.
 pub unsafe fn variable_behind(pointer: LLVMValueRef) -> Option<String> {
     let object = underlying_object(pointer);
     if !LLVMIsAGlobalVariable(object).is_null() {
@@ -337,6 +365,9 @@ pub unsafe fn variable_behind(pointer: LLVMValueRef) -> Option<String> {
 }
 
 /// A slot's or a global's source name, from debug information.
+///
+/// # Safety
+/// `value` is a valid value.
 pub unsafe fn variable_name(value: LLVMValueRef) -> Option<String> {
     let mut len = 0usize;
     let name = kage_variable_name(value, &mut len);

@@ -609,8 +609,7 @@ unsafe fn emit_nest(
             LLVMConstNamedStruct(scalar_type, fields.as_mut_ptr(), 6)
         })
         .collect();
-    let scalars_global =
-        constant_array(module, scalar_type, scalar_values, "__kage_nest_scalars");
+    let scalars_global = constant_array(module, scalar_type, scalar_values, "__kage_nest_scalars");
 
     // The counters of the entries that skip the runtime once sampling is over.
     let counters_type = LLVMArrayType2(i64t, 1 + levels.len() as u64);

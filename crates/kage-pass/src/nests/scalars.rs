@@ -100,10 +100,47 @@ unsafe fn local_arrays_written(
 
 /// C library functions that touch no memory but `errno`: their calls hide no access.
 const PURE_LIBRARY: &[&str] = &[
-    "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sin",
-    "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh",
-    "atanh", "fabs", "floor", "ceil", "round", "trunc", "fmod", "hypot", "fmin", "fmax",
-    "erf", "erfc", "abs", "labs", "llabs", "rint", "nearbyint", "lround", "copysign",
+    "sqrt",
+    "cbrt",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "pow",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "atan2",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "fabs",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "fmod",
+    "hypot",
+    "fmin",
+    "fmax",
+    "erf",
+    "erfc",
+    "abs",
+    "labs",
+    "llabs",
+    "rint",
+    "nearbyint",
+    "lround",
+    "copysign",
 ];
 
 /// The calls in the level (its inner levels included) whose memory accesses the
@@ -131,8 +168,8 @@ unsafe fn opaque_calls(k: usize, level: &Level) -> Vec<NestScalar> {
                         && !name.starts_with("llvm.memmove")
                         && !name.starts_with("llvm.memset");
                     let base = name.trim_end_matches(['f', 'l']);
-                    let pure = PURE_LIBRARY.contains(&name.as_str())
-                        || PURE_LIBRARY.contains(&base);
+                    let pure =
+                        PURE_LIBRARY.contains(&name.as_str()) || PURE_LIBRARY.contains(&base);
                     if intrinsic || pure || touches_no_named_memory(f) {
                         continue;
                     }
@@ -317,13 +354,16 @@ unsafe fn step_of(slot: LLVMValueRef, store: LLVMValueRef) -> Option<i64> {
     if LLVMIsAInstruction(value).is_null() {
         return None;
     }
-    let loads_slot = |v: LLVMValueRef| {
-        !LLVMIsALoadInst(v).is_null() && is_slot(LLVMGetOperand(v, 0), slot)
-    };
+    let loads_slot =
+        |v: LLVMValueRef| !LLVMIsALoadInst(v).is_null() && is_slot(LLVMGetOperand(v, 0), slot);
     match ir::opcode(value) {
         LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMSub => {
             let (a, b) = (LLVMGetOperand(value, 0), LLVMGetOperand(value, 1));
-            let sign = if ir::opcode(value) == LLVMOpcode::LLVMSub { -1 } else { 1 };
+            let sign = if ir::opcode(value) == LLVMOpcode::LLVMSub {
+                -1
+            } else {
+                1
+            };
             if loads_slot(a) {
                 ir::constant_i64(b).map(|c| sign * c)
             } else if loads_slot(b) && sign == 1 {
@@ -333,9 +373,8 @@ unsafe fn step_of(slot: LLVMValueRef, store: LLVMValueRef) -> Option<i64> {
             }
         }
         LLVMOpcode::LLVMGetElementPtr if loads_slot(LLVMGetOperand(value, 0)) => {
-            let module = LLVMGetGlobalParent(LLVMGetBasicBlockParent(LLVMGetInstructionParent(
-                store,
-            )));
+            let module =
+                LLVMGetGlobalParent(LLVMGetBasicBlockParent(LLVMGetInstructionParent(store)));
             let data_layout = llvm_sys::target::LLVMGetModuleDataLayout(module);
             if LLVMGetNumOperands(value) != 2 {
                 return None;
@@ -388,9 +427,8 @@ unsafe fn reduction(
         // `s += a * b` contracted: `fmuladd(a, b, s)`.
         if ir::opcode(value) == LLVMOpcode::LLVMCall {
             let callee = ir::direct_callee(value).map(|f| ir::value_name(f));
-            let fused = callee.is_some_and(|n| {
-                n.starts_with("llvm.fmuladd.") || n.starts_with("llvm.fma.")
-            });
+            let fused = callee
+                .is_some_and(|n| n.starts_with("llvm.fmuladd.") || n.starts_with("llvm.fma."));
             // Operands: a, b, the accumulator, the callee.
             if !fused || LLVMGetNumOperands(value) != 4 || operator.is_some_and(|o| o != '+') {
                 return None;
@@ -458,18 +496,15 @@ unsafe fn first_exposed_load(slot: LLVMValueRef, level: &Level) -> Option<LLVMVa
         }
     }
     let stores_in = |b: LLVMBasicBlockRef| {
-        ir::instructions(b).into_iter().any(|i| {
-            ir::opcode(i) == LLVMOpcode::LLVMStore && is_slot(LLVMGetOperand(i, 1), slot)
-        })
+        ir::instructions(b)
+            .into_iter()
+            .any(|i| ir::opcode(i) == LLVMOpcode::LLVMStore && is_slot(LLVMGetOperand(i, 1), slot))
     };
     // Written on every path to the block's end; optimistic start, then down to a fixpoint.
     let mut written_out: HashMap<LLVMBasicBlockRef, bool> =
         blocks.iter().map(|&b| (b, true)).collect();
     let written_in = |b: LLVMBasicBlockRef, out: &HashMap<LLVMBasicBlockRef, bool>| {
-        b != level.header
-            && preds
-                .get(&b)
-                .is_some_and(|ps| ps.iter().all(|p| out[p]))
+        b != level.header && preds.get(&b).is_some_and(|ps| ps.iter().all(|p| out[p]))
     };
     let mut changed = true;
     while changed {
@@ -523,9 +558,7 @@ unsafe fn read_after(_func: LLVMValueRef, slot: LLVMValueRef, level: &Level) -> 
         for inst in ir::instructions(b) {
             match ir::opcode(inst) {
                 LLVMOpcode::LLVMLoad if is_slot(LLVMGetOperand(inst, 0), slot) => return true,
-                LLVMOpcode::LLVMStore if is_slot(LLVMGetOperand(inst, 1), slot) => {
-                    continue 'blocks
-                }
+                LLVMOpcode::LLVMStore if is_slot(LLVMGetOperand(inst, 1), slot) => continue 'blocks,
                 _ => {}
             }
         }

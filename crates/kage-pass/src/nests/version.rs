@@ -149,6 +149,9 @@ unsafe fn nest_blocks(
 }
 
 /// The loop headed by `header` and the loops inside it, in pre-order.
+///
+/// # Safety
+/// `func` is a valid function with a body, `header` one of its blocks.
 pub unsafe fn levels(func: LLVMValueRef, header: LLVMBasicBlockRef) -> Option<Vec<Level>> {
     let cfg = FunctionCfg::new(func);
     let forest = find_loops(&cfg.successors, 0);

@@ -146,9 +146,21 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
     let mut remarks: Vec<(&Dependence, usize)> = Vec::new();
     for d in dependences {
         let same = |(e, _): &&mut (&Dependence, usize)| {
-            (e.level, &e.kind, e.source_line, e.sink_line, &e.variable, &e.distance)
-                == (d.level, &d.kind, d.source_line, d.sink_line, &d.variable, &d.distance)
-                && e.from_samples == d.from_samples
+            (
+                e.level,
+                &e.kind,
+                e.source_line,
+                e.sink_line,
+                &e.variable,
+                &e.distance,
+            ) == (
+                d.level,
+                &d.kind,
+                d.source_line,
+                d.sink_line,
+                &d.variable,
+                &d.distance,
+            ) && e.from_samples == d.from_samples
                 && kind(e.source) == kind(d.source)
                 && kind(e.sink) == kind(d.sink)
         };
@@ -186,7 +198,8 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
             continue;
         }
         if d.kind == "call" {
-            let _ = writeln!(
+            let _ =
+                writeln!(
                 out,
                 "{file}:{}: dependence: level {} is not proved free of dependences: it calls {}, \
                  whose memory accesses are not seen",
@@ -197,7 +210,10 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
             continue;
         }
         if d.source.is_none() {
-            let what = d.variable.as_deref().unwrap_or("without a name (build with -g)");
+            let what = d
+                .variable
+                .as_deref()
+                .unwrap_or("without a name (build with -g)");
             let _ = writeln!(
                 out,
                 "{file}:{}: dependence: level {} carries {article} {} dependence through scalar \
@@ -221,8 +237,8 @@ fn nest_remarks(files: &FileNames, nest: &AnalysedNest, out: &mut String) {
     }
     if let Some(parallel) = &nest.parallel_levels {
         for level in &nest.levels {
-            let on_samples = (nest.levels_on_samples.as_ref())
-                .is_some_and(|s| s.contains(&level.level));
+            let on_samples =
+                (nest.levels_on_samples.as_ref()).is_some_and(|s| s.contains(&level.level));
             let verdict = if parallel.contains(&level.level) {
                 "carries no dependence: it can run in parallel"
             } else {

@@ -24,8 +24,8 @@ use kage_report::{
 };
 
 use super::nests::NestInfo;
-use crate::registry::REGISTRY;
 use super::LevelState;
+use crate::registry::REGISTRY;
 
 /// Which analysis the tool runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +64,7 @@ struct Shadow {
     stamps: Vec<Iterators>,
     bytes: HashMap<u64, ShadowByte>,
     /// (level, source, sink, kind) found, and their distances.
-    found: HashMap<(u32, u32, u32, Kind), Option<Vec<i64>>>,
+    found: HashMap<DependenceKey, Option<Vec<i64>>>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -99,6 +99,9 @@ impl Kind {
     }
 }
 
+/// A dependence between two instructions: (carrying level, source, sink, kind).
+type DependenceKey = (u32, u32, u32, Kind);
+
 /// What the sampled entries of one nest showed, over threads.
 #[derive(Default, Clone)]
 pub struct NestAnalysis {
@@ -107,7 +110,7 @@ pub struct NestAnalysis {
     trips: Vec<Summary>,
     trip_range: Vec<(u64, u64, u64)>,
     /// (level, source, sink, kind) → (distance when the same in every entry, from samples).
-    dependences: BTreeMap<(u32, u32, u32, Kind), (Option<Vec<i64>>, bool)>,
+    dependences: BTreeMap<DependenceKey, (Option<Vec<i64>>, bool)>,
     on_samples: Vec<bool>,
 }
 
@@ -309,7 +312,7 @@ impl EntryAnalysis {
                 }
             }
         }
-        let mut found: HashMap<(u32, u32, u32, Kind), Option<Vec<i64>>> = HashMap::new();
+        let mut found: HashMap<DependenceKey, Option<Vec<i64>>> = HashMap::new();
         for i in 0..self.accesses.len() {
             for j in i..self.accesses.len() {
                 let (ci, wi, _) = &self.accesses[i];
@@ -324,7 +327,7 @@ impl EntryAnalysis {
                     continue;
                 }
                 let common = ci.iter().zip(cj).take_while(|(x, y)| x == y).count();
-                for l in 0..common {
+                for (l, &carrying) in ci.iter().enumerate().take(common) {
                     let orders: &[Order] = if i == j {
                         &[Order::AFirst]
                     } else {
@@ -341,7 +344,7 @@ impl EntryAnalysis {
                             }
                         };
                         let kind = Kind::of(self.accesses[source].1, self.accesses[sink].1);
-                        found.insert((ci[l], source as u32, sink as u32, kind), distance);
+                        found.insert((carrying, source as u32, sink as u32, kind), distance);
                     }
                 }
             }
@@ -353,8 +356,7 @@ impl EntryAnalysis {
             for (key, distance) in shadow.found {
                 let (_, source, sink, _) = key;
                 // Pairs of affine instructions were tested exactly above.
-                if references[source as usize].is_some() && references[sink as usize].is_some()
-                {
+                if references[source as usize].is_some() && references[sink as usize].is_some() {
                     continue;
                 }
                 into.add_dependence(key, distance, true);
@@ -414,13 +416,21 @@ impl Shadow {
         kind: Kind,
     ) {
         let (cs, ck) = (&accesses[source as usize].0, &accesses[sink as usize].0);
-        let common = cs.iter().zip(ck).take_while(|(x, y)| x == y).count().min(MAX_DEPTH);
+        let common = cs
+            .iter()
+            .zip(ck)
+            .take_while(|(x, y)| x == y)
+            .count()
+            .min(MAX_DEPTH);
         let (before, after) = (&self.stamps[at as usize], &self.stamps[now as usize]);
         let Some(l) = (0..common).find(|&l| before[l] != after[l]) else {
             return; // the same iteration: no level carries it
         };
         let distance: Vec<i64> = (0..common).map(|p| after[p] - before[p]).collect();
-        let entry = self.found.entry((cs[l], source, sink, kind)).or_insert(Some(distance.clone()));
+        let entry = self
+            .found
+            .entry((cs[l], source, sink, kind))
+            .or_insert(Some(distance.clone()));
         if entry.as_ref() != Some(&distance) {
             *entry = None;
         }
@@ -435,7 +445,7 @@ impl NestAnalysis {
 
     fn add_dependence(
         &mut self,
-        key: (u32, u32, u32, Kind),
+        key: DependenceKey,
         distance: Option<Vec<i64>>,
         from_samples: bool,
     ) {
@@ -585,7 +595,11 @@ impl NestAnalysis {
                 let line = |i: u32| info.accesses.get(i as usize).map_or(0, |a| a.line);
                 let variable = (info.accesses.get(source as usize))
                     .and_then(|a| a.name.clone())
-                    .or_else(|| info.accesses.get(sink as usize).and_then(|a| a.name.clone()));
+                    .or_else(|| {
+                        info.accesses
+                            .get(sink as usize)
+                            .and_then(|a| a.name.clone())
+                    });
                 Dependence {
                     level: level + 1,
                     kind: kind.name().into(),
@@ -599,7 +613,12 @@ impl NestAnalysis {
                 }
             })
             .collect();
-        let unseen = |k| matches!(k, ScalarKind::Carried | ScalarKind::Call | ScalarKind::LocalArray);
+        let unseen = |k| {
+            matches!(
+                k,
+                ScalarKind::Carried | ScalarKind::Call | ScalarKind::LocalArray
+            )
+        };
         for s in info.scalars.iter().filter(|s| unseen(s.kind)) {
             dependences.push(Dependence {
                 level: s.level + 1,
@@ -690,7 +709,9 @@ fn suggestion(
                 "no level is proved to run in parallel: level {} calls {} (line {}), whose memory \
                  accesses are not seen",
                 d.level,
-                d.variable.as_deref().unwrap_or("a function through a pointer"),
+                d.variable
+                    .as_deref()
+                    .unwrap_or("a function through a pointer"),
                 d.source_line
             );
         }
@@ -711,7 +732,11 @@ fn suggestion(
                     s.operator.as_deref().unwrap_or("+"),
                     s.variable.as_deref()?
                 )),
-                "linear" => Some(format!("{}:{}", s.variable.as_deref()?, s.step.unwrap_or(1))),
+                "linear" => Some(format!(
+                    "{}:{}",
+                    s.variable.as_deref()?,
+                    s.step.unwrap_or(1)
+                )),
                 _ => s.variable.clone(),
             })
             .collect();

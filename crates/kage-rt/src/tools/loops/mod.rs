@@ -38,9 +38,9 @@ use crate::options::{OptionDef, Options};
 use crate::registry::Instrumentations;
 use crate::sync::SpinLock;
 use crate::tool::{ThreadTool, Tool, ToolResults};
+use analysis::{Analysis, EntryAnalysis, NestAnalysis};
 use kage_abi::loops::{decision, Selection, DECIDE_NOW, INSTRUMENTED, NEVER, ORIGINAL, UNBOUNDED};
 use kage_abi::{Instrumentation, LoopLevel, Nest, NONE};
-use analysis::{Analysis, EntryAnalysis, NestAnalysis};
 use kage_report::{LevelChunks, LoopNest, Loops, NestLevel, NestSelection, LOOPS_KEY, NESTS_KEY};
 use nests::{NestInfo, NestRegistry, Registered, NESTS};
 use serde_json::{Map, Value};
@@ -201,12 +201,18 @@ pub fn make() -> &'static dyn Tool {
 
 /// Tool `interpolate`.
 pub fn make_interpolate() -> &'static dyn Tool {
-    Box::leak(Box::new(LoopsTool::new(&NESTS, Some(Analysis::Interpolate))))
+    Box::leak(Box::new(LoopsTool::new(
+        &NESTS,
+        Some(Analysis::Interpolate),
+    )))
 }
 
 /// Tool `dependences`.
 pub fn make_dependences() -> &'static dyn Tool {
-    Box::leak(Box::new(LoopsTool::new(&NESTS, Some(Analysis::Dependences))))
+    Box::leak(Box::new(LoopsTool::new(
+        &NESTS,
+        Some(Analysis::Dependences),
+    )))
 }
 
 impl LoopsTool {
@@ -327,7 +333,9 @@ fn selection(info: &NestInfo) -> NestSelection {
 
 impl Tool for LoopsTool {
     fn name(&self) -> &'static str {
-        instrumentation_of(self.analysis).only_tool().unwrap_or("loops")
+        instrumentation_of(self.analysis)
+            .only_tool()
+            .unwrap_or("loops")
     }
 
     /// Nests exist only in code built with `KAGE_TOOL=loops` (or the tool's own name): says
@@ -583,7 +591,11 @@ impl LoopsThread {
         };
         let e = self.entries[at];
         if let Some((_, analysis)) = self.analyses.last_mut().filter(|(i, _)| *i == at) {
-            analysis.access(&self.levels[e.first_level..][..e.level_count], index, address);
+            analysis.access(
+                &self.levels[e.first_level..][..e.level_count],
+                index,
+                address,
+            );
         }
     }
 

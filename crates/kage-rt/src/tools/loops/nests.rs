@@ -9,10 +9,10 @@
 //! Both are read on the hot path without a lock, from [`Chunked`] records written before
 //! the id is published.
 
+use super::analysis::{AccessInfo, ScalarInfo};
 use crate::chunked::Chunked;
 use crate::registry::REGISTRY;
 use crate::sync::{locks_held, SpinLock};
-use super::analysis::{AccessInfo, ScalarInfo};
 use kage_abi::loops::{ScalarKind, Selection};
 use kage_abi::{LoopLevel, Nest, NONE, REJECTED};
 use std::ffi::{c_char, CStr};
