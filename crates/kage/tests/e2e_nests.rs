@@ -451,3 +451,33 @@ fn cxx_accessors_are_seen_through() {
         assert_eq!(d[0].variable.as_deref(), Some("v"));
     }
 }
+
+/// Four threads run one nest, each on its own array: eight sampled entries in all, merged
+/// across threads, each with its own base and the same strides.
+#[test]
+fn threads_merge_their_sampled_entries() {
+    let work = Work::new();
+    let source = std::fs::read_to_string(c_dir().join("loops/threads.c")).unwrap();
+    let line = source.lines().position(|l| l.contains("loop:threads")).unwrap() + 1;
+    for level in ["-O0", "-O2"] {
+        let exe = work.build_with_env(
+            "loops/threads.c",
+            &[level, "-g"],
+            &[
+                ("KAGE_TOOL", "dependences"),
+                ("KAGE_LOOPS", &format!("threads.c:{line}")),
+            ],
+        );
+        let report = work.run_report(&exe, &[], 0);
+        let nests = report.analysed_nests().unwrap();
+        assert_eq!(nests.len(), 1, "{level}: {nests:#?}");
+        let n = &nests[0];
+        assert_eq!(n.entries_analysed, 8, "{level}");
+        for a in &n.accesses {
+            // g[i][j] of double[20][15]: 120 bytes a row; the bases differ per thread.
+            assert_eq!(strides(a), [120, 8], "{level}: {a:#?}");
+            assert_eq!((a.entries, a.linear_entries), (8, 8));
+        }
+        assert_eq!(n.parallel_levels, Some(vec![1, 2]), "{level}: {n:#?}");
+    }
+}
