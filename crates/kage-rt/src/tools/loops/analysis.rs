@@ -34,6 +34,41 @@ pub enum Analysis {
     Dependences,
 }
 
+/// A hasher for addresses and small keys: one multiplication per word (the shadow hashes
+/// every byte of every sampled access; SipHash's resistance to chosen keys is not needed).
+#[derive(Default, Clone, Copy)]
+struct WordHasher(u64);
+
+impl std::hash::Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_u32(&mut self, word: u32) {
+        self.write_u64(word as u64);
+    }
+
+    fn write_u8(&mut self, word: u8) {
+        self.write_u64(word as u64);
+    }
+
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<WordHasher>>;
+
 /// Bytes of one access the shadow follows (wider accesses are vector copies: their first
 /// bytes stand for them).
 const SHADOW_BYTES: u64 = 16;
@@ -62,9 +97,9 @@ pub struct EntryAnalysis {
 #[derive(Default)]
 struct Shadow {
     stamps: Vec<Iterators>,
-    bytes: HashMap<u64, ShadowByte>,
+    bytes: FastMap<u64, ShadowByte>,
     /// (level, source, sink, kind) found, and their distances.
-    found: HashMap<DependenceKey, Option<Vec<i64>>>,
+    found: FastMap<DependenceKey, Option<Vec<i64>>>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -353,7 +388,7 @@ impl EntryAnalysis {
             into.add_dependence(key, distance, false);
         }
         if let Some(shadow) = self.shadow {
-            for (key, distance) in shadow.found {
+            for (key, distance) in shadow.found.into_iter() {
                 let (_, source, sink, _) = key;
                 // Pairs of affine instructions were tested exactly above.
                 if references[source as usize].is_some() && references[sink as usize].is_some() {
@@ -379,30 +414,43 @@ impl Shadow {
             self.stamps.push(v);
         }
         let stamp = (self.stamps.len() - 1) as u32;
+        // The earlier accesses met, once each, however many bytes they share.
+        let mut met: [(u32, u32, Kind); 2 * SHADOW_BYTES as usize] =
+            [(0, 0, Kind::Flow); 2 * SHADOW_BYTES as usize];
+        let mut met_count = 0;
+        let mut meet = |source: u32, at: u32, kind: Kind| {
+            if met_count < met.len() && !met[..met_count].contains(&(source, at, kind)) {
+                met[met_count] = (source, at, kind);
+                met_count += 1;
+            }
+        };
         for byte in address..address.saturating_add(size.min(SHADOW_BYTES)) {
             let mut cell = self.bytes.get(&byte).copied().unwrap_or_default();
+            // The same instruction in the same iteration again: nothing new.
+            if writes && cell.write == Some((index, stamp))
+                || !writes && cell.reads[..cell.read_count].contains(&(index, stamp))
+            {
+                continue;
+            }
             if let Some((source, at)) = cell.write {
-                let kind = if writes { Kind::Output } else { Kind::Flow };
-                self.check(accesses, (source, at), (index, stamp), kind);
+                meet(source, at, if writes { Kind::Output } else { Kind::Flow });
             }
             if writes {
                 for &(source, at) in &cell.reads[..cell.read_count] {
-                    self.check(accesses, (source, at), (index, stamp), Kind::Anti);
+                    meet(source, at, Kind::Anti);
                 }
                 cell.write = Some((index, stamp));
                 cell.read_count = 0;
-            } else if !cell.reads[..cell.read_count]
-                .iter()
-                .any(|&(reader, at)| reader == index && at == stamp)
-            {
-                if cell.read_count < SHADOW_READERS {
-                    cell.reads[cell.read_count] = (index, stamp);
-                    cell.read_count += 1;
-                } else {
-                    cell.reads[SHADOW_READERS - 1] = (index, stamp);
-                }
+            } else if cell.read_count < SHADOW_READERS {
+                cell.reads[cell.read_count] = (index, stamp);
+                cell.read_count += 1;
+            } else {
+                cell.reads[SHADOW_READERS - 1] = (index, stamp);
             }
             self.bytes.insert(byte, cell);
+        }
+        for &(source, at, kind) in &met[..met_count] {
+            self.check(accesses, (source, at), (index, stamp), kind);
         }
     }
 
@@ -426,13 +474,21 @@ impl Shadow {
         let Some(l) = (0..common).find(|&l| before[l] != after[l]) else {
             return; // the same iteration: no level carries it
         };
-        let distance: Vec<i64> = (0..common).map(|p| after[p] - before[p]).collect();
-        let entry = self
-            .found
-            .entry((cs[l], source, sink, kind))
-            .or_insert(Some(distance.clone()));
-        if entry.as_ref() != Some(&distance) {
-            *entry = None;
+        let distance = |p: usize| after[p] - before[p];
+        match self.found.get_mut(&(cs[l], source, sink, kind)) {
+            // Seen: the distance stays only while every occurrence has it.
+            Some(known) => {
+                if known
+                    .as_ref()
+                    .is_some_and(|d| (0..common).any(|p| d[p] != distance(p)))
+                {
+                    *known = None;
+                }
+            }
+            None => {
+                let d = (0..common).map(distance).collect();
+                self.found.insert((cs[l], source, sink, kind), Some(d));
+            }
         }
     }
 }
