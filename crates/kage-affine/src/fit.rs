@@ -60,18 +60,22 @@ impl Seen {
             Some(last) => {
                 self.min = self.min.min(value);
                 self.max = self.max.max(value);
-                let step = value.wrapping_sub(last);
-                if !self.steps[..self.step_count].contains(&step) {
-                    if self.step_count < STEPS {
-                        self.steps[self.step_count] = step;
-                        self.step_count += 1;
-                    } else {
-                        self.more_steps = true;
-                    }
-                }
+                self.note_step(value.wrapping_sub(last));
             }
         }
         self.last = Some(value);
+    }
+
+    /// Keeps `step` among the distinct steps, or notes that there were more.
+    fn note_step(&mut self, step: i64) {
+        if !self.steps[..self.step_count].contains(&step) {
+            if self.step_count < STEPS {
+                self.steps[self.step_count] = step;
+                self.step_count += 1;
+            } else {
+                self.more_steps = true;
+            }
+        }
     }
 
     fn merge(&mut self, other: &Seen) {
@@ -84,15 +88,8 @@ impl Seen {
         }
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
-        for &step in &other.steps[..other.step_count] {
-            if !self.steps[..self.step_count].contains(&step) {
-                if self.step_count < STEPS {
-                    self.steps[self.step_count] = step;
-                    self.step_count += 1;
-                } else {
-                    self.more_steps = true;
-                }
-            }
+        for &step in other.steps() {
+            self.note_step(step);
         }
         self.more_steps |= other.more_steps;
     }
