@@ -124,7 +124,7 @@ fn basic_counts_are_exact() {
     assert_eq!(run.out.status.code(), Some(7), "{}", run.stderr());
     assert!(run
         .stderr()
-        .contains("kage: ignoring the region table of module 'bad.c': ABI version 5"));
+        .contains("kage: ignoring the region table of module 'bad.c': ABI version 6"));
     let r = run.report("r.json");
     assert_eq!(r.tool, "count");
     assert_eq!(r.program, program().to_str().unwrap());
@@ -366,7 +366,7 @@ fn unknown_option_bad_value_unknown_tool_and_help() {
         err.contains("bad value 'yes' for option 'enabled'"),
         "{err}"
     );
-    assert!(err.contains("kage: error: unknown tool 'nope'; available tools: count, working-set, footprint, hcpa, loops; using the 'count' tool instead"), "{err}");
+    assert!(err.contains("kage: error: unknown tool 'nope'; available tools: count, working-set, footprint, hcpa, loops, interpolate, dependences; using the 'count' tool instead"), "{err}");
     for line in [
         "tool",
         "output",
