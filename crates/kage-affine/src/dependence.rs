@@ -73,7 +73,7 @@ use std::mem::take;
 
 /// One memory reference: the bytes `[address(v), address(v) + size)` for every iterator
 /// vector v of its chain of loops (outermost first) inside the iteration domain.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Reference {
     /// address(v): constant = base address, coefficients = byte stride per level of the
     /// chain (length = depth of the chain, at least 1; missing trailing strides count as 0).
@@ -89,7 +89,7 @@ pub struct Reference {
 }
 
 /// Which reference runs in the earlier iteration of the carrying level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Order {
     /// `a` in the earlier iteration, `b` in the later one.
     AFirst,

@@ -458,7 +458,11 @@ fn cxx_accessors_are_seen_through() {
 fn threads_merge_their_sampled_entries() {
     let work = Work::new();
     let source = std::fs::read_to_string(c_dir().join("loops/threads.c")).unwrap();
-    let line = source.lines().position(|l| l.contains("loop:threads")).unwrap() + 1;
+    let line = source
+        .lines()
+        .position(|l| l.contains("loop:threads"))
+        .unwrap()
+        + 1;
     for level in ["-O0", "-O2"] {
         let exe = work.build_with_env(
             "loops/threads.c",

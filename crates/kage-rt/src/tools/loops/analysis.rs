@@ -147,6 +147,63 @@ pub struct NestAnalysis {
     /// (level, source, sink, kind) → (distance when the same in every entry, from samples).
     dependences: BTreeMap<DependenceKey, (Option<Vec<i64>>, bool)>,
     on_samples: Vec<bool>,
+    /// The exact test's answers, by query: a nest's instructions often share one address
+    /// function (fields of one struct, re-read), and its entries often repeat their bounds.
+    answers: FastMap<Query, Option<Option<Vec<i64>>>>,
+}
+
+/// A query of the exact test, its references moved so that `a` starts at address 0 (the
+/// answer does not depend on where the pair lies, only on where b lies from a).
+#[derive(PartialEq, Eq, Hash, Clone)]
+struct Query {
+    a: Reference,
+    b: Reference,
+    common: u8,
+    level: u8,
+    order: Order,
+}
+
+/// Answers kept per nest, at most (a nest whose every entry asks new questions does not
+/// grow without bound).
+const ANSWERS_KEPT: usize = 1 << 14;
+
+impl NestAnalysis {
+    /// [`dependence::carried`], remembered: None if the level carries no dependence, else
+    /// its distance when constant.
+    fn carried(
+        &mut self,
+        a: &Reference,
+        b: &Reference,
+        common: usize,
+        level: usize,
+        order: Order,
+    ) -> Option<Option<Vec<i64>>> {
+        let moved = |r: &Reference| Reference {
+            address: Affine {
+                constant: r.address.constant.wrapping_sub(a.address.constant),
+                coefficients: r.address.coefficients.clone(),
+            },
+            size: r.size,
+            max: r.max.clone(),
+        };
+        let query = Query {
+            a: moved(a),
+            b: moved(b),
+            common: common as u8,
+            level: level as u8,
+            order,
+        };
+        if let Some(answer) = self.answers.get(&query) {
+            return answer.clone();
+        }
+        let answer =
+            dependence::carried(&query.a, &query.b, common, level, order).map(|d| d.distance);
+        if self.answers.len() >= ANSWERS_KEPT {
+            self.answers.clear();
+        }
+        self.answers.insert(query, answer.clone());
+        answer
+    }
 }
 
 /// The levels around each level, outermost first, itself last.
@@ -369,17 +426,25 @@ impl EntryAnalysis {
                         &[Order::AFirst, Order::BFirst]
                     };
                     for &order in orders {
-                        let Some(dep) = dependence::carried(a, b, common, l, order) else {
-                            continue;
-                        };
-                        let (source, sink, distance) = match order {
-                            Order::AFirst => (i, j, dep.distance),
-                            Order::BFirst => {
-                                (j, i, dep.distance.map(|d| d.iter().map(|x| -x).collect()))
-                            }
+                        let (source, sink) = match order {
+                            Order::AFirst => (i, j),
+                            Order::BFirst => (j, i),
                         };
                         let kind = Kind::of(self.accesses[source].1, self.accesses[sink].1);
-                        found.insert((carrying, source as u32, sink as u32, kind), distance);
+                        let key = (carrying, source as u32, sink as u32, kind);
+                        // Known from earlier entries with distances that differ: this
+                        // entry's answer cannot change what is reported.
+                        if into.dependences.get(&key) == Some(&(None, false)) {
+                            continue;
+                        }
+                        let Some(distance) = into.carried(a, b, common, l, order) else {
+                            continue;
+                        };
+                        let distance = match order {
+                            Order::AFirst => distance,
+                            Order::BFirst => distance.map(|d| d.iter().map(|x| -x).collect()),
+                        };
+                        found.insert(key, distance);
                     }
                 }
             }
