@@ -4,11 +4,11 @@ built: a deterministic companion to kage-bench's wall-clock ratios on noisy shar
 
 For each program it runs the native build and the Kage build (of the tool given) under
 `valgrind --tool=cachegrind --cache-sim=no` at the --medium sizes of `kage-bench --list
---medium`, and reads the instructions executed (`I refs`); it also reads the size of each
+--medium` (or, with --full, at the full sizes kage-bench times), and reads the instructions executed (`I refs`); it also reads the size of each
 program's object files' .text sections with `size -A` (its own code, not the runtime). Build the programs first with
 `target/release/kage-bench --tool <tool> ...` (they are reused from target/kage-bench/).
 
-Usage: bench/instructions.py --tool loops [--filter gemm,sort] [--output table.md]
+Usage: bench/instructions.py --tool loops [--filter gemm,sort] [--full] [--output table.md]
 """
 import argparse
 import os
@@ -21,9 +21,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, "target", "kage-bench")
 
 
-def medium_sizes():
+def sizes(full):
     bench = os.path.join(ROOT, "target", "release", "kage-bench")
-    out = subprocess.run([bench, "--list", "--medium"], check=True, capture_output=True, text=True)
+    size = [] if full else ["--medium"]
+    out = subprocess.run([bench, "--list", *size], check=True, capture_output=True, text=True)
     sizes = {}
     for line in out.stdout.splitlines():
         name, _, args = line.partition("\t")
@@ -69,11 +70,13 @@ def main():
     parser.add_argument("--tool", required=True)
     parser.add_argument("--filter", default="")
     parser.add_argument("--output")
+    parser.add_argument("--full", action="store_true",
+                        help="the full sizes kage-bench times (slow under cachegrind), not --medium")
     options = parser.parse_args()
     wanted = [f for f in options.filter.split(",") if f]
     rows = []
     with tempfile.TemporaryDirectory() as cwd:
-        for name, args in medium_sizes().items():
+        for name, args in sizes(options.full).items():
             if wanted and name not in wanted:
                 continue
             native = os.path.join(WORK, "native", name)

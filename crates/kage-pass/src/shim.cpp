@@ -142,6 +142,17 @@ extern "C" bool kage_inline_call(LLVMValueRef Call) {
   return llvm::InlineFunction(*CB, Info).isSuccess();
 }
 
+// A copy of `Function` in its module, named `Name`: the instrumented version of a nest
+// calls it instead of `Function` (src/nests/version.rs, `call_copies_of_local_callees`).
+extern "C" LLVMValueRef kage_copy_function(LLVMValueRef Function, const char *Name) {
+  auto *F = llvm::dyn_cast_or_null<llvm::Function>(llvm::unwrap(Function));
+  if (!F || F->isDeclaration()) return nullptr;
+  llvm::ValueToValueMapTy Map;
+  llvm::Function *Copy = llvm::CloneFunction(F, Map);
+  Copy->setName(Name);
+  return llvm::wrap(Copy);
+}
+
 // The variable record of a stack slot: its declare (`-g`), or with clang's assignment
 // tracking (-O1 and up with -g) one of the assignment markers linked to it; null if none.
 static llvm::DbgVariableRecord *slotRecord(llvm::AllocaInst *Slot) {
@@ -227,46 +238,60 @@ extern "C" bool kage_loop_lines(LLVMValueRef Branch, unsigned *Start, unsigned *
   return true;
 }
 
-// Gives the loop whose back-edge branch is `Branch` a loop ID of its own that keeps its
-// location and other properties and forbids vectorising, interleaving, unrolling and
-// distributing it: a cloned loop must not share its original's ID, and the instrumented
-// version must run one source iteration at a time.
-extern "C" void kage_keep_loop_as_written(LLVMValueRef Branch) {
+// A copy of the loop ID of back-edge branch `Branch` that is its own (a cloned loop must not
+// share its original's ID), with its location and other properties; `AsWritten` drops what
+// asks for vectorising, interleaving, unrolling or distributing it and forbids them.
+static void giveOwnLoopID(LLVMValueRef Branch, bool AsWritten) {
   auto *I = llvm::dyn_cast_or_null<llvm::Instruction>(llvm::unwrap(Branch));
   if (!I) return;
+  llvm::MDNode *Old = I->getMetadata(llvm::LLVMContext::MD_loop);
+  if (!Old && !AsWritten) return;
   llvm::LLVMContext &C = I->getContext();
   llvm::SmallVector<llvm::Metadata *, 8> Ops;
   Ops.push_back(nullptr); // the self reference
-  if (llvm::MDNode *Old = I->getMetadata(llvm::LLVMContext::MD_loop))
+  if (Old)
     for (unsigned K = 1; K < Old->getNumOperands(); ++K) {
       llvm::Metadata *Op = Old->getOperand(K).get();
-      if (auto *Node = llvm::dyn_cast_or_null<llvm::MDNode>(Op))
-        if (auto *Name = llvm::dyn_cast_or_null<llvm::MDString>(
-                Node->getNumOperands() ? Node->getOperand(0).get() : nullptr))
-          if (Name->getString().starts_with("llvm.loop.vectorize") ||
-              Name->getString().starts_with("llvm.loop.interleave") ||
-              Name->getString().starts_with("llvm.loop.unroll") ||
-              Name->getString().starts_with("llvm.loop.distribute"))
-            continue;
+      if (AsWritten)
+        if (auto *Node = llvm::dyn_cast_or_null<llvm::MDNode>(Op))
+          if (auto *Name = llvm::dyn_cast_or_null<llvm::MDString>(
+                  Node->getNumOperands() ? Node->getOperand(0).get() : nullptr))
+            if (Name->getString().starts_with("llvm.loop.vectorize") ||
+                Name->getString().starts_with("llvm.loop.interleave") ||
+                Name->getString().starts_with("llvm.loop.unroll") ||
+                Name->getString().starts_with("llvm.loop.distribute"))
+              continue;
       Ops.push_back(Op);
     }
-  auto Flag = [&](const char *Name, bool Value) {
-    llvm::Metadata *Parts[] = {llvm::MDString::get(C, Name),
-                               llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(
-                                   llvm::Type::getInt1Ty(C), Value))};
-    Ops.push_back(llvm::MDNode::get(C, Parts));
-  };
-  Flag("llvm.loop.vectorize.enable", false);
-  llvm::Metadata *Interleave[] = {
-      llvm::MDString::get(C, "llvm.loop.interleave.count"),
-      llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(C), 1))};
-  Ops.push_back(llvm::MDNode::get(C, Interleave));
-  Flag("llvm.loop.distribute.enable", false);
-  Ops.push_back(llvm::MDNode::get(C, {llvm::MDString::get(C, "llvm.loop.unroll.disable")}));
+  if (AsWritten) {
+    auto Flag = [&](const char *Name, bool Value) {
+      llvm::Metadata *Parts[] = {llvm::MDString::get(C, Name),
+                                 llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(
+                                     llvm::Type::getInt1Ty(C), Value))};
+      Ops.push_back(llvm::MDNode::get(C, Parts));
+    };
+    Flag("llvm.loop.vectorize.enable", false);
+    llvm::Metadata *Interleave[] = {
+        llvm::MDString::get(C, "llvm.loop.interleave.count"),
+        llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(C), 1))};
+    Ops.push_back(llvm::MDNode::get(C, Interleave));
+    Flag("llvm.loop.distribute.enable", false);
+    Ops.push_back(llvm::MDNode::get(C, {llvm::MDString::get(C, "llvm.loop.unroll.disable")}));
+  }
   llvm::MDNode *Loop = llvm::MDNode::getDistinct(C, Ops);
   Loop->replaceOperandWith(0, Loop);
   I->setMetadata(llvm::LLVMContext::MD_loop, Loop);
 }
+
+// Gives the loop whose back-edge branch is `Branch` a loop ID of its own that keeps its
+// location and other properties and forbids vectorising, interleaving, unrolling and
+// distributing it: the instrumented version must run one source iteration at a time.
+extern "C" void kage_keep_loop_as_written(LLVMValueRef Branch) { giveOwnLoopID(Branch, true); }
+
+// Gives the loop whose back-edge branch is `Branch` (any branch: one without a loop ID is
+// left alone) a loop ID of its own, with its properties: the pristine copy of a nest is
+// optimised as the program asked.
+extern "C" void kage_fresh_loop_id(LLVMValueRef Branch) { giveOwnLoopID(Branch, false); }
 
 // Called through PassPluginLibraryInfo::RegisterPassBuilderCallbacks (built in Rust).
 extern "C" void kage_register_pass_builder_callbacks(llvm::PassBuilder &PB) {

@@ -36,7 +36,7 @@ use std::collections::{HashMap, HashSet};
 use kage_abi::loops::{DECIDE_NOW, INSTRUMENTED, NEVER, ORIGINAL, RESYNC, UNBOUNDED};
 use llvm_sys::core::*;
 use llvm_sys::prelude::*;
-use llvm_sys::{LLVMAtomicOrdering, LLVMAtomicRMWBinOp, LLVMIntPredicate, LLVMOpcode};
+use llvm_sys::{LLVMAtomicOrdering, LLVMAtomicRMWBinOp, LLVMIntPredicate, LLVMLinkage, LLVMOpcode};
 
 use crate::debuginfo::HookLocations;
 use crate::ir::{self, c_string, FunctionCfg, RuntimeFunction};
@@ -48,6 +48,8 @@ extern "C" {
     /// Gives a loop (by its back-edge branch) an ID of its own that forbids vectorising,
     /// interleaving, unrolling and distributing it (src/shim.cpp).
     fn kage_keep_loop_as_written(branch: LLVMValueRef);
+    fn kage_copy_function(function: LLVMValueRef, name: *const std::ffi::c_char) -> LLVMValueRef;
+    fn kage_fresh_loop_id(branch: LLVMValueRef);
 }
 
 /// The weight of the usual side of a branch whose other side runs only while sampling: the
@@ -229,7 +231,16 @@ pub unsafe fn version(
         }
         all
     };
-    let (clone, copies) = clone_blocks(func, &root_blocks, builder);
+    let single_use_calls = calls_of_single_use_callees(&root_blocks);
+    let (clone, copies) = clone_blocks(func, &root_blocks, builder, "kage.instrumented");
+    call_copies_of_callees(&single_use_calls, &copies, "kage.instrumented");
+    // The nest as the program wrote it, for the entries that come once sampling is over.
+    let (pristine_map, pristine_copies) =
+        clone_blocks(func, &root_blocks, builder, "kage.pristine");
+    call_copies_of_callees(&single_use_calls, &pristine_copies, "kage.pristine");
+    for &b in &root_blocks {
+        kage_fresh_loop_id(LLVMGetBasicBlockTerminator(pristine_map[&b]));
+    }
 
     // The versions' views of the levels.
     let versions: [(u64, Vec<Level>); 2] = [
@@ -283,8 +294,6 @@ pub unsafe fn version(
     let ce: Vec<_> = (0..n).map(|k| slot(format!("kage.ce{k}"))).collect();
     let ver: Vec<_> = (0..n).map(|k| slot(format!("kage.ver{k}"))).collect();
     let total: Vec<_> = (0..n).map(|k| slot(format!("kage.iters{k}"))).collect();
-    // Whether this entry skipped the runtime (sampling was over when it began).
-    let unsampled_entry = slot("kage.unsampled".to_string());
     let totals_type = LLVMArrayType2(i64t, n as u64);
     let totals = LLVMBuildAlloca(builder, totals_type, c"kage.iterations".as_ptr());
 
@@ -311,6 +320,17 @@ pub unsafe fn version(
     // iteration is left), added to the level's virtual iterator where they exit.
     let unchecked = |version: u64, k: usize| version == ORIGINAL && is_leaf[k];
     let run: Vec<_> = (0..n).map(|k| slot(format!("kage.run{k}"))).collect();
+    // (The last of the stack slots: it moves the builder.)
+    let pristine = pristine_counting(
+        func,
+        levels,
+        &root_blocks,
+        &pristine_map,
+        &structured,
+        unsampled,
+        builder,
+        &slot,
+    );
     // Exit edges first (the check below moves a header's exit edge behind its X block, which
     // then leads to the Y block made here).
     for (version_id, view) in &versions {
@@ -350,47 +370,8 @@ pub unsafe fn version(
                     LLVMBuildStore(builder, sum, total[k]);
                 }
                 if left.contains(&0) {
-                    // An unsampled entry adds its iterations to the nest's counters itself
-                    // (its entry was counted when it began); a sampled one tells the runtime.
-                    let (quiet, told) = (new_block("kage.nest.count"), new_block("kage.nest.exit"));
-                    let skipped = LLVMBuildLoad2(builder, i64t, unsampled_entry, c"".as_ptr());
-                    let skipped = LLVMBuildICmp(
-                        builder,
-                        LLVMIntPredicate::LLVMIntNE,
-                        skipped,
-                        c64(0),
-                        c"".as_ptr(),
-                    );
-                    LLVMBuildCondBr(builder, skipped, quiet, told);
-                    LLVMPositionBuilderAtEnd(builder, quiet);
-                    let counters_type = LLVMArrayType2(i64t, 1 + n as u64);
-                    let add = |index: u64, value: LLVMValueRef| {
-                        let mut at = [c64(0), c64(index)];
-                        let counter = LLVMBuildInBoundsGEP2(
-                            builder,
-                            counters_type,
-                            unsampled,
-                            at.as_mut_ptr(),
-                            2,
-                            c"".as_ptr(),
-                        );
-                        LLVMBuildAtomicRMW(
-                            builder,
-                            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd,
-                            counter,
-                            value,
-                            LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
-                            0,
-                        );
-                    };
-                    for (k, &level_total) in total.iter().enumerate() {
-                        add(
-                            1 + k as u64,
-                            LLVMBuildLoad2(builder, i64t, level_total, c"".as_ptr()),
-                        );
-                    }
-                    LLVMBuildBr(builder, s);
-                    LLVMPositionBuilderAtEnd(builder, told);
+                    // A sampled entry ends: the runtime hears of its iterations (an
+                    // unsampled one runs the pristine copy, which counts them itself).
                     for (k, &level_total) in total.iter().enumerate() {
                         let value = LLVMBuildLoad2(builder, i64t, level_total, c"".as_ptr());
                         let mut index = [c64(0), c64(k as u64)];
@@ -487,7 +468,8 @@ pub unsafe fn version(
                     for &t in &total {
                         LLVMBuildStore(builder, c64(0), t);
                     }
-                    // Once the runtime says sampling is over, entries skip it.
+                    // Once the runtime says sampling is over, entries skip it: they run the
+                    // pristine copy.
                     let over_field = ir::byte_gep(builder, nest, c64(SAMPLING_OVER_OFFSET));
                     let over = LLVMBuildLoad2(builder, i32t, over_field, c"".as_ptr());
                     LLVMSetOrdering(over, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
@@ -499,16 +481,7 @@ pub unsafe fn version(
                         LLVMConstInt(i32t, 0, 0),
                         c"".as_ptr(),
                     );
-                    LLVMBuildStore(
-                        builder,
-                        LLVMBuildZExt(builder, over, i64t, c"".as_ptr()),
-                        unsampled_entry,
-                    );
-                    let (ask, skip, merge) = (
-                        new_block("kage.nest.enter"),
-                        new_block("kage.nest.count"),
-                        new_block("kage.nest.entered"),
-                    );
+                    let (ask, skip) = (new_block("kage.nest.enter"), new_block("kage.nest.count"));
                     let asking = LLVMBuildCondBr(builder, over, skip, ask);
                     ir::set_branch_weights(asking, COLD, 1);
                     // Counted on entry, so that an entry left by an exception or a
@@ -532,7 +505,10 @@ pub unsafe fn version(
                         LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
                         0,
                     );
-                    LLVMBuildBr(builder, merge);
+                    for &counter in &pristine.counters {
+                        LLVMBuildStore(builder, c64(0), counter);
+                    }
+                    LLVMBuildBr(builder, pristine.entry);
                     LLVMPositionBuilderAtEnd(builder, ask);
                     let (frame_fn, frame_ty) = calls.frame_address;
                     let frame = LLVMBuildCall2(
@@ -544,14 +520,7 @@ pub unsafe fn version(
                         c"".as_ptr(),
                     );
                     locate(near_root);
-                    let asked = calls.enter.call(builder, &mut [nest, frame]);
-                    LLVMBuildBr(builder, merge);
-                    LLVMPositionBuilderAtEnd(builder, merge);
-                    let end = LLVMBuildPhi(builder, i64t, c"".as_ptr());
-                    let mut values = [c64(NEVER), asked];
-                    let mut blocks = [skip, ask];
-                    LLVMAddIncoming(end, values.as_mut_ptr(), blocks.as_mut_ptr(), 2);
-                    end
+                    calls.enter.call(builder, &mut [nest, frame])
                 } else if *version_id == INSTRUMENTED {
                     c64(DECIDE_NOW)
                 } else {
@@ -815,13 +784,193 @@ unsafe fn has_no_side_effects(block: LLVMBasicBlockRef) -> bool {
         })
 }
 
-/// Clones `blocks` (in this order) at the end of `func`: operands and successors that refer
-/// to the blocks or their instructions refer to the copies. Returns the block map and the
-/// instruction map.
+/// The pristine copy of a nest, as the entries that come once sampling is over run it.
+struct Pristine {
+    /// Where an entry begins.
+    entry: LLVMBasicBlockRef,
+    /// Per level: its iterations in this entry (stack slots).
+    counters: Vec<LLVMValueRef>,
+}
+
+/// Makes the pristine copy (`pristine_map`, of `root_blocks`) count each level's iterations,
+/// where an iteration begins as in the versions, and add them to the nest's counters
+/// `unsampled` (docs/abi.md) wherever it leaves the nest. It has no decision and no check:
+/// the optimiser sees the program's own loops, plus a counter per level.
+///
+/// # Safety
+/// `levels` and `root_blocks` must describe the nest of `func` that `pristine_map` copied,
+/// `structured` say which of its levels the source wrote as `for`, `while` or `do`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn pristine_counting(
+    func: LLVMValueRef,
+    levels: &[Level],
+    root_blocks: &[LLVMBasicBlockRef],
+    pristine_map: &HashMap<LLVMBasicBlockRef, LLVMBasicBlockRef>,
+    structured: &[bool],
+    unsampled: LLVMValueRef,
+    builder: LLVMBuilderRef,
+    slot: &dyn Fn(String) -> LLVMValueRef,
+) -> Pristine {
+    let context = LLVMGetModuleContext(LLVMGetGlobalParent(func));
+    let i64t = LLVMInt64TypeInContext(context);
+    let c64 = |v: u64| LLVMConstInt(i64t, v, 0);
+    let new_block =
+        |name: &str| LLVMAppendBasicBlockInContext(context, func, c_string(name).as_ptr());
+    let n = levels.len();
+    let counters: Vec<LLVMValueRef> = (0..n).map(|k| slot(format!("kage.pristine{k}"))).collect();
+    let copy: Vec<Level> = (levels.iter())
+        .map(|l| Level {
+            parent: l.parent,
+            header: pristine_map[&l.header],
+            blocks: l.blocks.iter().map(|b| pristine_map[b]).collect(),
+        })
+        .collect();
+    // Ways out of the nest (before the counting blocks, which lie inside it).
+    let counters_type = LLVMArrayType2(i64t, 1 + n as u64);
+    for &original in root_blocks {
+        let b = pristine_map[&original];
+        let term = LLVMGetBasicBlockTerminator(b);
+        for i in 0..LLVMGetNumSuccessors(term) {
+            let s = LLVMGetSuccessor(term, i);
+            // An exception leaving the nest: nothing may come before its landing pad (its
+            // iterations are lost, as in the versions).
+            if copy[0].blocks.contains(&s) || ir::is_landing_pad(s) {
+                continue;
+            }
+            let y = new_block("kage.pristine.exit");
+            LLVMPositionBuilderAtEnd(builder, y);
+            for (k, &counter) in counters.iter().enumerate() {
+                let mut at = [c64(0), c64(1 + k as u64)];
+                let total = LLVMBuildInBoundsGEP2(
+                    builder,
+                    counters_type,
+                    unsampled,
+                    at.as_mut_ptr(),
+                    2,
+                    c"".as_ptr(),
+                );
+                LLVMBuildAtomicRMW(
+                    builder,
+                    LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd,
+                    total,
+                    LLVMBuildLoad2(builder, i64t, counter, c"".as_ptr()),
+                    LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+                    0,
+                );
+            }
+            LLVMBuildBr(builder, s);
+            LLVMSetSuccessor(term, i, y);
+        }
+    }
+    // Where an iteration begins: past the header's test of a loop the source wrote as
+    // `for` or `while`, at the header otherwise (as `version` counts).
+    let mut entry = copy[0].header;
+    for (k, level) in copy.iter().enumerate() {
+        let header = level.header;
+        let term = LLVMGetBasicBlockTerminator(header);
+        let exiting = single_exit_branch(term, &level.blocks)
+            .filter(|&(inside, _)| LLVMGetSuccessor(term, inside) != header)
+            .filter(|_| structured[k]);
+        let into_header = predecessors(func, header);
+        let t = new_block("kage.pristine.iteration");
+        LLVMPositionBuilderAtEnd(builder, t);
+        let now = LLVMBuildLoad2(builder, i64t, counters[k], c"".as_ptr());
+        let next = LLVMBuildAdd(builder, now, c64(1), c"".as_ptr());
+        LLVMBuildStore(builder, next, counters[k]);
+        match exiting {
+            Some((in_index, _)) => {
+                LLVMBuildBr(builder, LLVMGetSuccessor(term, in_index));
+                LLVMSetSuccessor(term, in_index, t);
+            }
+            None => {
+                for (p, i) in into_header {
+                    LLVMSetSuccessor(LLVMGetBasicBlockTerminator(p), i, t);
+                }
+                LLVMBuildBr(builder, header);
+                if k == 0 {
+                    entry = t;
+                }
+            }
+        }
+    }
+    Pristine { entry, counters }
+}
+
+/// The calls in `blocks` of a function of this module that they alone call, once (a
+/// `static` function called from one place). The optimiser inlines such a function whatever
+/// its size; with a second call in a copy of the nest it would weigh its size, and a hot
+/// callee the program's own build inlines (bzip2's `mainSimpleSort`) would stay a call in
+/// the code that runs. So each copy of the nest calls a copy of it
+/// ([`call_copies_of_callees`]).
+///
+/// # Safety
+/// `blocks` must be blocks of a live function.
+unsafe fn calls_of_single_use_callees(blocks: &[LLVMBasicBlockRef]) -> Vec<LLVMValueRef> {
+    let mut calls = Vec::new();
+    for &b in blocks {
+        for inst in ir::instructions(b) {
+            if !ir::is_call_site(inst) {
+                continue;
+            }
+            let Some(callee) = ir::direct_callee(inst) else {
+                continue;
+            };
+            let local = matches!(
+                LLVMGetLinkage(callee),
+                LLVMLinkage::LLVMInternalLinkage | LLVMLinkage::LLVMPrivateLinkage
+            );
+            let single_use = {
+                let first = LLVMGetFirstUse(callee);
+                !first.is_null() && LLVMGetNextUse(first).is_null()
+            };
+            // A `noinline` callee (every function at -O0) stays a call either way.
+            let noinline = {
+                let name = "noinline";
+                let kind = LLVMGetEnumAttributeKindForName(name.as_ptr() as *const _, name.len());
+                !LLVMGetEnumAttributeAtIndex(callee, llvm_sys::LLVMAttributeFunctionIndex, kind)
+                    .is_null()
+            };
+            if local && single_use && !noinline && LLVMIsDeclaration(callee) == 0 {
+                calls.push(inst);
+            }
+        }
+    }
+    calls
+}
+
+/// Makes the copies (`copies`, from [`clone_blocks`]) of `calls` (from
+/// [`calls_of_single_use_callees`]) call a copy of their callee, named after `suffix`.
+///
+/// # Safety
+/// `copies` must map each of `calls` to its copy.
+unsafe fn call_copies_of_callees(
+    calls: &[LLVMValueRef],
+    copies: &HashMap<LLVMValueRef, LLVMValueRef>,
+    suffix: &str,
+) {
+    for &call in calls {
+        let Some(callee) = ir::direct_callee(call) else {
+            continue;
+        };
+        let name = format!("{}.{suffix}", ir::value_name(callee));
+        let function = kage_copy_function(callee, c_string(&name).as_ptr());
+        if function.is_null() {
+            continue;
+        }
+        // The callee is a call's last operand.
+        let copy = copies[&call];
+        LLVMSetOperand(copy, LLVMGetNumOperands(copy) as u32 - 1, function);
+    }
+}
+
+/// Clones `blocks` (in this order) at the end of `func`, with names ending in `suffix`:
+/// operands and successors that refer to the blocks or their instructions refer to the
+/// copies. Returns the block map and the instruction map.
 unsafe fn clone_blocks(
     func: LLVMValueRef,
     blocks: &[LLVMBasicBlockRef],
     builder: LLVMBuilderRef,
+    suffix: &str,
 ) -> (
     HashMap<LLVMBasicBlockRef, LLVMBasicBlockRef>,
     HashMap<LLVMValueRef, LLVMValueRef>,
@@ -829,10 +978,7 @@ unsafe fn clone_blocks(
     let context = LLVMGetModuleContext(LLVMGetGlobalParent(func));
     let mut block_map = HashMap::new();
     for &b in blocks {
-        let name = format!(
-            "{}.kage.instrumented",
-            ir::value_name(LLVMBasicBlockAsValue(b))
-        );
+        let name = format!("{}.{suffix}", ir::value_name(LLVMBasicBlockAsValue(b)));
         let copy = LLVMAppendBasicBlockInContext(context, func, c_string(&name).as_ptr());
         block_map.insert(b, copy);
     }
