@@ -482,8 +482,11 @@ pub unsafe fn version(
                         c"".as_ptr(),
                     );
                     let (ask, skip) = (new_block("kage.nest.enter"), new_block("kage.nest.count"));
-                    let asking = LLVMBuildCondBr(builder, over, skip, ask);
-                    ir::set_branch_weights(asking, COLD, 1);
+                    // No weights: which copy runs most depends on the program (a nest in
+                    // `main` has one entry, sampled; one in a callee may have millions, all
+                    // but a few pristine), and a copy the optimiser thought cold would lose
+                    // its callees' inlining.
+                    LLVMBuildCondBr(builder, over, skip, ask);
                     // Counted on entry, so that an entry left by an exception or a
                     // `longjmp` counts too (its iterations cannot).
                     LLVMPositionBuilderAtEnd(builder, skip);
