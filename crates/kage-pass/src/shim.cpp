@@ -49,12 +49,31 @@ struct KagePass : llvm::PassInfoMixin<KagePass> {
   static bool isRequired() { return true; } // run at -O0 and on optnone functions too
 };
 
-// At the start of the pipeline, on loops as the source wrote them: versions the selected
-// loop nests (src/nests) before anything unrolls or vectorises them.
-struct KageVersionLoopsPass : llvm::PassInfoMixin<KageVersionLoopsPass> {
+// Line tables (`-gline-tables-only`, kage-cc's default) name each function's subprogram but
+// leave out its linkage name, which names a C++ function inlined into another
+// (`Accumulator::add_all(...)`, demangled, not `add_all`). Each defined function's
+// subprogram gets it here, before inlining makes callees vanish. (clang's
+// `-fdebug-info-for-profiling` would emit them too, but it changes the optimiser's
+// decisions: Lua's `lessthanothers` gets inlined under it, and not in the program's build.)
+static bool addLinkageNames(llvm::Module &M) {
+  bool Changed = false;
+  for (llvm::Function &F : M) {
+    llvm::DISubprogram *SP = F.getSubprogram();
+    if (!SP || !SP->getLinkageName().empty() || SP->getName() == F.getName()) continue;
+    SP->replaceLinkageName(llvm::MDString::get(M.getContext(), F.getName()));
+    Changed = true;
+  }
+  return Changed;
+}
+
+// At the start of the pipeline, on code as the source wrote it: names subprograms by their
+// linkage names, and versions the selected loop nests (src/nests) before anything unrolls
+// or vectorises them.
+struct KageEarlyPass : llvm::PassInfoMixin<KageEarlyPass> {
   llvm::PreservedAnalyses run(llvm::Module &M, llvm::ModuleAnalysisManager &) {
-    return kage_version_loops(llvm::wrap(&M)) ? llvm::PreservedAnalyses::none()
-                                              : llvm::PreservedAnalyses::all();
+    bool Named = addLinkageNames(M);
+    bool Versioned = kage_version_loops(llvm::wrap(&M));
+    return Named || Versioned ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
   }
   static bool isRequired() { return true; }
 };
@@ -306,12 +325,12 @@ extern "C" void kage_register_pass_builder_callbacks(llvm::PassBuilder &PB) {
   // PipelineStart runs in the -O0 pipeline too, and in the LTO pre-link ones (not at link).
   PB.registerPipelineStartEPCallback(
       [](llvm::ModulePassManager &MPM, llvm::OptimizationLevel) {
-        MPM.addPass(KageVersionLoopsPass());
+        MPM.addPass(KageEarlyPass());
       });
   PB.registerPipelineParsingCallback(
       [](llvm::StringRef Name, llvm::ModulePassManager &MPM, llvm::ArrayRef<llvm::PassBuilder::PipelineElement>) {
         if (Name == "kage-version-loops") {
-          MPM.addPass(KageVersionLoopsPass());
+          MPM.addPass(KageEarlyPass());
           return true;
         }
         if (Name != "kage") return false;

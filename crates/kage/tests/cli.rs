@@ -156,7 +156,6 @@ fn the_wrapper_adds_the_plugin_and_runtime_and_keeps_every_argument() {
             "-o",
             "x.o",
             &plugin,
-            "-fdebug-info-for-profiling",
             "-gline-tables-only"
         ])
     );

@@ -7,8 +7,10 @@
 //! clone):
 //!
 //! ```text
+//!  root's entry ──> sampling_over ? (count the entry; P, the pristine copy) : N(0,O)
 //!  entry edges ──> N(k,v): vi=0; ce=(root: enter() | I: DECIDE_NOW | O: NEVER); ver=v
 //!                    └──> Dispatch(k): switch ver ──> loop entry of O or I
+//!  P: the nest as it was, a counter per level; its ways out add them to `unsampled`
 //!  header(k,v): ... the loop's own test `cond` ...
 //!       combined form: br (cond && vi != ce), T(k,v), X(k,v)
 //!       X(k,v): br cond, D(k), <exit>            (a chunk ended / the loop ended)

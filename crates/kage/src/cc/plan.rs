@@ -4,8 +4,7 @@
 //! (before a `--`, after which everything is an input):
 //!
 //! - a call that runs the optimizer on sources (`-S`, `-c`, or a link that compiles sources)
-//!   gets `-fpass-plugin=<libkage_pass.so>` and `-fdebug-info-for-profiling` (line tables
-//!   then name inlined functions by their linkage names too), and `-gline-tables-only`
+//!   gets `-fpass-plugin=<libkage_pass.so>`, and `-gline-tables-only`
 //!   unless a `-g` level of at least 1 is already in force, so that regions have a file and
 //!   lines; building for the loops tool, it also gets `-fplugin=<libkage_pragma.so>`, which
 //!   reads `#pragma kage profile`;
@@ -43,11 +42,6 @@ pub const RUNTIME_LINK_ARGS: &[&str] = &[
     "-lgcc_s",
     "-Wl,--pop-state",
 ];
-
-/// Added to every call that instruments: line tables then carry each function's linkage
-/// name, which names a C++ function inlined into another (`Accumulator::add_all(...)`, not
-/// `add_all`). It changes debug information only, not the generated code.
-pub const LINKAGE_NAMES_FLAG: &str = "-fdebug-info-for-profiling";
 
 /// The debug level added when the user asked for none: line tables only, so that regions get
 /// a file and lines without changing the generated code.
@@ -108,7 +102,6 @@ impl Plan {
             let mut flag = OsString::from("-fpass-plugin=");
             flag.push(artifact(Artifact::PassPlugin)?);
             added.push(flag);
-            added.push(LINKAGE_NAMES_FLAG.into());
             if self.read_pragmas {
                 let mut flag = OsString::from("-fplugin=");
                 flag.push(artifact(Artifact::PragmaPlugin)?);
@@ -210,7 +203,7 @@ mod tests {
                 &["-O2", "-c", "x.c", "-o", "x.o"],
                 then(
                     &["-O2", "-c", "x.c", "-o", "x.o"],
-                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
+                    &[PLUGIN, LINE_TABLES_FLAG],
                 ),
             ),
             // Dependencies written while compiling do not change anything.
@@ -218,25 +211,19 @@ mod tests {
                 &["-MD", "-MF", "x.d", "-c", "x.c"],
                 then(
                     &["-MD", "-MF", "x.d", "-c", "x.c"],
-                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
+                    &[PLUGIN, LINE_TABLES_FLAG],
                 ),
             ),
             // A -g level is kept as it is.
-            (
-                &["-g", "-c", "x.c"],
-                then(&["-g", "-c", "x.c"], &[PLUGIN, LINKAGE_NAMES_FLAG]),
-            ),
+            (&["-g", "-c", "x.c"], then(&["-g", "-c", "x.c"], &[PLUGIN])),
             (
                 &["-g3", "-S", "x.c"],
-                then(&["-g3", "-S", "x.c"], &[PLUGIN, LINKAGE_NAMES_FLAG]),
+                then(&["-g3", "-S", "x.c"], &[PLUGIN]),
             ),
             // -g0 last: line tables are added after it, so they win.
             (
                 &["-g", "-g0", "-c", "x.c"],
-                then(
-                    &["-g", "-g0", "-c", "x.c"],
-                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
-                ),
+                then(&["-g", "-g0", "-c", "x.c"], &[PLUGIN, LINE_TABLES_FLAG]),
             ),
             // Preprocessing, dependency listing and syntax checks run no optimizer.
             (&["-E", "x.c"], then(&["-E", "x.c"], &[])),
@@ -256,7 +243,7 @@ mod tests {
                 &["-O2", "a.c", "b.c", "-o", "prog"],
                 then_link(
                     &["-O2", "a.c", "b.c", "-o", "prog"],
-                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
+                    &[PLUGIN, LINE_TABLES_FLAG],
                 ),
             ),
             // Link only: no plugin, no line tables, the runtime.
@@ -269,7 +256,7 @@ mod tests {
                 &["-shared", "-fPIC", "lib.c", "-o", "lib.so"],
                 then(
                     &["-shared", "-fPIC", "lib.c", "-o", "lib.so"],
-                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
+                    &[PLUGIN, LINE_TABLES_FLAG],
                 ),
             ),
             (
@@ -285,7 +272,7 @@ mod tests {
                 &["-x", "c++", "-c", "main.inc"],
                 then(
                     &["-x", "c++", "-c", "main.inc"],
-                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
+                    &[PLUGIN, LINE_TABLES_FLAG],
                 ),
             ),
             // Queries and calls without inputs pass straight through.
@@ -305,10 +292,7 @@ mod tests {
             // A verbose compile is still a compile.
             (
                 &["-v", "-c", "x.c"],
-                then(
-                    &["-v", "-c", "x.c"],
-                    &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG],
-                ),
+                then(&["-v", "-c", "x.c"], &[PLUGIN, LINE_TABLES_FLAG]),
             ),
         ];
         for (args, expected) in cases {
@@ -319,10 +303,7 @@ mod tests {
     #[test]
     fn an_active_language_is_reset_before_the_runtime_object() {
         let args = ["-x", "c", "main.txt", "-o", "prog"];
-        let mut expected = then(
-            &args,
-            &[PLUGIN, LINKAGE_NAMES_FLAG, LINE_TABLES_FLAG, "-x", "none"],
-        );
+        let mut expected = then(&args, &[PLUGIN, LINE_TABLES_FLAG, "-x", "none"]);
         expected.extend(runtime());
         assert_eq!(final_args(&args), expected);
     }
@@ -344,12 +325,7 @@ mod tests {
             plan_for(&["-c", "x.c"]),
             then(
                 &["-c", "x.c"],
-                &[
-                    PLUGIN,
-                    LINKAGE_NAMES_FLAG,
-                    "-fplugin=/k/libkage_pragma.so",
-                    LINE_TABLES_FLAG
-                ]
+                &[PLUGIN, "-fplugin=/k/libkage_pragma.so", LINE_TABLES_FLAG]
             )
         );
         // A link of objects compiles nothing: no plugin.
@@ -363,22 +339,12 @@ mod tests {
     fn additions_go_before_a_double_dash() {
         assert_eq!(
             final_args(&["-c", "--", "x.c"]),
-            then(
-                &[
-                    "-c",
-                    PLUGIN,
-                    LINKAGE_NAMES_FLAG,
-                    LINE_TABLES_FLAG,
-                    "--",
-                    "x.c"
-                ],
-                &[]
-            )
+            then(&["-c", PLUGIN, LINE_TABLES_FLAG, "--", "x.c"], &[])
         );
         // A `--` inside a response file: the additions go before that file.
         assert_eq!(
             final_args_with_files(&["-O2", "-g", "@r", "y.c"], &[("r", "-c -- x.c")]),
-            then(&["-O2", "-g", PLUGIN, LINKAGE_NAMES_FLAG, "@r", "y.c"], &[])
+            then(&["-O2", "-g", PLUGIN, "@r", "y.c"], &[])
         );
     }
 
@@ -393,7 +359,7 @@ mod tests {
         );
         assert_eq!(
             final_args_with_files(&["@flags", "x.c"], &[("flags", "-c\n-g2\n")]),
-            then(&["@flags", "x.c", PLUGIN, LINKAGE_NAMES_FLAG], &[])
+            then(&["@flags", "x.c", PLUGIN], &[])
         );
     }
 
