@@ -372,6 +372,15 @@ pub unsafe fn define_inline_helper(
     f
 }
 
+/// Whether `func` has the enum attribute `name` (one without a value).
+///
+/// # Safety
+/// `func` must be a valid function.
+pub unsafe fn has_function_attribute(func: LLVMValueRef, name: &str) -> bool {
+    let kind = LLVMGetEnumAttributeKindForName(name.as_ptr() as *const c_char, name.len());
+    kind != 0 && !LLVMGetEnumAttributeAtIndex(func, LLVMAttributeFunctionIndex, kind).is_null()
+}
+
 /// Adds the enum attribute `name` (one without a value) to `func`.
 ///
 /// # Safety

@@ -5,29 +5,16 @@
 
 mod support;
 
-use std::process::Command;
-
 use support::*;
 
 #[test]
 fn line_tables_get_the_linkage_names_of_defined_functions() {
     let dir = tempfile::tempdir().unwrap();
-    let ll = dir.path().join("inl.ll");
-    let source = ir_dir().join("../c/inlined/inl.cpp");
-    let clang = Command::new("clang++-22")
-        .args([
-            "-O2",
-            "-Xclang",
-            "-disable-llvm-passes",
-            "-gline-tables-only",
-            "-S",
-        ])
-        .args(["-emit-llvm", "-o"])
-        .arg(&ll)
-        .arg(&source)
-        .status()
-        .expect("run clang++-22");
-    assert!(clang.success());
+    let ll = early_ir(
+        "clang++-22",
+        &ir_dir().join("../c/inlined/inl.cpp"),
+        dir.path(),
+    );
     let plain = std::fs::read_to_string(&ll).unwrap();
     let method = |ir: &str| {
         ir.lines()
@@ -41,19 +28,7 @@ fn line_tables_get_the_linkage_names_of_defined_functions() {
         "{}",
         method(&plain)
     );
-    let output = Command::new("opt-22")
-        .env_remove("KAGE_TOOL")
-        .arg(format!("-load-pass-plugin={}", plugin_path().display()))
-        .args(["-passes=kage-version-loops", "-S"])
-        .arg(&ll)
-        .output()
-        .expect("run opt-22");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let named = String::from_utf8(output.stdout).unwrap();
+    let named = run_plugin_on(&ll, &[], "kage-version-loops");
     assert!(
         method(&named).contains("linkageName: \"_ZN11Accumulator7add_allEPKdi\""),
         "{}",

@@ -7,43 +7,15 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use support::*;
 
-/// `tests/ir/nest_copies.c` as an -O2 pipeline begins with it (with names and line tables),
-/// versioned for the loops tool.
+/// `tests/ir/nest_copies.c` as an -O2 pipeline begins with it, versioned for the loops tool.
 fn versioned() -> String {
     let dir = tempfile::tempdir().unwrap();
-    let ll = dir.path().join("nest_copies.ll");
-    let clang = Command::new("clang-22")
-        .args([
-            "-O2",
-            "-Xclang",
-            "-disable-llvm-passes",
-            "-gline-tables-only",
-        ])
-        .args(["-fno-discard-value-names", "-S", "-emit-llvm", "-o"])
-        .arg(&ll)
-        .arg("nest_copies.c")
-        .current_dir(ir_dir())
-        .status()
-        .expect("run clang-22");
-    assert!(clang.success());
-    let output = Command::new("opt-22")
-        .env("KAGE_TOOL", "loops")
-        .env("KAGE_LOOPS", "nest_copies.c:9")
-        .arg(format!("-load-pass-plugin={}", plugin_path().display()))
-        .args(["-passes=kage-version-loops", "-S"])
-        .arg(&ll)
-        .output()
-        .expect("run opt-22");
-    assert!(
-        output.status.success(),
-        "opt-22 failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    let ll = early_ir("clang-22", &ir_dir().join("nest_copies.c"), dir.path());
+    let env = [("KAGE_TOOL", "loops"), ("KAGE_LOOPS", "nest_copies.c:9")];
+    run_plugin_on(&ll, &env, "kage-version-loops")
 }
 
 /// The blocks of function `name` in `ir`: label → its instructions.

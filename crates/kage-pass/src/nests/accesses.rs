@@ -78,10 +78,7 @@ unsafe fn is_small(callee: LLVMValueRef) -> bool {
     {
         return false;
     }
-    let has = |attribute: &str| {
-        let kind = LLVMGetEnumAttributeKindForName(attribute.as_ptr() as *const _, attribute.len());
-        !LLVMGetEnumAttributeAtIndex(callee, llvm_sys::LLVMAttributeFunctionIndex, kind).is_null()
-    };
+    let has = |attribute: &str| ir::has_function_attribute(callee, attribute);
     // At -O0 clang marks every function `optnone noinline`; `noinline` alone is the
     // program's own wish.
     if has("noinline") && !has("optnone") {

@@ -554,13 +554,7 @@ pub unsafe fn version(
 
             // The iteration check.
             let term = LLVMGetBasicBlockTerminator(header);
-            // Where an iteration begins: past the header's test for a `for` or `while` loop
-            // (a header that exits, of a loop the source wrote as one: it has `llvm.loop`
-            // metadata); at the header for a `do` loop (whose header does not exit) and a
-            // `goto` loop (no metadata: each run of its label is an iteration).
-            let exiting = single_exit_branch(term, &level.blocks)
-                .filter(|&(inside, _)| LLVMGetSuccessor(term, inside) != header)
-                .filter(|_| structured[k]);
+            let exiting = test_before_iteration(level, structured[k]);
             let counter = if unchecked(*version_id, k) {
                 run[k]
             } else {
@@ -749,6 +743,21 @@ unsafe fn predecessors(
     out
 }
 
+/// Where an iteration of `level` begins: past the header's test for a `for` or `while` loop
+/// (a header that exits, of a loop the source wrote as one, `structured`: it has
+/// `llvm.loop` metadata), given as the header branch's (inside, outside) successors; None
+/// for at the header: a `do` loop (whose header does not exit) and a `goto` loop (no
+/// metadata: each run of its label is an iteration).
+///
+/// # Safety
+/// `level` must be a loop of a live function.
+unsafe fn test_before_iteration(level: &Level, structured: bool) -> Option<(u32, u32)> {
+    let term = LLVMGetBasicBlockTerminator(level.header);
+    single_exit_branch(term, &level.blocks)
+        .filter(|&(inside, _)| LLVMGetSuccessor(term, inside) != level.header)
+        .filter(|_| structured)
+}
+
 /// For a conditional `br` with one successor inside `blocks` and one outside: the indices
 /// of the inside and the outside one.
 unsafe fn single_exit_branch(
@@ -867,15 +876,12 @@ unsafe fn pristine_counting(
             LLVMSetSuccessor(term, i, y);
         }
     }
-    // Where an iteration begins: past the header's test of a loop the source wrote as
-    // `for` or `while`, at the header otherwise (as `version` counts).
+    // Each level's iterations, counted where they begin (as in the versions).
     let mut entry = copy[0].header;
     for (k, level) in copy.iter().enumerate() {
         let header = level.header;
         let term = LLVMGetBasicBlockTerminator(header);
-        let exiting = single_exit_branch(term, &level.blocks)
-            .filter(|&(inside, _)| LLVMGetSuccessor(term, inside) != header)
-            .filter(|_| structured[k]);
+        let exiting = test_before_iteration(level, structured[k]);
         let into_header = predecessors(func, header);
         let t = new_block("kage.pristine.iteration");
         LLVMPositionBuilderAtEnd(builder, t);
@@ -929,12 +935,7 @@ unsafe fn calls_of_single_use_callees(blocks: &[LLVMBasicBlockRef]) -> Vec<LLVMV
                 !first.is_null() && LLVMGetNextUse(first).is_null()
             };
             // A `noinline` callee (every function at -O0) stays a call either way.
-            let noinline = {
-                let name = "noinline";
-                let kind = LLVMGetEnumAttributeKindForName(name.as_ptr() as *const _, name.len());
-                !LLVMGetEnumAttributeAtIndex(callee, llvm_sys::LLVMAttributeFunctionIndex, kind)
-                    .is_null()
-            };
+            let noinline = ir::has_function_attribute(callee, "noinline");
             if local && single_use && !noinline && LLVMIsDeclaration(callee) == 0 {
                 calls.push(inst);
             }

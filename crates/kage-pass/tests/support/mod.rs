@@ -454,3 +454,49 @@ pub fn check_registration_in(mode: Mode, ir: &str) {
         "module_name string {name_global}"
     );
 }
+
+/// `source` compiled by `compiler` (`clang-22`, `clang++-22`) into `dir` as LLVM IR, as an
+/// -O2 pipeline begins with it: value names kept, line tables, nothing optimised yet.
+pub fn early_ir(compiler: &str, source: &Path, dir: &Path) -> PathBuf {
+    let ll = dir.join(source.file_stem().unwrap()).with_extension("ll");
+    let status = Command::new(compiler)
+        .args([
+            "-O2",
+            "-Xclang",
+            "-disable-llvm-passes",
+            "-gline-tables-only",
+        ])
+        .args(["-fno-discard-value-names", "-S", "-emit-llvm", "-o"])
+        .arg(&ll)
+        .arg(source)
+        .current_dir(source.parent().unwrap())
+        .status()
+        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+    assert!(
+        status.success(),
+        "{compiler} failed on {}",
+        source.display()
+    );
+    ll
+}
+
+/// `opt-22 -passes=<passes> -S` with the plugin on the IR file `ll`, with `env` set (and
+/// `KAGE_TOOL` unset unless `env` sets it); asserts success and returns the output.
+pub fn run_plugin_on(ll: &Path, env: &[(&str, &str)], passes: &str) -> String {
+    let output = Command::new("opt-22")
+        .env_remove("KAGE_TOOL")
+        .envs(env.iter().copied())
+        .arg(format!("-load-pass-plugin={}", plugin_path().display()))
+        .arg(format!("-passes={passes}"))
+        .arg("-S")
+        .arg(ll)
+        .output()
+        .expect("run opt-22");
+    assert!(
+        output.status.success(),
+        "opt-22 failed on {}:\n{}",
+        ll.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("opt output is UTF-8")
+}
