@@ -3,9 +3,11 @@
 use crate::registry::RegionInfo;
 use crate::tool::{RegionFields, ToolResults};
 use kage_report::{ProgramEnd, Region, ReportOf, FORMAT_NAME, FORMAT_VERSION};
-use serde::ser::{Serialize, SerializeSeq, Serializer};
-use std::collections::BTreeMap;
+use serde::ser::{Error as _, Serialize, SerializeSeq, Serializer};
+use serde_json::value::RawValue;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
+use std::sync::Arc;
 
 /// Everything a report is made of.
 pub struct ReportInput<'a> {
@@ -55,11 +57,68 @@ impl RegionEntries<'_> {
     }
 }
 
+/// A region as the report writes it: [`Region`]'s fields, borrowed from the registry, the
+/// file paths escaped once each (thousands of regions share a few files: escaping them
+/// byte by byte for each was most of a big program's report). Serialises exactly as
+/// [`Region`] does (tested).
+#[derive(serde::Serialize)]
+struct RegionOut<'a> {
+    id: u32,
+    kind: kage_report::RegionKind,
+    name: &'a str,
+    symbol: &'a str,
+    file: &'a RawValue,
+    line: u32,
+    end_line: u32,
+    parent: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inlined_at: Option<CallSiteOut<'a>>,
+    #[serde(flatten)]
+    metrics: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(serde::Serialize)]
+struct CallSiteOut<'a> {
+    file: &'a RawValue,
+    line: u32,
+    column: u32,
+}
+
 impl Serialize for RegionEntries<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Each distinct file string (interned: one allocation each), as JSON.
+        let mut files: HashMap<*const u8, Box<RawValue>> = HashMap::new();
+        let mut escape = |file: &Arc<str>| -> Result<(), S::Error> {
+            if let std::collections::hash_map::Entry::Vacant(slot) = files.entry(file.as_ptr()) {
+                let json = serde_json::to_string(&**file).map_err(S::Error::custom)?;
+                slot.insert(RawValue::from_string(json).map_err(S::Error::custom)?);
+            }
+            Ok(())
+        };
+        for r in self.regions {
+            escape(&r.file)?;
+            if let Some(at) = &r.inlined_at {
+                escape(&at.file)?;
+            }
+        }
         let mut seq = serializer.serialize_seq(Some(self.regions.len()))?;
-        for id in 0..self.regions.len() {
-            seq.serialize_element(&self.entry(id))?;
+        for (id, r) in self.regions.iter().enumerate() {
+            seq.serialize_element(&RegionOut {
+                id: id as u32,
+                kind: r.kind,
+                name: &r.name,
+                symbol: &r.symbol,
+                file: &files[&r.file.as_ptr()],
+                line: r.line,
+                end_line: r.end_line,
+                parent: r.parent,
+                inlined_at: r.inlined_at.as_ref().map(|at| CallSiteOut {
+                    file: &files[&at.file.as_ptr()],
+                    line: at.line,
+                    column: at.column,
+                }),
+                metrics: (self.fields)(id),
+            })?;
         }
         seq.end()
     }
@@ -247,6 +306,58 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         assert!(!after.is_file(), "/dev/null is still a device");
         assert_eq!(before.rdev(), after.rdev());
+    }
+
+    #[test]
+    fn regions_are_written_exactly_as_the_report_model_writes_them() {
+        let info = |kind, name: &str, file: &std::sync::Arc<str>, parent, inlined_at| RegionInfo {
+            kind,
+            name: name.into(),
+            symbol: format!("_Z{name}").into(),
+            file: file.clone(),
+            line: 7,
+            end_line: 9,
+            parent,
+            func: 0,
+            code: 0,
+            inlined_at,
+        };
+        let a: std::sync::Arc<str> = "/src/a \"quoted\" \\ dir/é.c".into();
+        let b: std::sync::Arc<str> = "/src/b.h".into();
+        let regions = vec![
+            info(RegionKind::Function, "main", &a, None, None),
+            info(RegionKind::Loop, "main", &a, Some(0), None),
+            info(
+                RegionKind::Function,
+                "add<\"x\">",
+                &b,
+                Some(1),
+                Some(crate::registry::InlinedAt {
+                    file: a.clone(),
+                    line: 12,
+                    column: 3,
+                }),
+            ),
+        ];
+        let entries = RegionEntries {
+            regions: &regions,
+            fields: Box::new(|id| {
+                let mut m = serde_json::Map::new();
+                if id != 1 {
+                    m.insert("instances".into(), (id as u64 + 5).into());
+                }
+                m
+            }),
+        };
+        let model: Vec<Region> = (0..regions.len()).map(|id| entries.entry(id)).collect();
+        assert_eq!(
+            serde_json::to_string_pretty(&entries).unwrap(),
+            serde_json::to_string_pretty(&model).unwrap()
+        );
+        assert_eq!(
+            serde_json::to_string(&entries).unwrap(),
+            serde_json::to_string(&model).unwrap()
+        );
     }
 
     #[test]
