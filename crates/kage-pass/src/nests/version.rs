@@ -322,7 +322,8 @@ pub unsafe fn version(
     // iteration is left), added to the level's virtual iterator where they exit.
     let unchecked = |version: u64, k: usize| version == ORIGINAL && is_leaf[k];
     let run: Vec<_> = (0..n).map(|k| slot(format!("kage.run{k}"))).collect();
-    // (The last of the stack slots: it moves the builder.)
+    // The pristine copy's iterations per level, in this entry.
+    let pristine_counters: Vec<_> = (0..n).map(|k| slot(format!("kage.pristine{k}"))).collect();
     let pristine = pristine_counting(
         func,
         levels,
@@ -331,7 +332,7 @@ pub unsafe fn version(
         &structured,
         unsampled,
         builder,
-        &slot,
+        pristine_counters,
     );
     // Exit edges first (the check below moves a header's exit edge behind its X block, which
     // then leads to the Y block made here).
@@ -492,24 +493,7 @@ pub unsafe fn version(
                     // Counted on entry, so that an entry left by an exception or a
                     // `longjmp` counts too (its iterations cannot).
                     LLVMPositionBuilderAtEnd(builder, skip);
-                    let mut first = [c64(0), c64(0)];
-                    let counters_type = LLVMArrayType2(i64t, 1 + n as u64);
-                    let entries = LLVMBuildInBoundsGEP2(
-                        builder,
-                        counters_type,
-                        unsampled,
-                        first.as_mut_ptr(),
-                        2,
-                        c"".as_ptr(),
-                    );
-                    LLVMBuildAtomicRMW(
-                        builder,
-                        LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd,
-                        entries,
-                        c64(1),
-                        LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
-                        0,
-                    );
+                    add_to_unsampled(builder, unsampled, n, 0, c64(1));
                     for &counter in &pristine.counters {
                         LLVMBuildStore(builder, c64(0), counter);
                     }
@@ -798,6 +782,38 @@ unsafe fn has_no_side_effects(block: LLVMBasicBlockRef) -> bool {
         })
 }
 
+/// Adds `value` to the nest's counter `unsampled[index]` (`1 + levels` of them: entries that
+/// skipped the runtime, then each level's iterations in them), atomically: threads share it.
+///
+/// # Safety
+/// `builder` must be positioned in a block; `unsampled` must be the nest's counters.
+unsafe fn add_to_unsampled(
+    builder: LLVMBuilderRef,
+    unsampled: LLVMValueRef,
+    levels: usize,
+    index: u64,
+    value: LLVMValueRef,
+) {
+    let i64t = LLVMTypeOf(value);
+    let mut at = [LLVMConstInt(i64t, 0, 0), LLVMConstInt(i64t, index, 0)];
+    let counter = LLVMBuildInBoundsGEP2(
+        builder,
+        LLVMArrayType2(i64t, 1 + levels as u64),
+        unsampled,
+        at.as_mut_ptr(),
+        2,
+        c"".as_ptr(),
+    );
+    LLVMBuildAtomicRMW(
+        builder,
+        LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd,
+        counter,
+        value,
+        LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+        0,
+    );
+}
+
 /// The pristine copy of a nest, as the entries that come once sampling is over run it.
 struct Pristine {
     /// Where an entry begins.
@@ -806,7 +822,8 @@ struct Pristine {
     counters: Vec<LLVMValueRef>,
 }
 
-/// Makes the pristine copy (`pristine_map`, of `root_blocks`) count each level's iterations,
+/// Makes the pristine copy (`pristine_map`, of `root_blocks`) count each level's iterations
+/// in `counters` (a stack slot per level),
 /// where an iteration begins as in the versions, and add them to the nest's counters
 /// `unsampled` (docs/abi.md) wherever it leaves the nest. It has no decision and no check:
 /// the optimiser sees the program's own loops, plus a counter per level.
@@ -823,7 +840,7 @@ unsafe fn pristine_counting(
     structured: &[bool],
     unsampled: LLVMValueRef,
     builder: LLVMBuilderRef,
-    slot: &dyn Fn(String) -> LLVMValueRef,
+    counters: Vec<LLVMValueRef>,
 ) -> Pristine {
     let context = LLVMGetModuleContext(LLVMGetGlobalParent(func));
     let i64t = LLVMInt64TypeInContext(context);
@@ -831,7 +848,6 @@ unsafe fn pristine_counting(
     let new_block =
         |name: &str| LLVMAppendBasicBlockInContext(context, func, c_string(name).as_ptr());
     let n = levels.len();
-    let counters: Vec<LLVMValueRef> = (0..n).map(|k| slot(format!("kage.pristine{k}"))).collect();
     let copy: Vec<Level> = (levels.iter())
         .map(|l| Level {
             parent: l.parent,
@@ -840,7 +856,6 @@ unsafe fn pristine_counting(
         })
         .collect();
     // Ways out of the nest (before the counting blocks, which lie inside it).
-    let counters_type = LLVMArrayType2(i64t, 1 + n as u64);
     for &original in root_blocks {
         let b = pristine_map[&original];
         let term = LLVMGetBasicBlockTerminator(b);
@@ -854,23 +869,8 @@ unsafe fn pristine_counting(
             let y = new_block("kage.pristine.exit");
             LLVMPositionBuilderAtEnd(builder, y);
             for (k, &counter) in counters.iter().enumerate() {
-                let mut at = [c64(0), c64(1 + k as u64)];
-                let total = LLVMBuildInBoundsGEP2(
-                    builder,
-                    counters_type,
-                    unsampled,
-                    at.as_mut_ptr(),
-                    2,
-                    c"".as_ptr(),
-                );
-                LLVMBuildAtomicRMW(
-                    builder,
-                    LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd,
-                    total,
-                    LLVMBuildLoad2(builder, i64t, counter, c"".as_ptr()),
-                    LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
-                    0,
-                );
+                let iterations = LLVMBuildLoad2(builder, i64t, counter, c"".as_ptr());
+                add_to_unsampled(builder, unsampled, n, 1 + k as u64, iterations);
             }
             LLVMBuildBr(builder, s);
             LLVMSetSuccessor(term, i, y);
