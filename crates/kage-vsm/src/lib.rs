@@ -194,6 +194,9 @@ pub struct Config {
     pub segment_bits: u32,
     /// VCache lines (a power of two): one tag vector each, direct-mapped by address.
     pub vcache_lines: usize,
+    /// The VCache's tags take at most this many bytes (0: no bound): when the vectors
+    /// grow, the lines halve (down to [`vcache::FEWEST_LINES_SHIFT`]).
+    pub vcache_bytes: usize,
     /// Level tables kept uncompressed by the clock list when compression is on (at least
     /// 1): the list's initial capacity; it adapts between an eighth and 8 times this.
     pub victim_tables: usize,
@@ -210,7 +213,8 @@ impl Default for Config {
 impl Config {
     /// HCPA's settings (§5.2, §6.2): 8-byte words; tag tables cover 4 KiB of address space
     /// (512 words); the VCache covers 1 MiB (131072 lines) and the uncompressed list 4 MiB
-    /// (1024 level tables). Segment tables cover 64 MiB (16384 slots, 128 KiB each, against
+    /// (1024 level tables); the VCache's tags take at most 8 MiB (fewer lines for vectors
+    /// deeper than 8 levels). Segment tables cover 64 MiB (16384 slots, 128 KiB each, against
     /// the paper's 4 GiB: smaller tables waste less in small programs, the top table takes
     /// the rest). The free list keeps up to 256 tag tables.
     pub fn hcpa() -> Self {
@@ -248,6 +252,7 @@ impl Config {
             table_bits,
             segment_bits,
             vcache_lines: (vcache_span >> shift).max(1) as usize,
+            vcache_bytes: 8 << 20,
             victim_tables: (victim_span >> (shift + table_bits)).max(1) as usize,
             free_tables: 256,
         }

@@ -6,7 +6,9 @@
 //! SlimTV check; a miss writes the resident line back to the storage (validated first) and
 //! fetches the requested vector from it. A store that overwrites every level (HCPA's stores)
 //! needs no fetch. When the depth exceeds the capacity, the lines are re-laid out with a
-//! larger one (at least double, their contents kept).
+//! larger one (at least double, their contents kept), and, when the tags would exceed
+//! [`Config::vcache_bytes`], fewer lines: deep vectors take the cache's memory, not more of
+//! it (lines whose new place is taken go back to the storage).
 //!
 //! The length says which levels the line holds: levels from it on are default. SlimTV
 //! validation only shortens it, so exited levels are never written back.
@@ -17,12 +19,19 @@ use crate::strided::{set_levels, slice_bytes};
 use crate::vstorage::VStorage;
 use crate::{max_valid_level, Config, Stats, Tag, VectorShadow, VersionStack, VsmKind};
 
+/// [`Config::vcache_bytes`] leaves the VCache at least a `1 / 2^FEWEST_LINES_SHIFT` of
+/// [`Config::vcache_lines`] (HCPA: 4096 of 131072).
+pub const FEWEST_LINES_SHIFT: u32 = 5;
+
 /// VCache + VStorage vector shadow memory (kinds `cache`, `gc`, `compress`).
 #[derive(Debug)]
 pub struct CachedVsm<T: Tag> {
     shift: u32,
     versions: VersionStack,
+    /// Lines now (a power of two): fewer as vectors grow, within `tag_bytes`.
     lines: usize,
+    max_lines: usize,
+    tag_bytes: usize,
     /// Tags per line; 0 until the first access.
     capacity: usize,
     line_units: Box<[u64]>,
@@ -45,6 +54,8 @@ impl<T: Tag> CachedVsm<T> {
             shift: config.granularity.shift(),
             versions: VersionStack::new(),
             lines: config.vcache_lines,
+            max_lines: config.vcache_lines,
+            tag_bytes: config.vcache_bytes,
             capacity: 0,
             line_units: Box::default(),
             line_versions: Box::default(),
@@ -72,14 +83,33 @@ impl<T: Tag> CachedVsm<T> {
         &self.storage
     }
 
+    /// Lines for vectors of `capacity` tags: as many as [`Config::vcache_bytes`] holds
+    /// (a power of two), from [`Config::vcache_lines`] down to a [`FEWEST_LINES_SHIFT`]
+    /// fraction of it.
+    fn lines_for(&self, capacity: usize) -> usize {
+        if self.tag_bytes == 0 {
+            return self.max_lines;
+        }
+        let fit = self.tag_bytes / (capacity * size_of::<T>()).max(1);
+        let fit = if fit == 0 { 1 } else { 1 << fit.ilog2() };
+        fit.clamp(
+            (self.max_lines >> FEWEST_LINES_SHIFT).max(1),
+            self.max_lines,
+        )
+    }
+
     #[cold]
     fn grow(&mut self, depth: usize) {
         // Doubling bounds the re-layouts (each copies the whole cache) to log2 of the depth.
         let capacity = depth.next_multiple_of(4).max(2 * self.capacity);
+        let lines = self.lines_for(capacity);
         if self.capacity == 0 {
-            self.line_units = vec![0; self.lines].into_boxed_slice();
-            self.line_versions = vec![0; self.lines].into_boxed_slice();
-            self.line_lens = vec![0; self.lines].into_boxed_slice();
+            self.lines = lines;
+            self.line_units = vec![0; lines].into_boxed_slice();
+            self.line_versions = vec![0; lines].into_boxed_slice();
+            self.line_lens = vec![0; lines].into_boxed_slice();
+        } else if lines < self.lines {
+            self.fold_lines(lines);
         }
         // Only what a line holds moves: its tags up to its length, if it holds an address
         // (the tags past the length are stale, and an empty line's are never read). The rest
@@ -100,6 +130,35 @@ impl<T: Tag> CachedVsm<T> {
         self.line_tags = tags;
         self.capacity = capacity;
         self.relayouts += 1;
+    }
+
+    /// Fewer lines (`lines`, a smaller power of two), in the current capacity's layout: a
+    /// line beyond them moves to its new index when that is empty, else goes back to the
+    /// storage.
+    fn fold_lines(&mut self, lines: usize) {
+        for index in lines..self.lines {
+            if self.line_versions[index] == 0 {
+                continue;
+            }
+            let target = index & (lines - 1);
+            if self.line_versions[target] != 0 {
+                self.evict(index);
+                continue;
+            }
+            self.line_units[target] = self.line_units[index];
+            self.line_versions[target] = self.line_versions[index];
+            self.line_lens[target] = self.line_lens[index];
+            let len = (self.line_lens[index] as usize).min(self.capacity);
+            self.line_tags.copy_within(
+                index * self.capacity..index * self.capacity + len,
+                target * self.capacity,
+            );
+            self.line_versions[index] = 0;
+        }
+        self.line_units = self.line_units[..lines].into();
+        self.line_versions = self.line_versions[..lines].into();
+        self.line_lens = self.line_lens[..lines].into();
+        self.lines = lines;
     }
 
     /// Writes line `index` back to the storage and empties it.
@@ -192,6 +251,36 @@ impl<T: Tag> CachedVsm<T> {
         let start = index * self.capacity;
         self.line_lens[index] = depth as u32;
         &mut self.line_tags[start..start + depth]
+    }
+
+    /// As [`read_prefix`](Self::read_prefix), with the whole line: its `capacity` tags,
+    /// of which the first `valid` are the prefix (the rest are stale, to be ignored). For
+    /// whole-line vector loads, which a processor forwards an earlier whole store to.
+    #[inline(always)]
+    pub fn read_line(&mut self, addr: u64) -> (&[T], usize) {
+        let depth = self.versions.depth();
+        if depth == 0 {
+            return (&[], 0);
+        }
+        let index = self.line(addr >> self.shift, true);
+        let start = index * self.capacity;
+        let valid = (self.line_lens[index] as usize).min(depth);
+        (&self.line_tags[start..start + self.capacity], valid)
+    }
+
+    /// As [`overwrite_levels`](Self::overwrite_levels), with the whole line: its
+    /// `capacity` tags, of which the caller writes the first `depth`; what it writes past
+    /// them is never read.
+    #[inline(always)]
+    pub fn overwrite_line(&mut self, addr: u64) -> &mut [T] {
+        let depth = self.versions.depth();
+        if depth == 0 {
+            return &mut [];
+        }
+        let index = self.line(addr >> self.shift, false);
+        let start = index * self.capacity;
+        self.line_lens[index] = depth as u32;
+        &mut self.line_tags[start..start + self.capacity]
     }
 
     #[inline]
@@ -336,6 +425,7 @@ mod tests {
     fn the_cache_grows_with_the_depth_and_keeps_its_lines() {
         let config = Config {
             vcache_lines: 4,
+            vcache_bytes: 0,
             ..Config::default()
         };
         let mut vsm = CachedVsm::<u64>::new(&config, true, false);
@@ -362,6 +452,7 @@ mod tests {
     fn read_prefix_and_overwrite_levels_match_read_and_write_levels() {
         let config = Config {
             vcache_lines: 2,
+            vcache_bytes: 0,
             table_bits: 2,
             ..Config::default()
         };
@@ -406,6 +497,7 @@ mod tests {
     fn a_conflict_miss_goes_through_the_storage() {
         let config = Config {
             vcache_lines: 2,
+            vcache_bytes: 0,
             table_bits: 2,
             ..Config::default()
         };

@@ -138,6 +138,7 @@ fn configs() -> Vec<Config> {
         table_bits: 2,
         segment_bits: 1,
         vcache_lines: 4,
+        vcache_bytes: 0,
         victim_tables: 2,
         free_tables: 2,
     };
@@ -146,11 +147,13 @@ fn configs() -> Vec<Config> {
         table_bits: 6,
         segment_bits: 4,
         vcache_lines: 64,
+        vcache_bytes: 0,
         victim_tables: 8,
         free_tables: 16,
     };
     let hcpa_small_cache = Config {
         vcache_lines: 1024,
+        vcache_bytes: 0,
         ..Config::hcpa()
     };
     vec![
@@ -189,6 +192,7 @@ fn heap_bytes_is_exact_bool() {
 fn heap_bytes_is_exact_deep_with_gc_and_compression() {
     let config = Config {
         vcache_lines: 8,
+        vcache_bytes: 0,
         victim_tables: 1,
         free_tables: 3,
         ..Config::hcpa()

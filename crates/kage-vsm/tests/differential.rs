@@ -21,7 +21,8 @@ fn granularity() -> impl Strategy<Value = Granularity> {
 
 /// Small structures: tag tables of 1 to 64 units (from 32 units on, LZ4 can halve a
 /// table), segment tables of 1 to 8 slots, a VCache of 1 to 8 lines, 1 or 2 uncompressed
-/// level tables (adapting between 1 and 16), 0 to 3 free tables.
+/// level tables (adapting between 1 and 16), 0 to 3 free tables; the VCache's tags
+/// unbounded or bounded to 64 to 512 bytes (fewer lines as vectors deepen).
 fn small_config() -> impl Strategy<Value = Config> {
     (
         granularity(),
@@ -30,14 +31,24 @@ fn small_config() -> impl Strategy<Value = Config> {
         prop::sample::select(vec![1usize, 2, 4, 8]),
         1usize..=2,
         0usize..=3,
+        prop::sample::select(vec![0usize, 64, 128, 512]),
     )
         .prop_map(
-            |(granularity, table_bits, segment_bits, vcache_lines, victim_tables, free_tables)| {
+            |(
+                granularity,
+                table_bits,
+                segment_bits,
+                vcache_lines,
+                victim_tables,
+                free_tables,
+                vcache_bytes,
+            )| {
                 Config {
                     granularity,
                     table_bits,
                     segment_bits,
                     vcache_lines,
+                    vcache_bytes,
                     victim_tables,
                     free_tables,
                 }
@@ -118,6 +129,7 @@ fn long_runs_match_the_model() {
         table_bits: 2,
         segment_bits: 1,
         vcache_lines: 4,
+        vcache_bytes: 0,
         victim_tables: 2,
         free_tables: 2,
     };
@@ -126,6 +138,7 @@ fn long_runs_match_the_model() {
         table_bits: 6,
         segment_bits: 4,
         vcache_lines: 64,
+        vcache_bytes: 0,
         victim_tables: 8,
         free_tables: 16,
     };

@@ -374,6 +374,7 @@ pub fn compressible_config() -> Config {
         table_bits: 6,
         segment_bits: 2,
         vcache_lines: 2,
+        vcache_bytes: 0,
         victim_tables: 1,
         free_tables: 2,
     }

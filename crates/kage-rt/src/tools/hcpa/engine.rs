@@ -30,6 +30,71 @@
 use kage_abi::{Candidate, NONE};
 use kage_vsm::{max_valid_level, AnyVsm, Config, Granularity, VectorShadow, VersionStack, VsmKind};
 
+mod lanes;
+
+/// How the timestamp calls run their per-level loops: 8 levels per vector operation where
+/// the processor can (`lanes.rs`), else one at a time. Every path gives the same times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lanes {
+    Scalar,
+    /// Two AVX2 registers of 4 levels.
+    Avx2,
+    /// One AVX-512 register of 8 levels.
+    Avx512,
+}
+
+impl Lanes {
+    /// Every path, the scalar one first.
+    pub const ALL: [Lanes; 3] = [Lanes::Scalar, Lanes::Avx2, Lanes::Avx512];
+
+    /// Whether this processor runs the path.
+    pub fn available(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        match self {
+            Lanes::Scalar => true,
+            Lanes::Avx2 => lanes::avx2::available(),
+            Lanes::Avx512 => lanes::avx512::available(),
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Lanes::Scalar
+        }
+    }
+
+    /// The widest path this processor runs.
+    pub fn best() -> Lanes {
+        Lanes::ALL
+            .into_iter()
+            .rev()
+            .find(|l| l.available())
+            .unwrap_or(Lanes::Scalar)
+    }
+}
+
+/// Levels in one vector of the 8-lane paths: with at most this many analysed, a time is
+/// held in registers.
+const LANES: usize = 8;
+
+/// `self.$fast(args)` on the 8-lane path when at most 8 levels are analysed, `$wide` with
+/// more, `$scalar` without a vector path.
+macro_rules! by_lanes {
+    ($engine:ident, $fast:ident, $wide:ident, $scalar:ident, ($($arg:expr),*)) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: `lanes` is only ever a path the processor runs (`Lanes::available`).
+            let narrow = $engine.analysed.len() <= LANES;
+            match $engine.lanes {
+                Lanes::Avx512 if narrow => return unsafe { lanes::avx512_path::$fast($engine, $($arg),*) },
+                Lanes::Avx512 => return unsafe { lanes::avx512_path::$wide($engine, $($arg),*) },
+                Lanes::Avx2 if narrow => return unsafe { lanes::avx2_path::$fast($engine, $($arg),*) },
+                Lanes::Avx2 => return unsafe { lanes::avx2_path::$wide($engine, $($arg),*) },
+                Lanes::Scalar => {}
+            }
+        }
+        $engine.$scalar($($arg),*)
+    }};
+}
+
 /// A shadow register's version (0: never written in this frame) and the number of levels
 /// it was written at, `hint`: when `versions[hint - 1] == version`, exactly `hint` levels
 /// are valid (see [`valid_levels`]).
@@ -99,7 +164,7 @@ impl Default for EngineConfig {
         EngineConfig {
             max_depth: 64,
             granule_shift: 2,
-            vsm: VsmKind::Gc,
+            vsm: VsmKind::Compress,
         }
     }
 }
@@ -337,9 +402,8 @@ pub struct Engine {
     memory: TimeMemory,
     /// The time being computed, one per analysed level ([`buffer_len`] words).
     t: Words,
-    /// The processor has AVX-512F: the timestamp calls take the 8-lane path (see `x8`), with
-    /// the time in a register when at most 8 levels are analysed, else 8 levels at a time.
-    lanes8: bool,
+    /// The path of the timestamp calls' per-level loops: the widest the processor has.
+    lanes: Lanes,
 }
 
 impl Engine {
@@ -365,15 +429,19 @@ impl Engine {
             next_serial: 1,
             memory: TimeMemory::new(config.vsm, config.granule_shift.min(3)),
             t: Words::new(buffer_len(config.max_depth)),
-            lanes8: x8::available(),
+            lanes: Lanes::best(),
         }
     }
 
-    /// Turns the 8-lane path off, or on where the processor has it (tests: both paths give
+    /// Takes `lanes` if the processor has it, else the scalar path (tests: every path gives
     /// the same times).
     #[cfg(test)]
-    pub fn set_lanes8(&mut self, on: bool) {
-        self.lanes8 = on && x8::available();
+    pub fn set_lanes(&mut self, lanes: Lanes) {
+        self.lanes = if lanes.available() {
+            lanes
+        } else {
+            Lanes::Scalar
+        };
     }
 
     pub fn config(&self) -> EngineConfig {
@@ -583,18 +651,7 @@ impl Engine {
     /// `__kage_hcpa_ts`: `t = max(cands)` → `dst` (unless `NONE`).
     #[inline]
     pub fn ts(&mut self, dst: u32, cands: &[Candidate]) {
-        #[cfg(target_arch = "x86_64")]
-        if self.lanes8 {
-            // SAFETY: the processor has AVX-512F; `ts_x8` takes at most 8 levels.
-            return unsafe {
-                if self.analysed.len() <= x8::LANES {
-                    self.ts_x8(dst, cands)
-                } else {
-                    self.ts_wide(dst, cands)
-                }
-            };
-        }
-        self.ts_scalar(dst, cands)
+        by_lanes!(self, ts, ts_wide, ts_scalar, (dst, cands))
     }
 
     /// Out of line: the entry points inline the dispatch only.
@@ -621,18 +678,13 @@ impl Engine {
     /// `__kage_hcpa_load`: `t = max(cands, granules of [addr, addr + size)) + cost` → `dst`.
     #[inline]
     pub fn load(&mut self, dst: u32, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
-        #[cfg(target_arch = "x86_64")]
-        if self.lanes8 {
-            // SAFETY: as in `ts`.
-            return unsafe {
-                if self.analysed.len() <= x8::LANES {
-                    self.load_x8(dst, addr, size, cost, cands)
-                } else {
-                    self.load_wide(dst, addr, size, cost, cands)
-                }
-            };
-        }
-        self.load_scalar(dst, addr, size, cost, cands)
+        by_lanes!(
+            self,
+            load,
+            load_wide,
+            load_scalar,
+            (dst, addr, size, cost, cands)
+        )
     }
 
     /// Out of line: the entry points inline the dispatch only.
@@ -649,18 +701,13 @@ impl Engine {
     /// `__kage_hcpa_store`: `t = max(cands) + cost` → the granules of `[addr, addr + size)`.
     #[inline]
     pub fn store(&mut self, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
-        #[cfg(target_arch = "x86_64")]
-        if self.lanes8 {
-            // SAFETY: as in `ts`.
-            return unsafe {
-                if self.analysed.len() <= x8::LANES {
-                    self.store_x8(addr, size, cost, cands)
-                } else {
-                    self.store_wide(addr, size, cost, cands)
-                }
-            };
-        }
-        self.store_scalar(addr, size, cost, cands)
+        by_lanes!(
+            self,
+            store,
+            store_wide,
+            store_scalar,
+            (addr, size, cost, cands)
+        )
     }
 
     /// Out of line: the entry points inline the dispatch only.
@@ -1062,470 +1109,4 @@ fn write_vector(vector: &mut [u64], version: u64, t: &[u64]) {
     let n = times.len().min(t.len());
     times[..n].copy_from_slice(&t[..n]);
     times[n..].fill(0);
-}
-
-/// The 8-lane path: with at most 8 analysed levels (the common case), a time is one AVX-512
-/// register of 8 `u64` lanes (lane ℓ: level ℓ; lanes from the number of levels on are
-/// ignored), and every per-level loop of the timestamp calls is one instruction: a slot's
-/// valid prefix is its whole first chunk, loaded and masked (levels after the prefix read
-/// 0), a granule's is a masked load from its VCache line, a maximum is `vpmaxuq`. With more
-/// levels, the same 8 at a time (`*_wide`). The times are exactly the scalar path's
-/// (`tests.rs` runs the model comparison both ways).
-///
-/// Slots are stored and loaded whole (their `pitch` is whole chunks), because a processor
-/// forwards a store only to a load of the same bytes, and a masked load to none (measured
-/// on AMD Zen 5): a slot written by one call and read by the next would otherwise wait for
-/// the store to reach the cache. A whole store also writes the slot's times past the
-/// levels it was written at, which are never read: a slot written at `width` levels with
-/// the version `v` of level `width − 1` is valid at `width` levels at most, since a level
-/// open later at an index of `width` or more was entered after `v`'s instance (it is not
-/// one of `v`'s ancestors), so its version is greater.
-#[cfg(target_arch = "x86_64")]
-mod x8 {
-    use std::arch::x86_64::*;
-
-    pub const LANES: usize = 8;
-
-    /// The processor (and the system) run AVX-512F.
-    pub fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-
-    // The helpers are inlined into the `#[target_feature(enable = "avx512f")]` functions
-    // that use them (`Engine::*_x8`), where the intrinsics inline in turn.
-
-    /// The first `n` (≤ 8) lanes.
-    #[inline(always)]
-    fn mask(n: usize) -> __mmask8 {
-        debug_assert!(n <= LANES);
-        ((1u32 << n) - 1) as __mmask8
-    }
-
-    /// The first `min(n, 8)` times from `p`, the other lanes 0.
-    ///
-    /// A masked load is not forwarded the older stores to its 64 bytes, masked lanes
-    /// included (measured: AMD Zen 5), so it waits for them to reach the cache: with no lane
-    /// to load (a granule never stored to), none is made.
-    ///
-    /// # Safety
-    /// AVX-512F; `p` points to `min(n, 8)` readable `u64`s.
-    #[inline(always)]
-    pub unsafe fn load(p: *const u64, n: usize) -> __m512i {
-        let n = n.min(LANES);
-        if n == 0 {
-            _mm512_setzero_si512()
-        } else {
-            _mm512_maskz_loadu_epi64(mask(n), p as *const i64)
-        }
-    }
-
-    /// The first `min(n, 8)` of the 8 words at `p`, the other lanes 0: a whole load, which
-    /// an older whole store to the same 8 words forwards to (where a masked load would wait
-    /// for it to reach the cache), then masked.
-    ///
-    /// # Safety
-    /// AVX-512F; `p` points to 8 readable `u64`s.
-    #[inline(always)]
-    pub unsafe fn load_chunk_prefix(p: *const u64, n: usize) -> __m512i {
-        _mm512_maskz_mov_epi64(mask(n.min(LANES)), _mm512_loadu_si512(p as *const __m512i))
-    }
-
-    /// `v` to the 8 words at `p`.
-    ///
-    /// # Safety
-    /// AVX-512F; `p` points to 8 writable `u64`s.
-    #[inline(always)]
-    pub unsafe fn store_whole(p: *mut u64, v: __m512i) {
-        _mm512_storeu_si512(p as *mut __m512i, v)
-    }
-
-    /// The first `min(n, 8)` lanes of `v` to `p`.
-    ///
-    /// # Safety
-    /// AVX-512F; `p` points to `min(n, 8)` writable `u64`s.
-    #[inline(always)]
-    pub unsafe fn store(p: *mut u64, n: usize, v: __m512i) {
-        _mm512_mask_storeu_epi64(p as *mut i64, mask(n.min(LANES)), v)
-    }
-
-    /// The 8 words at `p`, a chunk of a `Words`.
-    ///
-    /// # Safety
-    /// AVX-512F; `p` is 64-byte aligned, 8 readable `u64`s.
-    #[inline(always)]
-    pub unsafe fn load_chunk(p: *const u64) -> __m512i {
-        _mm512_load_si512(p as *const __m512i)
-    }
-
-    /// `v` to the 8 words at `p`, a chunk of a `Words`.
-    ///
-    /// # Safety
-    /// AVX-512F; `p` is 64-byte aligned, 8 writable `u64`s.
-    #[inline(always)]
-    pub unsafe fn store_chunk(p: *mut u64, v: __m512i) {
-        _mm512_store_si512(p as *mut __m512i, v)
-    }
-
-    /// `v + x` in every lane, saturating as `u64::saturating_add`.
-    ///
-    /// # Safety
-    /// AVX-512F.
-    #[inline(always)]
-    pub unsafe fn saturating_add(v: __m512i, x: u64) -> __m512i {
-        let sum = _mm512_add_epi64(v, _mm512_set1_epi64(x as i64));
-        let overflow = _mm512_cmplt_epu64_mask(sum, v);
-        _mm512_mask_mov_epi64(sum, overflow, _mm512_set1_epi64(-1))
-    }
-
-    ///
-    /// # Safety
-    /// AVX-512F.
-    #[inline(always)]
-    pub unsafe fn max(a: __m512i, b: __m512i) -> __m512i {
-        _mm512_max_epu64(a, b)
-    }
-
-    ///
-    /// # Safety
-    /// AVX-512F.
-    #[inline(always)]
-    pub unsafe fn splat(x: u64) -> __m512i {
-        _mm512_set1_epi64(x as i64)
-    }
-}
-
-/// Elsewhere the scalar path only.
-#[cfg(not(target_arch = "x86_64"))]
-mod x8 {
-    pub const LANES: usize = 8;
-
-    pub fn available() -> bool {
-        false
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Engine {
-    /// [`ts`](Engine::ts) for more than 8 levels, 8 at a time.
-    ///
-    /// # Safety
-    /// AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn ts_wide(&mut self, dst: u32, cands: &[Candidate]) {
-        let frame = self.current_frame();
-        let a = self.gather_wide(frame, cands);
-        self.finish_wide(dst, frame, a, 0);
-    }
-
-    /// [`load`](Engine::load) for more than 8 levels, 8 at a time.
-    ///
-    /// # Safety
-    /// AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn load_wide(&mut self, dst: u32, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
-        let frame = self.current_frame();
-        let a = self.gather_wide(frame, cands);
-        if a > 0 && size > 0 {
-            let granules = self.memory.granules(addr, size);
-            let t = self.t.as_mut_ptr();
-            match &mut self.memory.vsm {
-                AnyVsm::Cached(vsm) => {
-                    for g in granules {
-                        // At most `a` times: within `t`'s chunks.
-                        let v = vsm.read_prefix(g);
-                        for k in (0..v.len()).step_by(x8::LANES) {
-                            let s = x8::load(v.as_ptr().add(k), v.len() - k);
-                            x8::store_chunk(t.add(k), x8::max(x8::load_chunk(t.add(k)), s));
-                        }
-                    }
-                }
-                _ => self.memory.max_into(addr, size, &mut self.t[..a]),
-            }
-        }
-        self.finish_wide(dst, frame, a, cost as u64);
-    }
-
-    /// [`store`](Engine::store) for more than 8 levels, 8 at a time.
-    ///
-    /// # Safety
-    /// AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn store_wide(&mut self, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
-        let frame = self.current_frame();
-        let a = self.gather_wide(frame, cands);
-        self.finish_wide(NONE, frame, a, cost as u64);
-        if a > 0 && size > 0 {
-            let granules = self.memory.granules(addr, size);
-            let t = self.t.as_ptr();
-            match &mut self.memory.vsm {
-                AnyVsm::Cached(vsm) => {
-                    for g in granules {
-                        // Every level, as `write_levels` with `a` (the depth) times.
-                        let v = vsm.overwrite_levels(g);
-                        for k in (0..v.len()).step_by(x8::LANES) {
-                            x8::store(v.as_mut_ptr().add(k), v.len() - k, x8::load_chunk(t.add(k)));
-                        }
-                    }
-                }
-                _ => self.memory.store(addr, size, &self.t[..a]),
-            }
-        }
-    }
-
-    /// [`gather`](Engine::gather) 8 levels at a time, into `t`; returns `a`.
-    ///
-    /// # Safety
-    /// As for [`ts_wide`](Engine::ts_wide).
-    #[inline(always)]
-    unsafe fn gather_wide(&mut self, frame: Option<(usize, Frame)>, cands: &[Candidate]) -> usize {
-        let a = self.analysed.len();
-        let floor = offset_floor(cands);
-        // `t` has whole chunks up to `a` rounded up.
-        let t = self.t.as_mut_ptr();
-        for k in (0..a).step_by(x8::LANES) {
-            x8::store_chunk(t.add(k), x8::splat(floor));
-        }
-        let Some((_, frame)) = frame else {
-            return a;
-        };
-        let Some((metas, times)) = frame_slots(&self.slot_meta, &self.slot_times, &frame) else {
-            return a;
-        };
-        let versions = self.versions.as_slice();
-        let stride = frame.stride as usize;
-        for c in cands {
-            let Some(m) = metas.get(c.slot as usize) else {
-                continue;
-            };
-            let valid = valid_levels(m.version, m.hint, versions).min(stride);
-            // The slot's `pitch` words: whole chunks, `valid` ≤ `stride` ≤ `pitch`.
-            let from = times.as_ptr().add(c.slot as usize * frame.pitch as usize);
-            for k in (0..valid).step_by(x8::LANES) {
-                // Lanes past `valid` read 0: plus the offset, at most `floor`.
-                let s = x8::load_chunk_prefix(from.add(k), valid - k);
-                let s = if c.offset == 0 {
-                    s
-                } else {
-                    x8::saturating_add(s, c.offset as u64)
-                };
-                x8::store_chunk(t.add(k), x8::max(x8::load_chunk(t.add(k)), s));
-            }
-        }
-        a
-    }
-
-    /// [`finish`](Engine::finish) 8 levels at a time.
-    ///
-    /// # Safety
-    /// As for [`ts_wide`](Engine::ts_wide).
-    #[inline(always)]
-    unsafe fn finish_wide(&mut self, dst: u32, frame: Option<(usize, Frame)>, a: usize, cost: u64) {
-        let slot = match frame {
-            Some((index, frame)) if dst != NONE && dst < frame.slots && a > 0 => {
-                Some(self.slot_to_write(index, frame, dst, a))
-            }
-            _ => None,
-        };
-        // Whole chunks of the slot (its pitch; see `x8`: the times past `width` in them are
-        // never read).
-        let (out, width) = match slot {
-            Some((at, width)) => (
-                self.slot_times[at..at + width.next_multiple_of(x8::LANES)].as_mut_ptr(),
-                width,
-            ),
-            None => (std::ptr::null_mut(), 0),
-        };
-        // `t` and `cps` have whole chunks up to `a` rounded up; the lanes past `a` are left
-        // over (`enter` sets a level's critical path).
-        let t = self.t.as_mut_ptr();
-        let cps = self.cps.as_mut_ptr();
-        for k in (0..a).step_by(x8::LANES) {
-            let mut v = x8::load_chunk(t.add(k));
-            if cost != 0 {
-                v = x8::saturating_add(v, cost);
-                x8::store_chunk(t.add(k), v);
-            }
-            x8::store_chunk(cps.add(k), x8::max(x8::load_chunk(cps.add(k)), v));
-            if k < width {
-                x8::store_whole(out.add(k), v);
-            }
-        }
-    }
-
-    /// [`ts`](Engine::ts) on the 8-lane path.
-    ///
-    /// # Safety
-    /// AVX-512F, at most 8 analysed levels.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn ts_x8(&mut self, dst: u32, cands: &[Candidate]) {
-        let frame = self.current_frame();
-        let t = self.gather_x8(frame, cands);
-        self.finish_x8(dst, frame, t, 0);
-    }
-
-    /// [`load`](Engine::load) on the 8-lane path.
-    ///
-    /// # Safety
-    /// As for [`ts_x8`](Engine::ts_x8).
-    #[target_feature(enable = "avx512f")]
-    unsafe fn load_x8(&mut self, dst: u32, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
-        use std::arch::x86_64::__m512i;
-        let frame = self.current_frame();
-        let mut t: __m512i = self.gather_x8(frame, cands);
-        let a = self.analysed.len();
-        if a > 0 && size > 0 {
-            let granules = self.memory.granules(addr, size);
-            match &mut self.memory.vsm {
-                AnyVsm::Cached(vsm) => {
-                    for g in granules {
-                        // At most the shadow's depth, `a`: the levels after the prefix read 0.
-                        let v = vsm.read_prefix(g);
-                        t = x8::max(t, x8::load(v.as_ptr(), v.len()));
-                    }
-                }
-                _ => {
-                    x8::store(self.t.as_mut_ptr(), a, t);
-                    self.memory.max_into(addr, size, &mut self.t[..a]);
-                    t = x8::load(self.t.as_ptr(), a);
-                }
-            }
-        }
-        self.finish_x8(dst, frame, t, cost as u64);
-    }
-
-    /// [`store`](Engine::store) on the 8-lane path.
-    ///
-    /// # Safety
-    /// As for [`ts_x8`](Engine::ts_x8).
-    #[target_feature(enable = "avx512f")]
-    unsafe fn store_x8(&mut self, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
-        let frame = self.current_frame();
-        let t = self.gather_x8(frame, cands);
-        let t = self.finish_x8(NONE, frame, t, cost as u64);
-        let a = self.analysed.len();
-        if a > 0 && size > 0 {
-            let granules = self.memory.granules(addr, size);
-            match &mut self.memory.vsm {
-                AnyVsm::Cached(vsm) => {
-                    for g in granules {
-                        // Every level, as `write_levels` with `a` (the depth) times.
-                        let v = vsm.overwrite_levels(g);
-                        x8::store(v.as_mut_ptr(), v.len(), t);
-                    }
-                }
-                _ => self.memory.store(addr, size, &self.t[..a]),
-            }
-        }
-    }
-
-    /// [`gather`](Engine::gather) into a register.
-    ///
-    /// # Safety
-    /// As for [`ts_x8`](Engine::ts_x8).
-    #[inline(always)]
-    unsafe fn gather_x8(
-        &mut self,
-        frame: Option<(usize, Frame)>,
-        cands: &[Candidate],
-    ) -> std::arch::x86_64::__m512i {
-        // Every offset is at most `floor`: a lane a slot does not cover (read as 0) plus its
-        // offset changes nothing.
-        let floor = offset_floor(cands);
-        let mut t = x8::splat(floor);
-        let Some((_, frame)) = frame else {
-            return t;
-        };
-        let Some((metas, times)) = frame_slots(&self.slot_meta, &self.slot_times, &frame) else {
-            return t;
-        };
-        let versions = self.versions.as_slice();
-        let stride = frame.stride as usize;
-        for c in cands {
-            let Some(m) = metas.get(c.slot as usize) else {
-                continue;
-            };
-            // At most `a` ≤ 8; the slot's `pitch` words are whole chunks.
-            let valid = valid_levels(m.version, m.hint, versions).min(stride);
-            let s = x8::load_chunk_prefix(
-                times.as_ptr().add(c.slot as usize * frame.pitch as usize),
-                valid,
-            );
-            let s = if c.offset == 0 {
-                s
-            } else {
-                x8::saturating_add(s, c.offset as u64)
-            };
-            t = x8::max(t, s);
-        }
-        t
-    }
-
-    /// [`finish`](Engine::finish) of a time in a register; returns the complete time (also
-    /// left in `t`).
-    ///
-    /// # Safety
-    /// As for [`ts_x8`](Engine::ts_x8).
-    #[inline(always)]
-    unsafe fn finish_x8(
-        &mut self,
-        dst: u32,
-        frame: Option<(usize, Frame)>,
-        t: std::arch::x86_64::__m512i,
-        cost: u64,
-    ) -> std::arch::x86_64::__m512i {
-        let a = self.analysed.len();
-        let t = if cost == 0 {
-            t
-        } else {
-            x8::saturating_add(t, cost)
-        };
-        // `t` and `cps` have a whole chunk at least; the lanes past `a` are left over.
-        x8::store_chunk(self.t.as_mut_ptr(), t);
-        let cps = self.cps.as_mut_ptr();
-        x8::store_chunk(cps, x8::max(x8::load_chunk(cps), t));
-        if let Some((index, frame)) = frame {
-            if dst != NONE && dst < frame.slots && a > 0 {
-                // The slot's first chunk, whole (see `x8`: the times past the
-                // levels written are never read).
-                let (at, _) = self.slot_to_write(index, frame, dst, a);
-                let out = &mut self.slot_times[at..at + x8::LANES];
-                x8::store_whole(out.as_mut_ptr(), t);
-            }
-        }
-        t
-    }
-}
-
-#[cfg(all(test, target_arch = "x86_64"))]
-mod x8_tests {
-    use super::x8;
-    use std::arch::x86_64::__m512i;
-
-    #[test]
-    fn lanes_saturate_and_take_the_maximum_as_the_scalar_code() {
-        if !x8::available() {
-            return;
-        }
-        let a = [0, 1, u64::MAX, u64::MAX - 3, 1 << 63, 7, 5, 9];
-        let b = [3, 0, 1, u64::MAX - 2, (1 << 63) - 1, 7, 6, 2];
-        for n in 0..=8 {
-            for x in [0, 1, 4, u64::MAX] {
-                let mut out = [42u64; 8];
-                // SAFETY: the processor has AVX-512F; 8-word arrays.
-                unsafe {
-                    let v: __m512i = x8::load(a.as_ptr(), n);
-                    let w = x8::max(x8::saturating_add(v, x), x8::load(b.as_ptr(), n));
-                    x8::store(out.as_mut_ptr(), n, w);
-                }
-                for l in 0..8 {
-                    let expected = if l < n {
-                        a[l].saturating_add(x).max(b[l])
-                    } else {
-                        42
-                    };
-                    assert_eq!(out[l], expected, "n {n} x {x} lane {l}");
-                }
-            }
-        }
-    }
 }

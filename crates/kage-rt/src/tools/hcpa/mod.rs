@@ -62,7 +62,7 @@ const GRANULE: OptionDef = OptionDef {
 
 const SHADOW: OptionDef = OptionDef {
     name: "shadow",
-    default: "gc",
+    default: "compress",
     help: "hcpa: the vector shadow memory of the granules' times: baseline (a version per \
            time), slim (SlimTV), bulk (BulkTV), cache (VCache + VStorage), gc (cache with \
            garbage collection), compress (gc with compression of cold level tables)",
@@ -120,7 +120,7 @@ impl Settings {
     fn from_options(opts: &Options) -> Settings {
         let max_depth = opts.get(&MAX_DEPTH).parse().unwrap_or(64);
         let granule: u64 = opts.get(&GRANULE).parse().unwrap_or(4);
-        let vsm = opts.get(&SHADOW).parse().unwrap_or(VsmKind::Gc);
+        let vsm = opts.get(&SHADOW).parse().unwrap_or(VsmKind::Compress);
         Settings {
             engine: EngineConfig {
                 max_depth,

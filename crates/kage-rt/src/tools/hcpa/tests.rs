@@ -2,7 +2,7 @@
 //! (each test says how), the tool's statistics and report fields, and a randomized
 //! differential test of the engine against a naive model of the definition.
 
-use super::engine::{Engine, EngineConfig, InstanceStats, LevelKind, MAX_ARGS, MAX_SLOTS};
+use super::engine::{Engine, EngineConfig, InstanceStats, Lanes, LevelKind, MAX_ARGS, MAX_SLOTS};
 use super::*;
 use kage_abi::{Candidate, NONE};
 use kage_vsm::VsmKind;
@@ -564,7 +564,7 @@ fn options_are_checked() {
     let d = Settings::from_options(&Options::default());
     assert_eq!(
         (d.engine.max_depth, d.granule_bytes(), d.engine.vsm),
-        (64, 4, VsmKind::Gc)
+        (64, 4, VsmKind::Compress)
     );
 }
 
@@ -1321,26 +1321,26 @@ fn every_shadow_kind_gives_the_same_times() {
     }
 }
 
-/// The 8-lane path (where the processor has it) and the scalar path each match the model,
-/// with the default shadow (`gc`, whose lines the 8-lane path reads and writes in place) and
-/// the baseline, and up to 30 levels: with more than 8 analysed, the 8-lane path takes 8
+/// Every path the processor has (scalar, AVX2, AVX-512) matches the model, with the cached
+/// shadows (`gc` and `compress`, whose lines the 8-lane paths read and write in place) and
+/// the baseline, and up to 30 levels: with more than 8 analysed, the 8-lane paths take 8
 /// levels at a time.
 #[test]
-fn both_time_paths_match_the_naive_model() {
-    for lanes8 in [true, false] {
+fn every_time_path_matches_the_naive_model() {
+    for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
         for seed in 7000..7500u64 {
             let max_depth = [3, 8, 9, 16, 17, 64][seed as usize % 6];
             let shift = [0, 2, 3][seed as usize % 3];
-            let vsm = [VsmKind::Gc, VsmKind::Baseline][seed as usize / 2 % 2];
+            let vsm = [VsmKind::Gc, VsmKind::Baseline, VsmKind::Compress][seed as usize / 2 % 3];
             let config = EngineConfig {
                 max_depth,
                 granule_shift: shift,
                 vsm,
             };
             let ops = program(seed, [12, 30][seed as usize % 2]);
-            let what = format!("lanes8 {lanes8}, seed {seed}, max_depth {max_depth}, {vsm}");
+            let what = format!("{lanes:?}, seed {seed}, max_depth {max_depth}, {vsm}");
             let mut e = Engine::new(config);
-            e.set_lanes8(lanes8);
+            e.set_lanes(lanes);
             let mut r = Reference::new(config.max_depth, config.granule_shift);
             for (step, op) in ops.iter().enumerate() {
                 let got = apply(&mut e, op);
@@ -1374,12 +1374,12 @@ fn deep_program(seed: u64, budget: usize, max_levels: usize) -> Vec<Op> {
     g.ops
 }
 
-/// As [`both_time_paths_match_the_naive_model`], with programs nested up to about 25
+/// As [`every_time_path_matches_the_naive_model`], with programs nested up to about 25
 /// levels: several 8-level chunks.
 #[test]
-fn both_time_paths_match_the_naive_model_deep() {
+fn every_time_path_matches_the_naive_model_deep() {
     let mut deep = 0;
-    for lanes8 in [true, false] {
+    for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
         for seed in 9000..9600u64 {
             let ops = deep_program(seed, 14, 40);
             let mut depth = 0i64;
@@ -1402,11 +1402,11 @@ fn both_time_paths_match_the_naive_model_deep() {
             let config = EngineConfig {
                 max_depth: [17, 24, 64][seed as usize % 3],
                 granule_shift: [0, 2, 3][seed as usize / 3 % 3],
-                vsm: [VsmKind::Gc, VsmKind::Baseline][seed as usize / 9 % 2],
+                vsm: [VsmKind::Gc, VsmKind::Baseline, VsmKind::Compress][seed as usize / 9 % 3],
             };
-            let what = format!("lanes8 {lanes8}, seed {seed}, {config:?}");
+            let what = format!("{lanes:?}, seed {seed}, {config:?}");
             let mut e = Engine::new(config);
-            e.set_lanes8(lanes8);
+            e.set_lanes(lanes);
             let mut r = Reference::new(config.max_depth, config.granule_shift);
             for (step, op) in ops.iter().enumerate() {
                 let got = apply(&mut e, op);
