@@ -11,7 +11,8 @@ another instance reads 0. That is the definition, without the runtime's optimisa
 Usage: reference.py TRACE [--granularity G] > stats.json
 Trace lines (one event each; `s:o` is a candidate, slot s plus offset o, s = 4294967295
 for a constant):
-    enter R | exit R | frame SLOTS FN | work COST | ts DST s:o... | phi DST SRC OFF COND
+    enter R | exit R | frame SLOTS FN | work COST | ts DST s:o... | hoist DST s:o...
+    phi DST SRC OFF COND
     load DST ADDR SIZE COST s:o... | store ADDR SIZE COST s:o...
     mem DST SRC LEN COST8 s:o... | call FN | arg I s:o... | ret s:o... | result DST COST
 """
@@ -137,6 +138,11 @@ class Model:
     def ts(self, dst, cands):
         self.produce(self.max_of(cands), dst)
 
+    def hoist(self, dst, cands):
+        """As ts, without raising any critical path."""
+        if dst != NONE and self.frames:
+            self.frames[-1][1][dst] = self.as_times(self.max_of(cands))
+
     def phi(self, dst, src, off, cond):
         self.produce(self.max_of([(src, off), (cond, 0)]), dst)
 
@@ -225,6 +231,8 @@ def replay(lines, model):
             model.work(int(a[0]))
         elif op == "ts":
             model.ts(int(a[0]), candidates(a[1:]))
+        elif op == "hoist":
+            model.hoist(int(a[0]), candidates(a[1:]))
         elif op == "phi":
             model.phi(*map(int, a[:4]))
         elif op == "load":

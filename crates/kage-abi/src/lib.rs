@@ -765,6 +765,9 @@ pub mod symbols {
     /// `void __kage_hcpa_ts(uint32_t dst, const struct kage_candidate *cands, uint32_t n)`.
     pub const HCPA_TS: Symbol = function("__kage_hcpa_ts", &[I32, Ptr, I32], &[Hcpa]);
     pub type HcpaTs = unsafe extern "C" fn(u32, *const Candidate, u32);
+    /// `void __kage_hcpa_hoist(uint32_t dst, const struct kage_candidate *cands, uint32_t
+    /// n)`: as `__kage_hcpa_ts`, without raising the critical paths.
+    pub const HCPA_HOIST: Symbol = function("__kage_hcpa_hoist", &[I32, Ptr, I32], &[Hcpa]);
     /// `void __kage_hcpa_phi(uint32_t dst, uint32_t src, uint32_t offset, uint32_t cond)`.
     pub const HCPA_PHI: Symbol = function("__kage_hcpa_phi", &[I32, I32, I32, I32], &[Hcpa]);
     pub type HcpaPhi = unsafe extern "C" fn(u32, u32, u32, u32);
@@ -864,6 +867,7 @@ pub mod symbols {
         HCPA_FRAME,
         HCPA_WORK,
         HCPA_TS,
+        HCPA_HOIST,
         HCPA_PHI,
         HCPA_LOAD,
         HCPA_STORE,

@@ -135,12 +135,14 @@ fn reference(trace: &Path) -> Value {
 /// Builds `source`, runs it with the trace on, and checks its report against the reference
 /// model's replay of the trace: the program's work and critical path, and every region's
 /// instances, work, self work, critical path, self-parallelism and dynamic parents.
+/// Builds and runs `source`, checks its report against the reference model's replay of
+/// the trace; returns the report and the number of `hoist` events in the trace.
 fn agrees_with_the_reference(
     work: &Work,
     source: &str,
     flags: &[&str],
     env: &[(&str, &str)],
-) -> Report {
+) -> (Report, usize) {
     let mut env = env.to_vec();
     env.push(("KAGE_TOOL", "hcpa"));
     let exe = work.build_with_env(&format!("hcpa/{source}"), flags, &env);
@@ -161,6 +163,11 @@ fn agrees_with_the_reference(
         String::from_utf8_lossy(&out.stderr)
     );
     let report = kage_report::read_report(&report_path).unwrap();
+    let hoists = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("hoist "))
+        .count();
     let expected = reference(&trace);
     let what = format!("{source} {flags:?} {env:?}");
     let hcpa = report.hcpa().unwrap();
@@ -200,7 +207,7 @@ fn agrees_with_the_reference(
         assert_eq!(serde_json::json!(parents), e["parents"], "{at}");
     }
     assert_eq!(ran, regions.len(), "{what}");
-    report
+    (report, hoists)
 }
 
 /// The per-region statistics of a report, for comparing builds.
@@ -219,9 +226,14 @@ fn the_reference_model_agrees_exactly_and_folding_changes_nothing() {
         for level in ["-O1", "-O2", "-O3"] {
             agrees_with_the_reference(&work, source, &[level, "-g"], &[]);
         }
-        let folded = agrees_with_the_reference(&work, source, &["-O2", "-g"], &[]);
-        let unfolded =
+        let (folded, hoists) = agrees_with_the_reference(&work, source, &["-O2", "-g"], &[]);
+        let (unfolded, none) =
             agrees_with_the_reference(&work, source, &["-O2", "-g"], &[("KAGE_HCPA_FOLD", "0")]);
+        // Loops' invariant candidates were hoisted, and that changed nothing either.
+        assert!(
+            hoists > 0 && none == 0,
+            "{source}: {hoists} and {none} hoists"
+        );
         assert_eq!(all_stats(&folded), all_stats(&unfolded), "{source}");
         assert_eq!(folded.hcpa().unwrap().work, unfolded.hcpa().unwrap().work);
     }

@@ -1,7 +1,9 @@
 /* Hierarchical critical path analysis on code with calls of every sort: the reference
  * model (tests/hcpa/reference.py) must agree exactly with the runtime on it. Calls through
  * pointers, a callback from uninstrumented code (qsort), memcpy and memset, a switch,
- * loops left early, recursion, struct copies, integer division and floating point.
+ * loops left early, recursion, struct copies, integer division and floating point, and
+ * loop-invariant operands the pass hoists (a division LICM may not move: it only runs on
+ * odd iterations, and its operands are the costliest candidates of the store).
  * Usage: mixed N (default 300). Prints a checksum. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +36,14 @@ __attribute__((noinline)) static int depth(int n, int *seen) {
   return n <= 1 ? 1 : 1 + depth(n / 2, seen) + (n % 3 == 0 ? depth(n / 3, seen) : 0);
 }
 
+__attribute__((noinline)) static long invariant_operands(long *a, long x, long y, int n) {
+  for (int i = 0; i < n; i++)
+    if (i & 1) a[i] = x / y + x % y;
+  long s = 0;
+  for (int i = 0; i < n; i++) s += a[i];
+  return s;
+}
+
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 300;
   struct point *pts = malloc(sizeof *pts * n), *copy = malloc(sizeof *copy * n);
@@ -58,6 +68,9 @@ int main(int argc, char **argv) {
     if (seen[i] == 0) continue;
     h = h * 31 + seen[i] / (i + 1);
   }
+  long *odd = calloc(n, sizeof *odd);
+  h += invariant_operands(odd, n + 7, argc + 2, n);
+  free(odd);
   printf("%.3f %d %ld\n", acc, d, h);
   free(pts);
   free(copy);

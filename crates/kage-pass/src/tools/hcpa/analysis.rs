@@ -62,6 +62,11 @@ pub enum Action {
         dst: u32,
         cands: Cands,
     },
+    /// `__kage_hcpa_hoist`: a loop's invariant candidates, before it is entered.
+    Hoist {
+        dst: u32,
+        cands: Cands,
+    },
     Load {
         dst: u32,
         ptr: LLVMValueRef,
@@ -437,6 +442,9 @@ pub unsafe fn analyse(
             );
         }
     }
+    if fold {
+        hoist_invariant_candidates(plan, &mut a, &mut actions, &index);
+    }
     let slots = a.next_slot;
     for p in &mut actions {
         if let Action::Frame { slots: s } = &mut p.action {
@@ -444,6 +452,107 @@ pub unsafe fn analyse(
         }
     }
     HcpaFunction { actions }
+}
+
+/// The candidates of the calls in a loop that do not change while it runs (arguments'
+/// slots, and slots written outside the loop), two or more of them, become one slot
+/// written by a `hoist` at the end of the loop's preheader, each time the loop is
+/// entered; a call keeps that slot and, as a constant, their largest offset. Exact: a
+/// slot written outside the loop cannot change before the loop is left (re-entering
+/// goes through the preheader), and the hoisted slot is valid at exactly the levels
+/// they were valid at there (those open before the loop was entered); at the levels
+/// entered since, each of them reads 0 and the call gets their largest offset, as the
+/// constant gives. The `hoist` raises no critical path: the calls do, as before.
+unsafe fn hoist_invariant_candidates(
+    plan: &FunctionPlan,
+    a: &mut Analysis,
+    actions: &mut Vec<Placed>,
+    index: &HashMap<LLVMBasicBlockRef, usize>,
+) {
+    let (cfg, forest) = (&plan.cfg, &plan.forest);
+    // The block each slot is written in (`None`: an argument, written by `frame`). A
+    // call's result slot is written after the call, in the next block for an `invoke`:
+    // those are left out.
+    let mut home: HashMap<u32, Option<usize>> = HashMap::new();
+    for (&v, &slot) in &a.slots {
+        if !LLVMIsAArgument(v).is_null() {
+            home.insert(slot, None);
+        } else if !LLVMIsAInstruction(v).is_null() && LLVMIsATerminatorInst(v).is_null() {
+            if let Some(&b) = index.get(&LLVMGetInstructionParent(v)) {
+                home.insert(slot, Some(b));
+            }
+        }
+    }
+    // A loop's preheader: its header's only predecessor outside it, which branches to
+    // the header alone.
+    let preheader = |l: usize| -> Option<usize> {
+        let header = forest.loops[l].header;
+        let mut outside = (0..cfg.blocks.len())
+            .filter(|&b| cfg.successors[b].contains(&header) && !forest.contains(l, b));
+        let p = outside.next()?;
+        let branch = LLVMGetBasicBlockTerminator(cfg.blocks[p]);
+        (outside.next().is_none()
+            && cfg.successors[p] == [header]
+            && !branch.is_null()
+            && ir::opcode(branch) == LLVMBr)
+            .then_some(p)
+    };
+    let mut preheaders: HashMap<usize, Option<usize>> = HashMap::new();
+    let mut hoisted: HashMap<(usize, Vec<(u32, u32)>), u32> = HashMap::new();
+    let mut hoists = Vec::new();
+    for placed in actions.iter_mut() {
+        let cands = match &mut placed.action {
+            Action::Ts { cands, .. }
+            | Action::Load { cands, .. }
+            | Action::Store { cands, .. }
+            | Action::Mem { cands, .. }
+            | Action::Arg { cands, .. }
+            | Action::Return { cands } => cands,
+            _ => continue,
+        };
+        let Some(&b) = index.get(&LLVMGetInstructionParent(placed.before)) else {
+            continue;
+        };
+        let Some(l) = forest.innermost[b] else {
+            continue;
+        };
+        let Some(p) = *preheaders.entry(l).or_insert_with(|| preheader(l)) else {
+            continue;
+        };
+        let invariant: Vec<(u32, u32)> = (cands.0.iter())
+            .filter(|&(&slot, _)| {
+                slot != NONE
+                    && home
+                        .get(&slot)
+                        .is_some_and(|h| h.is_none_or(|hb| !forest.contains(l, hb)))
+            })
+            .map(|(&s, &o)| (s, o))
+            .collect();
+        if invariant.len() < 2 {
+            continue;
+        }
+        let largest = invariant.iter().map(|&(_, o)| o).max().unwrap_or(0);
+        for (slot, _) in &invariant {
+            cands.0.remove(slot);
+        }
+        let dst = *hoisted.entry((l, invariant.clone())).or_insert_with(|| {
+            let dst = a.new_slot();
+            hoists.push(Placed {
+                before: LLVMGetBasicBlockTerminator(cfg.blocks[p]),
+                action: Action::Hoist {
+                    dst,
+                    cands: Cands(invariant.into_iter().collect()),
+                },
+            });
+            dst
+        });
+        cands.add(dst, 0);
+        if largest > 0 {
+            cands.add(NONE, largest);
+        }
+    }
+    // After every other call in the preheader: they write the slots hoisted.
+    actions.extend(hoists);
 }
 
 /// A computed value's candidates: its operands' plus its cost, and the block's condition.

@@ -71,6 +71,7 @@ struct HcpaCalls {
     frame: RuntimeFunction,
     work: RuntimeFunction,
     ts: RuntimeFunction,
+    hoist: RuntimeFunction,
     phi: RuntimeFunction,
     load: RuntimeFunction,
     store: RuntimeFunction,
@@ -95,6 +96,7 @@ impl HcpaCalls {
             frame: declare(&symbols::HCPA_FRAME),
             work: declare(&symbols::HCPA_WORK),
             ts: declare(&symbols::HCPA_TS),
+            hoist: declare(&symbols::HCPA_HOIST),
             phi: declare(&symbols::HCPA_PHI),
             load: declare(&symbols::HCPA_LOAD),
             store: declare(&symbols::HCPA_STORE),
@@ -179,6 +181,10 @@ impl HcpaCalls {
             Action::Ts { dst, cands } => {
                 let [array, n] = self.candidates(cands);
                 self.ts.call(b, &mut [self.i32(*dst), array, n]);
+            }
+            Action::Hoist { dst, cands } => {
+                let [array, n] = self.candidates(cands);
+                self.hoist.call(b, &mut [self.i32(*dst), array, n]);
             }
             Action::Load {
                 dst,

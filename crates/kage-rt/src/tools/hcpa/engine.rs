@@ -662,6 +662,19 @@ impl Engine {
         self.finish(dst, frame, a, 0);
     }
 
+    /// `__kage_hcpa_hoist`: `t = max(cands)` → `dst`, and no critical path raised (rare:
+    /// once per loop entry, so the scalar path only).
+    pub fn hoist(&mut self, dst: u32, cands: &[Candidate]) {
+        let frame = self.current_frame();
+        let a = self.gather(frame, cands);
+        if let Some((index, frame)) = frame {
+            if dst != NONE && dst < frame.slots && a > 0 {
+                let (at, width) = self.slot_to_write(index, frame, dst, a);
+                self.slot_times[at..at + width].copy_from_slice(&self.t[..width]);
+            }
+        }
+    }
+
     /// `__kage_hcpa_phi`: `t = max(t(src) + offset, t(cond))` → `dst`.
     #[inline]
     pub fn phi(&mut self, dst: u32, src: u32, offset: u32, cond: u32) {

@@ -19,6 +19,8 @@ use std::sync::atomic::Ordering::Relaxed;
 const _: symbols::HcpaFrame = __kage_hcpa_frame;
 const _: symbols::HcpaWork = __kage_hcpa_work;
 const _: symbols::HcpaTs = __kage_hcpa_ts;
+// `__kage_hcpa_hoist`: `__kage_hcpa_ts`'s type.
+const _: symbols::HcpaTs = __kage_hcpa_hoist;
 const _: symbols::HcpaPhi = __kage_hcpa_phi;
 const _: symbols::HcpaLoad = __kage_hcpa_load;
 const _: symbols::HcpaStore = __kage_hcpa_store;
@@ -139,6 +141,20 @@ pub unsafe extern "C" fn __kage_hcpa_ts(dst: u32, cands: *const Candidate, n: u3
         let cands = candidates(cands, n);
         event!("ts {dst} {}", Cands(cands));
         e.ts(dst, cands)
+    });
+}
+
+/// `t = max(cands)`, written to slot `dst`, without raising any critical path: the
+/// candidates a loop's calls share, computed once as the loop is entered (docs/hcpa.md).
+///
+/// # Safety
+/// `cands` points to `n` candidates (or `n` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_hoist(dst: u32, cands: *const Candidate, n: u32) {
+    with_engine(|e| {
+        let cands = candidates(cands, n);
+        event!("hoist {dst} {}", Cands(cands));
+        e.hoist(dst, cands)
     });
 }
 

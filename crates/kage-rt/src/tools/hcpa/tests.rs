@@ -802,8 +802,14 @@ impl Reference {
         for (l, &x) in self.levels.iter_mut().filter(|l| l.analysed).zip(&t) {
             l.cp = l.cp.max(x);
         }
+        self.write_slot(dst, &t);
+        self.last = t;
+    }
+
+    /// Slot `dst` of the current frame gets `t` (nothing for `NONE` or a bad slot).
+    fn write_slot(&mut self, dst: u32, t: &[u64]) {
         if dst != NONE {
-            let v = self.stamp(&t);
+            let v = self.stamp(t);
             if let Some(f) = self.levels.last().and_then(|l| l.frame) {
                 let f = &mut self.frames[f];
                 if dst < f.slots {
@@ -811,7 +817,6 @@ impl Reference {
                 }
             }
         }
-        self.last = t;
     }
 
     fn work(&mut self, cost: u64) {
@@ -917,6 +922,11 @@ impl Reference {
                 let t = self.eval(cands);
                 self.done(t, *dst);
             }
+            Op::Hoist(dst, cands) => {
+                let t = self.eval(cands);
+                self.write_slot(*dst, &t);
+                self.last = t;
+            }
             Op::Phi(dst, src, offset, cond) => {
                 let t = self.eval(&[c(*src, *offset), c(*cond, 0)]);
                 self.done(t, *dst);
@@ -1017,6 +1027,7 @@ enum Op {
     Frame(u32, usize),
     Work(u64),
     Ts(u32, Vec<Candidate>),
+    Hoist(u32, Vec<Candidate>),
     Phi(u32, u32, u32, u32),
     Load(u32, u64, u64, u32, Vec<Candidate>),
     Store(u64, u64, u32, Vec<Candidate>),
@@ -1037,6 +1048,7 @@ fn apply(e: &mut Engine, op: &Op) -> Option<InstanceStats> {
         Op::Frame(slots, function) => e.frame(*slots, *function),
         Op::Work(cost) => e.work(*cost),
         Op::Ts(dst, cands) => e.ts(*dst, cands),
+        Op::Hoist(dst, cands) => e.hoist(*dst, cands),
         Op::Phi(dst, src, offset, cond) => e.phi(*dst, *src, *offset, *cond),
         Op::Load(dst, addr, size, cost, cands) => e.load(*dst, *addr, *size, *cost, cands),
         Op::Store(addr, size, cost, cands) => e.store(*addr, *size, *cost, cands),
@@ -1238,6 +1250,10 @@ impl Gen {
                     }
                 }
                 18 if self.rng.chance(4) => self.ops.push(Op::Restart),
+                19 if self.rng.chance(2) => {
+                    let (dst, cands) = (self.slot(slots), self.cands(slots));
+                    self.ops.push(Op::Hoist(dst, cands));
+                }
                 _ => {
                     let (dst, cands) = (self.slot(slots), self.cands(slots));
                     self.ops.push(Op::Ts(dst, cands));

@@ -1,20 +1,23 @@
-//! The 8-lane paths: with at most 8 analysed levels (the common case), a time is one AVX-512
-//! register of 8 `u64` lanes (with AVX2, two registers of 4) (lane ℓ: level ℓ; lanes from the number of levels on are
-//! ignored), and every per-level loop of the timestamp calls is one instruction: a slot's
-//! valid prefix is its whole first chunk, loaded and masked (levels after the prefix read
-//! 0), a granule's is a masked load from its VCache line, a maximum is `vpmaxuq` (with AVX2,
-//! a signed comparison of the values with their sign bits flipped, and a blend). With more
-//! levels, the same 8 at a time (`*_wide`). The times are exactly the scalar path's
-//! (`tests.rs` runs the model comparison on every path the processor has).
+//! The 8-lane paths: with at most 8 analysed levels (the common case), a time is one
+//! AVX-512 register of 8 `u64` lanes, or two AVX2 registers of 4 (lane ℓ: level ℓ; lanes
+//! from the number of levels on are ignored), and every per-level loop of the timestamp
+//! calls is one instruction or two: a slot's valid prefix is its whole first chunk, loaded
+//! and masked (levels after the prefix read 0), a granule's is its VCache line's first 8
+//! words, loaded whole and masked, a maximum is `vpmaxuq` (with AVX2, a signed comparison
+//! of the values with their sign bits flipped, and a blend). With more levels, the same 8
+//! at a time (`*_wide`). The times are exactly the scalar path's (`tests.rs` runs the
+//! model comparison on every path the processor has).
 //!
-//! Slots are stored and loaded whole (their `pitch` is whole chunks), because a processor
-//! forwards a store only to a load of the same bytes, and a masked load to none (measured
-//! on AMD Zen 5): a slot written by one call and read by the next would otherwise wait for
-//! the store to reach the cache. A whole store also writes the slot's times past the
-//! levels it was written at, which are never read: a slot written at `width` levels with
-//! the version `v` of level `width − 1` is valid at `width` levels at most, since a level
-//! open later at an index of `width` or more was entered after `v`'s instance (it is not
-//! one of `v`'s ancestors), so its version is greater.
+//! Slots and VCache lines are stored and loaded whole (a slot's `pitch` is whole chunks; a
+//! line of fewer than 8 tags is the exception), because a processor forwards a store only
+//! to a load of the same bytes, and a masked load to none (measured on AMD Zen 5; on an
+//! AVX2 EPYC, gemm's loads spent a third of their time waiting): a time written by one call
+//! and read by the next would otherwise wait for the store to reach the cache. A whole
+//! store also writes the slot's times past the levels it was written at, which are never
+//! read: a slot written at `width` levels with the version `v` of level `width − 1` is
+//! valid at `width` levels at most, since a level open later at an index of `width` or more
+//! was entered after `v`'s instance (it is not one of `v`'s ancestors), so its version is
+//! greater.
 //!
 //! One body serves both (`lane_path!`): the primitives of [`avx512`] and [`avx2`] have the
 //! same names and meaning, and each path's functions are compiled for its feature.
@@ -303,6 +306,7 @@ macro_rules! lane_path {
         pub mod $path {
             use super::$v as v;
             use super::*;
+
             /// [`ts`](Engine::ts) for more than 8 levels, 8 at a time.
             ///
             /// # Safety
