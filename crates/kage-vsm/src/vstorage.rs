@@ -26,9 +26,8 @@
 //! O(1) from the level above (a store that breaks the constant turns it back into a table),
 //! so it never needs unpacking; a table LZ4 cannot halve is marked incompressible and kept.
 //! The list's capacity adapts to the re-decompression rate: every 4 × capacity storage
-//! accesses it grows by a quarter (up to 8× [`Config::victim_tables`], and to half the
-//! pages stored, so that memory follows the program's) when more than 1 in 128 of them had
-//! to unpack something, and shrinks by an eighth (down to an eighth of it)
+//! accesses it grows by a quarter (up to 8× [`Config::victim_tables`]) when more than 1 in
+//! 128 of them had to unpack something, and shrinks by an eighth (down to an eighth of it)
 //! when fewer than 1 in 1024 did, packing the level tables it drops: memory goes down while
 //! time allows.
 //!
@@ -368,11 +367,8 @@ impl Compression {
         current: &[u64],
     ) {
         let capacity = self.clock.capacity();
-        // At most half the pages the program has touched stay uncompressed (and never
-        // fewer than the minimum): memory follows the program's, whatever the refaults.
-        let ceiling = (pages.len() / 2).clamp(self.min_capacity, self.max_capacity);
         let capacity = if self.refaults * GROW_BELOW > self.accesses {
-            (capacity + capacity / 4 + 1).min(ceiling)
+            (capacity + capacity / 4 + 1).min(self.max_capacity)
         } else if self.refaults * SHRINK_BELOW < self.accesses {
             (capacity - (capacity / 8).max(1)).max(self.min_capacity)
         } else {
