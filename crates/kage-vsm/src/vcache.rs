@@ -228,14 +228,8 @@ impl<T: Tag> CachedVsm<T> {
     /// [`read`](VectorShadow::read) gives, before its padding).
     #[inline(always)]
     pub fn read_prefix(&mut self, addr: u64) -> &[T] {
-        let depth = self.versions.depth();
-        if depth == 0 {
-            return &[];
-        }
-        let index = self.line(addr >> self.shift, true);
-        let start = index * self.capacity;
-        let len = (self.line_lens[index] as usize).min(depth);
-        &self.line_tags[start..start + len]
+        let (line, valid) = self.read_line(addr);
+        &line[..valid]
     }
 
     /// The `depth` tags of `addr`, all to be overwritten by the caller: a store of every
@@ -244,13 +238,7 @@ impl<T: Tag> CachedVsm<T> {
     #[inline(always)]
     pub fn overwrite_levels(&mut self, addr: u64) -> &mut [T] {
         let depth = self.versions.depth();
-        if depth == 0 {
-            return &mut [];
-        }
-        let index = self.line(addr >> self.shift, false);
-        let start = index * self.capacity;
-        self.line_lens[index] = depth as u32;
-        &mut self.line_tags[start..start + depth]
+        &mut self.overwrite_line(addr)[..depth]
     }
 
     /// As [`read_prefix`](Self::read_prefix), with the whole line: its `capacity` tags,
