@@ -20,7 +20,8 @@ if [ ! target/release/libkage_rt.o -nt "$rt" ]; then
   ld -r --gc-sections $roots --whole-archive "$rt" -o target/release/libkage_rt.o.tmp
   mv -f target/release/libkage_rt.o.tmp target/release/libkage_rt.o
 fi
-# The clang plugin that reads `#pragma kage profile` (kage-cc loads it for KAGE_TOOL=loops),
+# The clang plugin that reads `#pragma kage profile` and `versions` (kage-cc loads it for
+# KAGE_TOOL=loops, interpolate, dependences, select),
 # built against clang 22's headers like any clang plugin.
 pragma=crates/kage-pass/pragma/kage_pragma.cpp
 if [ ! target/release/libkage_pragma.so -nt "$pragma" ]; then

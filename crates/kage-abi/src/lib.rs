@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -257,6 +257,111 @@ const _: () = {
     assert!(size_of::<NestScalar>() == nest_layout::SCALAR_SIZE);
 };
 
+/// `struct kage_select_version`: one version of a versioned loop nest, a case of its
+/// `#pragma kage versions` switch (40 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct SelectVersion {
+    /// The case's value in the switch.
+    pub case_value: i64,
+    /// The outermost loop's step, in values of its iterator (negative when it counts down).
+    pub step: i64,
+    /// The outermost loop's first and last source line (0 = unknown).
+    pub first_line: u32,
+    pub last_line: u32,
+    /// [`select::SIGNED`], [`select::INCLUSIVE`].
+    pub flags: u32,
+    pub reserved: u32,
+    /// The version's name from the pragma, null when it has none.
+    pub name: *const c_char,
+}
+
+/// `struct kage_versioned_nest`: a loop nest written in several versions (`#pragma kage
+/// versions`, docs/abi.md "Versioned nests"), whose chunks of outermost iterations the
+/// runtime gives to the version it measures fastest (40 bytes; writable: the runtime writes
+/// `global_id`).
+#[repr(C)]
+pub struct VersionedNest {
+    /// Written by the runtime when it first sees the nest; [`NONE`] before.
+    pub global_id: u32,
+    pub version_count: u32,
+    /// `version_count` versions, in the switch's order.
+    pub versions: *const SelectVersion,
+    /// The function whose source holds the switch (demangled), "" when unknown.
+    pub function: *const c_char,
+    /// The source file, absolute where known, "" when unknown.
+    pub file: *const c_char,
+    /// The line of the switch.
+    pub line: u32,
+    pub reserved: u32,
+}
+
+/// `struct kage_select_state`: one entry of a versioned nest, on the stack of the function
+/// that holds it (512 bytes, align 8). The code and the runtime share the first 64 bytes;
+/// the rest is the runtime's.
+#[repr(C)]
+pub struct SelectState {
+    /// Runtime: how many iterator values the next chunk may cover.
+    pub span: i64,
+    /// Code: where the chunk began (the version's own initial value for the entry's first
+    /// chunk, `lo` as the runtime left it after); runtime: where the next chunk begins.
+    pub lo: i64,
+    /// Code: the chunk's bound, `lo + span` (or `lo - span` counting down), saturated; the
+    /// outermost loop goes on while its own test holds and its iterator is short of it.
+    pub hi: i64,
+    /// Code: the iterator's value when the loop stopped.
+    pub at: i64,
+    /// Code: the other operand of the loop's own test when it stopped.
+    pub bound: i64,
+    /// Code: the running version's own initial value of the iterator.
+    pub init: i64,
+    /// Runtime: the index (into `versions`) of the version that runs the next chunk.
+    pub version: u32,
+    /// Code: 1 when the loop stopped at `hi` with its own test still true (more to do).
+    pub more: u32,
+    /// Runtime: 1 once a chunk has run (the next begins at `lo`).
+    pub resume: u32,
+    pub reserved: u32,
+    /// The runtime's own.
+    pub runtime: [u64; 56],
+}
+
+/// Versioned loop nests (`#pragma kage versions`, `KAGE_TOOL=select`).
+pub mod select {
+    /// The string the pragma plugin marks a versions switch with (`__builtin_annotation`);
+    /// the names the pragma gives follow it after a `:`, separated by commas.
+    pub const MARK: &str = "kage.versions";
+    /// `kage_select_version.flags`: the loop's test compares signed values.
+    pub const SIGNED: u32 = 1;
+    /// `kage_select_version.flags`: the loop's test includes its bound (`<=`, `>=`).
+    pub const INCLUSIVE: u32 = 2;
+    /// The most versions a nest may have.
+    pub const MAX_VERSIONS: usize = 16;
+    pub const VERSION_SIZE: usize = 40;
+    pub const NEST_SIZE: usize = 40;
+    pub const STATE_SIZE: usize = 512;
+    /// Byte offsets of `span, lo, hi, at, bound, init` (i64), `version, more, resume` (i32)
+    /// in `struct kage_select_state`.
+    pub const STATE_FIELDS: [usize; 9] = [0, 8, 16, 24, 32, 40, 48, 52, 56];
+    /// A span with no bound: the chunk runs to the loop's own end.
+    pub const UNBOUNDED: i64 = i64::MAX;
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<SelectVersion>() == select::VERSION_SIZE);
+    assert!(size_of::<VersionedNest>() == select::NEST_SIZE);
+    assert!(size_of::<SelectState>() == select::STATE_SIZE);
+    let f = select::STATE_FIELDS;
+    assert!(offset_of!(SelectState, span) == f[0] && offset_of!(SelectState, lo) == f[1]);
+    assert!(offset_of!(SelectState, hi) == f[2] && offset_of!(SelectState, at) == f[3]);
+    assert!(offset_of!(SelectState, bound) == f[4] && offset_of!(SelectState, init) == f[5]);
+    assert!(offset_of!(SelectState, version) == f[6] && offset_of!(SelectState, more) == f[7]);
+    assert!(offset_of!(SelectState, resume) == f[8]);
+    assert!(offset_of!(VersionedNest, versions) == 8 && offset_of!(VersionedNest, line) == 32);
+    assert!(offset_of!(SelectVersion, flags) == 24 && offset_of!(SelectVersion, name) == 32);
+};
+
 /// Loop nests (`KAGE_TOOL=loops`): how a nest is selected, and the decision protocol
 /// between a nest's versions and the runtime (docs/abi.md, "Loop nests").
 pub mod loops {
@@ -390,10 +495,13 @@ pub enum Instrumentation {
     Interpolate = 6,
     /// The code of `Interpolate`, for the dependences tool.
     Dependences = 7,
+    /// `#pragma kage versions` switches made into versioned nests whose chunks go to the
+    /// fastest version (`__kage_select_*`); nothing else instrumented: the select tool only.
+    Select = 8,
 }
 
 impl Instrumentation {
-    pub const ALL: [Instrumentation; 8] = [
+    pub const ALL: [Instrumentation; 9] = [
         Instrumentation::Calls,
         Instrumentation::WorkingSet,
         Instrumentation::WorkingSetTrace,
@@ -402,6 +510,7 @@ impl Instrumentation {
         Instrumentation::Loops,
         Instrumentation::Interpolate,
         Instrumentation::Dependences,
+        Instrumentation::Select,
     ];
 
     /// The value of `kage_module.instrumentation`.
@@ -420,6 +529,7 @@ impl Instrumentation {
             5 => Some(Instrumentation::Loops),
             6 => Some(Instrumentation::Interpolate),
             7 => Some(Instrumentation::Dependences),
+            8 => Some(Instrumentation::Select),
             _ => None,
         }
     }
@@ -435,6 +545,7 @@ impl Instrumentation {
             Instrumentation::Loops => Some("loops"),
             Instrumentation::Interpolate => Some("interpolate"),
             Instrumentation::Dependences => Some("dependences"),
+            Instrumentation::Select => Some("select"),
         }
     }
 
@@ -444,6 +555,12 @@ impl Instrumentation {
             self,
             Instrumentation::Loops | Instrumentation::Interpolate | Instrumentation::Dependences
         )
+    }
+
+    /// Whether the build reads `#pragma kage` (the plugin) and runs the early pass: loop
+    /// nests to profile, or versioned nests to select from.
+    pub const fn reads_pragmas(self) -> bool {
+        self.versions_loops() || matches!(self, Instrumentation::Select)
     }
 
     /// Whether the instrumented versions report memory accesses and inner trip counts.
@@ -516,6 +633,10 @@ pub const BUILD_TOOLS: &[BuildTool] = &[
     BuildTool {
         name: "dependences",
         instrumentation: Instrumentation::Dependences,
+    },
+    BuildTool {
+        name: "select",
+        instrumentation: Instrumentation::Select,
     },
 ];
 
@@ -650,7 +771,7 @@ pub mod symbols {
     use super::CallingConvention::*;
     use super::Instrumentation::{self, *};
     use super::Symbol;
-    use super::{Candidate, Module, Nest, Region};
+    use super::{Candidate, Module, Nest, Region, SelectState, VersionedNest};
     use core::ffi::c_void;
 
     const fn function(
@@ -677,6 +798,7 @@ pub mod symbols {
         Loops,
         Interpolate,
         Dependences,
+        Select,
     ];
     const NESTS: &[Instrumentation] = &[Loops, Interpolate, Dependences];
     const NEST_ACCESSES: &[Instrumentation] = &[Interpolate, Dependences];
@@ -845,6 +967,20 @@ pub mod symbols {
     pub const LOOPS_TRIP: Symbol = function("__kage_loops_trip", &[Ptr, I32, I64], NEST_ACCESSES);
     pub type LoopsTrip = unsafe extern "C" fn(*mut Nest, u32, u64);
 
+    // Versioned nests (docs/abi.md, "Versioned nests"): the runtime reads and writes the
+    // entry's `struct kage_select_state`; the code runs `state->version` next.
+
+    /// `void __kage_select_enter(struct kage_versioned_nest *n, struct kage_select_state *s)`:
+    /// the switch is reached; sets the first chunk's version and span.
+    pub const SELECT_ENTER: Symbol = function("__kage_select_enter", &[Ptr, Ptr], &[Select]);
+    /// `void __kage_select_next(struct kage_versioned_nest *n, struct kage_select_state *s)`:
+    /// a chunk stopped at its bound; sets the next chunk's version, span and start.
+    pub const SELECT_NEXT: Symbol = function("__kage_select_next", &[Ptr, Ptr], &[Select]);
+    /// `void __kage_select_exit(struct kage_versioned_nest *n, struct kage_select_state *s)`:
+    /// the outermost loop ended (its own test, or a `break`).
+    pub const SELECT_EXIT: Symbol = function("__kage_select_exit", &[Ptr, Ptr], &[Select]);
+    pub type SelectCall = unsafe extern "C" fn(*mut VersionedNest, *mut SelectState);
+
     /// Every symbol above.
     pub const ALL: &[Symbol] = &[
         REGISTER_MODULE,
@@ -882,6 +1018,9 @@ pub mod symbols {
         LOOPS_EXIT,
         LOOPS_ACCESS,
         LOOPS_TRIP,
+        SELECT_ENTER,
+        SELECT_NEXT,
+        SELECT_EXIT,
     ];
 
     /// The symbol called `name`, if the runtime defines one.
@@ -915,7 +1054,7 @@ mod tests {
         for i in Instrumentation::ALL {
             assert_eq!(Instrumentation::from_u32(i.value()), Some(i));
         }
-        assert_eq!(Instrumentation::from_u32(8), None);
+        assert_eq!(Instrumentation::from_u32(9), None);
         for k in [
             RegionKind::Function,
             RegionKind::Loop,
@@ -940,6 +1079,7 @@ mod tests {
             "loops",
             "interpolate",
             "dependences",
+            "select",
         ];
         assert!(BUILD_TOOLS.iter().map(|t| t.name).eq(names));
         assert_eq!(BUILD_TOOLS[1].instrumentation, WorkingSet);

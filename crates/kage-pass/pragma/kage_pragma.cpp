@@ -6,8 +6,12 @@
 //     an `llvm.annotation` call in the block that leads into the loop;
 //   - before anything else (a function definition): `__attribute__((annotate("kage.profile")))`,
 //     which lists the function in `llvm.global.annotations` (every outermost loop of it).
-// A plain compiler ignores the pragma (a warning under -Wall), so the program builds and runs
-// unchanged without Kage.
+// `#pragma kage versions [name, ...]`, before a `switch (0)` whose cases are versions of one
+// loop nest (crates/kage-pass/src/nests/versions.rs): the switch's condition becomes
+//     __builtin_annotation(<condition>, "kage.versions:name,...")
+// an `llvm.annotation` call the pass finds and replaces with the runtime's choice.
+// A plain compiler ignores both pragmas (a warning under -Wall), so the program builds and
+// runs unchanged without Kage: `switch (0)` runs the first version.
 #include "clang/Basic/TokenKinds.h"
 #include "clang/Frontend/FrontendPluginRegistry.h"
 #include "clang/Lex/Preprocessor.h"
@@ -15,6 +19,7 @@
 #include "clang/Lex/Token.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace {
@@ -119,12 +124,111 @@ public:
   }
 };
 
-// `#pragma kage ...`: the namespace; `profile` is its only pragma. (A plugin's handlers are
+class KageVersionsPragma : public clang::PragmaHandler {
+public:
+  KageVersionsPragma() : clang::PragmaHandler("versions") {}
+
+  void HandlePragma(clang::Preprocessor &PP, clang::PragmaIntroducer Introducer,
+                    clang::Token &VersionsToken) override {
+    auto Error = [&](clang::SourceLocation Loc, const char *Message) {
+      PP.Diag(Loc, PP.getDiagnostics().getCustomDiagID(clang::DiagnosticsEngine::Error, "%0"))
+          << Message;
+    };
+    // The versions' names: identifiers, separated by commas, optionally in parentheses.
+    std::string Mark = "kage.versions";
+    bool First = true;
+    clang::Token Tok;
+    for (PP.Lex(Tok); Tok.isNot(clang::tok::eod); PP.Lex(Tok)) {
+      if (Tok.isOneOf(clang::tok::comma, clang::tok::l_paren, clang::tok::r_paren)) continue;
+      if (!Tok.is(clang::tok::identifier)) {
+        Error(Tok.getLocation(), "'#pragma kage versions' takes the versions' names: "
+                                 "identifiers separated by commas");
+        while (Tok.isNot(clang::tok::eod)) PP.Lex(Tok);
+        return;
+      }
+      Mark += First ? ":" : ",";
+      Mark += Tok.getIdentifierInfo()->getName().str();
+      First = false;
+    }
+    // `switch ( condition )`: lexed, and put back with the condition wrapped.
+    std::vector<clang::Token> Out;
+    clang::Token Switch, Open;
+    PP.Lex(Switch);
+    if (!Switch.is(clang::tok::kw_switch)) {
+      Error(VersionsToken.getLocation(),
+            "'#pragma kage versions' must come right before a switch (0) whose cases are "
+            "the versions");
+      PP.EnterToken(Switch, /*IsReinject=*/true);
+      return;
+    }
+    PP.Lex(Open);
+    if (!Open.is(clang::tok::l_paren)) {
+      PP.EnterToken(Open, /*IsReinject=*/true);
+      PP.EnterToken(Switch, /*IsReinject=*/true);
+      return; // the parser says what is wrong
+    }
+    std::vector<clang::Token> Condition;
+    int Depth = 1;
+    clang::Token Close;
+    for (;;) {
+      clang::Token T;
+      PP.Lex(T);
+      if (T.is(clang::tok::eof)) {
+        Error(Open.getLocation(), "unterminated switch condition");
+        return;
+      }
+      if (T.is(clang::tok::l_paren)) Depth++;
+      if (T.is(clang::tok::r_paren) && --Depth == 0) {
+        Close = T;
+        break;
+      }
+      Condition.push_back(T);
+    }
+    clang::SourceLocation Loc = Open.getLocation();
+    auto Make = [&](clang::tok::TokenKind Kind) {
+      clang::Token T;
+      T.startToken();
+      T.setKind(Kind);
+      T.setLocation(Loc);
+      T.setLength(0);
+      return T;
+    };
+    Out.push_back(Switch);
+    Out.push_back(Open);
+    clang::Token Builtin = Make(clang::tok::identifier);
+    Builtin.setIdentifierInfo(PP.getIdentifierInfo("__builtin_annotation"));
+    Out.push_back(Builtin);
+    Out.push_back(Make(clang::tok::l_paren));
+    Out.insert(Out.end(), Condition.begin(), Condition.end());
+    Out.push_back(Make(clang::tok::comma));
+    // The literal's spelling must outlive the parse: the preprocessor's allocator keeps it.
+    std::string Quoted = "\"" + Mark + "\"";
+    char *Spelling = PP.getPreprocessorAllocator().Allocate<char>(Quoted.size() + 1);
+    std::copy(Quoted.begin(), Quoted.end(), Spelling);
+    Spelling[Quoted.size()] = 0;
+    clang::Token String = Make(clang::tok::string_literal);
+    String.setLength(Quoted.size());
+    String.setLiteralData(Spelling);
+    Out.push_back(String);
+    Out.push_back(Make(clang::tok::r_paren));
+    Out.push_back(Close);
+    auto Tokens = std::make_unique<clang::Token[]>(Out.size());
+    std::copy(Out.begin(), Out.end(), Tokens.get());
+    PP.EnterTokenStream(std::move(Tokens), Out.size(), /*DisableMacroExpansion=*/true,
+                        /*IsReinject=*/false);
+  }
+};
+
+// `#pragma kage ...`: the namespace, with `profile` and `versions`. (A plugin's handlers are
 // added to the root namespace under their own name.)
 class KagePragmas : public clang::PragmaNamespace {
 public:
-  KagePragmas() : clang::PragmaNamespace("kage") { AddPragma(new KageProfilePragma()); }
+  KagePragmas() : clang::PragmaNamespace("kage") {
+    AddPragma(new KageProfilePragma());
+    AddPragma(new KageVersionsPragma());
+  }
 };
 
-clang::PragmaHandlerRegistry::Add<KagePragmas> Registered("kage", "#pragma kage profile");
+clang::PragmaHandlerRegistry::Add<KagePragmas> Registered("kage",
+                                                         "#pragma kage profile, versions");
 } // namespace

@@ -10,6 +10,7 @@ pub mod accesses;
 pub mod scalars;
 pub mod select;
 pub mod version;
+pub mod versions;
 
 use kage_abi::loops::{Selection, LOOPS_VARIABLE};
 use kage_abi::{symbols, Instrumentation, BUILD_TOOLS, NONE, TOOL_VARIABLE};
@@ -60,11 +61,17 @@ pub struct LoopSource {
 pub unsafe fn version_module(module: LLVMModuleRef) -> bool {
     let tool = std::env::var(TOOL_VARIABLE).unwrap_or_default();
     let Some(build) = (BUILD_TOOLS.iter())
-        .find(|t| t.name == tool && t.instrumentation.versions_loops())
+        .find(|t| t.name == tool && t.instrumentation.reads_pragmas())
         .map(|t| t.instrumentation)
     else {
         return false;
     };
+    if build == Instrumentation::Select {
+        return match select_among_versions(module) {
+            Ok(changed) => changed,
+            Err(e) => fail(&e),
+        };
+    }
     let value = std::env::var(LOOPS_VARIABLE).unwrap_or_default();
     let read = |path: &str| std::fs::read_to_string(path).map_err(|e| e.to_string());
     let specs = match select::parse_specs(&value, &read) {
@@ -101,6 +108,9 @@ pub unsafe fn version_module_with(
     }
     let mut len = 0usize;
     let module_file = ir::lossy_string(LLVMGetSourceFileName(module, &mut len), len);
+    // These builds run the first version of a `#pragma kage versions` switch, as a plain
+    // compiler does; select builds choose among them.
+    versions::remove_marks(module);
 
     // Find every selected root before changing anything.
     let annotated = annotated_functions(module);
@@ -294,6 +304,47 @@ pub unsafe fn version_module_with(
         if let Some(report) = &report_access {
             accesses::instrument(module, &nest_accesses, &copies, nest, report);
         }
+    }
+    let context = LLVMGetModuleContext(module);
+    let one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(context), 1, 0));
+    LLVMAddModuleFlag(
+        module,
+        llvm_sys::LLVMModuleFlagBehavior::LLVMModuleFlagBehaviorWarning,
+        flag.as_ptr(),
+        VERSIONED_FLAG.len(),
+        one,
+    );
+    Ok(true)
+}
+
+/// Makes every `#pragma kage versions` switch of `module` a versioned nest (select builds,
+/// [`versions`]). `Err` says where a switch is malformed.
+///
+/// # Safety
+/// `module` must be a valid module that nothing else mutates meanwhile.
+pub unsafe fn select_among_versions(module: LLVMModuleRef) -> Result<bool, String> {
+    let flag = c_string(VERSIONED_FLAG);
+    if !LLVMGetModuleFlag(module, flag.as_ptr(), VERSIONED_FLAG.len()).is_null() {
+        return Ok(false); // the pipeline ran twice (LTO pre-link, then again)
+    }
+    let switches = versions::find(module)?;
+    if switches.is_empty() {
+        return Ok(false);
+    }
+    // What each may touch: the nest (its id) and the state, nothing of the program's.
+    let declare = |symbol| {
+        let function = RuntimeFunction::declare(module, symbol);
+        kage_declare_runtime_effects(function.value, std::ptr::null(), 0);
+        function
+    };
+    let calls = versions::SelectCalls {
+        enter: declare(&symbols::SELECT_ENTER),
+        next: declare(&symbols::SELECT_NEXT),
+        exit: declare(&symbols::SELECT_EXIT),
+    };
+    let mut strings = StringPool::new(module);
+    for switch in switches {
+        versions::transform(module, switch, &calls, &mut strings);
     }
     let context = LLVMGetModuleContext(module);
     let one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(context), 1, 0));

@@ -1,7 +1,8 @@
-//! The builds that version loop nests (`KAGE_TOOL=loops`, `interpolate`, `dependences`:
-//! instrumentations 5 to 7): the selected nests were versioned at the start of the pipeline
-//! ([`crate::nests`], which also made the instrumented versions report their accesses for
-//! the last two); here nothing more is inserted. The module still gets its region table and registration, which start the
+//! The builds that version loop nests (`KAGE_TOOL=loops`, `interpolate`, `dependences`,
+//! `select`: instrumentations 5 to 8): the selected nests were versioned at the start of the
+//! pipeline ([`crate::nests`], which also made the instrumented versions report their
+//! accesses for interpolate and dependences, and made the `#pragma kage versions` switches
+//! of select builds into versioned nests); here nothing more is inserted. The module still gets its region table and registration, which start the
 //! runtime and tell it the build's tool.
 
 use kage_abi::Instrumentation;
@@ -27,6 +28,12 @@ pub fn make_interpolate(_: &mut Settings) -> Box<dyn Tool> {
 /// The `dependences` build.
 pub fn make_dependences(_: &mut Settings) -> Box<dyn Tool> {
     Box::new(Loops(Instrumentation::Dependences))
+}
+
+/// The `select` build: its versioned nests ([`crate::nests::versions`]) call the runtime
+/// themselves too.
+pub fn make_select(_: &mut Settings) -> Box<dyn Tool> {
+    Box::new(Loops(Instrumentation::Select))
 }
 
 impl Tool for Loops {

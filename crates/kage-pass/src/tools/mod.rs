@@ -118,6 +118,10 @@ pub static TOOLS: &[Registration] = &[
         name: "dependences",
         make: loops::make_dependences,
     },
+    Registration {
+        name: "select",
+        make: loops::make_select,
+    },
 ];
 
 /// The tool `KAGE_TOOL` selects (unset or empty: `count`). An unknown name falls back to

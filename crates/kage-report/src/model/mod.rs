@@ -7,13 +7,15 @@
 //! [`WorkingSet`]), `footprint` ([`FOOTPRINT_TOOL`], [`Footprint`]), `hcpa`
 //! ([`HCPA_TOOL`], [`Hcpa`], [`HcpaStats`] and the [`Plan`] that `crate::planner` makes) and
 //! `loops` ([`LOOPS_TOOL`], [`Loops`]: the selected loop nests) and `nests`
-//! ([`INTERPOLATE_TOOL`], [`DEPENDENCES_TOOL`], [`AnalysedNest`]: the analyses on them).
+//! ([`INTERPOLATE_TOOL`], [`DEPENDENCES_TOOL`], [`AnalysedNest`]: the analyses on them) and
+//! `select` ([`SELECT_TOOL`], [`Selection`]: the nests written in versions).
 
 mod count;
 mod footprint;
 mod hcpa;
 mod loops;
 mod nests;
+mod select;
 pub(crate) mod source;
 mod working_set;
 
@@ -22,6 +24,7 @@ pub use footprint::*;
 pub use hcpa::*;
 pub use loops::*;
 pub use nests::*;
+pub use select::*;
 pub use working_set::*;
 
 use serde::{Deserialize, Serialize};

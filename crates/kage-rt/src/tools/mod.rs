@@ -14,6 +14,7 @@ pub mod count;
 pub mod footprint;
 pub mod hcpa;
 pub mod loops;
+pub mod select;
 pub mod working_set;
 
 /// A registered tool: `tool=<name>` selects it.
@@ -79,6 +80,15 @@ pub static TOOLS: &[ToolInfo] = &[
            for them (sampling: the loops tool's options)",
         make: loops::make_dependences,
         options: &[],
+    },
+    ToolInfo {
+        name: "select",
+        help: "nests written in versions (#pragma kage versions, built with KAGE_TOOL=select): \
+           each chunk of a nest's outermost iterations in the version measured fastest, per \
+           size of entry; the report gives every version's time per iteration and the \
+           decisions (options version=, min_chunk_us=)",
+        make: select::make,
+        options: select::OPTIONS,
     },
 ];
 

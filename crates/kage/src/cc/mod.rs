@@ -79,9 +79,10 @@ pub fn exec_compiler(wrapper: &str, language: Language, user_args: &[OsString]) 
     }
     let invocation = args::classify(user_args);
     let mut plan = plan::Plan::new(&invocation);
-    // `#pragma kage profile` selects loop nests for the loops tool.
+    // `#pragma kage profile` selects loop nests for the loops tools, `#pragma kage versions`
+    // writes a nest in versions for the select tool.
     plan.read_pragmas = env(TOOL_ENV_VAR).is_some_and(|tool| {
-        (kage_abi::BUILD_TOOLS.iter()).any(|t| t.name == tool && t.instrumentation.versions_loops())
+        (kage_abi::BUILD_TOOLS.iter()).any(|t| t.name == tool && t.instrumentation.reads_pragmas())
     });
     if plan.link_runtime {
         // Objects compiled without Kage: say so now, and have the program say so when it
