@@ -107,7 +107,7 @@ static unsigned long long bits(const double *x, long count) {
 }
 
 int main(int argc, char **argv) {
-  int m = argc > 1 ? atoi(argv[1]) : 1000;
+  int m = argc > 1 ? atoi(argv[1]) : 1400;
   int n = m;
   double *data = malloc(sizeof(double) * n * m);
   double *cov = malloc(sizeof(double) * m * m);

@@ -56,8 +56,8 @@ static unsigned long long bits(const double *x, long count) {
 }
 
 int main(int argc, char **argv) {
-  int n = argc > 1 ? atoi(argv[1]) : 2000;
-  int tsteps = argc > 2 ? atoi(argv[2]) : 40;
+  int n = argc > 1 ? atoi(argv[1]) : 1000;
+  int tsteps = argc > 2 ? atoi(argv[2]) : 500;
   double *A = malloc(sizeof(double) * n * n);
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) A[i * n + j] = ((double)i * (j + 2) + 2) / n;

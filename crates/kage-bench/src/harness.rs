@@ -15,6 +15,9 @@ use crate::table::{self, ProgramResult, Report, Samples, VariantResult};
 /// Runs the whole benchmark; `Ok(false)` when some instrumented or peer output differed
 /// from the native one.
 pub fn run(options: &Options) -> Result<bool> {
+    if options.tool == "select" {
+        return crate::versions::run(options, &find_kage_cc(options)?);
+    }
     let programs = suite::select(&options.filters);
     if programs.is_empty() {
         bail!(

@@ -11,6 +11,7 @@ mod sources;
 mod stats;
 mod suite;
 mod table;
+mod versions;
 
 use clap::Parser;
 

@@ -26,6 +26,9 @@ pub enum Origin {
     Zstd,
     /// bzip2 from `bzip2-sys`, with `bench/programs/bzip2/driver.c`.
     Bzip2,
+    /// `bench/versions/<name>.c`: a kernel whose nests are written in versions (`#pragma
+    /// kage versions`), for the select tool.
+    Versioned,
 }
 
 /// One benchmark program: its name and the arguments for a full and a `--quick` run. Full runs
@@ -108,6 +111,38 @@ pub const SUITE: &[Program] = &[
     },
 ];
 
+const fn versioned(name: &'static str, quick_size: &'static [&'static str]) -> Program {
+    Program {
+        name,
+        origin: Origin::Versioned,
+        full_args: &[],
+        quick_args: quick_size,
+        medium_args: &[],
+    }
+}
+
+/// The select tool's suite (`--tool select`): VMAD's Table 3 kernels, each nest in 4 to 6
+/// versions (bench/versions/).
+pub const VERSIONED: &[Program] = &[
+    versioned("2mm", &["120"]),
+    versioned("covariance", &["150"]),
+    versioned("gemm", &["120"]),
+    versioned("jacobi-2d", &["100", "10"]),
+    versioned("lu", &["150"]),
+    versioned("matmul", &["120"]),
+    versioned("seidel-2d", &["100", "10"]),
+];
+
+/// The programs of `suite` whose name contains one of `filters` (all of them when there is
+/// none).
+pub fn select_from(suite: &[Program], filters: &[String]) -> Vec<Program> {
+    suite
+        .iter()
+        .filter(|p| filters.is_empty() || filters.iter().any(|f| p.name.contains(f.as_str())))
+        .cloned()
+        .collect()
+}
+
 /// The programs whose name contains one of `filters` (all of them when there is none).
 pub fn select(filters: &[String]) -> Vec<Program> {
     SUITE
@@ -150,7 +185,7 @@ impl Program {
 
     /// Whether building this program needs crate sources (and so `cargo metadata`).
     pub fn needs_crate_sources(&self) -> bool {
-        self.origin != Origin::Kernel
+        !matches!(self.origin, Origin::Kernel | Origin::Versioned)
     }
 
     pub fn recipe(&self, crates: Option<&CrateSources>) -> Result<Recipe> {
@@ -160,6 +195,11 @@ impl Program {
         Ok(match self.origin {
             Origin::Kernel => Recipe {
                 sources: vec![bench.join("kernels").join(format!("{}.c", self.name))],
+                cflags: vec![],
+                libs: vec!["-lm".into()],
+            },
+            Origin::Versioned => Recipe {
+                sources: vec![bench.join("versions").join(format!("{}.c", self.name))],
                 cflags: vec![],
                 libs: vec!["-lm".into()],
             },

@@ -61,6 +61,15 @@ impl<T> SpinLock<T> {
         self.locked.store(false, Ordering::Release);
     }
 
+    /// Frees the lock whoever held it: in a forked child, a lock another thread of the
+    /// parent held at the fork would stay taken forever.
+    ///
+    /// # Safety
+    /// Only in a forked child, before anything else uses the lock.
+    pub unsafe fn release_in_fork_child(&self) {
+        self.locked.store(false, Ordering::Release);
+    }
+
     pub fn lock(&self) -> SpinGuard<'_, T> {
         self.raw_lock();
         SpinGuard { lock: self }

@@ -11,7 +11,7 @@
 //! lines), `tree.rs`, `table.rs`, `html.rs` (what every page shares) and this module (what
 //! every view shares: header facts, file names, size and share labels). Each tool's own views
 //! are in its module (`count.rs`, `working_set/`, `footprint/`, `hcpa/`, `loops/`,
-//! `nests.rs`), and the
+//! `nests.rs`, `select.rs`), and the
 //! tables below, one per view, are the only place that names them: a new tool adds a line to
 //! each table it has a view for.
 
@@ -22,6 +22,7 @@ mod hcpa;
 mod html;
 mod loops;
 mod nests;
+mod select;
 mod table;
 mod text;
 mod tree;
@@ -33,7 +34,7 @@ pub use working_set::{display_rows, DisplayRow, MAX_CHART_ROWS};
 
 use crate::model::{
     ProgramEnd, Region, RegionKind, Report, COUNT_TOOL, DEPENDENCES_TOOL, FOOTPRINT_TOOL,
-    HCPA_TOOL, INTERPOLATE_TOOL, LOOPS_TOOL, WORKING_SET_TOOL,
+    HCPA_TOOL, INTERPOLATE_TOOL, LOOPS_TOOL, SELECT_TOOL, WORKING_SET_TOOL,
 };
 use std::fmt;
 
@@ -55,6 +56,7 @@ const TEXT: &[(&str, TextView)] = &[
     (LOOPS_TOOL, loops::text),
     (INTERPOLATE_TOOL, nests::text),
     (DEPENDENCES_TOOL, nests::text),
+    (SELECT_TOOL, select::text),
 ];
 
 /// The tools whose summary says more than where the report is.
@@ -66,6 +68,7 @@ const SUMMARY: &[(&str, SummaryView)] = &[
     (LOOPS_TOOL, loops::summary),
     (INTERPOLATE_TOOL, nests::summary),
     (DEPENDENCES_TOOL, nests::summary),
+    (SELECT_TOOL, select::summary),
 ];
 
 /// The tools with an HTML view, in the order messages name them.

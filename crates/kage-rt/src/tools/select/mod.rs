@@ -28,6 +28,7 @@ use policy::{Force, NestPolicy, Params};
 use serde_json::{Map, Value};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
 
 fn parse_version(v: &str) -> Result<String, String> {
     match v {
@@ -85,8 +86,8 @@ struct VersionInfo {
 
 /// Every versioned nest seen, by id (`kage_versioned_nest.global_id`).
 static NESTS: SpinLock<Vec<Known>> = SpinLock::new(Vec::new());
-/// The parameters (`init`), as bits: written once before any thread runs a nest.
-static PARAMS: SpinLock<Option<Params>> = SpinLock::new(None);
+/// The parameters, set by `init` before any thread runs a nest.
+static PARAMS: OnceLock<Params> = OnceLock::new();
 /// `clock_gettime` at `init`: decisions are reported relative to it.
 static START_NS: AtomicU64 = AtomicU64::new(0);
 
@@ -102,7 +103,7 @@ pub fn now_ns() -> u64 {
 }
 
 fn params() -> Params {
-    PARAMS.lock().unwrap_or_default()
+    PARAMS.get().copied().unwrap_or_default()
 }
 
 /// The C string `p`, "" for null.
@@ -190,7 +191,7 @@ impl Tool for SelectTool {
             n => Force::Version(n.parse().unwrap_or(0)),
         };
         let min_chunk_ns = opts.get(&MIN_CHUNK_US).parse::<u64>().unwrap_or(100) * 1000;
-        *PARAMS.lock() = Some(Params {
+        let _ = PARAMS.set(Params {
             force,
             min_chunk_ns,
             ..Params::default()
@@ -212,7 +213,10 @@ impl Tool for SelectTool {
         }
     }
 
-    fn fork_child(&self) {}
+    fn fork_child(&self) {
+        // SAFETY: the forked child's only thread, before any nest runs in it.
+        unsafe { NESTS.release_in_fork_child() };
+    }
 
     fn finish(&self, _region_count: usize) -> ToolResults {
         let p = params();

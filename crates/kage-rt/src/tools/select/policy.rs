@@ -21,6 +21,7 @@ pub const MAX_VERSIONS: usize = kage_abi::select::MAX_VERSIONS;
 /// Size classes: `floor(log2(iterations))`, 0 to 63.
 pub const CLASSES: usize = 64;
 const NO_CLASS: u32 = u32::MAX;
+const NO_VERSION: u32 = u32::MAX;
 
 /// A rate that needs no other version's chunk to be dropped: slower than the best by more
 /// than this after the first round.
@@ -30,6 +31,13 @@ const ABANDON_LATER: f64 = 1.08;
 /// The best is decided when the runner-up is slower by more than this, every candidate having
 /// run twice.
 const CLEAR_LEAD: f64 = 1.03;
+/// A sample this many race chunks long needs no second.
+const CONFIRMING_CHUNKS: u64 = 4;
+/// The first chunk timed in an entry may be this many times slower than the best for
+/// cold caches alone: it is timed again rather than dropped.
+const COLD_AT_MOST: f64 = 4.0;
+/// The first round's chunks last at most this many `min_chunk_ns`.
+const FIRST_ROUND_CHUNKS: u64 = 4;
 /// Rounds of a race at most.
 const MAX_ROUNDS: u32 = 4;
 /// A rate this much worse than the winner's when it won is a phase change.
@@ -118,7 +126,9 @@ pub struct Entry {
     sampled: u32,
     /// Whether the entry's size is known (its first chunk stopped).
     sized: u32,
-    reserved: u32,
+    /// The version of the race's first timed chunk, which may have run with cold caches
+    /// ([`NO_VERSION`] before it; another value when the race needs no such care).
+    first_timed: u32,
     chunk_start_ns: u64,
     /// The first chunk's start, and the entry's iterations from the loop's bound.
     start: i64,
@@ -150,14 +160,21 @@ impl Entry {
 #[derive(Debug, Clone, Default)]
 struct Samples {
     count: u32,
-    /// Sum of the samples' rates (ns per iteration): each chunk weighs the same, so that a
-    /// round's order, reversed in the next, cancels a trend.
-    rate_sum: f64,
+    /// The samples' time and iterations: their rate is time over iterations (chunks of one
+    /// round are about as long, and a round's order, reversed in the next, cancels a trend).
+    ns: u64,
+    iterations: u64,
 }
 
 impl Samples {
     fn mean(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.rate_sum / self.count as f64)
+        (self.count > 0 && self.iterations > 0).then(|| self.ns as f64 / self.iterations as f64)
+    }
+
+    /// Whether the rate is known well enough: two samples, or one long chunk (a tiled
+    /// version's step can be many chunk targets long).
+    fn confirmed(&self, target_ns: u64) -> bool {
+        self.count >= 2 || (target_ns > 0 && self.ns >= CONFIRMING_CHUNKS * target_ns)
     }
 }
 
@@ -318,7 +335,7 @@ impl NestPolicy {
             left: 0,
             sampled: 0,
             sized: 0,
-            reserved: 0,
+            first_timed: NO_VERSION,
             chunk_start_ns: now,
             start: 0,
             total: 0,
@@ -396,7 +413,9 @@ impl NestPolicy {
     /// broken forwards on even turns, backwards on odd ones.
     fn next_turn(&mut self, c: u32, position: u64) -> Option<usize> {
         let n = self.steps.len();
-        let startable: Vec<usize> = (0..n).filter(|&v| position.is_multiple_of(self.steps[v])).collect();
+        let startable: Vec<usize> = (0..n)
+            .filter(|&v| position.is_multiple_of(self.steps[v]))
+            .collect();
         let class = self.class(c);
         let backwards = class.turns % 2 == 1;
         let order: Vec<usize> = if backwards {
@@ -445,10 +464,16 @@ impl NestPolicy {
             t.measured_chunks += 1;
             t.measured_ns += ns;
             t.measured_iterations += iterations;
-            let rate = ns as f64 / iterations as f64;
+            let cold = v as u32 == e.first_timed && e.phase() == Phase::Race;
             let class = self.class(e.class);
+            if cold && class.samples[v].count > 0 {
+                // Its first chunk may have run with cold caches: this one replaces it.
+                class.samples[v] = Samples::default();
+                e.first_timed = u32::MAX - 1;
+            }
             class.samples[v].count += 1;
-            class.samples[v].rate_sum += rate;
+            class.samples[v].ns += ns;
+            class.samples[v].iterations += iterations;
         }
         iterations
     }
@@ -479,9 +504,12 @@ impl NestPolicy {
                 } else {
                     0.0
                 };
-                self.plan(e, p, position, left, rate, ran, now)
+                let probe = (e.phase() == Phase::Probe && iterations > 0)
+                    .then_some((ran, chunk_ns, iterations));
+                self.plan(e, p, position, left, rate, probe, now)
             }
             Phase::Race => self.race_step(e, p, position, left, now),
+
             Phase::Bridge => {
                 let (w, _) = self.class(e.class).winner.unwrap_or((ran, 0.0));
                 e.phase = Phase::Winner as u32;
@@ -498,7 +526,7 @@ impl NestPolicy {
                     // Slower than when it won, by far: race every version again (one dropped
                     // then may be the fastest now).
                     *self.class(e.class) = Class::default();
-                    self.start_race(e, p, position, left, rate, now)
+                    self.start_race(e, p, position, left, rate, now, false, None)
                 } else {
                     self.winner_run(e, position, ran)
                 }
@@ -506,6 +534,12 @@ impl NestPolicy {
         };
         e.current = run.version as u32;
         e.chunk_start_ns = now;
+        if std::env::var_os("KAGE_SELECT_DEBUG").is_some() {
+            eprintln!(
+                "ran v{ran} [{}, {}) {} ns phase->{} run {:?}",
+                stop.lo, stop.at, chunk_ns, e.phase, run
+            );
+        }
         run
     }
 
@@ -519,7 +553,7 @@ impl NestPolicy {
         position: u64,
         left: u64,
         rate: f64,
-        ran: usize,
+        probe: Option<(usize, u64, u64)>,
         now: u64,
     ) -> Run {
         if let Some((w, _)) = self.class(e.class).winner {
@@ -527,10 +561,9 @@ impl NestPolicy {
         }
         let estimate = left as f64 * rate;
         if estimate >= self.race_worth_ns(p) as f64 {
-            return self.start_race(e, p, position, left, rate, now);
+            return self.start_race(e, p, position, left, rate, now, true, probe);
         }
         // Too short to race: the rest of the entry is one candidate's turn.
-        let _ = ran;
         e.phase = Phase::Turn as u32;
         match self.next_turn(e.class, position) {
             Some(v) => {
@@ -543,9 +576,7 @@ impl NestPolicy {
             None => {
                 // No candidate can start here: the rest in one that can, unmeasured.
                 e.sampled = 0;
-                let v = (0..self.steps.len())
-                    .find(|&v| position.is_multiple_of(self.steps[v]))
-                    .unwrap_or(0);
+                let v = self.fastest_startable(e.class, position, None).unwrap_or(0);
                 Run {
                     version: v,
                     span: UNBOUNDED,
@@ -554,6 +585,7 @@ impl NestPolicy {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn start_race(
         &mut self,
         e: &mut Entry,
@@ -562,16 +594,37 @@ impl NestPolicy {
         left: u64,
         rate: f64,
         now: u64,
+        first_race: bool,
+        probe: Option<(usize, u64, u64)>,
     ) -> Run {
         let _ = now;
         let candidates = self.all() & !self.class(e.class).abandoned;
-        e.phase = Phase::Race as u32;
         e.round = 1;
         e.left = candidates;
         e.rate = if rate > 0.0 { rate } else { 1.0 };
+        // The first round only screens for the far slower: short chunks (the estimate rests
+        // on the probe's version, perhaps a slow one); later rounds time the close ones
+        // longer, at the best rate measured.
         let estimate = left as f64 * e.rate;
         e.target_ns = ((estimate * p.race_fraction / candidates.count_ones().max(1) as f64) as u64)
+            .min(FIRST_ROUND_CHUNKS * p.min_chunk_ns)
             .max(p.min_chunk_ns);
+        e.phase = Phase::Race as u32;
+        // The caches may still be cold for the first chunk timed: its version is not dropped
+        // on that chunk alone (it is timed again in the next round, last).
+        e.first_timed = if first_race { NO_VERSION } else { u32::MAX - 1 };
+        if let Some((v, ns, iterations)) = probe {
+            // The probe is the race's first chunk of its version (timed with cold caches,
+            // so it is timed again before being dropped): one chunk saved, of what is often
+            // the slowest version, the original.
+            self.class(e.class).samples[v] = Samples {
+                count: 1,
+                ns,
+                iterations,
+            };
+            e.first_timed = v as u32;
+            e.left &= !(1 << v);
+        }
         self.race_next(e, position)
     }
 
@@ -588,28 +641,62 @@ impl NestPolicy {
 
     /// The next race chunk: the next candidate of this round that can start here.
     fn race_next(&mut self, e: &mut Entry, position: u64) -> Run {
+        if e.round > 1 {
+            // Later rounds time again only what is not known well enough yet, and the two
+            // best while they are too close to call.
+            if let Some(class) = self.classes[e.class as usize].as_deref() {
+                let mut ranked: Vec<(f64, usize)> = (0..self.steps.len())
+                    .filter(|&v| e.left & (1 << v) != 0)
+                    .filter_map(|v| class.samples[v].mean().map(|m| (m, v)))
+                    .collect();
+                ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let close = ranked.len() >= 2 && ranked[1].0 <= ranked[0].0 * CLEAR_LEAD;
+                for v in 0..self.steps.len() {
+                    let contested = close && (ranked[0].1 == v || ranked[1].1 == v);
+                    if class.samples[v].confirmed(e.target_ns) && !contested {
+                        e.left &= !(1 << v);
+                    }
+                }
+            }
+        }
         let order = self.race_order(e.round);
         let pending: Vec<usize> = order
             .iter()
             .copied()
             .filter(|&v| e.left & (1 << v) != 0)
             .collect();
-        let Some(&v) = pending.iter().find(|&&v| position.is_multiple_of(self.steps[v])) else {
-            // None can start here (a step that does not divide another): skip the round's
-            // rest.
-            e.left = 0;
-            let v = (0..self.steps.len())
-                .find(|&v| position.is_multiple_of(self.steps[v]))
-                .unwrap_or(0);
+        let Some(&v) = pending
+            .iter()
+            .find(|&&v| position.is_multiple_of(self.steps[v]))
+        else {
+            // None can start here: the fastest version that can reaches where the next one
+            // can, untimed; or, when none reaches it, the round's rest is skipped.
             e.sampled = 0;
+            let next = pending.first().copied().unwrap_or(0);
+            let target = round_up(position, self.steps[next]);
+            if let Some(b) = self.fastest_startable(e.class, position, Some(target)) {
+                return Run {
+                    version: b,
+                    span: (target - position) as i64,
+                };
+            }
+            e.left = 0;
+            let v = self.fastest_startable(e.class, position, None).unwrap_or(0);
             return Run {
                 version: v,
-                span: self.span_to(position, 1, v, pending.first().copied()),
+                span: self.span_to(position, 1, v, None),
             };
         };
         e.left &= !(1 << v);
+        if e.first_timed == NO_VERSION {
+            e.first_timed = v as u32;
+        }
         let next = order.iter().copied().find(|&w| e.left & (1 << w) != 0);
-        let want = (e.target_ns as f64 / e.rate.max(1e-9)).ceil() as u64;
+        // Sized by the version's own rate once it has one: a slow version's chunk lasts the
+        // target too, not its slowdown times it.
+        let own = (self.classes[e.class as usize].as_deref()).and_then(|c| c.samples[v].mean());
+        let rate = own.unwrap_or(e.rate).max(e.rate);
+        let want = (e.target_ns as f64 / rate.max(1e-9)).ceil() as u64;
         e.sampled = 1;
         Run {
             version: v,
@@ -630,10 +717,11 @@ impl NestPolicy {
         }
         e.round += 1;
         e.left = self.all() & !self.class(e.class).abandoned;
+        // The entry's time estimated anew at the best rate measured (the first estimate was
+        // the probe version's, perhaps a slow one's).
         let estimate = left as f64 * e.rate;
         e.target_ns = ((estimate * p.race_fraction / e.left.count_ones().max(1) as f64) as u64)
-            .max(p.min_chunk_ns)
-            .max(e.target_ns);
+            .max(p.min_chunk_ns);
         self.race_next(e, position)
     }
 
@@ -670,7 +758,11 @@ impl NestPolicy {
         };
         let mut dropped = Vec::new();
         for &v in &candidates {
-            if v != best.1 && mean(v).is_some_and(|m| m > best.0 * limit) {
+            // Cold caches explain a few times slower, not more.
+            let cold = v as u32 == e.first_timed
+                && class.samples[v].count < 2
+                && mean(v).is_some_and(|m| m <= best.0 * COLD_AT_MOST);
+            if v != best.1 && !cold && mean(v).is_some_and(|m| m > best.0 * limit) {
                 dropped.push(v);
             }
         }
@@ -680,7 +772,9 @@ impl NestPolicy {
         let left: Vec<usize> = (0..n)
             .filter(|&v| class.abandoned & (1 << v) == 0 && all & (1 << v) != 0)
             .collect();
-        let everyone_twice = left.iter().all(|&v| class.samples[v].count >= 2);
+        let everyone_twice = left
+            .iter()
+            .all(|&v| class.samples[v].confirmed(e.target_ns));
         let runner_up = (left.iter().filter(|&&v| v != best.1))
             .filter_map(|&v| class.samples[v].mean())
             .min_by(f64::total_cmp);
@@ -711,6 +805,27 @@ impl NestPolicy {
         Some(best.1)
     }
 
+    /// The fastest version measured in the entry's class that can start at `position` (and,
+    /// with `reach`, stop exactly there: its step divides the distance), not one dropped
+    /// when another will do; unmeasured ones come last.
+    fn fastest_startable(&self, class: u32, position: u64, reach: Option<u64>) -> Option<usize> {
+        let class = self.classes.get(class as usize).and_then(|c| c.as_deref());
+        let rate = |v: usize| {
+            class
+                .and_then(|c| c.samples[v].mean())
+                .unwrap_or(f64::MAX / 2.0)
+        };
+        let dropped = |v: usize| class.is_some_and(|c| c.abandoned & (1 << v) != 0);
+        (0..self.steps.len())
+            .filter(|&v| position.is_multiple_of(self.steps[v]))
+            .filter(|&v| reach.is_none_or(|r| (r - position).is_multiple_of(self.steps[v])))
+            .min_by(|&a, &b| {
+                (dropped(a), rate(a))
+                    .partial_cmp(&(dropped(b), rate(b)))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
+    }
+
     /// Runs the winner `w` from `position`: directly when it can start here, else first in
     /// the fastest version that can reach a place where it can.
     fn bridge_to(&mut self, e: &mut Entry, position: u64, w: usize) -> Run {
@@ -722,12 +837,7 @@ impl NestPolicy {
             return self.winner_run(e, position, w);
         }
         let target = round_up(position, self.steps[w]);
-        let class = self.classes[e.class as usize].as_deref();
-        let rate = |v: usize| class.and_then(|c| c.samples[v].mean()).unwrap_or(f64::MAX);
-        let bridge = (0..self.steps.len())
-            .filter(|&v| position.is_multiple_of(self.steps[v]) && (target - position).is_multiple_of(self.steps[v]))
-            .min_by(|&a, &b| rate(a).total_cmp(&rate(b)));
-        match bridge {
+        match self.fastest_startable(e.class, position, Some(target)) {
             Some(b) => {
                 e.phase = Phase::Bridge as u32;
                 Run {
@@ -737,11 +847,9 @@ impl NestPolicy {
             }
             None => {
                 // Nothing reaches it: the winner's class keeps its decision, this entry ends
-                // in the version that can go on.
+                // in the fastest version that can go on.
                 e.phase = Phase::Winner as u32;
-                let v = (0..self.steps.len())
-                    .find(|&v| position.is_multiple_of(self.steps[v]))
-                    .unwrap_or(0);
+                let v = self.fastest_startable(e.class, position, None).unwrap_or(0);
                 Run {
                     version: v,
                     span: UNBOUNDED,
@@ -907,6 +1015,26 @@ mod tests {
         assert_eq!(
             policy.winner(63 - n.leading_zeros()),
             Some(2),
+            "{:?}",
+            policy.decisions
+        );
+    }
+
+    #[test]
+    fn cold_caches_at_the_start_do_not_drop_the_first_version_timed() {
+        // Every version pays three times over its first 0.5% of the iterations (cold
+        // caches); the original is the fastest.
+        let n = 100_000u64;
+        let cost = move |v: usize, k: u64| {
+            [900.0, 1000.0, 5000.0][v] * if k < n / 200 { 3.0 } else { 1.0 }
+        };
+        let steps = [1, 1, 1];
+        let mut s = sim(&steps, &cost);
+        let mut policy = NestPolicy::new(&steps, &[false; 3]);
+        s.entry(&mut policy, &Params::default(), n);
+        assert_eq!(
+            policy.winner(63 - n.leading_zeros()),
+            Some(0),
             "{:?}",
             policy.decisions
         );
