@@ -40,8 +40,10 @@ const COLD_AT_MOST: f64 = 4.0;
 const FIRST_ROUND_CHUNKS: u64 = 4;
 /// Rounds of a race at most.
 const MAX_ROUNDS: u32 = 4;
-/// A rate this much worse than the winner's when it won is a phase change.
+/// A rate this much worse than the winner's when it won, at this many checks in a row, is a
+/// phase change.
 const PHASE_CHANGE: f64 = 1.5;
+const PHASE_CHANGE_CHECKS: u32 = 2;
 /// The winner's rate is checked this often (ns): a call to the runtime, nothing more.
 const CHECK_NS: u64 = 20_000_000;
 
@@ -129,6 +131,11 @@ pub struct Entry {
     /// The version of the race's first timed chunk, which may have run with cold caches
     /// ([`NO_VERSION`] before it; another value when the race needs no such care).
     first_timed: u32,
+    /// The winner's checks in a row that found it far slower than when it won.
+    slow_checks: u32,
+    reserved: u32,
+    /// The winner's rate at its last check.
+    checked_rate: f64,
     chunk_start_ns: u64,
     /// The first chunk's start, and the entry's iterations from the loop's bound.
     start: i64,
@@ -336,6 +343,9 @@ impl NestPolicy {
             sampled: 0,
             sized: 0,
             first_timed: NO_VERSION,
+            slow_checks: 0,
+            reserved: 0,
+            checked_rate: 0.0,
             chunk_start_ns: now,
             start: 0,
             total: 0,
@@ -522,9 +532,14 @@ impl NestPolicy {
                 } else {
                     0.0
                 };
-                if e.rate > 0.0 && rate > e.rate * PHASE_CHANGE && left > 0 {
-                    // Slower than when it won, by far: race every version again (one dropped
-                    // then may be the fastest now).
+                let slow = e.rate > 0.0 && rate > e.rate * PHASE_CHANGE;
+                e.slow_checks = if slow { e.slow_checks + 1 } else { 0 };
+                e.checked_rate = rate;
+                if e.slow_checks >= PHASE_CHANGE_CHECKS && left > 0 {
+                    // Slower than when it won, by far, check after check (one slow check is
+                    // the machine's noise): race every version again (one dropped then may
+                    // be the fastest now).
+                    e.slow_checks = 0;
                     *self.class(e.class) = Class::default();
                     self.start_race(e, p, position, left, rate, now, false, None)
                 } else {
@@ -534,12 +549,6 @@ impl NestPolicy {
         };
         e.current = run.version as u32;
         e.chunk_start_ns = now;
-        if std::env::var_os("KAGE_SELECT_DEBUG").is_some() {
-            eprintln!(
-                "ran v{ran} [{}, {}) {} ns phase->{} run {:?}",
-                stop.lo, stop.at, chunk_ns, e.phase, run
-            );
-        }
         run
     }
 
@@ -622,6 +631,10 @@ impl NestPolicy {
                 ns,
                 iterations,
             };
+            let t = &mut self.totals[v];
+            t.measured_chunks += 1;
+            t.measured_ns += ns;
+            t.measured_iterations += iterations;
             e.first_timed = v as u32;
             e.left &= !(1 << v);
         }
@@ -831,6 +844,8 @@ impl NestPolicy {
     fn bridge_to(&mut self, e: &mut Entry, position: u64, w: usize) -> Run {
         e.sampled = 0;
         e.rate = 0.0;
+        e.checked_rate = 0.0;
+        e.slow_checks = 0;
         e.target_ns = 0;
         if position.is_multiple_of(self.steps[w]) {
             e.phase = Phase::Winner as u32;
@@ -876,7 +891,9 @@ impl NestPolicy {
         if e.target_ns == 0 {
             e.target_ns = CHECK_NS;
         }
-        let want = (e.target_ns as f64 / e.rate.max(1e-9)).ceil() as u64;
+        // Sized by the slower of its winning and its latest rate: a check that found it slow
+        // is confirmed (or not) one check's time later.
+        let want = (e.target_ns as f64 / e.rate.max(e.checked_rate).max(1e-9)).ceil() as u64;
         Run {
             version: w,
             span: self.span_to(position, want, w, None),
