@@ -26,6 +26,9 @@ pub struct KernelResult {
     pub kage: Vec<f64>,
     /// What Kage chose (the decisions of its last run): `nest: version`.
     pub chosen: Vec<String>,
+    /// Kage's time over the best version's in back-to-back pairs (the best by the medians
+    /// above), one per pair: the machine's slow drifts fall on both alike.
+    pub paired: Vec<f64>,
     pub mismatch: Option<String>,
 }
 
@@ -38,6 +41,11 @@ impl KernelResult {
     pub fn gap_to_best(&self) -> Option<f64> {
         let best = self.medians().into_iter().min_by(f64::total_cmp)?;
         Some(median(&self.kage)? / best - 1.0)
+    }
+
+    /// The median of the paired ratios, minus one.
+    pub fn paired_gap(&self) -> Option<f64> {
+        Some(median(&self.paired)? - 1.0)
     }
 }
 
@@ -147,6 +155,7 @@ fn measure(
         native: Vec::new(),
         kage: Vec::new(),
         chosen: Vec::new(),
+        paired: Vec::new(),
         mismatch: None,
     };
     let reference = runner
@@ -190,6 +199,31 @@ fn measure(
             result.alone[k].push(m.wall.as_secs_f64());
         }
     }
+    // Then the best version and Kage back to back, in alternating order.
+    let medians = result.medians();
+    if let Some(best) = (0..medians.len()).min_by(|&a, &b| medians[a].total_cmp(&medians[b])) {
+        for pair in 0..options.runs {
+            eprintln!(
+                "kage-bench: {} pair {}/{}",
+                program.name,
+                pair + 1,
+                options.runs
+            );
+            let time = |choice: &str, result: &mut KernelResult| -> Result<f64> {
+                let m = runner.run_once(&variant(choice), &kage_exe, &args, &scratch)?;
+                check(choice, &m.stdout, result);
+                Ok(m.wall.as_secs_f64())
+            };
+            let (kage, alone) = if pair % 2 == 0 {
+                let k = time("auto", &mut result)?;
+                (k, time(&best.to_string(), &mut result)?)
+            } else {
+                let a = time(&best.to_string(), &mut result)?;
+                (time("auto", &mut result)?, a)
+            };
+            result.paired.push(kage / alone);
+        }
+    }
     if let Some(mismatch) = &result.mismatch {
         eprintln!("kage-bench: {}: OUTPUTS DIFFER: {mismatch}", program.name);
     }
@@ -207,9 +241,10 @@ fn percent(value: Option<f64>) -> String {
 /// The markdown table.
 pub fn render(results: &[KernelResult], machine: &Machine, options: &Options) -> String {
     let mut out = String::new();
-    out.push_str("| kernel | versions | native s (version 0) | best s | worst s | average s | Kage s | gap to best | gap to average | chosen | outputs |\n");
-    out.push_str("|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n");
+    out.push_str("| kernel | versions | native s (version 0) | best s | worst s | average s | Kage s | gap to best | gap to average | gap to best, paired | chosen | outputs |\n");
+    out.push_str("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n");
     let mut gaps = Vec::new();
+    let mut paired = Vec::new();
     for r in results {
         let medians = r.medians();
         let (best, worst) = (
@@ -226,8 +261,11 @@ pub fn render(results: &[KernelResult], machine: &Machine, options: &Options) ->
         if let Some(g) = gap {
             gaps.push(1.0 + g);
         }
+        if let Some(g) = r.paired_gap() {
+            paired.push(1.0 + g);
+        }
         out.push_str(&format!(
-            "| {} | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.name,
             r.versions.len(),
             seconds(median(&r.native)),
@@ -238,6 +276,7 @@ pub fn render(results: &[KernelResult], machine: &Machine, options: &Options) ->
             seconds(kage),
             percent(gap),
             percent(kage.zip(average).map(|(k, a)| k / a - 1.0)),
+            percent(r.paired_gap()),
             r.chosen.join("; "),
             if r.mismatch.is_some() {
                 "DIFFER"
@@ -246,11 +285,16 @@ pub fn render(results: &[KernelResult], machine: &Machine, options: &Options) ->
             },
         ));
     }
-    let worst_gap = gaps.iter().copied().max_by(f64::total_cmp).map(|g| g - 1.0);
+    let worst = |gaps: &[f64]| gaps.iter().copied().max_by(f64::total_cmp).map(|g| g - 1.0);
     out.push_str(&format!(
-        "\nGap to the best version: geometric mean {}, worst {} (bar: at most +5% geomean, none over +15%).\n",
+        "\nGap to the best version, medians: geometric mean {}, worst {}; in back-to-back pairs \
+         (the median of Kage's time over the best version's, {} pairs per kernel): geometric \
+         mean {}, worst {}. Bar: at most +5% geomean, none over +15%.\n",
         percent(geometric_mean(&gaps).map(|g| g - 1.0)),
-        percent(worst_gap)
+        percent(worst(&gaps)),
+        options.runs,
+        percent(geometric_mean(&paired).map(|g| g - 1.0)),
+        percent(worst(&paired)),
     ));
     let command = options.command_line.join(" ");
     out.push_str(&format!(

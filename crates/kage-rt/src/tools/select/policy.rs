@@ -6,15 +6,22 @@
 //! version's *rate* there. Decisions are kept per nest and per *size class* of an entry
 //! (`floor(log2(iterations))`), since which version is fastest depends on the size.
 //!
-//! An entry of a nest whose class has no decision yet either *races* the versions inside
-//! itself (when it is long enough to pay for it: a few chunks of each version, the slow ones
-//! abandoned after their first, each round in the reverse order of the last so that a trend
-//! along the iteration space, a triangular loop's, falls equally on every version), or, when
+//! An entry's first chunk, the *probe*, is one step of the class's winner when the last
+//! entry's class has one (and a few times the last entry's size: an entry of another size
+//! comes back to be judged), else one step of the original. An entry whose class has no
+//! decision yet then either *races* the versions inside itself, when it is long enough to pay
+//! for it (the probe is the race's first chunk; a first round of short chunks drops the far
+//! slower; later rounds, each in the reverse order of the last so that a trend along the
+//! iteration space, a triangular loop's, falls equally on every version, time again what is
+//! not known well enough and the two best while they are too close to call), or, when
 //! entries are short, runs one version to its end and entries *take turns*. Once decided, an
-//! entry runs the winner; long entries check its rate at growing intervals and race again
-//! when it suddenly worsens (a phase change). Chunk ends are placed where the next version can
-//! start (a multiple of both versions' steps from the entry's start), so a tiled version's
-//! tiles line up as they would without Kage.
+//! entry runs the winner and checks its rate every [`CHECK_NS`]; two checks in a row far
+//! slower than it won with are a phase change, and the versions race again.
+//!
+//! A version whose outermost loop steps by `s` only starts where `s` divides the iterations
+//! done since the entry's start, so a tiled version's tiles line up as they would without
+//! Kage: a chunk ends where the next version can start, and otherwise the fastest version
+//! known that can get there exactly runs the iterations between, untimed (a *bridge*).
 
 /// The most versions a nest may have (`kage_abi::select::MAX_VERSIONS`).
 pub const MAX_VERSIONS: usize = kage_abi::select::MAX_VERSIONS;
@@ -516,7 +523,7 @@ impl NestPolicy {
                 };
                 let probe = (e.phase() == Phase::Probe && iterations > 0)
                     .then_some((ran, chunk_ns, iterations));
-                self.plan(e, p, position, left, rate, probe, now)
+                self.plan(e, p, position, left, rate, probe)
             }
             Phase::Race => self.race_step(e, p, position, left, now),
 
@@ -541,7 +548,7 @@ impl NestPolicy {
                     // be the fastest now).
                     e.slow_checks = 0;
                     *self.class(e.class) = Class::default();
-                    self.start_race(e, p, position, left, rate, now, false, None)
+                    self.start_race(e, p, position, left, rate, false, None)
                 } else {
                     self.winner_run(e, position, ran)
                 }
@@ -563,14 +570,13 @@ impl NestPolicy {
         left: u64,
         rate: f64,
         probe: Option<(usize, u64, u64)>,
-        now: u64,
     ) -> Run {
         if let Some((w, _)) = self.class(e.class).winner {
             return self.bridge_to(e, position, w);
         }
         let estimate = left as f64 * rate;
         if estimate >= self.race_worth_ns(p) as f64 {
-            return self.start_race(e, p, position, left, rate, now, true, probe);
+            return self.start_race(e, p, position, left, rate, true, probe);
         }
         // Too short to race: the rest of the entry is one candidate's turn.
         e.phase = Phase::Turn as u32;
@@ -602,11 +608,9 @@ impl NestPolicy {
         position: u64,
         left: u64,
         rate: f64,
-        now: u64,
         first_race: bool,
         probe: Option<(usize, u64, u64)>,
     ) -> Run {
-        let _ = now;
         let candidates = self.all() & !self.class(e.class).abandoned;
         e.round = 1;
         e.left = candidates;
