@@ -124,7 +124,7 @@ fn basic_counts_are_exact() {
     assert_eq!(run.out.status.code(), Some(7), "{}", run.stderr());
     assert!(run
         .stderr()
-        .contains("kage: ignoring the region table of module 'bad.c': ABI version 6"));
+        .contains("kage: ignoring the region table of module 'bad.c': ABI version 7"));
     let r = run.report("r.json");
     assert_eq!(r.tool, "count");
     assert_eq!(r.program, program().to_str().unwrap());
@@ -152,6 +152,7 @@ fn basic_counts_are_exact() {
             "line_size",
             "loop_bodies",
             "max_depth",
+            "min_chunk_us",
             "output",
             "sample_entries",
             "sample_iterations",
@@ -162,6 +163,7 @@ fn basic_counts_are_exact() {
             "tool",
             "trace",
             "verbosity",
+            "version",
             "vsm"
         ]
     );
@@ -361,12 +363,12 @@ fn unknown_option_bad_value_unknown_tool_and_help() {
     let run = run("basic", "bogus=1:enabled=yes:tool=nope:help=1:verbosity=1");
     assert_eq!(run.out.status.code(), Some(7));
     let err = run.stderr();
-    assert!(err.contains("kage: warning: KAGE_OPTIONS: unknown option 'bogus' ignored; known options: tool, output, enabled, handle_signals, verbosity, line_size, interval_unit, interval, snapshots, snapshot_mib, trace, vsm, granularity, loop_bodies, max_depth, granule, shadow, timestamp_trace, sample_iterations, sample_entries, help"), "{err}");
+    assert!(err.contains("kage: warning: KAGE_OPTIONS: unknown option 'bogus' ignored; known options: tool, output, enabled, handle_signals, verbosity, line_size, interval_unit, interval, snapshots, snapshot_mib, trace, vsm, granularity, loop_bodies, max_depth, granule, shadow, timestamp_trace, sample_iterations, sample_entries, version, min_chunk_us, help"), "{err}");
     assert!(
         err.contains("bad value 'yes' for option 'enabled'"),
         "{err}"
     );
-    assert!(err.contains("kage: error: unknown tool 'nope'; available tools: count, working-set, footprint, hcpa, loops, interpolate, dependences; using the 'count' tool instead"), "{err}");
+    assert!(err.contains("kage: error: unknown tool 'nope'; available tools: count, working-set, footprint, hcpa, loops, interpolate, dependences, select; using the 'count' tool instead"), "{err}");
     for line in [
         "tool",
         "output",
