@@ -61,7 +61,7 @@ struct Version {
     name: Option<String>,
     /// The blocks of the case (reachable from its first without passing the switch's end).
     blocks: HashSet<LLVMBasicBlockRef>,
-    /// The outermost loop's header and blocks.
+    /// The outermost loop's header.
     header: LLVMBasicBlockRef,
     /// The header's compare, the iterator's load it tests, the other operand.
     compare: LLVMValueRef,
