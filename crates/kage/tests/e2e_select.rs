@@ -185,3 +185,37 @@ fn a_switch_that_cannot_be_chunked_stops_the_build_and_says_why() {
         .unwrap();
     assert!(out.success());
 }
+
+#[test]
+fn threads_share_a_nest_and_each_entry_covers_its_iterations_once() {
+    let work = Work::new();
+    let exe = work.build_with_env(
+        "select/threads.c",
+        &["-O2", "-g"],
+        &[("KAGE_TOOL", "select")],
+    );
+    let plain = work.path("plain_threads");
+    let status = Command::new("clang-22")
+        .args(["-O2", "-w"])
+        .arg(c_dir().join("select/threads.c"))
+        .arg("-o")
+        .arg(&plain)
+        .arg("-lpthread")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let expected = String::from_utf8(Command::new(&plain).output().unwrap().stdout).unwrap();
+    assert_eq!(
+        expected.matches("each iteration once per entry").count(),
+        4,
+        "{expected}"
+    );
+    for options in ["tool=select", "version=rotate", "version=1"] {
+        let (output, select) = run(&work, &exe, options);
+        assert_eq!(output, expected, "{options}");
+        let nest = &select["nests"][0];
+        // 4 threads x 200 entries; per thread 67 x 300 + 67 x 299 + 66 x 298 iterations.
+        assert_eq!(nest["entries"], 800, "{options}");
+        assert_eq!(iterations(&select)["smooth"], 4 * 59_801, "{options}");
+    }
+}
