@@ -118,6 +118,29 @@ pub unsafe fn event_thread() -> *const ThreadState {
     }
 }
 
+/// Runs `f` with the calling thread's state marked busy (so an instrumented signal handler
+/// interrupting it is ignored), unless the analysis has finished or the runtime is already
+/// busy on this thread: then `None`. Sets up the runtime and the thread on their first
+/// event. For the entry points a tool defines for its own instrumentation.
+///
+/// # Safety
+/// Called from a hook, on the calling thread.
+#[inline(always)]
+pub unsafe fn in_runtime<R>(f: impl FnOnce(*const ThreadState) -> R) -> Option<R> {
+    let ts = event_thread();
+    if ts.is_null() || finished() {
+        return None;
+    }
+    let state = &*ts;
+    if state.busy.get() != 0 {
+        return None;
+    }
+    state.busy.set(IN_RUNTIME);
+    let answer = f(ts);
+    state.busy.set(state.busy.get() & !IN_RUNTIME);
+    Some(answer)
+}
+
 /// Runs `f` on the calling thread's tool unless accesses are off (the gate, or the runtime
 /// busy on this thread); sets up the runtime and the thread on its first event. The hot
 /// path of every access hook: no allocation, no lock, no system call once the thread is set

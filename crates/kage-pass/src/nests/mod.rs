@@ -389,19 +389,41 @@ fn selected_or_inside(
 /// The string `#pragma kage profile` leaves in its marks.
 const PROFILE_MARK: &str = "kage.profile";
 
-/// Whether `value` is a global holding the C string [`PROFILE_MARK`].
-unsafe fn is_profile_mark(value: LLVMValueRef) -> bool {
+/// The C string a constant global holds, without its terminating NULs (`None` for any other
+/// value): the text of a pragma's mark.
+unsafe fn global_string(value: LLVMValueRef) -> Option<String> {
     let global = LLVMIsAGlobalVariable(value);
     if global.is_null() {
-        return false;
+        return None;
     }
     let init = LLVMGetInitializer(global);
     if init.is_null() || LLVMIsConstantString(init) == 0 {
-        return false;
+        return None;
     }
     let mut len = 0usize;
     let bytes = LLVMGetAsString(init, &mut len);
-    ir::lossy_string(bytes, len).trim_end_matches('\0') == PROFILE_MARK
+    Some(
+        ir::lossy_string(bytes, len)
+            .trim_end_matches('\0')
+            .to_string(),
+    )
+}
+
+/// The mark text of an `llvm.annotation` call (`__builtin_annotation(x, "text")`), `None`
+/// when `inst` is not one.
+unsafe fn annotation_text(inst: LLVMValueRef) -> Option<String> {
+    let annotation = ir::is_call_site(inst)
+        && ir::direct_callee(inst)
+            .is_some_and(|f| ir::value_name(f).starts_with("llvm.annotation."))
+        && LLVMGetNumArgOperands(inst) >= 2;
+    annotation
+        .then(|| global_string(LLVMGetOperand(inst, 1)))
+        .flatten()
+}
+
+/// Whether `value` is a global holding the C string [`PROFILE_MARK`].
+unsafe fn is_profile_mark(value: LLVMValueRef) -> bool {
+    global_string(value).is_some_and(|text| text == PROFILE_MARK)
 }
 
 /// The functions `#pragma kage profile` annotates (`llvm.global.annotations`).
@@ -431,12 +453,7 @@ unsafe fn profile_markers(cfg: &FunctionCfg) -> Vec<(LLVMValueRef, usize)> {
     let mut out = Vec::new();
     for (b, &block) in cfg.blocks.iter().enumerate() {
         for inst in ir::instructions(block) {
-            let is_mark = ir::is_call_site(inst)
-                && ir::direct_callee(inst)
-                    .is_some_and(|f| ir::value_name(f).starts_with("llvm.annotation."))
-                && LLVMGetNumArgOperands(inst) >= 2
-                && is_profile_mark(LLVMGetOperand(inst, 1));
-            if is_mark {
+            if annotation_text(inst).is_some_and(|text| text == PROFILE_MARK) {
                 out.push((inst, b));
             }
         }

@@ -86,36 +86,14 @@ pub struct VersionsSwitch {
     line: u32,
 }
 
-/// Whether `value` is a global holding a C string that begins with [`MARK`]; the string.
-unsafe fn versions_mark(value: LLVMValueRef) -> Option<String> {
-    let global = LLVMIsAGlobalVariable(value);
-    if global.is_null() {
-        return None;
-    }
-    let init = LLVMGetInitializer(global);
-    if init.is_null() || LLVMIsConstantString(init) == 0 {
-        return None;
-    }
-    let mut len = 0usize;
-    let text = ir::lossy_string(LLVMGetAsString(init, &mut len), len);
-    let text = text.trim_end_matches('\0');
-    (text == MARK || text.starts_with(&format!("{MARK}:"))).then(|| text.to_string())
-}
-
 /// The `llvm.annotation` calls the versions pragma left in `func`, with their mark strings.
 unsafe fn marks(func: LLVMValueRef) -> Vec<(LLVMValueRef, String)> {
+    let is_versions = |text: &str| text == MARK || text.starts_with(&format!("{MARK}:"));
     let mut out = Vec::new();
     let mut block = LLVMGetFirstBasicBlock(func);
     while !block.is_null() {
         for inst in ir::instructions(block) {
-            let annotation = ir::is_call_site(inst)
-                && ir::direct_callee(inst)
-                    .is_some_and(|f| ir::value_name(f).starts_with("llvm.annotation."))
-                && LLVMGetNumArgOperands(inst) >= 2;
-            if let Some(text) = annotation
-                .then(|| versions_mark(LLVMGetOperand(inst, 1)))
-                .flatten()
-            {
+            if let Some(text) = super::annotation_text(inst).filter(|t| is_versions(t)) {
                 out.push((inst, text));
             }
         }

@@ -68,23 +68,12 @@ unsafe fn look_up_loops(ts: *const ThreadState) -> *mut LoopsThread {
 /// a nest is seen for the first time, or more levels are open on the thread than ever before.
 #[inline(always)]
 unsafe fn with_loops<R>(ignored: R, f: impl FnOnce(&mut LoopsThread) -> R) -> R {
-    let ts = gate::event_thread();
-    if ts.is_null() || gate::finished() {
-        return ignored;
-    }
-    let state = &*ts;
-    if state.busy.get() != 0 {
-        return ignored;
-    }
-    state.busy.set(gate::IN_RUNTIME);
-    let loops = loops_of(ts);
-    let answer = if loops.is_null() {
-        ignored
-    } else {
-        f(&mut *loops)
-    };
-    state.busy.set(state.busy.get() & !gate::IN_RUNTIME);
-    answer
+    gate::in_runtime(|ts| {
+        let loops = loops_of(ts);
+        (!loops.is_null()).then(|| f(&mut *loops))
+    })
+    .flatten()
+    .unwrap_or(ignored)
 }
 
 /// The outermost loop of `nest` is entered by the function whose return-address slot is

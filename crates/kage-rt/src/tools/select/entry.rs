@@ -26,23 +26,6 @@ const MANAGED: u32 = 0x6b61_6765;
 /// `state.at` until the code writes it: an entry left by a `break` writes nothing.
 const UNWRITTEN: i64 = i64::MIN;
 
-/// Runs `f` unless the call is to be ignored (see the module docs); sets up the runtime and
-/// the thread on its first event.
-unsafe fn with_runtime<R>(f: impl FnOnce() -> R) -> Option<R> {
-    let ts = gate::event_thread();
-    if ts.is_null() || gate::finished() {
-        return None;
-    }
-    let thread = &*ts;
-    if thread.busy.get() != 0 {
-        return None;
-    }
-    thread.busy.set(gate::IN_RUNTIME);
-    let answer = f();
-    thread.busy.set(thread.busy.get() & !gate::IN_RUNTIME);
-    Some(answer)
-}
-
 /// The policy's part of the state.
 ///
 /// # Safety
@@ -81,7 +64,7 @@ pub unsafe extern "C" fn __kage_select_enter(nest: *mut VersionedNest, state: *m
     );
     let p = params();
     let run =
-        with_runtime(|| with_nest(nest, |policy| policy.enter(entry_of(state), &p, now_ns())))
+        gate::in_runtime(|_| with_nest(nest, |policy| policy.enter(entry_of(state), &p, now_ns())))
             .flatten();
     if let Some(run) = run {
         (*state).reserved = MANAGED;
@@ -107,7 +90,7 @@ pub unsafe extern "C" fn __kage_select_next(nest: *mut VersionedNest, state: *mu
     s.lo = s.at;
     let run = if s.reserved == MANAGED {
         let p = params();
-        with_runtime(|| {
+        gate::in_runtime(|_| {
             with_nest(nest, |policy| {
                 policy.next(entry_of(state), &p, &stop, now_ns())
             })
@@ -148,7 +131,7 @@ pub unsafe extern "C" fn __kage_select_exit(nest: *mut VersionedNest, state: *mu
         bound: s.bound,
         init: s.init,
     });
-    with_runtime(|| {
+    gate::in_runtime(|_| {
         with_nest(nest, |policy| {
             policy.exit(entry_of(state), stop.as_ref(), now_ns())
         })
