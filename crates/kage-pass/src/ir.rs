@@ -273,6 +273,12 @@ impl RuntimeFunction {
         };
         let value = declare_runtime_function(module, name, ty);
         LLVMSetFunctionCallConv(value, convention);
+        if convention == LLVMCallConv::LLVMPreserveMostCallConv as u32 {
+            // A lazily bound PLT entry would run the dynamic linker's resolver on the first
+            // call, which clobbers registers `preserve_most` promises to keep (r10, r11):
+            // call through the GOT, which the loader fills when the module is loaded.
+            add_function_attribute(value, "nonlazybind");
+        }
         RuntimeFunction {
             value,
             ty,

@@ -63,6 +63,8 @@ pub struct Invocation {
     pub shared: bool,
     /// `-r`: a partial link, whose output is linked again later.
     pub relocatable: bool,
+    /// `-static` or `-static-pie`: no shared libraries at all.
+    pub static_link: bool,
     pub debug_info: DebugInfo,
     /// `--version`, `-dumpversion`, `-print-*`, `--help`...: the compiler answers a question
     /// and builds nothing.
@@ -391,6 +393,7 @@ pub fn classify_with(
         inputs: Vec::new(),
         shared: false,
         relocatable: false,
+        static_link: false,
         debug_info: DebugInfo::Unspecified,
         query: false,
         language_in_effect: false,
@@ -438,6 +441,7 @@ pub fn classify_with(
             "-c" => object = true,
             "-shared" | "--shared" => invocation.shared = true,
             "-r" => invocation.relocatable = true,
+            "-static" | "--static" | "-static-pie" => invocation.static_link = true,
             _ if is_query(arg) => invocation.query = true,
             _ if OPTIONS_WITH_SEPARATE_VALUE.contains(&arg) => i += 1,
             _ => {}

@@ -39,9 +39,13 @@ pub const RUNTIME_LINK_ARGS: &[&str] = &[
     "-ldl",
     "-lm",
     "-lrt",
-    "-lgcc_s",
+    UNWINDER,
     "-Wl,--pop-state",
 ];
+
+/// Stands for the unwinder library in [`RUNTIME_LINK_ARGS`]: `-lgcc_s`, or `-lgcc_eh` in a
+/// static link (`-static` has no shared `libgcc_s`).
+pub const UNWINDER: &str = "<unwinder>";
 
 /// The debug level added when the user asked for none: line tables only, so that regions get
 /// a file and lines without changing the generated code.
@@ -63,6 +67,8 @@ pub struct Plan {
     reset_language: bool,
     /// More arguments for a link with the runtime, after [`RUNTIME_LINK_ARGS`].
     pub extra_link_args: Vec<OsString>,
+    /// The link is static (`-static`): the unwinder comes from `libgcc_eh`.
+    static_link: bool,
 }
 
 impl Plan {
@@ -82,6 +88,7 @@ impl Plan {
             insert_before: invocation.end_of_options,
             reset_language: link_runtime && invocation.language_in_effect,
             extra_link_args: Vec::new(),
+            static_link: invocation.static_link,
         }
     }
 
@@ -116,12 +123,15 @@ impl Plan {
             if self.reset_language {
                 added.extend(["-x".into(), "none".into()]);
             }
-            added.extend(RUNTIME_LINK_ARGS.iter().map(|&arg| {
-                if arg == RUNTIME_OBJECT {
-                    runtime.clone().into_os_string()
-                } else {
-                    arg.into()
-                }
+            let unwinder = if self.static_link {
+                "-lgcc_eh"
+            } else {
+                "-lgcc_s"
+            };
+            added.extend(RUNTIME_LINK_ARGS.iter().map(|&arg| match arg {
+                RUNTIME_OBJECT => runtime.clone().into_os_string(),
+                UNWINDER => unwinder.into(),
+                _ => arg.into(),
             }));
             added.extend(self.extra_link_args.iter().cloned());
         }
@@ -157,12 +167,10 @@ mod tests {
     fn runtime() -> Vec<String> {
         RUNTIME_LINK_ARGS
             .iter()
-            .map(|a| {
-                if *a == RUNTIME_OBJECT {
-                    "/k/libkage_rt.o".to_string()
-                } else {
-                    a.to_string()
-                }
+            .map(|&a| match a {
+                RUNTIME_OBJECT => "/k/libkage_rt.o".to_string(),
+                UNWINDER => "-lgcc_s".to_string(),
+                _ => a.to_string(),
             })
             .collect()
     }
@@ -298,6 +306,19 @@ mod tests {
         for (args, expected) in cases {
             assert_eq!(&final_args(args), expected, "for {args:?}");
         }
+    }
+
+    #[test]
+    fn a_static_link_takes_the_static_unwinder() {
+        for flag in ["-static", "-static-pie"] {
+            let args = ["x.o", flag, "-o", "prog"];
+            let expected: Vec<String> = then_link(&args, &[])
+                .into_iter()
+                .map(|a| if a == "-lgcc_s" { "-lgcc_eh".into() } else { a })
+                .collect();
+            assert_eq!(final_args(&args), expected, "{flag}");
+        }
+        assert!(final_args(&["x.o", "-o", "prog"]).contains(&"-lgcc_s".to_string()));
     }
 
     #[test]
