@@ -13,7 +13,10 @@ use crate::stack::RegionStack;
 use crate::tool::ThreadTool;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr::null;
-use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{
+    compiler_fence, AtomicBool, AtomicU8,
+    Ordering::{Acquire, Relaxed, Release, SeqCst},
+};
 
 /// Gate bits: any set bit stops memory-access delivery; FINISHED stops every event.
 pub static GATE: AtomicU8 = AtomicU8::new(0);
@@ -35,6 +38,11 @@ pub struct ThreadState {
     pub busy: Cell<u8>,
     pub stack: UnsafeCell<RegionStack>,
     pub tool: UnsafeCell<Box<dyn ThreadTool>>,
+    /// The kernel's id of the thread, to signal it (`thread::close_others`).
+    pub tid: libc::pid_t,
+    /// Every region of the thread has been exited and its tool told that it ended: set by
+    /// the thread itself, read by the thread that writes the report.
+    pub closed: AtomicBool,
 }
 
 thread_local! {
@@ -67,7 +75,9 @@ impl ThreadState {
             return None;
         }
         self.busy.set(IN_RUNTIME);
+        compiler_fence(SeqCst);
         let r = f(&mut *self.stack.get(), &mut **self.tool.get());
+        compiler_fence(SeqCst);
         self.busy.set(self.busy.get() & !IN_RUNTIME);
         Some(r)
     }
@@ -78,6 +88,28 @@ impl ThreadState {
     /// As for [`ThreadState::with`].
     pub unsafe fn exit_all(&self) {
         self.with(|s, t| s.exit_all(t));
+    }
+
+    /// The thread ends, or the program does: exits every open frame and tells the tool the
+    /// thread ended, once. False when the thread is inside the runtime (a signal handler
+    /// interrupted it there): nothing is done, try again later.
+    ///
+    /// # Safety
+    /// As for [`ThreadState::with`].
+    pub unsafe fn close(&self) -> bool {
+        if self.closed.load(Acquire) {
+            return true;
+        }
+        let done = self
+            .with(|s, t| {
+                s.exit_all(t);
+                t.thread_exit();
+            })
+            .is_some();
+        if done {
+            self.closed.store(true, Release);
+        }
+        done
     }
 }
 
@@ -136,7 +168,9 @@ pub unsafe fn in_runtime<R>(f: impl FnOnce(*const ThreadState) -> R) -> Option<R
         return None;
     }
     state.busy.set(IN_RUNTIME);
+    compiler_fence(SeqCst);
     let answer = f(ts);
+    compiler_fence(SeqCst);
     state.busy.set(state.busy.get() & !IN_RUNTIME);
     Some(answer)
 }
@@ -144,7 +178,8 @@ pub unsafe fn in_runtime<R>(f: impl FnOnce(*const ThreadState) -> R) -> Option<R
 /// Runs `f` on the calling thread's tool unless accesses are off (the gate, or the runtime
 /// busy on this thread); sets up the runtime and the thread on its first event. The hot
 /// path of every access hook: no allocation, no lock, no system call once the thread is set
-/// up.
+/// up. The thread is marked busy meanwhile, so that a signal handler interrupting `f` (an
+/// instrumented one, or the runtime's own at the end of the program) leaves the tool alone.
 ///
 /// # Safety
 /// Called from a hook, on the calling thread.
@@ -157,8 +192,15 @@ pub unsafe fn with_access_tool(f: impl FnOnce(&mut dyn ThreadTool)) {
             return;
         }
     }
-    if GATE.load(Relaxed) != 0 || (*ts).busy.get() != 0 {
+    let state = &*ts;
+    if GATE.load(Relaxed) != 0 || state.busy.get() != 0 {
         return;
     }
-    f(&mut **(*ts).tool.get());
+    state.busy.set(IN_RUNTIME);
+    // The handler runs on this thread: keep the compiler from moving the tool's writes
+    // out of the busy span (no instruction is emitted).
+    compiler_fence(SeqCst);
+    f(&mut **state.tool.get());
+    compiler_fence(SeqCst);
+    state.busy.set(0);
 }

@@ -100,6 +100,14 @@ pub const LINE_SIZE: OptionDef = OptionDef {
     },
 };
 
+pub const REPORT_LOG: OptionDef = OptionDef {
+    name: "report_log",
+    default: "",
+    help: "a file to which the absolute path of the report is appended, one line per report \
+           (kage run sets it to list the reports of every process the program started)",
+    parse: |v| Ok(v.to_string()),
+};
+
 pub const HELP: OptionDef = OptionDef {
     name: "help",
     default: "0",
@@ -108,7 +116,15 @@ pub const HELP: OptionDef = OptionDef {
 };
 
 /// The options of every tool, before the tools' own; [`HELP`] comes after those.
-pub static COMMON: &[OptionDef] = &[TOOL, OUTPUT, ENABLED, HANDLE_SIGNALS, VERBOSITY, LINE_SIZE];
+pub static COMMON: &[OptionDef] = &[
+    TOOL,
+    OUTPUT,
+    REPORT_LOG,
+    ENABLED,
+    HANDLE_SIGNALS,
+    VERBOSITY,
+    LINE_SIZE,
+];
 
 /// The options in force: every known option with its value (parsed; the default unless
 /// set), in the order [`Options::parse`] lists them.

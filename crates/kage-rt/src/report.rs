@@ -241,6 +241,19 @@ pub fn write(path: &str, report: &RuntimeReport<'_>, pid: u32) -> io::Result<()>
         })
 }
 
+/// Appends `report`'s absolute path (as this process sees it) to the file `log`, in one
+/// write, so that reports of several processes appending at once stay whole lines.
+pub fn log_report(log: &str, report: &str) -> io::Result<()> {
+    let absolute = std::path::absolute(report)?;
+    let mut line = absolute.into_os_string().into_encoded_bytes();
+    line.push(b'\n');
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)?;
+    io::Write::write_all(&mut file, &line)
+}
+
 /// Absolute path of the executable.
 pub fn program_path() -> String {
     std::fs::read_link("/proc/self/exe")

@@ -47,6 +47,8 @@ extern "C" {
         f: unsafe extern "C" fn(libc::c_int, *mut libc::c_void),
         arg: *mut libc::c_void,
     ) -> libc::c_int;
+    // C11: run by quick_exit(), which skips the atexit handlers.
+    fn at_quick_exit(f: unsafe extern "C" fn()) -> libc::c_int;
 }
 
 /// The runtime, initialising it on first use (thread-safe). `None` while this very thread
@@ -98,7 +100,7 @@ fn init() {
         Err(e) => {
             // The program still runs and still gets a report, from the default tool.
             let t = tools::fallback();
-            eprintln!("kage: error: {e}; using the '{}' tool instead", t.name);
+            eprintln!("kage: warning: {e}; using the '{}' tool instead", t.name);
             let _ = opts.set(&options::TOOL, t.name);
             t
         }
@@ -122,10 +124,11 @@ fn init() {
     });
     unsafe {
         on_exit(exit_handler, std::ptr::null_mut());
+        at_quick_exit(quick_exit_handler);
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
     }
     if handle_signals {
-        signals::install(finish_on_signal);
+        signals::install(finish_on_signal, thread::close_signal());
     }
 }
 
@@ -139,7 +142,7 @@ fn choose_tool_for_build(opts: &mut Options, built: Instrumentations, explicit: 
     if opts.tool() != built_for {
         if explicit {
             eprintln!(
-                "kage: error: tool={} needs a program built for every tool, but this one was \
+                "kage: warning: tool={} needs a program built for every tool, but this one was \
                  built with KAGE_TOOL={built_for}; using the '{built_for}' tool",
                 opts.tool()
             );
@@ -188,6 +191,10 @@ unsafe extern "C" fn exit_handler(status: libc::c_int, _: *mut libc::c_void) {
     finish(ProgramEnd::Exit { code: status }, false);
 }
 
+unsafe extern "C" fn quick_exit_handler() {
+    finish(ProgramEnd::QuickExit, false);
+}
+
 /// A fatal signal: write a best-effort report unless the signal interrupted the runtime
 /// while it held a lock (building a report would deadlock).
 pub fn finish_on_signal(sig: i32) {
@@ -213,6 +220,9 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         unsafe { (*ts).exit_all() };
         unsafe { (*ts).busy.set((*ts).busy.get() | gate::IN_RUNTIME) };
     }
+    // Threads still running (never joined, or busy when another crashed) close their own
+    // regions, as if they ended now; one that does not answer leaves the report incomplete.
+    let others_closed = thread::close_others();
     // Bounded waits in a signal handler: another thread may hold a lock and be stopped.
     let spins = if from_signal { 1 << 20 } else { u32::MAX };
     let Some(reg) = REGISTRY.try_lock_for(spins) else {
@@ -238,7 +248,7 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         pid,
         forked_from,
         end,
-        complete: !from_signal,
+        complete: !from_signal && others_closed,
         threads: nthreads,
         options: rt.opts.to_map(),
         regions: &regions,
@@ -246,8 +256,17 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
     });
     let path = report::output_path(rt.opts.output(), &rt.exe, pid, forked_from.is_some());
     match report::write(&path, &r, pid) {
-        Ok(()) if rt.opts.verbosity() >= 1 => eprintln!("kage: report written to {path}"),
-        Ok(()) => {}
+        Ok(()) => {
+            if rt.opts.verbosity() >= 1 {
+                eprintln!("kage: report written to {path}");
+            }
+            let log = rt.opts.get(&options::REPORT_LOG);
+            if !log.is_empty() {
+                if let Err(e) = report::log_report(log, &path) {
+                    eprintln!("kage: cannot add the report's path to {log}: {e}");
+                }
+            }
+        }
         Err(e) => eprintln!("kage: cannot write the report to {path}: {e}"),
     }
 }

@@ -5,16 +5,42 @@
 
 use std::sync::OnceLock;
 
-const FATAL: [libc::c_int; 8] = [
-    libc::SIGSEGV,
-    libc::SIGBUS,
-    libc::SIGILL,
-    libc::SIGFPE,
-    libc::SIGABRT,
-    libc::SIGTERM,
-    libc::SIGINT,
+/// The signals whose default action ends the process (signal(7): "Term" and "Core"), but
+/// SIGKILL and SIGSTOP, which cannot be caught. The real-time signals are added at
+/// [`install`] (their range is glibc's to say).
+const FATAL: [libc::c_int; 22] = [
     libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGILL,
+    libc::SIGTRAP,
+    libc::SIGABRT,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGUSR1,
+    libc::SIGSEGV,
+    libc::SIGUSR2,
+    libc::SIGPIPE,
+    libc::SIGALRM,
+    libc::SIGTERM,
+    libc::SIGSTKFLT,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGIO,
+    libc::SIGPWR,
+    libc::SIGSYS,
 ];
+
+/// Every signal that ends the process by default: [`FATAL`] and the real-time signals but
+/// `reserved` (the runtime's own).
+fn fatal_signals(reserved: libc::c_int) -> impl Iterator<Item = libc::c_int> {
+    FATAL
+        .into_iter()
+        .chain(libc::SIGRTMIN()..=libc::SIGRTMAX())
+        .filter(move |&sig| sig != reserved)
+}
 
 /// Alternate signal stack for the initialising thread, so a stack overflow in the main
 /// thread still gets a report.
@@ -24,11 +50,11 @@ const ALT_STACK: usize = 256 * 1024;
 static ON_FATAL: OnceLock<fn(i32)> = OnceLock::new();
 
 /// Installs the handlers: on a fatal signal, `on_fatal(signal)` runs (on the alternate
-/// stack), then the process dies by the signal.
-pub fn install(on_fatal: fn(i32)) {
+/// stack), then the process dies by the signal. `reserved` is left alone.
+pub fn install(on_fatal: fn(i32), reserved: libc::c_int) {
     let _ = ON_FATAL.set(on_fatal);
     unsafe {
-        for &sig in &FATAL {
+        for sig in fatal_signals(reserved) {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
                 || old.sa_sigaction != libc::SIG_DFL

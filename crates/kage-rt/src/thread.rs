@@ -9,6 +9,7 @@ use crate::stack::RegionStack;
 use crate::sync::SpinLock;
 use crate::tool::Tool;
 use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, Ordering::Acquire};
 
 /// Every thread state of this process (pointers to leaked states).
 pub static THREADS: SpinLock<Vec<usize>> = SpinLock::new(Vec::new());
@@ -26,6 +27,8 @@ pub fn current_or_create(tool: &'static dyn Tool, key: libc::pthread_key_t) -> *
         busy: Cell::new(0),
         stack: UnsafeCell::new(RegionStack::new()),
         tool: UnsafeCell::new(tool.new_thread()),
+        tid: unsafe { libc::gettid() },
+        closed: AtomicBool::new(false),
     }));
     threads.push(ts as *const _ as usize);
     drop(threads);
@@ -40,13 +43,93 @@ pub fn current_or_create(tool: &'static dyn Tool, key: libc::pthread_key_t) -> *
 /// Called by libc with the pointer stored by [`current_or_create`], on the ending thread.
 pub unsafe extern "C" fn thread_end(p: *mut libc::c_void) {
     let ts = &*(p as *const ThreadState);
-    if !gate::finished() {
-        ts.with(|s, t| {
-            s.exit_all(t);
-            t.thread_exit();
-        });
-    }
+    ts.close();
     ts.busy.set(gate::DEAD);
+}
+
+/// The signal [`close_others`] sends: the last real-time signal, which programs rarely use
+/// (the runtime takes it only while the program ends).
+pub fn close_signal() -> libc::c_int {
+    libc::SIGRTMAX()
+}
+
+/// How long [`close_others`] waits for the threads, at most, and how often it asks again.
+const CLOSE_PATIENCE_MS: u32 = 200;
+const CLOSE_RETRY_MS: u32 = 2;
+
+/// The program ends (the analysis is finished: no thread's events are taken any more) while
+/// other threads may still run with regions open: asks each of them, by [`close_signal`],
+/// to close its own state (its regions exited on it, as the threading contract of the tools
+/// wants), and waits until all have, or until [`CLOSE_PATIENCE_MS`] passed (a thread that
+/// blocks the signal, or is stopped). True when every thread is closed.
+///
+/// Async-signal-safe as far as a fatal signal's report needs: no allocation, no lock held
+/// while waiting.
+pub fn close_others() -> bool {
+    let me = gate::current();
+    let mut open: [usize; 256] = [0; 256];
+    let mut rounds = CLOSE_PATIENCE_MS / CLOSE_RETRY_MS;
+    install_close_handler();
+    loop {
+        // Copy the states not closed yet (bounded: more threads are asked in later rounds).
+        let mut n = 0;
+        let mut more = false;
+        if let Some(threads) = THREADS.try_lock_for(1 << 20) {
+            for &t in threads.iter() {
+                let ts = unsafe { &*(t as *const ThreadState) };
+                if t == me as usize || ts.closed.load(Acquire) {
+                    continue;
+                }
+                if n == open.len() {
+                    more = true;
+                    break;
+                }
+                open[n] = t;
+                n += 1;
+            }
+        }
+        if n == 0 && !more {
+            return true;
+        }
+        if rounds == 0 {
+            return false;
+        }
+        rounds -= 1;
+        let pid = unsafe { libc::getpid() };
+        for &t in &open[..n] {
+            let ts = unsafe { &*(t as *const ThreadState) };
+            // tgkill: a thread that ended meanwhile is an error (ESRCH), never another's signal.
+            unsafe { libc::syscall(libc::SYS_tgkill, pid, ts.tid, close_signal()) };
+        }
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: CLOSE_RETRY_MS as libc::c_long * 1_000_000,
+        };
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+    }
+}
+
+fn install_close_handler() {
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = close_on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigfillset(&mut sa.sa_mask);
+        libc::sigaction(close_signal(), &sa, std::ptr::null_mut());
+    }
+}
+
+/// [`close_signal`]'s handler, on a thread still running when the program ends.
+extern "C" fn close_on_signal(_signal: libc::c_int) {
+    // SAFETY: errno is the thread's; the state is the calling thread's own.
+    unsafe {
+        let saved = *libc::__errno_location();
+        let ts = gate::current();
+        if !ts.is_null() {
+            (*ts).close();
+        }
+        *libc::__errno_location() = saved;
+    }
 }
 
 /// Number of threads that ran instrumented code.

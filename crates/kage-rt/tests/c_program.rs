@@ -368,7 +368,7 @@ fn unknown_option_bad_value_unknown_tool_and_help() {
         err.contains("bad value 'yes' for option 'enabled'"),
         "{err}"
     );
-    assert!(err.contains("kage: error: unknown tool 'nope'; available tools: count, working-set, footprint, hcpa, loops, interpolate, dependences, select; using the 'count' tool instead"), "{err}");
+    assert!(err.contains("kage: warning: unknown tool 'nope'; available tools: count, working-set, footprint, hcpa, loops, interpolate, dependences, select; using the 'count' tool instead"), "{err}");
     for line in [
         "tool",
         "output",
@@ -421,11 +421,11 @@ fn concurrent_threads_and_a_thread_alive_at_exit() {
     assert_eq!(r.threads, 10);
     let (instances, incl, _) = stats(&r, 9);
     assert_eq!(instances, 9);
-    // Eight finished workers are exact; the live one's instance is still open.
-    assert_eq!(
-        (incl.loads, incl.bytes_read, incl.stores),
-        (800_000, 3_200_000, 0)
-    );
+    // Eight finished workers, and the live one, whose instance the runtime closed on it
+    // when the program ended: its loads, and the stores it made until then.
     let t = r.count_totals().unwrap();
-    assert!(t.loads >= 800_000 && t.loads <= 900_000, "{t:?}");
+    assert_eq!((incl.loads, incl.bytes_read), (900_000, 3_600_000));
+    assert_eq!(t.loads, 900_000);
+    assert!(incl.stores > 0 && incl.stores == t.stores, "{incl:?} {t:?}");
+    assert!(r.complete);
 }

@@ -5,6 +5,7 @@ use crate::report::{plan_hcpa_report, PlanChoice};
 use kage_report::{read_report, render};
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -45,9 +46,11 @@ pub fn runtime_options(
 ) -> Result<Option<OsString>, String> {
     let mut ours: Vec<String> = Vec::new();
     if let Some(tool) = tool {
-        if tool.is_empty() || tool.contains(OPTION_SEPARATORS) || tool.contains('=') {
+        if !kage_abi::BUILD_TOOLS.iter().any(|t| t.name == tool) {
+            let names: Vec<&str> = kage_abi::BUILD_TOOLS.iter().map(|t| t.name).collect();
             return Err(format!(
-                "'{tool}' is not a tool name: write it like --tool count"
+                "'{tool}' is not a tool: write it like --tool count (the tools: {})",
+                names.join(", ")
             ));
         }
         ours.push(format!("tool={tool}"));
@@ -218,10 +221,25 @@ extern "C" fn forward_to_child(signal: libc::c_int) {
     }
 }
 
+/// The signals sent to `kage run` alone (`timeout`, `kill`, a closed session) that would end
+/// it: passed on to the program, which decides, while kage waits to report on it.
+const FORWARDED_SIGNALS: [libc::c_int; 11] = [
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGPWR,
+    libc::SIGIO,
+];
+
 /// While the program runs, `kage run` stays alive to report on it: SIGINT and SIGQUIT from the
 /// terminal already reach the program (same process group), so kage ignores them, as
-/// `system(3)` does; SIGTERM and SIGHUP, which are sent to kage alone (`timeout`, a closed
-/// session), are passed on to the program.
+/// `system(3)` does; [`FORWARDED_SIGNALS`] are passed on to the program.
 fn shield_from_signals(child: u32) {
     CHILD_PID.store(child as i32, Ordering::Relaxed);
     let forward = forward_to_child as extern "C" fn(libc::c_int) as libc::sighandler_t;
@@ -229,8 +247,46 @@ fn shield_from_signals(child: u32) {
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-        libc::signal(libc::SIGTERM, forward);
-        libc::signal(libc::SIGHUP, forward);
+        for signal in FORWARDED_SIGNALS {
+            libc::signal(signal, forward);
+        }
+    }
+}
+
+/// The file the runtime of every process the program starts appends its report's path to
+/// (`report_log=`), removed when read.
+struct ReportLog {
+    path: PathBuf,
+}
+
+impl ReportLog {
+    /// A fresh log in the temporary directory; `None` when its path cannot be an option value.
+    fn new() -> Option<ReportLog> {
+        let path = std::env::temp_dir().join(format!("kage-run.{}.reports", std::process::id()));
+        let text = path.to_str()?;
+        if text.contains(OPTION_SEPARATORS) {
+            return None;
+        }
+        let _ = std::fs::remove_file(&path);
+        Some(ReportLog { path })
+    }
+
+    fn option(&self) -> String {
+        format!("report_log={}", self.path.display())
+    }
+
+    /// The reports written, in the order they were, each once.
+    fn take(self) -> Vec<PathBuf> {
+        let text = std::fs::read(&self.path).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.path);
+        let mut reports: Vec<PathBuf> = Vec::new();
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let path = PathBuf::from(OsStr::from_bytes(line));
+            if !reports.contains(&path) {
+                reports.push(path);
+            }
+        }
+        reports
     }
 }
 
@@ -246,10 +302,13 @@ pub fn run(options: &RunOptions) -> i32 {
         .as_ref()
         .map(|o| std::path::absolute(o).unwrap_or_else(|_| o.clone()));
     let existing = std::env::var_os(OPTIONS_ENV_VAR);
+    let log = ReportLog::new();
+    let mut extra_options = options.options.clone();
+    extra_options.extend(log.as_ref().map(ReportLog::option));
     let runtime_options = match runtime_options(
         existing.as_deref(),
         options.tool.as_deref(),
-        &options.options,
+        &extra_options,
         output.as_deref(),
     ) {
         Ok(value) => value,
@@ -296,6 +355,7 @@ pub fn run(options: &RunOptions) -> i32 {
         }
     };
     let code = exit_code_of(status);
+    let logged = log.map(ReportLog::take).unwrap_or_default();
 
     let report_path = expected_report_path(options_in_force.as_deref(), &exe, pid);
     let absolute_report = cwd.join(&report_path);
@@ -304,7 +364,18 @@ pub fn run(options: &RunOptions) -> i32 {
         Some(given) if !given.to_string_lossy().contains('%') => given.display().to_string(),
         _ => report_path.display().to_string(),
     };
+    // Reports of other processes (children, the tests a test driver ran), as logged, and
+    // any fresh one here (a runtime from before report_log= existed).
+    let mut others: Vec<PathBuf> = logged;
+    others.extend(
+        reports_in(&cwd)
+            .into_iter()
+            .filter(|p| reports_before.is_fresh(p)),
+    );
+    let mut seen = std::collections::HashSet::new();
+    others.retain(|p| *p != absolute_report && seen.insert(p.clone()));
     if reports_before.is_fresh(&absolute_report) {
+        list_other_reports(&others, &cwd, "too");
         match read_report(&absolute_report) {
             Ok(mut report) => {
                 // An hcpa report without a plan gets one (the summary's malformed-fields
@@ -319,15 +390,40 @@ pub fn run(options: &RunOptions) -> i32 {
         }
         return code;
     }
-    explain_missing_report(
-        program,
-        &shown,
-        &absolute_report,
-        status,
-        &cwd,
-        &reports_before,
-    );
+    explain_missing_report(program, &shown, &absolute_report, status, &others);
+    list_other_reports(&others, &cwd, "");
     code
+}
+
+/// How many other reports `kage run` names; the rest are counted.
+const LISTED_REPORTS: usize = 20;
+
+/// Names the reports other processes of the run wrote (relative to `cwd` where they are
+/// under it), with `also` ("too") after "wrote reports" when the program's own was written.
+fn list_other_reports(others: &[PathBuf], cwd: &Path, also: &str) {
+    if others.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = others
+        .iter()
+        .take(LISTED_REPORTS)
+        .map(|p| p.strip_prefix(cwd).unwrap_or(p).display().to_string())
+        .collect();
+    let more = match others.len().saturating_sub(LISTED_REPORTS) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    let also = if also.is_empty() {
+        String::new()
+    } else {
+        format!(" {also}")
+    };
+    eprintln!(
+        "kage run: {} other process{} of the run wrote reports{also} (see them with `kage report FILE`): {}{more}",
+        others.len(),
+        if others.len() == 1 { "" } else { "es" },
+        shown.join(" ")
+    );
 }
 
 fn explain_missing_report(
@@ -335,34 +431,22 @@ fn explain_missing_report(
     shown: &str,
     path: &Path,
     status: ExitStatus,
-    cwd: &Path,
-    reports_before: &ReportFiles,
+    others: &[PathBuf],
 ) {
     let program = Path::new(program).display();
     if path.exists() {
         eprintln!("kage run: no report was written: '{shown}' is left from an earlier run");
-    } else {
+    } else if others.is_empty() {
         eprintln!("kage run: no report was written: was {program} built with kage-cc? (looked for {shown})");
+    } else {
+        eprintln!(
+            "kage run: {program} wrote no report of its own (looked for {shown}): it was not \
+             built with kage-cc, or it ended without a chance to write one"
+        );
     }
     if status.signal() == Some(libc::SIGKILL) {
         eprintln!(
             "kage run: the program was killed by SIGKILL, which leaves no chance to write a report"
-        );
-    }
-    let others: Vec<String> = reports_in(cwd)
-        .into_iter()
-        .filter(|p| reports_before.is_fresh(p))
-        .map(|p| {
-            p.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-    if !others.is_empty() {
-        eprintln!(
-            "kage run: other processes wrote reports during the run (see them with `kage report FILE`): {}",
-            others.join(" ")
         );
     }
 }
@@ -410,9 +494,11 @@ mod tests {
             let error = runtime_options(None, None, &opts(&[bad]), None).unwrap_err();
             assert!(error.contains("--option"), "{bad}: {error}");
         }
-        assert!(runtime_options(None, Some(""), &[], None)
-            .unwrap_err()
-            .contains("--tool count"));
+        for bad in ["", "bogus", "count:verbosity=1"] {
+            let error = runtime_options(None, Some(bad), &[], None).unwrap_err();
+            assert!(error.contains("--tool count"), "{bad}: {error}");
+            assert!(error.contains("working-set, footprint"), "{bad}: {error}");
+        }
         assert!(
             runtime_options(None, None, &[], Some(Path::new("/a:b.json")))
                 .unwrap_err()

@@ -506,7 +506,12 @@ fn kage_run_adds_its_options_after_the_environment_ones() {
         ])
         .current_dir(dir.path());
     let out = run(command);
-    assert_eq!(stdout(&out), "verbosity=1\n");
+    // And where every process of the run logs its report.
+    let options = stdout(&out);
+    assert!(
+        options.starts_with("verbosity=1:report_log=") && options.ends_with(".reports\n"),
+        "{options}"
+    );
 
     let mut command = kage();
     command
@@ -524,7 +529,11 @@ fn kage_run_adds_its_options_after_the_environment_ones() {
         .current_dir(dir.path());
     command.env("KAGE_OPTIONS", "verbosity=2");
     let out = run(command);
-    assert_eq!(stdout(&out), "verbosity=2:tool=count:verbosity=1\n");
+    let options = stdout(&out);
+    assert!(
+        options.starts_with("verbosity=2:tool=count:verbosity=1:report_log="),
+        "{options}"
+    );
 }
 
 #[test]

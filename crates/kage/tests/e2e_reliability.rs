@@ -145,3 +145,242 @@ fn a_static_program_links_and_is_measured() {
         }
     }
 }
+
+/// Runs `exe args` with its report at `report`; returns the exit status.
+fn run_status(exe: &Path, args: &[&str], report: &Path) -> std::process::ExitStatus {
+    Command::new(exe)
+        .args(args)
+        .env("KAGE_OPTIONS", format!("output={}", report.display()))
+        .output()
+        .unwrap()
+        .status
+}
+
+/// Three threads with regions open (waiting forever) when the main thread calls `exit()` or
+/// crashes: their data is in the report, as if they ended then. Before, their functions had
+/// 0 instances under footprint, inclusive counts below self counts under count, and hcpa's
+/// coverage went over 100% (their root instances never ended).
+#[test]
+fn threads_still_running_at_the_end_are_in_the_report() {
+    use std::os::unix::process::ExitStatusExt;
+    const N: u64 = 1000;
+    let work = Work::new();
+    for tool in ["count", "footprint", "hcpa"] {
+        let exe = work.path(&format!("alive_{tool}"));
+        cc(
+            &work,
+            tool,
+            &[
+                "-O2",
+                &source("alive.c"),
+                "-lpthread",
+                "-o",
+                exe.to_str().unwrap(),
+            ],
+        );
+        for crash in [false, true] {
+            let report_path = work.path(&format!("alive_{tool}_{crash}.json"));
+            let status = run_status(&exe, if crash { &["crash"] } else { &[] }, &report_path);
+            if crash {
+                assert_eq!(status.signal(), Some(libc::SIGSEGV), "{tool}");
+            } else {
+                assert_eq!(status.code(), Some(0), "{tool}");
+            }
+            let report = read_report(&report_path).unwrap();
+            let what = format!("{tool}, crash: {crash}");
+            assert_eq!(report.threads, 4, "{what}");
+            assert_eq!(report.complete, !crash, "{what}");
+            let waiting = func(&report, "wait_forever");
+            match tool {
+                "count" => {
+                    assert_counts(
+                        func(&report, "work"),
+                        4,
+                        c(0, 4 * N, 0, 16 * N),
+                        c(0, 0, 0, 0),
+                    );
+                    let s = stats(waiting);
+                    assert_eq!(s.instances, 3, "{what}");
+                    assert_eq!(s.inclusive.stores, 3 * N + s.exclusive.stores, "{what}");
+                    for region in &report.regions {
+                        let s = stats(region);
+                        let (i, e) = (s.inclusive, s.exclusive);
+                        assert!(
+                            i.loads >= e.loads && i.stores >= e.stores,
+                            "{what}: region {} {i:?} {e:?}",
+                            region.name
+                        );
+                    }
+                }
+                "footprint" => {
+                    let footprint = report.footprint().unwrap();
+                    let stats = &footprint.regions[waiting.id as usize];
+                    assert_eq!(stats.instances, 3, "{what}");
+                    assert!(stats.max_bytes >= 4 * N, "{what}: {stats:?}");
+                    assert!(footprint.total_bytes >= 4 * 4 * N, "{what}");
+                }
+                _ => {
+                    let hcpa = report.hcpa().unwrap();
+                    let stats = hcpa.stats(waiting.id).unwrap();
+                    assert_eq!(stats.instances, 3, "{what}");
+                    for region in hcpa.regions.iter().flatten() {
+                        assert!(region.coverage <= 1.0, "{what}: {region:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every signal whose default action ends the process leaves a report (`complete: false`,
+/// `end` naming the signal) and the program still dies by it; `quick_exit` leaves a complete
+/// one. Before, only eight signals were caught and `quick_exit` left none.
+#[test]
+fn every_fatal_signal_and_quick_exit_leave_a_report() {
+    use kage_report::ProgramEnd;
+    use std::os::unix::process::ExitStatusExt;
+    let work = Work::new();
+    let exe = work.path("ends");
+    cc(
+        &work,
+        "count",
+        &["-O2", &source("ends.c"), "-o", exe.to_str().unwrap()],
+    );
+    let mut signals = vec![
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGILL,
+        libc::SIGTRAP,
+        libc::SIGABRT,
+        libc::SIGBUS,
+        libc::SIGFPE,
+        libc::SIGUSR1,
+        libc::SIGSEGV,
+        libc::SIGUSR2,
+        libc::SIGPIPE,
+        libc::SIGALRM,
+        libc::SIGTERM,
+        libc::SIGSTKFLT,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGIO,
+        libc::SIGPWR,
+        libc::SIGSYS,
+    ];
+    signals.extend([libc::SIGRTMIN(), libc::SIGRTMIN() + 5, libc::SIGRTMAX() - 1]);
+    let check_work = |report: &kage_report::Report| {
+        assert_counts(func(report, "work"), 1, c(0, 100, 0, 400), c(0, 0, 0, 0));
+    };
+    for signal in signals {
+        let report_path = work.path(&format!("signal_{signal}.json"));
+        let status = run_status(&exe, &["signal", &signal.to_string()], &report_path);
+        assert_eq!(status.signal(), Some(signal), "{signal}");
+        let report = read_report(&report_path).unwrap_or_else(|e| panic!("{signal}: {e}"));
+        assert_eq!(report.end, ProgramEnd::Signal { signal });
+        assert!(!report.complete);
+        check_work(&report);
+    }
+    let report_path = work.path("quick.json");
+    assert_eq!(run_status(&exe, &["quick"], &report_path).code(), Some(5));
+    let report = read_report(&report_path).unwrap();
+    assert_eq!(report.end, ProgramEnd::QuickExit);
+    assert!(report.complete);
+    check_work(&report);
+}
+
+/// `kage run` passes the signals sent to it alone on to the program (it used to die of
+/// SIGUSR1 and orphan the program), and refuses a tool that does not exist (it used to run
+/// the default one without a word).
+#[test]
+fn kage_run_forwards_signals_and_refuses_unknown_tools() {
+    let work = Work::new();
+    let exe = work.path("ends");
+    cc(
+        &work,
+        "count",
+        &["-O2", &source("ends.c"), "-o", exe.to_str().unwrap()],
+    );
+    let out = Command::new(kage())
+        .args(["run", "-o", "r.json", "--"])
+        .arg(&exe)
+        .arg("forward")
+        .current_dir(work.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("count report written to r.json"));
+    let out = Command::new(kage())
+        .args(["run", "--tool", "bogus", "--"])
+        .arg(&exe)
+        .current_dir(work.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("'bogus' is not a tool"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// A test driver (here a shell, not instrumented) that runs instrumented tests in their own
+/// directories: `kage run` lists the reports they wrote instead of saying none was.
+#[test]
+fn kage_run_lists_the_reports_of_the_processes_the_program_started() {
+    let work = Work::new();
+    let exe = work.path("ends");
+    cc(
+        &work,
+        "count",
+        &["-O2", &source("ends.c"), "-o", exe.to_str().unwrap()],
+    );
+    let script = format!(
+        "mkdir -p a b && (cd a && {0}) && (cd b && {0} && {0})",
+        exe.display()
+    );
+    let out = Command::new(kage())
+        .args(["run", "--", "/bin/sh", "-c", &script])
+        .current_dir(work.dir.path())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("/bin/sh wrote no report of its own"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("3 other processes of the run wrote reports"),
+        "{stderr}"
+    );
+    let listed: Vec<&str> = stderr
+        .lines()
+        .find(|l| l.contains("other processes"))
+        .unwrap()
+        .rsplit(": ")
+        .next()
+        .unwrap()
+        .split(' ')
+        .collect();
+    assert_eq!(listed.len(), 3, "{stderr}");
+    assert_eq!(
+        listed
+            .iter()
+            .filter(|p| p.starts_with("a/kage.ends."))
+            .count(),
+        1
+    );
+    assert_eq!(
+        listed
+            .iter()
+            .filter(|p| p.starts_with("b/kage.ends."))
+            .count(),
+        2
+    );
+    for path in listed {
+        read_report(&work.path(path)).unwrap();
+    }
+}

@@ -85,6 +85,8 @@ pub enum ProgramEnd {
     Exit { code: i32 },
     /// A fatal signal.
     Signal { signal: i32 },
+    /// `quick_exit()`, whose status the runtime cannot see.
+    QuickExit,
 }
 
 /// What kind of code a region is.

@@ -230,6 +230,7 @@ pub fn describe_end(end: &ProgramEnd) -> String {
             Some(name) => format!("killed by signal {signal} ({name})"),
             None => format!("killed by signal {signal}"),
         },
+        ProgramEnd::QuickExit => "quick_exit() (status not known)".into(),
     }
 }
 

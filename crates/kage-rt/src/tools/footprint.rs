@@ -419,7 +419,7 @@ impl Tool for FootprintTool {
     fn init(&self, opts: &mut Options, built: Instrumentations) {
         if built.contains(Instrumentation::Footprint) && opts.flag(&LOOP_BODIES) {
             eprintln!(
-                "kage: error: loop_bodies=1 needs every loop iteration reported, but this program \
+                "kage: warning: loop_bodies=1 needs every loop iteration reported, but this program \
                  was built with KAGE_TOOL=footprint, which reports the iterations of simple loops \
                  together; measuring without loop bodies (build with KAGE_TOOL=count for them)"
             );

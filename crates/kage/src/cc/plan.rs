@@ -39,13 +39,14 @@ pub const RUNTIME_LINK_ARGS: &[&str] = &[
     "-ldl",
     "-lm",
     "-lrt",
-    UNWINDER,
+    SHARED_UNWINDER,
     "-Wl,--pop-state",
 ];
 
-/// Stands for the unwinder library in [`RUNTIME_LINK_ARGS`]: `-lgcc_s`, or `-lgcc_eh` in a
-/// static link (`-static` has no shared `libgcc_s`).
-pub const UNWINDER: &str = "<unwinder>";
+/// The unwinder the Rust runtime may need, in [`RUNTIME_LINK_ARGS`]; a static link
+/// (`-static` has no shared `libgcc_s`) takes [`STATIC_UNWINDER`] in its place.
+pub const SHARED_UNWINDER: &str = "-lgcc_s";
+pub const STATIC_UNWINDER: &str = "-lgcc_eh";
 
 /// The debug level added when the user asked for none: line tables only, so that regions get
 /// a file and lines without changing the generated code.
@@ -123,14 +124,9 @@ impl Plan {
             if self.reset_language {
                 added.extend(["-x".into(), "none".into()]);
             }
-            let unwinder = if self.static_link {
-                "-lgcc_eh"
-            } else {
-                "-lgcc_s"
-            };
             added.extend(RUNTIME_LINK_ARGS.iter().map(|&arg| match arg {
                 RUNTIME_OBJECT => runtime.clone().into_os_string(),
-                UNWINDER => unwinder.into(),
+                SHARED_UNWINDER if self.static_link => STATIC_UNWINDER.into(),
                 _ => arg.into(),
             }));
             added.extend(self.extra_link_args.iter().cloned());
@@ -169,7 +165,6 @@ mod tests {
             .iter()
             .map(|&a| match a {
                 RUNTIME_OBJECT => "/k/libkage_rt.o".to_string(),
-                UNWINDER => "-lgcc_s".to_string(),
                 _ => a.to_string(),
             })
             .collect()
@@ -314,11 +309,17 @@ mod tests {
             let args = ["x.o", flag, "-o", "prog"];
             let expected: Vec<String> = then_link(&args, &[])
                 .into_iter()
-                .map(|a| if a == "-lgcc_s" { "-lgcc_eh".into() } else { a })
+                .map(|a| {
+                    if a == SHARED_UNWINDER {
+                        STATIC_UNWINDER.into()
+                    } else {
+                        a
+                    }
+                })
                 .collect();
             assert_eq!(final_args(&args), expected, "{flag}");
         }
-        assert!(final_args(&["x.o", "-o", "prog"]).contains(&"-lgcc_s".to_string()));
+        assert!(final_args(&["x.o", "-o", "prog"]).contains(&SHARED_UNWINDER.to_string()));
     }
 
     #[test]
