@@ -1,6 +1,9 @@
 //! Reading a report back, with an error for every way the input can be wrong.
 
-use crate::model::{Report, FORMAT_NAME, FORMAT_VERSION};
+use crate::model::{
+    CountStats, Report, COUNT_TOOL, DEPENDENCES_TOOL, FOOTPRINT_TOOL, FORMAT_NAME, FORMAT_VERSION,
+    HCPA_TOOL, INTERPOLATE_TOOL, LOOPS_TOOL, SELECT_TOOL, WORKING_SET_TOOL,
+};
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -112,5 +115,119 @@ pub fn parse_report(path: &Path, bytes: &[u8]) -> Result<Report, ReadError> {
             }
         }
     }
+    check_tool_fields(&report).map_err(|e| ReadError::Malformed(p(), e))?;
     Ok(report)
+}
+
+/// Every tool a report can come from.
+pub const TOOLS: [&str; 8] = [
+    COUNT_TOOL,
+    WORKING_SET_TOOL,
+    FOOTPRINT_TOOL,
+    HCPA_TOOL,
+    LOOPS_TOOL,
+    INTERPOLATE_TOOL,
+    DEPENDENCES_TOOL,
+    SELECT_TOOL,
+];
+
+/// Reads the fields of the report's tool as the views will (so that no view meets a value
+/// the schema does not allow: a negative or string counter, a region id out of range, a
+/// line size of 0), and says which one is wrong.
+fn check_tool_fields(report: &Report) -> Result<(), String> {
+    let regions = report.regions.len();
+    let region_in_range = |id: u32, what: &str| {
+        if (id as usize) < regions {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} names region {id}, but the report has {regions} regions"
+            ))
+        }
+    };
+    let line_size = |size: u64| {
+        if size.is_power_of_two() {
+            Ok(())
+        } else {
+            Err(format!("\"line_size\" is {size}, not a power of two"))
+        }
+    };
+    match report.tool.as_str() {
+        COUNT_TOOL => {
+            const COUNTERS: [&str; 9] = [
+                "instances",
+                "loads",
+                "stores",
+                "bytes_read",
+                "bytes_written",
+                "self_loads",
+                "self_stores",
+                "self_bytes_read",
+                "self_bytes_written",
+            ];
+            for region in &report.regions {
+                // A region without any counter was not measured (the views show it empty).
+                let measured = COUNTERS.iter().any(|k| region.metrics.contains_key(*k));
+                if measured && CountStats::of(region).is_none() {
+                    return Err(format!(
+                        "region {}: its counters (instances, loads, stores, bytes_read, \
+                         bytes_written and their self_ forms) are missing or not \
+                         non-negative integers",
+                        region.id
+                    ));
+                }
+            }
+            if report.count_totals().is_none() {
+                return Err(
+                    "\"totals\" is missing or its counters are not non-negative \
+                            integers"
+                        .into(),
+                );
+            }
+        }
+        WORKING_SET_TOOL => {
+            let ws = report.working_set().map_err(|e| e.to_string())?;
+            line_size(ws.line_size)?;
+            for (index, snapshot) in ws.snapshots.iter().enumerate() {
+                for &id in &snapshot.regions {
+                    region_in_range(id, &format!("snapshot {index}"))?;
+                }
+            }
+            if let Some(peak) = ws.peak_snapshot.filter(|&i| i >= ws.snapshots.len()) {
+                return Err(format!(
+                    "\"peak_snapshot\" is {peak}, but there are {} snapshots",
+                    ws.snapshots.len()
+                ));
+            }
+        }
+        FOOTPRINT_TOOL => {
+            let footprint = report.footprint().map_err(|e| e.to_string())?;
+            line_size(footprint.line_size)?;
+        }
+        HCPA_TOOL => {
+            report.hcpa().map_err(|e| e.to_string())?;
+            report.hcpa_plan().map_err(|e| e.to_string())?;
+        }
+        LOOPS_TOOL => {
+            report.loops().map_err(|e| e.to_string())?;
+        }
+        INTERPOLATE_TOOL | DEPENDENCES_TOOL => {
+            report.loops().map_err(|e| e.to_string())?;
+            for nest in report.analysed_nests()? {
+                if let Some(id) = nest.region {
+                    region_in_range(id, "an analysed nest")?;
+                }
+            }
+        }
+        SELECT_TOOL => {
+            report.select()?;
+        }
+        other => {
+            return Err(format!(
+                "\"tool\" is '{other}', which is none of Kage's tools ({})",
+                TOOLS.join(", ")
+            ))
+        }
+    }
+    Ok(())
 }

@@ -157,10 +157,11 @@ fn incomplete_report_from_a_signal_as_text() {
     );
 }
 
+/// The reader refuses a tool Kage does not have; a report made otherwise (a library user's
+/// own) still renders, as a generic tree of its regions' fields.
 #[test]
-fn unknown_tool_gets_a_generic_tree() {
-    let report = parse(
-        r#"{"format":"kage-report","version":1,"tool":"hot-lines","program":"/bin/ws",
+fn unknown_tool_is_refused_by_the_reader_and_gets_a_generic_tree() {
+    let json = r#"{"format":"kage-report","version":1,"tool":"hot-lines","program":"/bin/ws",
             "args":[],"pid":9,"end":{"how":"exit","code":3},"complete":true,"threads":1,
             "options":{"interval":"10ms"},
             "regions":[
@@ -168,8 +169,15 @@ fn unknown_tool_gets_a_generic_tree() {
                "lines_touched":12,"label":"hot"},
               {"id":1,"kind":"loop","name":"main","file":"ws.c","line":4,"end_line":6,"parent":0,
                "lines_touched":8}],
-            "intervals":[3,5,8],"line_size":64}"#,
+            "intervals":[3,5,8],"line_size":64}"#;
+    let refused = parse_report(Path::new("r.json"), json.as_bytes()).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("\"tool\" is 'hot-lines', which is none of Kage's tools (count, "),
+        "{refused}"
     );
+    let report: Report = serde_json::from_str(json).unwrap();
     insta::assert_snapshot!(render::text(&report));
     insta::assert_snapshot!(
         "unknown_tool_summary",

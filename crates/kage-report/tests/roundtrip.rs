@@ -45,7 +45,10 @@ fn sample() -> Report {
             inlined_at: None,
             metrics,
         }],
-        tool_data: Default::default(),
+        tool_data: serde_json::json!({"totals": stats.inclusive})
+            .as_object()
+            .unwrap()
+            .clone(),
     }
 }
 

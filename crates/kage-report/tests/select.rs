@@ -54,13 +54,16 @@ fn a_field_that_is_not_documented_is_an_error_that_names_it() {
     )
     .unwrap();
     json["select"]["nests"][0]["versions"][0]["chunks"] = serde_json::json!("three");
-    let report =
-        kage_report::parse_report(Path::new("edited.json"), json.to_string().as_bytes()).unwrap();
+    let report: kage_report::Report = serde_json::from_value(json.clone()).unwrap();
     let error = report.select().unwrap_err();
     assert!(
         error.contains("\"select\"") && error.contains("invalid type"),
         "{error}"
     );
+    // The reader refuses it with the same words.
+    let refused = kage_report::parse_report(Path::new("edited.json"), json.to_string().as_bytes())
+        .unwrap_err();
+    assert!(refused.to_string().contains(&error), "{refused}");
 }
 
 #[test]
