@@ -384,3 +384,41 @@ fn kage_run_lists_the_reports_of_the_processes_the_program_started() {
         read_report(&work.path(path)).unwrap();
     }
 }
+
+/// A program that turns counting off before it exits keeps its last interval: the lines
+/// pending when counting stopped used to be dropped (`total_lines` 0), under the inline
+/// build and under call hooks alike.
+#[test]
+fn the_working_set_interval_under_way_when_counting_stops_is_kept() {
+    let work = Work::new();
+    for tool in ["working-set", "count"] {
+        let exe = work.path(&format!("bracketed_{tool}"));
+        cc(
+            &work,
+            tool,
+            &["-O2", &source("bracketed.c"), "-o", exe.to_str().unwrap()],
+        );
+        let report_path = work.path(&format!("bracketed_{tool}.json"));
+        let out = Command::new(&exe)
+            .env(
+                "KAGE_OPTIONS",
+                format!(
+                    "tool=working-set:enabled=0:output={}",
+                    report_path.display()
+                ),
+            )
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let report = read_report(&report_path).unwrap();
+        let ws = report.working_set().unwrap();
+        assert_eq!(ws.total_lines, 4096, "{tool}");
+        assert_eq!(
+            ws.snapshots.last().unwrap().cumulative_lines,
+            4096,
+            "{tool}"
+        );
+        let last = ws.snapshots.last().unwrap();
+        assert!(last.end_seconds <= ws.duration_seconds, "{tool}");
+    }
+}

@@ -145,6 +145,9 @@ struct State {
     /// Lines collected outside a boundary (before the tool was disabled), for the current
     /// interval.
     pending: RoaringTreemap,
+    /// When counting was last turned off (clock reading, wall ns): where the current
+    /// interval ends if the program ends before counting is on again.
+    paused_at: Option<(u64, u64)>,
     interval: u64,
     interval_start: u64,
     interval_start_ns: u64,
@@ -172,6 +175,7 @@ impl State {
             snapshot_bytes: 0,
             cumulative: RoaringTreemap::new(),
             pending: RoaringTreemap::new(),
+            paused_at: None,
             interval,
             interval_start: start,
             interval_start_ns: start_ns,
@@ -661,9 +665,11 @@ impl Tool for WorkingSet {
         if on {
             // Lines marked while disabled are not the program's working set.
             let _ = self.collect(cfg, st, Scan::Drop);
+            st.paused_at = None;
         } else {
             let lines = self.collect(cfg, st, Scan::Collect);
             st.pending = lines;
+            st.paused_at = Some((cfg.clock.now(self.accesses.load(Relaxed)), wall_ns()));
         }
         self.enabled.store(on, Relaxed);
     }
@@ -711,6 +717,10 @@ impl Tool for WorkingSet {
             if !lines.is_empty() || st.snapshots.is_empty() {
                 self.push_snapshot(cfg, st, lines, now, wall_ns(), Vec::new());
             }
+        } else if let Some((now, end_ns)) = st.paused_at.filter(|_| !st.pending.is_empty()) {
+            // Counting was turned off with an interval under way: it ended then.
+            let lines = std::mem::take(&mut st.pending);
+            self.push_snapshot(cfg, st, lines, now, end_ns, Vec::new());
         }
         if let Some(w) = st.trace.as_mut() {
             let _ = w.flush();
