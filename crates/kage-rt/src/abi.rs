@@ -75,16 +75,26 @@ fn frame_kind(kind: RegionKind) -> Option<FrameKind> {
 /// region array and strings stay readable and whose `global_id` fields are writable.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_register_module(m: *mut Module) {
-    // Before initialisation: the build decides the default tool and line size.
-    registry::note_module(m);
-    if runtime::ensure_init().is_none() {
+    if m.is_null() {
         return;
     }
+    // Before initialisation: the build decides the default tool and line size.
+    registry::note_module(m);
+    let in_executable = registry::announce(m);
+    // A shared library announces itself before the executable does: the runtime waits for
+    // the executable's build (or the first event, or the start-up check before main).
+    if !in_executable && !runtime::initialized() {
+        return;
+    }
+    let Some(rt) = runtime::ensure_init() else {
+        return;
+    };
     let ts = gate::current();
     if !ts.is_null() && (*ts).busy.get() != 0 {
         return;
     }
-    registry::register(m);
+    registry::register_announced();
+    runtime::warn_about_other_builds(rt);
 }
 
 /// A function starts. `frame` is where its return address lives (the stack pointer at its

@@ -390,7 +390,7 @@ mod tests {
         assert_eq!(names.len(), COMMON.len() + 3);
         let (_, w) = Options::parse("nope=1", &[TOOL_A, TOOL_B]);
         assert!(w[0].ends_with(
-            "known options: tool, output, enabled, handle_signals, verbosity, line_size, \
+            "known options: tool, output, report_log, enabled, handle_signals, verbosity, line_size, \
              depth, mode, help"
         ));
         // Options a tool corrects show in the map; a bad or unknown one is refused.

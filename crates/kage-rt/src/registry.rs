@@ -79,6 +79,106 @@ pub unsafe fn note_module(m: *const Module) {
     }
 }
 
+/// A module table the program announced (`__kage_register_module`): what it was built
+/// for and which object holds it. The runtime starts when the executable's first module
+/// announces itself (or at the first event): the shared libraries' constructors run first,
+/// and the executable's build, not a library's, decides the default tool.
+#[derive(Debug, Clone)]
+pub struct AnnouncedModule {
+    table: usize,
+    pub instrumentation: Option<Instrumentation>,
+    /// In the executable (the object the runtime is linked into), not a shared library.
+    pub in_executable: bool,
+    /// The object's path (executable or shared library), as the loader has it.
+    pub object: String,
+    /// The module's source file (its `module_name`).
+    pub name: String,
+    registered: bool,
+    /// Said on stderr to be built for another tool than the one running.
+    warned: bool,
+}
+
+static ANNOUNCED: SpinLock<Vec<AnnouncedModule>> = SpinLock::new(Vec::new());
+
+/// The path and load base of the object holding `addr`; ("", 0) when the loader does not
+/// know (a static program).
+fn object_of(addr: *const std::ffi::c_void) -> (String, usize) {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads its argument's address.
+    if unsafe { libc::dladdr(addr, &mut info) } == 0 {
+        return (String::new(), 0);
+    }
+    // SAFETY: a NUL-terminated path owned by the loader, or null.
+    let path = unsafe { cstr(info.dli_fname) };
+    (path, info.dli_fbase as usize)
+}
+
+/// Records module `m` (once) and says whether it is the executable's.
+///
+/// # Safety
+/// `m` points to a `struct kage_module` laid out as in `docs/abi.md`.
+pub unsafe fn announce(m: *mut Module) -> bool {
+    let mut announced = ANNOUNCED.lock();
+    if let Some(known) = announced.iter().find(|a| a.table == m as usize) {
+        return known.in_executable;
+    }
+    let (object, base) = object_of(m as *const std::ffi::c_void);
+    let (_, own_base) = object_of(announce as *const std::ffi::c_void);
+    let in_executable = base == own_base;
+    announced.push(AnnouncedModule {
+        table: m as usize,
+        instrumentation: ((*m).abi_version == kage_abi::VERSION)
+            .then(|| Instrumentation::from_u32((*m).instrumentation))
+            .flatten(),
+        in_executable,
+        object,
+        name: cstr((*m).module_name),
+        registered: false,
+        warned: false,
+    });
+    in_executable
+}
+
+/// Every module announced so far.
+pub fn announced_modules() -> Vec<AnnouncedModule> {
+    ANNOUNCED.lock().clone()
+}
+
+/// Registers every announced module not registered yet, in the order they were announced.
+/// Once the runtime is set up.
+pub fn register_announced() {
+    let waiting: Vec<usize> = {
+        let mut announced = ANNOUNCED.lock();
+        (announced.iter_mut())
+            .filter_map(|a| (!std::mem::replace(&mut a.registered, true)).then_some(a.table))
+            .collect()
+    };
+    for table in waiting {
+        // SAFETY: announced by the module itself (`__kage_register_module`).
+        unsafe { register(table as *mut Module) };
+    }
+}
+
+/// The announced modules built for one tool other than `tool` that were not named yet
+/// (each is named once).
+pub fn built_for_other_tools(tool: &str) -> Vec<AnnouncedModule> {
+    let mut announced = ANNOUNCED.lock();
+    (announced.iter_mut())
+        .filter_map(|a| {
+            let other = a.instrumentation.and_then(Instrumentation::only_tool);
+            let named = other.is_some_and(|t| t != tool) && !std::mem::replace(&mut a.warned, true);
+            named.then(|| a.clone())
+        })
+        .collect()
+}
+
+/// The tool the executable's code was built for, when one tool only.
+pub fn executable_tool() -> Option<&'static str> {
+    (ANNOUNCED.lock().iter())
+        .filter(|a| a.in_executable)
+        .find_map(|a| a.instrumentation.and_then(Instrumentation::only_tool))
+}
+
 /// Modules registered so far (valid or not).
 static MODULES: AtomicU32 = AtomicU32::new(0);
 

@@ -51,6 +51,40 @@ extern "C" {
     fn at_quick_exit(f: unsafe extern "C" fn()) -> libc::c_int;
 }
 
+/// Whether the runtime is set up.
+pub fn initialized() -> bool {
+    RT.get().is_some()
+}
+
+/// Names on stderr, once each, the modules built for one tool other than the one running:
+/// their code is not measured (a program and a library built with different `KAGE_TOOL`s).
+pub fn warn_about_other_builds(rt: &Runtime) {
+    let running = rt.tool.name();
+    for module in registry::built_for_other_tools(running) {
+        let built = module
+            .instrumentation
+            .and_then(kage_abi::Instrumentation::only_tool)
+            .unwrap_or("");
+        let object = if module.object.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", module.object)
+        };
+        eprintln!(
+            "kage: warning: {object}({}) was built with KAGE_TOOL={built}, but the '{running}' \
+             tool runs (the {} was built for it): that code is not measured; build every \
+             part of the program with the same KAGE_TOOL (code built without KAGE_TOOL is \
+             measured by every tool)",
+            module.name,
+            if module.in_executable {
+                "program's other code, or tool=,"
+            } else {
+                "program"
+            }
+        );
+    }
+}
+
 /// The runtime, initialising it on first use (thread-safe). `None` while this very thread
 /// is initialising it (events raised meanwhile are ignored).
 #[inline]
@@ -136,7 +170,9 @@ fn init() {
 /// or `footprint`) only works with that tool: it becomes the default, and asking for
 /// another tool is an error that keeps the program running.
 fn choose_tool_for_build(opts: &mut Options, built: Instrumentations, explicit: bool) {
-    let Some(built_for) = built.iter().find_map(|i| i.only_tool()) else {
+    let Some(built_for) =
+        registry::executable_tool().or_else(|| built.iter().find_map(|i| i.only_tool()))
+    else {
         return;
     };
     if opts.tool() != built_for {
@@ -357,6 +393,14 @@ static STARTUP_CHECK: extern "C" fn() = startup_check;
 /// beside it (a `make` that reused a plain build's objects): otherwise such a program runs
 /// unmeasured, or partly measured, without a word.
 extern "C" fn startup_check() {
+    // Shared libraries that announced their modules before the executable (which had none,
+    // or was not built with kage-cc): the runtime starts now, before main.
+    if !registry::announced_modules().is_empty() {
+        if let Some(rt) = ensure_init() {
+            registry::register_announced();
+            warn_about_other_builds(rt);
+        }
+    }
     // SAFETY: a plain C function of the runtime without arguments.
     let plain = unsafe { kage_link_has_plain_objects() } != 0;
     if let Some(warning) = startup_warning(

@@ -422,3 +422,81 @@ fn the_working_set_interval_under_way_when_counting_stops_is_kept() {
         assert!(last.end_seconds <= ws.duration_seconds, "{tool}");
     }
 }
+
+/// A program and a library built for different tools: the program's build decides the tool
+/// (a library's constructor used to, silently, as it runs first), and the library is named
+/// on stderr with its tool, linked or `dlopen`ed. A part built for every tool is measured
+/// by the tool the other part was built for, without a word.
+#[test]
+fn parts_built_for_different_tools_are_named_and_the_program_decides() {
+    let work = Work::new();
+    let dir = work.dir.path().to_str().unwrap().to_owned();
+    let lib = work.path("libfp.so");
+    cc(
+        &work,
+        "footprint",
+        &[
+            "-O2",
+            "-shared",
+            "-fPIC",
+            &source("biglib.c"),
+            "-o",
+            lib.to_str().unwrap(),
+        ],
+    );
+    let build_main = |tool: &str, name: &str, dlopen: bool| {
+        let exe = work.path(name);
+        let mut args = vec!["-O2".to_string(), source("bigmain.c")];
+        if dlopen {
+            args.push("-ldl".into());
+        } else {
+            args.extend([
+                format!("-L{dir}"),
+                "-lfp".into(),
+                format!("-Wl,-rpath,{dir}"),
+            ]);
+        }
+        args.extend(["-o".into(), exe.to_str().unwrap().to_owned()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        cc(&work, tool, &args);
+        exe
+    };
+    let run = |exe: &Path, args: &[&str]| {
+        let report_path = work.path("mixed.json");
+        let out = Command::new(exe)
+            .args(args)
+            .env("KAGE_OPTIONS", format!("output={}", report_path.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        (text(&out.stderr), read_report(&report_path).unwrap())
+    };
+    let lib_s = lib.to_str().unwrap();
+    for (exe, args) in [
+        (build_main("working-set", "ws_linked", false), vec![]),
+        (build_main("working-set", "ws_loader", true), vec![lib_s]),
+    ] {
+        let (stderr, report) = run(&exe, &args);
+        assert_eq!(report.tool, "working-set", "{stderr}");
+        let warning = format!(
+            "kage: warning: {} ({}) was built with KAGE_TOOL=footprint, but the \
+             'working-set' tool runs (the program was built for it): that code is not measured",
+            lib.display(),
+            source("biglib.c")
+        );
+        assert_eq!(stderr.matches(&warning).count(), 1, "{stderr}");
+    }
+    // Built for every tool: measured by footprint, the library's tool.
+    let (stderr, report) = run(&build_main("count", "calls_linked", false), &[]);
+    assert_eq!(report.tool, "footprint");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let footprint = report.footprint().unwrap();
+    assert_eq!(
+        footprint.regions[func(&report, "main").id as usize].instances,
+        1
+    );
+    assert_eq!(
+        footprint.regions[func(&report, "big_sum").id as usize].instances,
+        1
+    );
+}
