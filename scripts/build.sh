@@ -20,6 +20,19 @@ if [ ! target/release/libkage_rt.o -nt "$rt" ]; then
   ld -r --gc-sections $roots --whole-archive "$rt" -o target/release/libkage_rt.o.tmp
   mv -f target/release/libkage_rt.o.tmp target/release/libkage_rt.o
 fi
+# The same runtime as a shared object, which `kage run` preloads into a program not linked
+# by kage-cc (a test driver, python) so that the instrumented libraries it loads are
+# measured. A shared object cannot have `.preinit_array`: the working-set shadow's early
+# reservation becomes an ordinary constructor.
+if [ ! target/release/libkage_rt.so -nt target/release/libkage_rt.o ]; then
+  echo "build: target/release/libkage_rt.so from target/release/libkage_rt.o"
+  objcopy --rename-section .preinit_array=.init_array \
+    target/release/libkage_rt.o target/release/libkage_rt_shared.o
+  cc -shared -o target/release/libkage_rt.so.tmp target/release/libkage_rt_shared.o \
+    -lpthread -ldl -lm -lrt -lgcc_s
+  rm -f target/release/libkage_rt_shared.o
+  mv -f target/release/libkage_rt.so.tmp target/release/libkage_rt.so
+fi
 # The clang plugin that reads `#pragma kage profile` and `versions` (kage-cc loads it for
 # KAGE_TOOL=loops, interpolate, dependences, select),
 # built against clang 22's headers like any clang plugin.

@@ -68,7 +68,7 @@ pub unsafe fn instrument_module_with(module: LLVMModuleRef, tool: &dyn Tool) -> 
         drop_attributes_hooks_break(plan.func);
     }
     tool.instrument(module, &plans, &table);
-    regions::add_registration_ctor(module, &table, register);
+    regions::add_registration_ctor(module, &table, register, &module_name);
     true
 }
 

@@ -403,6 +403,7 @@ pub unsafe fn add_registration_ctor(
     module: LLVMModuleRef,
     table: &RegionTable,
     register: RuntimeFunction,
+    module_name: &str,
 ) {
     let context = LLVMGetModuleContext(module);
     let void_type = LLVMVoidTypeInContext(context);
@@ -410,9 +411,24 @@ pub unsafe fn add_registration_ctor(
     let ctor = LLVMAddFunction(module, c_string(CTOR_NAME).as_ptr(), ctor_type);
     LLVMSetLinkage(ctor, LLVMLinkage::LLVMInternalLinkage);
     let entry = LLVMAppendBasicBlockInContext(context, ctor, c_string("entry").as_ptr());
+    let registers = LLVMAppendBasicBlockInContext(context, ctor, c_string("register").as_ptr());
+    let alone = LLVMAppendBasicBlockInContext(context, ctor, c_string("no_runtime").as_ptr());
+    let done = LLVMAppendBasicBlockInContext(context, ctor, c_string("done").as_ptr());
     let builder = LLVMCreateBuilderInContext(context);
+    // The registration entry point is a weak reference: in a shared library loaded by a
+    // program without the runtime it is null, and the library says so (the loader would
+    // only say `undefined symbol`) before its first hook stops the program.
+    LLVMSetLinkage(register.value, LLVMLinkage::LLVMExternalWeakLinkage);
     LLVMPositionBuilderAtEnd(builder, entry);
+    let missing = LLVMBuildIsNull(builder, register.value, c_string("").as_ptr());
+    LLVMBuildCondBr(builder, missing, alone, registers);
+    LLVMPositionBuilderAtEnd(builder, registers);
     register.call(builder, &mut [table.module_global]);
+    LLVMBuildBr(builder, done);
+    LLVMPositionBuilderAtEnd(builder, alone);
+    write_to_stderr(module, builder, &no_runtime_message(module_name));
+    LLVMBuildBr(builder, done);
+    LLVMPositionBuilderAtEnd(builder, done);
     LLVMBuildRetVoid(builder);
     LLVMDisposeBuilder(builder);
 
@@ -456,6 +472,50 @@ pub unsafe fn add_registration_ctor(
     LLVMSetInitializer(
         ctors,
         LLVMConstArray2(element_type, elements.as_mut_ptr(), elements.len() as u64),
+    );
+}
+
+/// What a module built by kage-cc says when the program that loaded it has no runtime.
+pub fn no_runtime_message(module_name: &str) -> String {
+    format!(
+        "kage: {module_name} was compiled by kage-cc, but the program that loaded it was not \
+         linked by kage-cc, so the Kage runtime its code calls is missing: run the program \
+         with `kage run -- PROGRAM ARGS...` (which preloads the runtime), or with \
+         LD_PRELOAD=<kage>/target/release/libkage_rt.so\n"
+    )
+}
+
+/// `write(2, text, len)` at the builder's position (a plain libc call: the runtime is the
+/// thing missing).
+unsafe fn write_to_stderr(
+    module: LLVMModuleRef,
+    builder: llvm_sys::prelude::LLVMBuilderRef,
+    text: &str,
+) {
+    let context = LLVMGetModuleContext(module);
+    let i32_type = LLVMInt32TypeInContext(context);
+    let i64_type = LLVMInt64TypeInContext(context);
+    let ptr_type = LLVMPointerTypeInContext(context, 0);
+    let mut params = [i32_type, ptr_type, i64_type];
+    let write_type = LLVMFunctionType(i64_type, params.as_mut_ptr(), 3, 0);
+    let name = c_string("write");
+    let mut write = LLVMGetNamedFunction(module, name.as_ptr());
+    if write.is_null() {
+        write = LLVMAddFunction(module, name.as_ptr(), write_type);
+    }
+    let text_global = StringPool::new(module).get(text);
+    let mut args = [
+        LLVMConstInt(i32_type, 2, 0),
+        text_global,
+        LLVMConstInt(i64_type, text.len() as u64, 0),
+    ];
+    LLVMBuildCall2(
+        builder,
+        write_type,
+        write,
+        args.as_mut_ptr(),
+        3,
+        c_string("").as_ptr(),
     );
 }
 

@@ -72,7 +72,10 @@ fn declared_runtime_symbols(ir: &str) -> Vec<Declared> {
             let Some(at) = rest.find("@__kage_") else {
                 continue;
             };
-            let head: Vec<&str> = rest[..at].split_whitespace().collect();
+            // The registration entry point is a weak reference (`docs/abi.md`).
+            let head: Vec<&str> = (rest[..at].split_whitespace())
+                .filter(|word| *word != "extern_weak")
+                .collect();
             let (convention, returns) = match head.as_slice() {
                 [returns] => (None, returns.to_string()),
                 [cc, returns] => (Some(cc.to_string()), returns.to_string()),

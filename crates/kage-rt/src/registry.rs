@@ -113,6 +113,28 @@ fn object_of(addr: *const std::ffi::c_void) -> (String, usize) {
     (path, info.dli_fbase as usize)
 }
 
+/// Whether this copy of the runtime is the program's, the one its `__kage_*` references
+/// bind to. A preloaded copy (`libkage_rt.so`, which `kage run` preloads into programs not
+/// linked by kage-cc, and so into all their children) stands down in a program linked with
+/// its own: its start-up code does nothing.
+pub fn is_the_programs_runtime() -> bool {
+    // SAFETY: a lookup by a NUL-terminated name.
+    let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__kage_register_module".as_ptr()) };
+    // A static program has no dynamic symbols: its runtime is the only one.
+    found.is_null()
+        || object_of(found).1 == object_of(is_the_programs_runtime as *const std::ffi::c_void).1
+}
+
+/// Whether this runtime was loaded as a shared object (preloaded), not linked into the
+/// executable.
+pub fn runtime_is_preloaded() -> bool {
+    // SAFETY: reads the auxiliary vector.
+    let program_headers = unsafe { libc::getauxval(libc::AT_PHDR) } as *const std::ffi::c_void;
+    let (_, executable) = object_of(program_headers);
+    let (_, own) = object_of(is_the_programs_runtime as *const std::ffi::c_void);
+    executable != own
+}
+
 /// Records module `m` (once) and says whether it is the executable's.
 ///
 /// # Safety
@@ -123,8 +145,9 @@ pub unsafe fn announce(m: *mut Module) -> bool {
         return known.in_executable;
     }
     let (object, base) = object_of(m as *const std::ffi::c_void);
-    let (_, own_base) = object_of(announce as *const std::ffi::c_void);
-    let in_executable = base == own_base;
+    // SAFETY: reads the auxiliary vector.
+    let program_headers = unsafe { libc::getauxval(libc::AT_PHDR) } as *const std::ffi::c_void;
+    let in_executable = base == object_of(program_headers).1;
     announced.push(AnnouncedModule {
         table: m as usize,
         instrumentation: ((*m).abi_version == kage_abi::VERSION)

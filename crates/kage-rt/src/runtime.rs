@@ -393,6 +393,9 @@ static STARTUP_CHECK: extern "C" fn() = startup_check;
 /// beside it (a `make` that reused a plain build's objects): otherwise such a program runs
 /// unmeasured, or partly measured, without a word.
 extern "C" fn startup_check() {
+    if !registry::is_the_programs_runtime() {
+        return;
+    }
     // Shared libraries that announced their modules before the executable (which had none,
     // or was not built with kage-cc): the runtime starts now, before main.
     if !registry::announced_modules().is_empty() {
@@ -400,6 +403,10 @@ extern "C" fn startup_check() {
             registry::register_announced();
             warn_about_other_builds(rt);
         }
+    }
+    if registry::runtime_is_preloaded() {
+        // Not linked by kage-cc: instrumented libraries come when they come.
+        return;
     }
     // SAFETY: a plain C function of the runtime without arguments.
     let plain = unsafe { kage_link_has_plain_objects() } != 0;

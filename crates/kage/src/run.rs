@@ -253,6 +253,46 @@ fn shield_from_signals(child: u32) {
     }
 }
 
+/// Whether `program` (a path, or a name looked up in `PATH`) was linked by kage-cc: its
+/// file holds the runtime's registration entry point. A file that cannot be read counts as
+/// without.
+fn has_runtime(program: &OsStr) -> bool {
+    let path = Path::new(program);
+    let file = if path.components().count() > 1 {
+        Some(path.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|dirs| {
+            std::env::split_paths(&dirs)
+                .map(|dir| dir.join(path))
+                .find(|candidate| candidate.is_file())
+        })
+    };
+    let marker = kage_abi::symbols::REGISTER_MODULE.name().as_bytes();
+    file.and_then(|f| std::fs::read(f).ok())
+        .is_some_and(|bytes| bytes.windows(marker.len()).any(|w| w == marker))
+}
+
+/// A program not linked by kage-cc (a test driver, a shell, python) may load instrumented
+/// libraries, or start programs that do: it gets the runtime as a shared object, preloaded
+/// (the processes it starts inherit it; in those linked by kage-cc, it stands down).
+fn preload_runtime(command: &mut Command) {
+    let exe = std::env::current_exe().ok();
+    let env = |name: &str| std::env::var_os(name);
+    let Ok(runtime) = crate::cc::artifacts::locate(
+        crate::cc::artifacts::Artifact::SharedRuntime,
+        &env,
+        exe.as_deref(),
+    ) else {
+        return;
+    };
+    let mut preload = runtime.into_os_string();
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(":");
+        preload.push(existing);
+    }
+    command.env("LD_PRELOAD", preload);
+}
+
 /// The file the runtime of every process the program starts appends its report's path to
 /// (`report_log=`), removed when read.
 struct ReportLog {
@@ -330,6 +370,9 @@ pub fn run(options: &RunOptions) -> i32 {
     command.args(&options.command[1..]);
     if let Some(value) = &runtime_options {
         command.env(OPTIONS_ENV_VAR, value);
+    }
+    if !has_runtime(program) {
+        preload_runtime(&mut command);
     }
     let mut child = match command.spawn() {
         Ok(child) => child,

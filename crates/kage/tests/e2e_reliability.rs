@@ -500,3 +500,120 @@ fn parts_built_for_different_tools_are_named_and_the_program_decides() {
         1
     );
 }
+
+/// Recursion 400,000 frames deep finishes (it ran for minutes under count and footprint:
+/// the region stack searched its frames from the bottom at every call), with exact counts.
+#[test]
+fn deep_recursion_finishes_with_exact_counts() {
+    use std::time::{Duration, Instant};
+    let work = Work::new();
+    for tool in ["count", "footprint"] {
+        let exe = work.path(&format!("deep_{tool}"));
+        cc(
+            &work,
+            tool,
+            &[
+                "-O2",
+                &source("deep.c"),
+                "-lpthread",
+                "-o",
+                exe.to_str().unwrap(),
+            ],
+        );
+        let report_path = work.path(&format!("deep_{tool}.json"));
+        let mut child = Command::new(&exe)
+            .env("KAGE_OPTIONS", format!("output={}", report_path.display()))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("{tool}: 400,000 nested calls did not finish in 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "{tool}");
+        let report = read_report(&report_path).unwrap();
+        let down = func(&report, "down");
+        if tool == "count" {
+            // Recursion counts once in the inclusive counters, every time in the self ones.
+            assert_counts(
+                down,
+                400_000,
+                c(399_999, 400_000, 1_599_996, 1_600_000),
+                c(399_999, 400_000, 1_599_996, 1_600_000),
+            );
+        } else {
+            let footprint = report.footprint().unwrap();
+            let measured = footprint.regions[down.id as usize].instances;
+            assert_eq!(
+                measured + footprint.untracked_instances.unwrap(),
+                400_000,
+                "every instance is measured or counted as too deep"
+            );
+        }
+    }
+}
+
+/// A program not linked by kage-cc that loads an instrumented library: run directly, the
+/// library says what is missing and what to do (the loader used to say only `undefined
+/// symbol: __kage_register_module`); under `kage run`, which preloads the runtime, the
+/// library is measured, for every tool.
+#[test]
+fn an_instrumented_library_in_a_plain_program_says_so_and_kage_run_measures_it() {
+    let work = Work::new();
+    let loader = work.path("plain_loader");
+    let out = Command::new("clang-22")
+        .args([
+            "-O2",
+            &source("bigmain.c"),
+            "-ldl",
+            "-o",
+            loader.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for tool in BUILDS {
+        let lib = work.path(&format!("libplain_{tool}.so"));
+        let lib_s = lib.to_str().unwrap();
+        cc(
+            &work,
+            tool,
+            &["-O2", "-shared", "-fPIC", &source("biglib.c"), "-o", lib_s],
+        );
+        let direct = Command::new(&loader).arg(lib_s).output().unwrap();
+        assert!(!direct.status.success(), "{tool}");
+        let stderr = text(&direct.stderr);
+        // Builds whose code reads the runtime's data or calls it through the GOT stop at
+        // load time, with the loader's words naming a Kage symbol.
+        assert!(
+            stderr.contains("was not linked by kage-cc")
+                || stderr.contains("undefined symbol: __kage_"),
+            "{tool}: {stderr}"
+        );
+        if matches!(*tool, "count" | "hcpa") {
+            assert!(
+                stderr.contains("run the program with `kage run"),
+                "{tool}: {stderr}"
+            );
+        }
+        let run = Command::new(kage())
+            .args(["run", "-o", "plain.json", "--"])
+            .arg(&loader)
+            .arg(lib_s)
+            .current_dir(work.dir.path())
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{tool}: {}", text(&run.stderr));
+        assert_eq!(text(&run.stdout), "52226752512000.0\n", "{tool}");
+        let report = read_report(&work.path("plain.json")).unwrap();
+        assert_eq!(report.tool, *tool);
+        assert!(report.regions.iter().any(|r| r.name == "big_sum"), "{tool}");
+    }
+}

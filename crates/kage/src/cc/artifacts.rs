@@ -1,5 +1,6 @@
 //! Finding the files kage-cc adds to a build: the pass plugin, the runtime object, and for
-//! the loops tool the `#pragma kage profile` plugin.
+//! the loops tool the `#pragma kage profile` plugin; and the runtime as a shared object,
+//! which `kage run` preloads into programs not linked by kage-cc.
 //!
 //! Lookup order: the environment variable (`KAGE_PASS_PLUGIN`, `KAGE_RUNTIME`), then the
 //! directory of the running executable (cargo's `target/release/` holds the wrappers, the
@@ -20,6 +21,10 @@ pub enum Artifact {
     /// `libkage_pragma.so`, the clang plugin that reads `#pragma kage profile`, loaded with
     /// `-fplugin=` when building for the loops tool (made by `scripts/build.sh`).
     PragmaPlugin,
+    /// `libkage_rt.so`, the same runtime as a shared object, for `LD_PRELOAD` into a
+    /// program not linked by kage-cc that loads instrumented libraries (made by
+    /// `scripts/build.sh`).
+    SharedRuntime,
 }
 
 impl Artifact {
@@ -28,6 +33,7 @@ impl Artifact {
             Artifact::PassPlugin => "libkage_pass.so",
             Artifact::Runtime => "libkage_rt.o",
             Artifact::PragmaPlugin => "libkage_pragma.so",
+            Artifact::SharedRuntime => "libkage_rt.so",
         }
     }
 
@@ -36,6 +42,7 @@ impl Artifact {
             Artifact::PassPlugin => "KAGE_PASS_PLUGIN",
             Artifact::Runtime => "KAGE_RUNTIME",
             Artifact::PragmaPlugin => "KAGE_PRAGMA_PLUGIN",
+            Artifact::SharedRuntime => "KAGE_SHARED_RUNTIME",
         }
     }
 
@@ -44,6 +51,7 @@ impl Artifact {
             Artifact::PassPlugin => "the Kage pass plugin",
             Artifact::Runtime => "the Kage runtime",
             Artifact::PragmaPlugin => "the Kage pragma plugin",
+            Artifact::SharedRuntime => "the Kage runtime as a shared object",
         }
     }
 }
@@ -104,7 +112,7 @@ impl fmt::Display for MissingArtifact {
 /// The file beside `found` that `artifact` is made from, when it is newer than `found`.
 fn newer_source(artifact: Artifact, found: &Path) -> Option<PathBuf> {
     let source = match artifact {
-        Artifact::Runtime => found.with_file_name("libkage_rt.a"),
+        Artifact::Runtime | Artifact::SharedRuntime => found.with_file_name("libkage_rt.a"),
         Artifact::PassPlugin | Artifact::PragmaPlugin => return None,
     };
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();

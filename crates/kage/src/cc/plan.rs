@@ -157,6 +157,7 @@ mod tests {
             Artifact::PassPlugin => "/k/libkage_pass.so".into(),
             Artifact::Runtime => "/k/libkage_rt.o".into(),
             Artifact::PragmaPlugin => "/k/libkage_pragma.so".into(),
+            Artifact::SharedRuntime => "/k/libkage_rt.so".into(),
         })
     }
 

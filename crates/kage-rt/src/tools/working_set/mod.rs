@@ -80,7 +80,9 @@ fn reserve_shadow() {
 /// Runs from `.preinit_array`, before any constructor (instrumented code may run in
 /// constructors). Needs no option: the reservation suits every line size.
 extern "C" fn preinit(_argc: c_int, _argv: *const *const c_char, _envp: *const *const c_char) {
-    reserve_shadow();
+    if crate::registry::is_the_programs_runtime() {
+        reserve_shadow();
+    }
 }
 
 #[used]
