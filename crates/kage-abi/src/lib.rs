@@ -981,9 +981,38 @@ pub mod symbols {
     pub const SELECT_EXIT: Symbol = function("__kage_select_exit", &[Ptr, Ptr], &[Select]);
     pub type SelectCall = unsafe extern "C" fn(*mut VersionedNest, *mut SelectState);
 
+    /// `int __kage_swapcontext(ucontext_t *oucp, const ucontext_t *ucp)`: `swapcontext`,
+    /// with the calling context's regions kept for when it is resumed and `ucp`'s (a new
+    /// stack for a context made anew) in force meanwhile.
+    pub const SWAPCONTEXT: Symbol = Symbol::Function {
+        name: "__kage_swapcontext",
+        params: &[Ptr, Ptr],
+        returns: I32,
+        convention: C,
+        called_by: EVERY,
+    };
+    pub type SwapContext = unsafe extern "C" fn(*mut c_void, *const c_void) -> i32;
+    /// `int __kage_setcontext(const ucontext_t *ucp)`: `setcontext`, with `ucp`'s regions in
+    /// force.
+    pub const SETCONTEXT: Symbol = Symbol::Function {
+        name: "__kage_setcontext",
+        params: &[Ptr],
+        returns: I32,
+        convention: C,
+        called_by: EVERY,
+    };
+    pub type SetContext = unsafe extern "C" fn(*const c_void) -> i32;
+    /// `void __kage_context_made(ucontext_t *ucp)`, after `makecontext(ucp, ...)`: the
+    /// context's next run starts from a new stack of regions.
+    pub const CONTEXT_MADE: Symbol = function("__kage_context_made", &[Ptr], EVERY);
+    pub type ContextMade = unsafe extern "C" fn(*mut c_void);
+
     /// Every symbol above.
     pub const ALL: &[Symbol] = &[
         REGISTER_MODULE,
+        SWAPCONTEXT,
+        SETCONTEXT,
+        CONTEXT_MADE,
         FUNC_ENTER,
         FUNC_EXIT,
         LOOP_ITER,

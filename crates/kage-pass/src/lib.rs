@@ -66,6 +66,7 @@ use llvm_sys::prelude::LLVMModuleRef;
 pub mod access;
 pub mod address;
 pub mod checkpoints;
+pub mod contexts;
 pub mod debuginfo;
 pub mod hoist;
 pub mod hooks;

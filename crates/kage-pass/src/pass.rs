@@ -7,6 +7,7 @@ use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
 use llvm_sys::{LLVMAttributeFunctionIndex, LLVMLinkage};
 
+use crate::contexts;
 use crate::ir::{self, c_string, RuntimeFunction};
 use crate::plan::FunctionPlan;
 use crate::regions::{self, ModuleInfo, RegionEntry};
@@ -68,6 +69,12 @@ pub unsafe fn instrument_module_with(module: LLVMModuleRef, tool: &dyn Tool) -> 
         drop_attributes_hooks_break(plan.func);
     }
     tool.instrument(module, &plans, &table);
+    // After the tool: the versions some builds make of a function switch contexts too.
+    let instrumented: Vec<LLVMValueRef> = module_functions(module)
+        .into_iter()
+        .filter(|&f| should_instrument(f))
+        .collect();
+    contexts::redirect_context_switches(module, &instrumented);
     regions::add_registration_ctor(module, &table, register, &module_name);
     true
 }

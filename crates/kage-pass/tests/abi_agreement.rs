@@ -22,8 +22,9 @@ const MODES: [Mode; 4] = [
 
 /// Inputs that between them reach every hook: loops, every kind of access, exceptions,
 /// setjmp, hoisted loops, segments.
-const INPUTS: [&str; 6] = [
+const INPUTS: [&str; 7] = [
     "accesses.ll",
+    "contexts.ll",
     "nested_loops.ll",
     "eh.ll",
     "setjmp.ll",

@@ -40,6 +40,8 @@ pub struct ThreadState {
     pub tool: UnsafeCell<Box<dyn ThreadTool>>,
     /// The kernel's id of the thread, to signal it (`thread::close_others`).
     pub tid: libc::pid_t,
+    /// A coroutine's context on that thread (`contexts`), not the thread itself.
+    pub context: bool,
     /// Every region of the thread has been exited and its tool told that it ended: set by
     /// the thread itself, read by the thread that writes the report.
     pub closed: AtomicBool,

@@ -3,8 +3,8 @@
 //! The C ABI (contract in `docs/abi.md`, written once in `kage_abi`) is a thin layer over
 //! plain Rust, in layers that import only downwards (checked by `tests/module_layers.rs`):
 //!
-//! - `runtime` (start-up, the tool for the build, the end, fork) and `abi` (the common hooks
-//!   and `include/kage.h`) on top;
+//! - `runtime` (start-up, the tool for the build, the end, fork), `abi` (the common hooks
+//!   and `include/kage.h`) and `contexts` (coroutines' context switches) on top;
 //! - `thread` (the list of threads, their creation and end), `signals` (fatal signals, given
 //!   what to do), `report` (the report file);
 //! - `tools`: the `TOOLS` table and one module per tool: its options as data, its part of
@@ -21,6 +21,7 @@
 pub mod abi;
 pub mod alloc;
 pub mod chunked;
+pub mod contexts;
 pub mod gate;
 pub mod options;
 pub mod registry;

@@ -254,6 +254,7 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         // main. When a signal interrupted this thread inside the runtime, its stack may be
         // mid-update: leave it alone (the report is incomplete anyway).
         unsafe { (*ts).exit_all() };
+        unsafe { thread::close_suspended(ts) };
         unsafe { (*ts).busy.set((*ts).busy.get() | gate::IN_RUNTIME) };
     }
     // Threads still running (never joined, or busy when another crashed) close their own
@@ -269,7 +270,9 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
     let Some(threads) = THREADS.try_lock_for(spins) else {
         return;
     };
-    let nthreads = threads.len() as u32;
+    let nthreads = (threads.iter())
+        .filter(|&&t| !unsafe { &*(t as *const ThreadState) }.context)
+        .count() as u32;
     let results = rt.tool.finish(regions.len());
     drop(threads);
     let pid = PID.load(Relaxed);

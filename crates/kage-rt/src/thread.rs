@@ -28,6 +28,7 @@ pub fn current_or_create(tool: &'static dyn Tool, key: libc::pthread_key_t) -> *
         stack: UnsafeCell::new(RegionStack::new()),
         tool: UnsafeCell::new(tool.new_thread()),
         tid: unsafe { libc::gettid() },
+        context: false,
         closed: AtomicBool::new(false),
     }));
     threads.push(ts as *const _ as usize);
@@ -37,13 +38,56 @@ pub fn current_or_create(tool: &'static dyn Tool, key: libc::pthread_key_t) -> *
     ts
 }
 
+/// A new state for a coroutine's context that starts running on the calling thread
+/// (`contexts`), with `tool`'s part for it; listed with the threads, not made current.
+pub fn new_context(tool: &'static dyn Tool) -> &'static ThreadState {
+    let mut threads = THREADS.lock();
+    let ts: &'static ThreadState = Box::leak(Box::new(ThreadState {
+        busy: Cell::new(0),
+        stack: UnsafeCell::new(RegionStack::new()),
+        tool: UnsafeCell::new(tool.new_context()),
+        tid: unsafe { libc::gettid() },
+        context: true,
+        closed: AtomicBool::new(false),
+    }));
+    threads.push(ts as *const _ as usize);
+    ts
+}
+
+/// Closes the calling thread's states other than `current`: the coroutine contexts it
+/// suspended, and the thread's own state while it runs a coroutine (their regions end with
+/// the thread, or the program).
+///
+/// # Safety
+/// On the thread whose states they are.
+pub unsafe fn close_suspended(current: *const ThreadState) {
+    let tid = libc::gettid();
+    let mine: Vec<usize> = match THREADS.try_lock_for(1 << 20) {
+        Some(threads) => (threads.iter().copied())
+            .filter(|&t| {
+                let ts = &*(t as *const ThreadState);
+                t != current as usize && ts.tid == tid
+            })
+            .collect(),
+        None => return,
+    };
+    for t in mine {
+        (*(t as *const ThreadState)).close();
+    }
+}
+
 /// pthread key destructor: the thread ends.
 ///
 /// # Safety
 /// Called by libc with the pointer stored by [`current_or_create`], on the ending thread.
 pub unsafe extern "C" fn thread_end(p: *mut libc::c_void) {
     let ts = &*(p as *const ThreadState);
+    let current = gate::current();
+    if !current.is_null() && current != ts as *const ThreadState {
+        (*current).close();
+    }
     ts.close();
+    close_suspended(ts);
     ts.busy.set(gate::DEAD);
 }
 
@@ -75,9 +119,11 @@ pub fn close_others() -> bool {
         let mut n = 0;
         let mut more = false;
         if let Some(threads) = THREADS.try_lock_for(1 << 20) {
+            let my_tid = unsafe { libc::gettid() };
             for &t in threads.iter() {
                 let ts = unsafe { &*(t as *const ThreadState) };
-                if t == me as usize || ts.closed.load(Acquire) {
+                // The caller's own states (it and its coroutines' contexts) are its to close.
+                if t == me as usize || ts.tid == my_tid || ts.closed.load(Acquire) {
                     continue;
                 }
                 if n == open.len() {
@@ -125,14 +171,16 @@ extern "C" fn close_on_signal(_signal: libc::c_int) {
     unsafe {
         let saved = *libc::__errno_location();
         let ts = gate::current();
-        if !ts.is_null() {
-            (*ts).close();
+        if !ts.is_null() && (*ts).close() {
+            close_suspended(ts);
         }
         *libc::__errno_location() = saved;
     }
 }
 
-/// Number of threads that ran instrumented code.
+/// Number of threads that ran instrumented code (coroutine contexts are not threads).
 pub fn count() -> usize {
-    THREADS.lock().len()
+    (THREADS.lock().iter())
+        .filter(|&&t| !unsafe { &*(t as *const ThreadState) }.context)
+        .count()
 }

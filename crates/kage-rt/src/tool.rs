@@ -49,6 +49,13 @@ pub trait Tool: Sync + Send {
     fn init(&self, _opts: &mut Options, _built: Instrumentations) {}
     /// The per-thread part, for a thread's first event.
     fn new_thread(&'static self) -> Box<dyn ThreadTool>;
+    /// The part for a coroutine's context (`swapcontext`), made on the thread that first
+    /// runs it, which it shares with that thread's own part and its other contexts: the
+    /// thread's inline state (thread-locals instrumented code updates) stays the thread's.
+    /// By default, as for a thread.
+    fn new_context(&'static self) -> Box<dyn ThreadTool> {
+        self.new_thread()
+    }
     /// Memory-access delivery was switched on or off (the runtime gates delivery itself).
     fn set_enabled(&self, _on: bool) {}
     /// Discard all statistics gathered so far, on every thread. Each thread applies it
@@ -82,6 +89,11 @@ pub trait ThreadTool {
     fn fork_survivor(&mut self);
     /// The thread ends; every region has been exited.
     fn thread_exit(&mut self) {}
+    /// The thread switches to another coroutine context: whatever inline state the thread
+    /// shares with its contexts holds this part's events until now; take them.
+    fn suspend(&mut self) {}
+    /// The thread switched back to this part's context.
+    fn resume(&mut self) {}
     /// The thread part as its own type, for the C entry points a tool defines for its own
     /// instrumentation: they reach it through `gate` as a `dyn ThreadTool` and downcast.
     /// `None` (the default) for tools without such entry points.

@@ -21,7 +21,9 @@ fn modules_import_only_downwards() {
         low: &[
             "sync", "alloc", "chunked", "stack", "registry", "options", "gate", "tool",
         ],
-        high: &["runtime", "abi", "thread", "signals", "report", "tools"],
+        high: &[
+            "runtime", "abi", "contexts", "thread", "signals", "report", "tools",
+        ],
         tools: "tools",
         expected_tools: &["count", "footprint", "working_set"],
     });

@@ -617,3 +617,54 @@ fn an_instrumented_library_in_a_plain_program_says_so_and_kage_run_measures_it()
         assert!(report.regions.iter().any(|r| r.name == "big_sum"), "{tool}");
     }
 }
+
+/// Coroutines (`makecontext`/`swapcontext`): each context runs with its own region stack,
+/// so what a coroutine does is charged to its own regions (before, to the region that
+/// switched to it, after its first switch back: 64 of 64,000 loads were charged right).
+#[test]
+fn coroutines_are_charged_their_own_accesses() {
+    const TURNS: u64 = 1000;
+    const N: u64 = 64;
+    let work = Work::new();
+    for tool in ["count", "footprint", "hcpa"] {
+        let exe = work.path(&format!("coroutines_{tool}"));
+        cc(
+            &work,
+            tool,
+            &["-O2", &source("coroutines.c"), "-o", exe.to_str().unwrap()],
+        );
+        let report_path = work.path(&format!("coroutines_{tool}.json"));
+        let out = run_ok(&exe, &[], &report_path);
+        assert_eq!(out, "2016000 2080000 63040\n", "{tool}");
+        let report = read_report(&report_path).unwrap();
+        assert_eq!(report.threads, 1, "{tool}: contexts are not threads");
+        let produce = func(&report, "produce");
+        let main = func(&report, "main");
+        match tool {
+            "count" => {
+                // Per coroutine and turn: 64 loads of its data and one of its sum (and a
+                // store); main loads one element per turn and coroutine, and both sums.
+                let p = stats(produce);
+                assert_eq!(p.instances, 2);
+                assert_eq!(p.inclusive.loads, 2 * TURNS * (N + 1));
+                assert_eq!(p.inclusive.stores, 2 * TURNS);
+                let m = stats(main);
+                assert_eq!(m.instances, 1);
+                assert_eq!(m.inclusive.loads, 2 * TURNS + 2, "{m:?}");
+                assert_totals_consistent(&report);
+            }
+            "footprint" => {
+                let footprint = report.footprint().unwrap();
+                let p = &footprint.regions[produce.id as usize];
+                assert_eq!(p.instances, 2);
+                // Its 64 elements and its sum.
+                assert_eq!((p.min_bytes, p.max_bytes), (N * 4 + 8, N * 4 + 8), "{p:?}");
+            }
+            _ => {
+                let hcpa = report.hcpa().unwrap();
+                assert_eq!(hcpa.stats(produce.id).unwrap().instances, 2);
+                assert_eq!(hcpa.stats(main.id).unwrap().instances, 1);
+            }
+        }
+    }
+}

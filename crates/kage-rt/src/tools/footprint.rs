@@ -131,11 +131,14 @@ struct RangeBuffer {
     ranges: [u64; 0],
 }
 
-/// The owner thread's buffer, as the tool holds it.
+/// The owner thread's buffer, as the tool holds it (a coroutine context's part holds its
+/// thread's buffer too, without owning it: it drains it while it runs).
 struct BufferSlot {
     /// Null once the owner has ended.
     buffer: AtomicPtr<RangeBuffer>,
     capacity: u64,
+    /// The thread's own part, which turns the buffer off when the thread ends.
+    owner: bool,
 }
 
 impl BufferSlot {
@@ -146,9 +149,34 @@ impl BufferSlot {
         let slot = BufferSlot {
             buffer: AtomicPtr::new(buffer),
             capacity,
+            owner: true,
         };
         slot.set_enabled(on);
         slot
+    }
+
+    /// For a coroutine context on the calling thread: its buffer, not owned.
+    fn shared() -> Self {
+        // SAFETY: the calling thread's buffer, which lives as long as the thread.
+        let (buffer, capacity) = unsafe { (kage_fp_buffer_slot(), kage_fp_buffer_capacity()) };
+        BufferSlot {
+            buffer: AtomicPtr::new(buffer),
+            capacity,
+            owner: false,
+        }
+    }
+
+    /// The holder stops draining the buffer while another part runs on the thread
+    /// (suspended), or for good: the owner turns it off when it ends running.
+    fn release(&self, running: bool) {
+        if running && self.owner {
+            self.close();
+        } else {
+            if running {
+                self.clear();
+            }
+            self.buffer.store(std::ptr::null_mut(), Release);
+        }
     }
 
     /// Instrumented code buffers ranges (`on`) or reports each one (the runtime then drops
@@ -208,6 +236,16 @@ struct InlineCount {
 }
 
 impl InlineCount {
+    /// For a coroutine context: its accesses are counted in its thread's part.
+    fn detached() -> Self {
+        InlineCount {
+            slot: AtomicPtr::new(std::ptr::null_mut()),
+            excluded: AtomicU64::new(0),
+            paused_at: AtomicU64::new(0),
+            folded: AtomicU64::new(0),
+        }
+    }
+
     /// For the calling thread (the owner), counting from now.
     fn new() -> Self {
         // SAFETY: returns the address of the calling thread's counter.
@@ -289,6 +327,9 @@ struct ThreadStats {
 pub struct FootprintThread {
     tool: &'static FootprintTool,
     s: &'static ThreadStats,
+    /// Another part (a coroutine context's, or the thread's) runs on the thread: the
+    /// thread's range buffer holds its ranges, not this part's.
+    suspended: bool,
     fp: Footprint,
     /// Open regions this tool tracks: (region, whether it has a shadow level).
     open: Vec<(u32, bool)>,
@@ -308,6 +349,36 @@ impl Default for FootprintTool {
 }
 
 impl FootprintTool {
+    /// A thread's or a context's part, with its inline counter and buffer.
+    fn new_part(&'static self, inline: InlineCount, buffer: BufferSlot) -> Box<dyn ThreadTool> {
+        let settings = self.settings();
+        let s: &'static ThreadStats = Box::leak(Box::new(ThreadStats {
+            epoch: AtomicU64::new(self.epoch.load(Acquire)),
+            retired: AtomicBool::new(false),
+            accesses: AtomicU64::new(0),
+            total_locations: AtomicU64::new(0),
+            total_lines: AtomicU64::new(0),
+            max_depth: AtomicU64::new(0),
+            untracked: AtomicU64::new(0),
+            regions: Chunked::new(),
+            inline,
+            buffer,
+        }));
+        self.threads.lock().push(s);
+        let fp = Footprint::new(settings.config);
+        let heap = fp.heap_bytes() as u64;
+        self.heap_change(0, heap);
+        Box::new(FootprintThread {
+            tool: self,
+            s,
+            suspended: false,
+            fp,
+            open: Vec::with_capacity(64),
+            heap,
+            bodies: settings.bodies,
+        })
+    }
+
     pub fn new() -> Self {
         FootprintTool {
             settings: OnceLock::new(),
@@ -440,31 +511,16 @@ impl Tool for FootprintTool {
     }
 
     fn new_thread(&'static self) -> Box<dyn ThreadTool> {
-        let settings = self.settings();
-        let s: &'static ThreadStats = Box::leak(Box::new(ThreadStats {
-            epoch: AtomicU64::new(self.epoch.load(Acquire)),
-            retired: AtomicBool::new(false),
-            accesses: AtomicU64::new(0),
-            total_locations: AtomicU64::new(0),
-            total_lines: AtomicU64::new(0),
-            max_depth: AtomicU64::new(0),
-            untracked: AtomicU64::new(0),
-            regions: Chunked::new(),
-            inline: InlineCount::new(),
-            buffer: BufferSlot::new(self.enabled.load(Relaxed)),
-        }));
-        self.threads.lock().push(s);
-        let fp = Footprint::new(settings.config);
-        let heap = fp.heap_bytes() as u64;
-        self.heap_change(0, heap);
-        Box::new(FootprintThread {
-            tool: self,
-            s,
-            fp,
-            open: Vec::with_capacity(64),
-            heap,
-            bodies: settings.bodies,
-        })
+        self.new_part(
+            InlineCount::new(),
+            BufferSlot::new(self.enabled.load(Relaxed)),
+        )
+    }
+
+    /// A context shares its thread's inline counter and buffer: the thread's part counts
+    /// the accesses, each part drains the buffer while it runs.
+    fn new_context(&'static self) -> Box<dyn ThreadTool> {
+        self.new_part(InlineCount::detached(), BufferSlot::shared())
     }
 
     fn reset(&self) {
@@ -693,13 +749,25 @@ impl ThreadTool for FootprintThread {
         self.s.retired.store(false, Relaxed);
     }
 
-    fn thread_exit(&mut self) {
+    fn suspend(&mut self) {
         self.drain();
+        self.suspended = true;
+    }
+
+    fn resume(&mut self) {
+        self.suspended = false;
+    }
+
+    fn thread_exit(&mut self) {
+        let running = !self.suspended;
+        if running {
+            self.drain();
+        }
         {
             // Under the lock `set_enabled` writes limits under: the buffer goes with the
-            // thread.
+            // thread (or the context stops holding it).
             let _threads = self.tool.threads.lock();
-            self.s.buffer.close();
+            self.s.buffer.release(running);
         }
         self.s.inline.fold(!self.tool.enabled.load(Relaxed));
         self.publish_totals();
