@@ -83,7 +83,7 @@ pub unsafe extern "C" fn __kage_register_module(m: *mut Module) {
     let in_executable = registry::announce(m);
     // A shared library announces itself before the executable does: the runtime waits for
     // the executable's build (or the first event, or the start-up check before main).
-    if !in_executable && !runtime::initialized() {
+    if registry::waits_for_the_executable(in_executable) && !runtime::initialized() {
         return;
     }
     let Some(rt) = runtime::ensure_init() else {

@@ -162,6 +162,20 @@ pub unsafe fn announce(m: *mut Module) -> bool {
     in_executable
 }
 
+/// Set when the program's start-up check ran (before `main`): no executable module can
+/// announce itself after it, so a shared library's module no longer waits.
+static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The start-up check ran.
+pub fn note_started() {
+    STARTED.store(true, Ordering::Relaxed);
+}
+
+/// Whether a module announced now must wait for the executable's (see [`AnnouncedModule`]).
+pub fn waits_for_the_executable(in_executable: bool) -> bool {
+    !in_executable && !STARTED.load(Ordering::Relaxed)
+}
+
 /// Every module announced so far.
 pub fn announced_modules() -> Vec<AnnouncedModule> {
     ANNOUNCED.lock().clone()

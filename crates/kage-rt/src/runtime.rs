@@ -399,6 +399,7 @@ extern "C" fn startup_check() {
     if !registry::is_the_programs_runtime() {
         return;
     }
+    registry::note_started();
     // Shared libraries that announced their modules before the executable (which had none,
     // or was not built with kage-cc): the runtime starts now, before main.
     if !registry::announced_modules().is_empty() {
