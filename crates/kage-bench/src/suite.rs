@@ -81,6 +81,7 @@ pub const SUITE: &[Program] = &[
     kernel("list-chase", &["10000"], &["100000"]),
     kernel("hash-table", &["10000"], &["300000"]),
     kernel("sort", &["10000"], &["1200000"]),
+    kernel("threads", &["1"], &["4"]),
     Program {
         name: "lua",
         origin: Origin::Lua,

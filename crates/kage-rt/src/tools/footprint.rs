@@ -771,6 +771,14 @@ impl ThreadTool for FootprintThread {
         }
         self.s.inline.fold(!self.tool.enabled.load(Relaxed));
         self.publish_totals();
+        // Its statistics are published: the shadow goes, so that a program that starts
+        // threads again and again (a thread pool's churn, a stress test) holds the shadows
+        // of the threads alive, not of every thread it ever ran.
+        self.fp = Footprint::new(*self.fp.config());
+        self.fp.take_changed();
+        let now = self.fp.heap_bytes() as u64;
+        self.tool.heap_change(self.heap, now);
+        self.heap = now;
     }
 }
 
