@@ -688,3 +688,35 @@ fn coroutines_are_charged_their_own_accesses() {
         }
     }
 }
+
+/// Footprint keeps the shadows of the threads alive, not of every thread the program ran:
+/// its shadow peak does not grow with the rounds of a program that starts threads again and
+/// again (it grew tenfold from 2 rounds to 20, as mimalloc's stress test found).
+#[test]
+fn footprint_shadows_go_with_their_threads() {
+    let work = Work::new();
+    let exe = work.path("churn");
+    cc(
+        &work,
+        "footprint",
+        &["-O2", &source("churn.c"), "-o", exe.to_str().unwrap()],
+    );
+    let peak = |rounds: &str| {
+        let report_path = work.path(&format!("churn_{rounds}.json"));
+        run_ok(&exe, &[rounds], &report_path);
+        let report = read_report(&report_path).unwrap();
+        assert_eq!(
+            report.threads as usize,
+            1 + 4 * rounds.parse::<usize>().unwrap()
+        );
+        let footprint = report.footprint().unwrap();
+        // Every thread's megabyte counts in the total.
+        assert!(footprint.total_bytes >= 4 * rounds.parse::<u64>().unwrap() * (1 << 20) / 8);
+        footprint.shadow_peak_bytes
+    };
+    let (two, twenty) = (peak("2"), peak("20"));
+    assert!(
+        twenty < 2 * two,
+        "shadow peak {two} B with 2 rounds, {twenty} B with 20"
+    );
+}
