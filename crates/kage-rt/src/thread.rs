@@ -98,7 +98,7 @@ pub fn close_signal() -> libc::c_int {
 }
 
 /// How long [`close_others`] waits for the threads, at most, and how often it asks again.
-const CLOSE_PATIENCE_MS: u32 = 200;
+const CLOSE_PATIENCE_MS: u32 = 1000;
 const CLOSE_RETRY_MS: u32 = 2;
 
 /// The program ends (the analysis is finished: no thread's events are taken any more) while

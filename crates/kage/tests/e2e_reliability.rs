@@ -691,7 +691,8 @@ fn coroutines_are_charged_their_own_accesses() {
 
 /// Footprint keeps the shadows of the threads alive, not of every thread the program ran:
 /// its shadow peak does not grow with the rounds of a program that starts threads again and
-/// again (it grew tenfold from 2 rounds to 20, as mimalloc's stress test found).
+/// again (it grew with them, as mimalloc's stress test found: 40 rounds held 20 times what
+/// 2 did). Within a round, up to 4 threads overlap, more or less: the bound leaves room.
 #[test]
 fn footprint_shadows_go_with_their_threads() {
     let work = Work::new();
@@ -714,9 +715,9 @@ fn footprint_shadows_go_with_their_threads() {
         assert!(footprint.total_bytes >= 4 * rounds.parse::<u64>().unwrap() * (1 << 20) / 8);
         footprint.shadow_peak_bytes
     };
-    let (two, twenty) = (peak("2"), peak("20"));
+    let (two, forty) = (peak("2"), peak("40"));
     assert!(
-        twenty < 2 * two,
-        "shadow peak {two} B with 2 rounds, {twenty} B with 20"
+        forty < 5 * two,
+        "shadow peak {two} B with 2 rounds, {forty} B with 40"
     );
 }

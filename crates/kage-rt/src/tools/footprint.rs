@@ -330,7 +330,9 @@ pub struct FootprintThread {
     /// Another part (a coroutine context's, or the thread's) runs on the thread: the
     /// thread's range buffer holds its ranges, not this part's.
     suspended: bool,
-    fp: Footprint,
+    /// The shadow; `None` once the thread has ended (its statistics are published).
+    fp: Option<Footprint>,
+    config: FpConfig,
     /// Open regions this tool tracks: (region, whether it has a shadow level).
     open: Vec<(u32, bool)>,
     /// The heap bytes last added to the tool's sum.
@@ -372,7 +374,8 @@ impl FootprintTool {
             tool: self,
             s,
             suspended: false,
-            fp,
+            fp: Some(fp),
+            config: settings.config,
             open: Vec::with_capacity(64),
             heap,
             bodies: settings.bodies,
@@ -598,8 +601,9 @@ impl FootprintThread {
     /// Publishes the heap use to the tool's sum when it changed.
     #[inline]
     fn sync_heap(&mut self) {
-        if self.fp.take_changed() {
-            let now = self.fp.heap_bytes() as u64;
+        let Some(fp) = self.fp.as_mut() else { return };
+        if fp.take_changed() {
+            let now = fp.heap_bytes() as u64;
             if now != self.heap {
                 self.tool.heap_change(self.heap, now);
                 self.heap = now;
@@ -608,7 +612,8 @@ impl FootprintThread {
     }
 
     fn publish_totals(&self) {
-        let total = self.fp.total();
+        let Some(fp) = self.fp.as_ref() else { return };
+        let total = fp.total();
         self.s.total_locations.store(total.locations, Relaxed);
         self.s.total_lines.store(total.lines, Relaxed);
     }
@@ -617,7 +622,7 @@ impl FootprintThread {
     /// instance: every region event drains them first).
     #[inline]
     fn drain(&mut self) {
-        let fp = &mut self.fp;
+        let Some(fp) = self.fp.as_mut() else { return };
         self.s
             .buffer
             .drain(|first, last| fp.access(first, last.wrapping_sub(first).wrapping_add(1)));
@@ -646,13 +651,13 @@ impl FootprintThread {
         }
         self.s.inline.zero();
         self.s.buffer.clear();
-        let mut fp = Footprint::new(*self.fp.config());
+        let mut fp = Footprint::new(self.config);
         for _ in self.open.iter().filter(|(_, tracked)| *tracked) {
             fp.enter();
         }
-        self.fp = fp;
-        self.fp.take_changed();
-        let now = self.fp.heap_bytes() as u64;
+        fp.take_changed();
+        let now = fp.heap_bytes() as u64;
+        self.fp = Some(fp);
         self.tool.heap_change(self.heap, now);
         self.heap = now;
     }
@@ -669,7 +674,7 @@ impl ThreadTool for FootprintThread {
             return;
         }
         self.drain();
-        let tracked = self.fp.enter();
+        let tracked = self.fp.as_mut().is_some_and(|fp| fp.enter());
         if !tracked {
             bump(&self.s.untracked, 1);
         }
@@ -697,7 +702,8 @@ impl ThreadTool for FootprintThread {
         if !tracked {
             return;
         }
-        let touched = self.fp.exit();
+        let Some(fp) = self.fp.as_mut() else { return };
+        let touched = fp.exit();
         self.publish_totals();
         self.sync_heap();
         // SAFETY: only the owner thread allocates this thread's chunks.
@@ -728,14 +734,18 @@ impl ThreadTool for FootprintThread {
     #[inline]
     fn access(&mut self, addr: usize, size: u64, _write: bool) {
         bump(&self.s.accesses, 1);
-        self.fp.access(addr as u64, size);
+        if let Some(fp) = self.fp.as_mut() {
+            fp.access(addr as u64, size);
+        }
         self.sync_heap();
     }
 
     fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
         // Called when the buffer is full, among others.
         self.drain();
-        self.fp.access_strided(addr as u64, width, stride, count);
+        if let Some(fp) = self.fp.as_mut() {
+            fp.access_strided(addr as u64, width, stride, count);
+        }
         self.sync_heap();
     }
 
@@ -774,11 +784,9 @@ impl ThreadTool for FootprintThread {
         // Its statistics are published: the shadow goes, so that a program that starts
         // threads again and again (a thread pool's churn, a stress test) holds the shadows
         // of the threads alive, not of every thread it ever ran.
-        self.fp = Footprint::new(*self.fp.config());
-        self.fp.take_changed();
-        let now = self.fp.heap_bytes() as u64;
-        self.tool.heap_change(self.heap, now);
-        self.heap = now;
+        self.fp = None;
+        self.tool.heap_change(self.heap, 0);
+        self.heap = 0;
     }
 }
 
