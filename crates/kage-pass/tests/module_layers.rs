@@ -18,6 +18,7 @@ const LOW: &[&str] = &[
     "access",
     "address",
     "checkpoints",
+    "contexts",
     "debuginfo",
     "hoist",
     "hooks",

@@ -87,7 +87,7 @@ pub unsafe fn note_module(m: *const Module) {
 pub struct AnnouncedModule {
     table: usize,
     pub instrumentation: Option<Instrumentation>,
-    /// In the executable (the object the runtime is linked into), not a shared library.
+    /// In the program's executable, not a shared library.
     pub in_executable: bool,
     /// The object's path (executable or shared library), as the loader has it.
     pub object: String,
@@ -113,6 +113,18 @@ fn object_of(addr: *const std::ffi::c_void) -> (String, usize) {
     (path, info.dli_fbase as usize)
 }
 
+/// The load base of the program's executable (0 when the loader does not know).
+fn executable_base() -> usize {
+    // SAFETY: reads the auxiliary vector.
+    let program_headers = unsafe { libc::getauxval(libc::AT_PHDR) } as *const std::ffi::c_void;
+    object_of(program_headers).1
+}
+
+/// The load base of the object this copy of the runtime is in.
+fn own_base() -> usize {
+    object_of(own_base as *const std::ffi::c_void).1
+}
+
 /// Whether this copy of the runtime is the program's, the one its `__kage_*` references
 /// bind to. A preloaded copy (`libkage_rt.so`, which `kage run` preloads into programs not
 /// linked by kage-cc, and so into all their children) stands down in a program linked with
@@ -121,18 +133,13 @@ pub fn is_the_programs_runtime() -> bool {
     // SAFETY: a lookup by a NUL-terminated name.
     let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__kage_register_module".as_ptr()) };
     // A static program has no dynamic symbols: its runtime is the only one.
-    found.is_null()
-        || object_of(found).1 == object_of(is_the_programs_runtime as *const std::ffi::c_void).1
+    found.is_null() || object_of(found).1 == own_base()
 }
 
 /// Whether this runtime was loaded as a shared object (preloaded), not linked into the
 /// executable.
 pub fn runtime_is_preloaded() -> bool {
-    // SAFETY: reads the auxiliary vector.
-    let program_headers = unsafe { libc::getauxval(libc::AT_PHDR) } as *const std::ffi::c_void;
-    let (_, executable) = object_of(program_headers);
-    let (_, own) = object_of(is_the_programs_runtime as *const std::ffi::c_void);
-    executable != own
+    executable_base() != own_base()
 }
 
 /// Records module `m` (once) and says whether it is the executable's.
@@ -145,9 +152,7 @@ pub unsafe fn announce(m: *mut Module) -> bool {
         return known.in_executable;
     }
     let (object, base) = object_of(m as *const std::ffi::c_void);
-    // SAFETY: reads the auxiliary vector.
-    let program_headers = unsafe { libc::getauxval(libc::AT_PHDR) } as *const std::ffi::c_void;
-    let in_executable = base == object_of(program_headers).1;
+    let in_executable = base == executable_base();
     announced.push(AnnouncedModule {
         table: m as usize,
         instrumentation: ((*m).abi_version == kage_abi::VERSION)

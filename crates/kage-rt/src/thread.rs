@@ -7,7 +7,7 @@
 use crate::gate::{self, ThreadState};
 use crate::stack::RegionStack;
 use crate::sync::SpinLock;
-use crate::tool::Tool;
+use crate::tool::{ThreadTool, Tool};
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, Ordering::Acquire};
 
@@ -21,18 +21,7 @@ pub fn current_or_create(tool: &'static dyn Tool, key: libc::pthread_key_t) -> *
     if !p.is_null() {
         return p;
     }
-    let mut threads = THREADS.lock();
-    // Tools take their own locks only while THREADS is held (see runtime's fork handlers).
-    let ts: &'static ThreadState = Box::leak(Box::new(ThreadState {
-        busy: Cell::new(0),
-        stack: UnsafeCell::new(RegionStack::new()),
-        tool: UnsafeCell::new(tool.new_thread()),
-        tid: unsafe { libc::gettid() },
-        context: false,
-        closed: AtomicBool::new(false),
-    }));
-    threads.push(ts as *const _ as usize);
-    drop(threads);
+    let ts = listed_state(|| tool.new_thread(), false);
     gate::set_current(ts);
     unsafe { libc::pthread_setspecific(key, ts as *const ThreadState as *const libc::c_void) };
     ts
@@ -41,13 +30,20 @@ pub fn current_or_create(tool: &'static dyn Tool, key: libc::pthread_key_t) -> *
 /// A new state for a coroutine's context that starts running on the calling thread
 /// (`contexts`), with `tool`'s part for it; listed with the threads, not made current.
 pub fn new_context(tool: &'static dyn Tool) -> &'static ThreadState {
+    listed_state(|| tool.new_context(), true)
+}
+
+/// A new state of the calling thread, listed in [`THREADS`], with the tool part `part`
+/// makes (under the list's lock: tools take their own locks only while it is held, see
+/// runtime's fork handlers).
+fn listed_state(part: impl FnOnce() -> Box<dyn ThreadTool>, context: bool) -> &'static ThreadState {
     let mut threads = THREADS.lock();
     let ts: &'static ThreadState = Box::leak(Box::new(ThreadState {
         busy: Cell::new(0),
         stack: UnsafeCell::new(RegionStack::new()),
-        tool: UnsafeCell::new(tool.new_context()),
+        tool: UnsafeCell::new(part()),
         tid: unsafe { libc::gettid() },
-        context: true,
+        context,
         closed: AtomicBool::new(false),
     }));
     threads.push(ts as *const _ as usize);
@@ -83,7 +79,7 @@ pub unsafe fn close_suspended(current: *const ThreadState) {
 pub unsafe extern "C" fn thread_end(p: *mut libc::c_void) {
     let ts = &*(p as *const ThreadState);
     let current = gate::current();
-    if !current.is_null() && current != ts as *const ThreadState {
+    if !current.is_null() && !std::ptr::eq(current, ts) {
         (*current).close();
     }
     ts.close();

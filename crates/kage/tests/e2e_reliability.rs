@@ -28,6 +28,18 @@ fn cc(work: &Work, tool: &str, args: &[&str]) {
     work.wrap_with_env(&kage_cc(), args, &[("KAGE_TOOL", tool)]);
 }
 
+/// Builds `tests/c/reliability/<file>` with `KAGE_TOOL=tool` at -O2 (and `flags`) into
+/// `<scratch>/<name>`.
+fn build(work: &Work, tool: &str, file: &str, name: &str, flags: &[&str]) -> PathBuf {
+    let out = work.path(name);
+    let src = source(file);
+    let mut args = vec!["-O2", src.as_str()];
+    args.extend_from_slice(flags);
+    args.extend(["-o", out.to_str().unwrap()]);
+    cc(work, tool, &args);
+    out
+}
+
 fn source(name: &str) -> String {
     c_dir()
         .join("reliability")
@@ -179,17 +191,12 @@ fn threads_still_running_at_the_end_are_in_the_report() {
     const N: u64 = 1000;
     let work = Work::new();
     for tool in ["count", "footprint", "hcpa"] {
-        let exe = work.path(&format!("alive_{tool}"));
-        cc(
+        let exe = build(
             &work,
             tool,
-            &[
-                "-O2",
-                &source("alive.c"),
-                "-lpthread",
-                "-o",
-                exe.to_str().unwrap(),
-            ],
+            "alive.c",
+            &format!("alive_{tool}"),
+            &["-lpthread"],
         );
         for crash in [false, true] {
             let report_path = work.path(&format!("alive_{tool}_{crash}.json"));
@@ -253,12 +260,7 @@ fn every_fatal_signal_and_quick_exit_leave_a_report() {
     use kage_report::ProgramEnd;
     use std::os::unix::process::ExitStatusExt;
     let work = Work::new();
-    let exe = work.path("ends");
-    cc(
-        &work,
-        "count",
-        &["-O2", &source("ends.c"), "-o", exe.to_str().unwrap()],
-    );
+    let exe = build(&work, "count", "ends.c", "ends", &[]);
     let mut signals = vec![
         libc::SIGHUP,
         libc::SIGINT,
@@ -310,12 +312,7 @@ fn every_fatal_signal_and_quick_exit_leave_a_report() {
 #[test]
 fn kage_run_forwards_signals_and_refuses_unknown_tools() {
     let work = Work::new();
-    let exe = work.path("ends");
-    cc(
-        &work,
-        "count",
-        &["-O2", &source("ends.c"), "-o", exe.to_str().unwrap()],
-    );
+    let exe = build(&work, "count", "ends.c", "ends", &[]);
     let out = Command::new(kage())
         .args(["run", "-o", "r.json", "--"])
         .arg(&exe)
@@ -344,12 +341,7 @@ fn kage_run_forwards_signals_and_refuses_unknown_tools() {
 #[test]
 fn kage_run_lists_the_reports_of_the_processes_the_program_started() {
     let work = Work::new();
-    let exe = work.path("ends");
-    cc(
-        &work,
-        "count",
-        &["-O2", &source("ends.c"), "-o", exe.to_str().unwrap()],
-    );
+    let exe = build(&work, "count", "ends.c", "ends", &[]);
     let script = format!(
         "mkdir -p a b && (cd a && {0}) && (cd b && {0} && {0})",
         exe.display()
@@ -405,11 +397,12 @@ fn kage_run_lists_the_reports_of_the_processes_the_program_started() {
 fn the_working_set_interval_under_way_when_counting_stops_is_kept() {
     let work = Work::new();
     for tool in ["working-set", "count"] {
-        let exe = work.path(&format!("bracketed_{tool}"));
-        cc(
+        let exe = build(
             &work,
             tool,
-            &["-O2", &source("bracketed.c"), "-o", exe.to_str().unwrap()],
+            "bracketed.c",
+            &format!("bracketed_{tool}"),
+            &[],
         );
         let report_path = work.path(&format!("bracketed_{tool}.json"));
         let out = Command::new(&exe)
@@ -521,17 +514,12 @@ fn deep_recursion_finishes_with_exact_counts() {
     use std::time::{Duration, Instant};
     let work = Work::new();
     for tool in ["count", "footprint"] {
-        let exe = work.path(&format!("deep_{tool}"));
-        cc(
+        let exe = build(
             &work,
             tool,
-            &[
-                "-O2",
-                &source("deep.c"),
-                "-lpthread",
-                "-o",
-                exe.to_str().unwrap(),
-            ],
+            "deep.c",
+            &format!("deep_{tool}"),
+            &["-lpthread"],
         );
         let report_path = work.path(&format!("deep_{tool}.json"));
         let mut child = Command::new(&exe)
@@ -647,11 +635,12 @@ fn coroutines_are_charged_their_own_accesses() {
     const N: u64 = 64;
     let work = Work::new();
     for tool in ["count", "footprint", "hcpa"] {
-        let exe = work.path(&format!("coroutines_{tool}"));
-        cc(
+        let exe = build(
             &work,
             tool,
-            &["-O2", &source("coroutines.c"), "-o", exe.to_str().unwrap()],
+            "coroutines.c",
+            &format!("coroutines_{tool}"),
+            &[],
         );
         let report_path = work.path(&format!("coroutines_{tool}.json"));
         let out = run_ok(&exe, &[], &report_path);
@@ -696,12 +685,7 @@ fn coroutines_are_charged_their_own_accesses() {
 #[test]
 fn footprint_shadows_go_with_their_threads() {
     let work = Work::new();
-    let exe = work.path("churn");
-    cc(
-        &work,
-        "footprint",
-        &["-O2", &source("churn.c"), "-o", exe.to_str().unwrap()],
-    );
+    let exe = build(&work, "footprint", "churn.c", "churn", &[]);
     let peak = |rounds: &str| {
         let report_path = work.path(&format!("churn_{rounds}.json"));
         run_ok(&exe, &[rounds], &report_path);
