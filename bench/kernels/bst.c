@@ -17,7 +17,7 @@ static uint64_t mix(uint64_t k) {
 }
 
 int main(int argc, char **argv) {
-  long n = argc > 1 ? atol(argv[1]) : 400000;
+  long n = argc > 1 ? atol(argv[1]) : 300000;
   struct node *root = NULL;
   for (long i = 0; i < n; i++) {
     uint64_t key = mix((uint64_t)i) | 1; /* odd keys are in the tree */

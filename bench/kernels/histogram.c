@@ -8,7 +8,7 @@
 #define REPEATS 30
 
 int main(int argc, char **argv) {
-  long n = argc > 1 ? atol(argv[1]) : 2000000;
+  long n = argc > 1 ? atol(argv[1]) : 10000000;
   uint32_t *bucket = malloc(n * sizeof *bucket);
   uint32_t *weight = malloc(n * sizeof *weight);
   uint64_t *counts = calloc(BUCKETS, sizeof *counts);

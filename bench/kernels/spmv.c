@@ -26,7 +26,7 @@ static void spmv(long n, const long *row, const int *col, const double *val, con
 }
 
 int main(int argc, char **argv) {
-  long n = argc > 1 ? atol(argv[1]) : 200000;
+  long n = argc > 1 ? atol(argv[1]) : 600000;
   long nnz = n * PER_ROW;
   long *row = malloc((n + 1) * sizeof *row);
   int *col = malloc(nnz * sizeof *col);

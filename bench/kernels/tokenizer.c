@@ -8,7 +8,7 @@
 enum { SPACE, LETTER, DIGIT, PUNCT };
 
 int main(int argc, char **argv) {
-  long mb = argc > 1 ? atol(argv[1]) : 24;
+  long mb = argc > 1 ? atol(argv[1]) : 48;
   long n = mb << 20;
   unsigned char *text = malloc(n);
   uint64_t state = 0x2545f4914f6cdd1dull;

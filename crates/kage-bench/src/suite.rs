@@ -82,6 +82,11 @@ pub const SUITE: &[Program] = &[
     kernel("hash-table", &["10000"], &["300000"]),
     kernel("sort", &["10000"], &["1200000"]),
     kernel("threads", &["1"], &["4"]),
+    kernel("spmv", &["2000"], &["60000"]),
+    kernel("histogram", &["20000"], &["1000000"]),
+    kernel("tokenizer", &["1"], &["5"]),
+    kernel("bst", &["2000"], &["40000"]),
+    kernel("quicksort", &["10000"], &["600000"]),
     Program {
         name: "lua",
         origin: Origin::Lua,
