@@ -278,7 +278,7 @@ fn memory_accesses() {
 
     // The hooks are declared with the exact C signatures.
     for decl in [
-        "declare void @__kage_register_module(ptr)",
+        "declare extern_weak void @__kage_register_module(ptr)",
         "declare void @__kage_func_enter(ptr, ptr)",
         "declare void @__kage_resume_at(ptr, ptr)",
         "declare void @__kage_func_exit(ptr)",
