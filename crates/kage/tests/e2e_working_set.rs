@@ -232,6 +232,24 @@ fn phases_match_the_trace_reference() {
     assert!(u(&coarse, "total_lines") < u(&report, "total_lines"));
 }
 
+/// Loops that read through an index array are hoisted in part: their sequential accesses
+/// counted and marked per chunk, the indirect ones marked where they are made. Every
+/// interval still holds exactly the lines its accesses touched.
+#[test]
+fn partly_hoisted_loops_match_the_trace_reference() {
+    let work = Work::new();
+    let exe = work.build_with_env("ws/indirect.c", &["-O2"], TRACE);
+    let trace = work.path("indirect.trace");
+    let options = format!(
+        "interval_unit=accesses:interval=20k:snapshots=100000:trace={}",
+        trace.display()
+    );
+    let report = run_ws(&work, &exe, &[], &options);
+    let records = read_trace(&trace);
+    assert!(snapshots(&report).len() > 10);
+    assert_matches_reference(&report, &records);
+}
+
 #[test]
 fn memory_unmapped_within_an_interval_still_counts() {
     let work = Work::new();

@@ -27,7 +27,10 @@
 //! - every access is in a block that dominates `E`, has a constant length, and an address
 //!   `A + M * ext(iv') + c`, where `iv'` is any induction variable of the header (a PHI of
 //!   the same form with any constant step), `A` is a loop-invariant pointer plus
-//!   loop-invariant indices, `M` and `c` are constants ([`affine::Linear`]);
+//!   loop-invariant indices, `M` and `c` are constants ([`affine::Linear`]); for the working
+//!   set, one such access is enough: the others (through an index array, a pointer loaded
+//!   in the loop, a length known only at run time) are counted by the chunk all the same
+//!   and marked where they are made ([`HoistPlan::marked_inline`]);
 //! - for each coalesced range, consecutive iterations leave gaps below 16 bytes.
 //!
 //! (`C` above is the counter's step; the chunk length is written `K` below.)
@@ -52,12 +55,15 @@
 //!   is computed without overflow because `j <= T - 1`). Every iteration belongs to exactly
 //!   one chunk, so the loop's accesses are counted exactly once.
 //! - Intervals. The helper's budget check is the only one in `L` (all of `L`'s accesses
-//!   are hoisted, so segment instrumentation adds none) and `L` has no cutting call, so
-//!   nothing can tick between a chunk's check and the next chunk's check (or the exit). A
+//!   are counted by it, so segment instrumentation adds none) and `L` has no cutting call,
+//!   so nothing can tick between a chunk's check and the next chunk's check (or the exit). A
 //!   chunk's marks come right after its check, before any access of the chunk (the helper
 //!   runs at the header's first insertion point of its first iteration), and after every
 //!   access of the previous chunk (earlier iterations). So the check, the marks and the
-//!   accesses of a chunk fall in one interval, as for a segment.
+//!   accesses of a chunk fall in one interval, as for a segment; a mark made inline, at the
+//!   end of its access's segment within an iteration, falls in the interval of its access,
+//!   and the header, where the helper may tick, is a checkpoint: no mark is left out there
+//!   for having been made in an earlier iteration.
 //! - Addresses: 64-bit arithmetic (`add`, `sub`, `mul` by a constant... and the GEP's own)
 //!   is exact modulo 2^64, so with a 64-bit `iv'` iteration `j` accesses
 //!   `start + j * M * C'` exactly, where `start` is iteration 0's address (computed in the
@@ -117,6 +123,14 @@ pub enum Coverage {
 }
 
 impl Coverage {
+    /// Whether a loop with accesses whose addresses cannot be followed is still hoisted,
+    /// those accesses marked where they are made (working set: a mark needs no count of
+    /// its own, and the chunk counts them); footprint reports ranges in order with the
+    /// region events and hoists only loops it can follow whole.
+    fn marks_the_rest_inline(self) -> bool {
+        self == Coverage::Lines
+    }
+
     /// Pieces of one iteration merge across gaps below this many bytes.
     fn merge_gap(self) -> i64 {
         match self {
@@ -192,6 +206,10 @@ pub struct HoistPlan {
     pub ranges: Vec<StridedRange>,
     /// The loop's access instructions, which get no budget check or mark of their own.
     pub accesses: Vec<LLVMValueRef>,
+    /// The loop's accesses whose addresses the plan cannot follow (through an index array,
+    /// a pointer loaded in the loop): counted by the chunk (they are in
+    /// `accesses_per_iteration`), marked where they are made (working set only).
+    pub marked_inline: Vec<LLVMValueRef>,
 }
 
 /// Every hoistable loop of a function.
@@ -290,6 +308,7 @@ pub unsafe fn analyze_loop(
     };
 
     let mut accesses = Vec::new();
+    let mut marked_inline = Vec::new();
     let mut pieces: Vec<(Affine, i64)> = Vec::new(); // (address, length)
     for &b in &lp.blocks {
         for inst in ir::instructions(cfg.blocks[b]) {
@@ -299,24 +318,34 @@ pub unsafe fn analyze_loop(
             if !dominates_within(&cfg.successors, &lp.blocks, lp.header, b, shape.latch) {
                 return Err(NotHoisted::AccessNotEveryIteration);
             }
-            for range in access.ranges() {
-                let Length::Constant(len) = range.len else {
-                    return Err(NotHoisted::AccessNotAffine);
-                };
-                let len = i64::try_from(len).map_err(|_| NotHoisted::AccessNotAffine)?;
-                let address = context
-                    .affine(range.ptr)
-                    .ok_or(NotHoisted::AccessNotAffine)?;
-                pieces.push((address, len));
+            // Every range of the access followed, or the access is marked inline whole.
+            let followed: Option<Vec<(Affine, i64)>> = (access.ranges().into_iter())
+                .map(|range| {
+                    let Length::Constant(len) = range.len else {
+                        return None;
+                    };
+                    Some((context.affine(range.ptr)?, i64::try_from(len).ok()?))
+                })
+                .collect();
+            match followed {
+                Some(followed) => {
+                    pieces.extend(followed);
+                    accesses.push(inst);
+                }
+                None if coverage.marks_the_rest_inline() => marked_inline.push(inst),
+                None => return Err(NotHoisted::AccessNotAffine),
             }
-            accesses.push(inst);
         }
     }
     if accesses.is_empty() {
-        return Err(NotHoisted::NoAccesses);
+        return Err(if marked_inline.is_empty() {
+            NotHoisted::NoAccesses
+        } else {
+            NotHoisted::AccessNotAffine
+        });
     }
     let ranges = strided_ranges(&pieces, &inductions, coverage)?;
-    let accesses_per_iteration = accesses.len() as u64;
+    let accesses_per_iteration = (accesses.len() + marked_inline.len()) as u64;
     Ok(HoistPlan {
         loop_index: k,
         at: shape.at,
@@ -326,6 +355,7 @@ pub unsafe fn analyze_loop(
         chunk_iterations: chunk_iterations(accesses_per_iteration, &ranges),
         ranges,
         accesses,
+        marked_inline,
     })
 }
 

@@ -143,9 +143,15 @@ unsafe fn instrument_functions(
             traces,
             local_budget: std::ptr::null_mut(),
         };
+        // Counted by their loop's chunks: all of them; marked there too: all but those
+        // marked inline, where they are made.
         let hoisted: HashSet<LLVMValueRef> = hoists
             .iter()
-            .flat_map(|h| h.accesses.iter().copied())
+            .flat_map(|h| h.accesses.iter().chain(&h.marked_inline).copied())
+            .collect();
+        let marked_inline: HashSet<LLVMValueRef> = hoists
+            .iter()
+            .flat_map(|h| h.marked_inline.iter().copied())
             .collect();
         let checks = segments.iter().any(|s| {
             s.accesses
@@ -186,7 +192,11 @@ unsafe fn instrument_functions(
                     && !hoisted_headers.contains(&b)
                     && (b != 0 || checks);
                 let region = table.region_ptr(region);
-                inserter.segment(segment, region, &hoisted, check, &mut marked);
+                let hoisted = Hoisted {
+                    counted: &hoisted,
+                    marked_inline: &marked_inline,
+                };
+                inserter.segment(segment, region, hoisted, check, &mut marked);
             }
             marked_at_end[b] = Some(marked);
         }
@@ -257,6 +267,15 @@ unsafe fn place_local_budget(inserter: &mut WsInserter, plan: &FunctionPlan) -> 
     local
 }
 
+/// A function's accesses in hoisted loops, as a segment sees them.
+#[derive(Clone, Copy)]
+struct Hoisted<'a> {
+    /// Counted by their loop's chunks (and marked there, unless in `marked_inline`).
+    counted: &'a HashSet<LLVMValueRef>,
+    /// Marked where they are made.
+    marked_inline: &'a HashSet<LLVMValueRef>,
+}
+
 /// Builds the working-set instrumentation inside one function.
 pub struct WsInserter<'a> {
     pub builder: LLVMBuilderRef,
@@ -278,20 +297,27 @@ impl WsInserter<'_> {
         LLVMSetCurrentDebugLocation2(self.builder, self.locations.for_instruction(at));
     }
 
-    /// Instruments one segment; accesses in `hoisted` are marked elsewhere (only traced).
-    /// `check`: the segment starts at a checkpoint and checks the budget (even with no
-    /// accesses of its own); otherwise it only spends. `marked`: what is marked since the
-    /// last point where a tick could happen, on every path here; updated past the segment.
+    /// Instruments one segment; accesses in `hoisted.counted` are counted elsewhere, and
+    /// marked elsewhere unless in `hoisted.marked_inline` (all are traced here). `check`:
+    /// the segment starts at a checkpoint and checks the budget (even with no accesses of
+    /// its own); otherwise it only spends. `marked`: what is marked since the last point
+    /// where a tick could happen, on every path here; updated past the segment.
     unsafe fn segment(
         &mut self,
         segment: &Segment,
         region: LLVMValueRef,
-        hoisted: &HashSet<LLVMValueRef>,
+        hoisted: Hoisted<'_>,
         check: bool,
         marked: &mut Marked<LLVMValueRef>,
     ) {
         let counted: Vec<&Access> = (segment.accesses.iter())
-            .filter(|a| !hoisted.contains(&a.instruction()))
+            .filter(|a| !hoisted.counted.contains(&a.instruction()))
+            .collect();
+        let to_mark: Vec<&Access> = (segment.accesses.iter())
+            .filter(|a| {
+                let inst = a.instruction();
+                !hoisted.counted.contains(&inst) || hoisted.marked_inline.contains(&inst)
+            })
             .collect();
         let k = self.i64_constant(counted.len() as u64);
         if check {
@@ -307,9 +333,9 @@ impl WsInserter<'_> {
                 self.trace(access);
             }
         }
-        if !counted.is_empty() {
+        if !to_mark.is_empty() {
             self.position_before(segment.end);
-            let ranges: Vec<Range> = counted.iter().flat_map(|a| a.ranges()).collect();
+            let ranges: Vec<Range> = to_mark.iter().flat_map(|a| a.ranges()).collect();
             for mark in plan_marks(self.data_layout, &ranges, MERGE_GAP) {
                 if let Mark::Bytes { base, lo, hi, .. } = mark {
                     if marked.covers(base, lo, hi) {
