@@ -181,9 +181,9 @@ pub fn waits_for_the_executable(in_executable: bool) -> bool {
     !in_executable && !STARTED.load(Ordering::Relaxed)
 }
 
-/// Every module announced so far.
-pub fn announced_modules() -> Vec<AnnouncedModule> {
-    ANNOUNCED.lock().clone()
+/// Whether any module announced itself.
+pub fn any_announced() -> bool {
+    !ANNOUNCED.lock().is_empty()
 }
 
 /// Registers every announced module not registered yet, in the order they were announced.

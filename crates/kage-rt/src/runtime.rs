@@ -270,9 +270,7 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
     let Some(threads) = THREADS.try_lock_for(spins) else {
         return;
     };
-    let nthreads = (threads.iter())
-        .filter(|&&t| !unsafe { &*(t as *const ThreadState) }.context)
-        .count() as u32;
+    let nthreads = thread::count(&threads) as u32;
     let results = rt.tool.finish(regions.len());
     drop(threads);
     let pid = PID.load(Relaxed);
@@ -402,7 +400,7 @@ extern "C" fn startup_check() {
     registry::note_started();
     // Shared libraries that announced their modules before the executable (which had none,
     // or was not built with kage-cc): the runtime starts now, before main.
-    if !registry::announced_modules().is_empty() {
+    if registry::any_announced() {
         if let Some(rt) = ensure_init() {
             registry::register_announced();
             warn_about_other_builds(rt);

@@ -174,9 +174,10 @@ extern "C" fn close_on_signal(_signal: libc::c_int) {
     }
 }
 
-/// Number of threads that ran instrumented code (coroutine contexts are not threads).
-pub fn count() -> usize {
-    (THREADS.lock().iter())
+/// Number of threads that ran instrumented code among `states` (the list in [`THREADS`],
+/// held by the caller): coroutine contexts are not threads.
+pub fn count(states: &[usize]) -> usize {
+    (states.iter())
         .filter(|&&t| !unsafe { &*(t as *const ThreadState) }.context)
         .count()
 }
