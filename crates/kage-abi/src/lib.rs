@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -474,7 +474,8 @@ pub mod loops {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum Instrumentation {
-    /// Region hooks and a call per access: works with every runtime tool.
+    /// Region hooks and a call per access: works with every runtime tool
+    /// (`KAGE_TOOL=count-calls`).
     Calls = 0,
     /// Inline working-set marking, budget checks per segment, no region hooks.
     WorkingSet = 1,
@@ -498,10 +499,13 @@ pub enum Instrumentation {
     /// `#pragma kage versions` switches made into versioned nests whose chunks go to the
     /// fastest version (`__kage_select_*`); nothing else instrumented: the select tool only.
     Select = 8,
+    /// The region hooks of `Calls`, each segment's loads, stores and bytes added inline to the
+    /// thread's `__kage_count` (docs/abi.md, "Count instrumentation"): the count tool only.
+    Counts = 9,
 }
 
 impl Instrumentation {
-    pub const ALL: [Instrumentation; 9] = [
+    pub const ALL: [Instrumentation; 10] = [
         Instrumentation::Calls,
         Instrumentation::WorkingSet,
         Instrumentation::WorkingSetTrace,
@@ -511,6 +515,7 @@ impl Instrumentation {
         Instrumentation::Interpolate,
         Instrumentation::Dependences,
         Instrumentation::Select,
+        Instrumentation::Counts,
     ];
 
     /// The value of `kage_module.instrumentation`.
@@ -530,6 +535,7 @@ impl Instrumentation {
             6 => Some(Instrumentation::Interpolate),
             7 => Some(Instrumentation::Dependences),
             8 => Some(Instrumentation::Select),
+            9 => Some(Instrumentation::Counts),
             _ => None,
         }
     }
@@ -546,6 +552,7 @@ impl Instrumentation {
             Instrumentation::Interpolate => Some("interpolate"),
             Instrumentation::Dependences => Some("dependences"),
             Instrumentation::Select => Some("select"),
+            Instrumentation::Counts => Some("count"),
         }
     }
 
@@ -608,6 +615,10 @@ pub struct BuildTool {
 pub const BUILD_TOOLS: &[BuildTool] = &[
     BuildTool {
         name: "count",
+        instrumentation: Instrumentation::Counts,
+    },
+    BuildTool {
+        name: "count-calls",
         instrumentation: Instrumentation::Calls,
     },
     BuildTool {
@@ -648,6 +659,8 @@ pub enum CType {
     Ptr,
     I32,
     I64,
+    /// `uint64_t[N]`.
+    I64Array(usize),
 }
 
 /// How a function is called.
@@ -788,9 +801,10 @@ pub mod symbols {
         }
     }
 
-    const REGION_HOOKS: &[Instrumentation] = &[Calls, Footprint, Hcpa];
+    const REGION_HOOKS: &[Instrumentation] = &[Calls, Counts, Footprint, Hcpa];
     const EVERY: &[Instrumentation] = &[
         Calls,
+        Counts,
         WorkingSet,
         WorkingSetTrace,
         Footprint,
@@ -830,6 +844,24 @@ pub mod symbols {
     /// `void __kage_cmpxchg(const void *addr, uint64_t size, uint32_t stored)`.
     pub const CMPXCHG: Symbol = function("__kage_cmpxchg", &[Ptr, I64, I32], REGION_HOOKS);
     pub type CmpXchg = unsafe extern "C" fn(*const c_void, u64, u32);
+
+    /// `__thread uint64_t __kage_count[4]`: the thread's loads, stores, bytes read and bytes
+    /// written so far, which count instrumentation adds each segment's to inline (relaxed
+    /// atomic loads and stores: other threads only read them).
+    pub const COUNT_TOTALS: Symbol = Symbol::Global {
+        name: "__kage_count",
+        ty: I64Array(4),
+        thread_local: true,
+        used_by: &[Counts],
+    };
+    /// `uint32_t __kage_gate`: non-zero while accesses are not counted (`kage_set_enabled(0)`,
+    /// or the analysis has ended); count instrumentation masks what it adds with it.
+    pub const GATE: Symbol = Symbol::Global {
+        name: "__kage_gate",
+        ty: I32,
+        thread_local: false,
+        used_by: &[Counts],
+    };
 
     /// `void __kage_fp_strided(const void *addr, uint64_t width, uint64_t stride,
     /// uint64_t count)`.
@@ -1021,6 +1053,8 @@ pub mod symbols {
         LOAD,
         STORE,
         CMPXCHG,
+        COUNT_TOTALS,
+        GATE,
         FP_STRIDED,
         FP_RANGE,
         FP_ACCESSES,
@@ -1083,7 +1117,7 @@ mod tests {
         for i in Instrumentation::ALL {
             assert_eq!(Instrumentation::from_u32(i.value()), Some(i));
         }
-        assert_eq!(Instrumentation::from_u32(9), None);
+        assert_eq!(Instrumentation::from_u32(10), None);
         for k in [
             RegionKind::Function,
             RegionKind::Loop,
@@ -1102,6 +1136,7 @@ mod tests {
         // the trace build) is the pass's registry's, tested there against this table.
         let names = [
             "count",
+            "count-calls",
             "working-set",
             "footprint",
             "hcpa",
@@ -1111,11 +1146,14 @@ mod tests {
             "select",
         ];
         assert!(BUILD_TOOLS.iter().map(|t| t.name).eq(names));
-        assert_eq!(BUILD_TOOLS[1].instrumentation, WorkingSet);
-        // Every instrumentation but the trace one is some KAGE_TOOL's, and each build tool
-        // that is not `count` is read by the runtime tool of its own name.
+        assert_eq!(BUILD_TOOLS[2].instrumentation, WorkingSet);
+        // Every instrumentation but the trace one is some KAGE_TOOL's; `count-calls` is read
+        // by every runtime tool, each other build tool by the runtime tool of its own name.
         for t in BUILD_TOOLS {
-            assert_eq!(t.instrumentation.only_tool().unwrap_or("count"), t.name);
+            match t.instrumentation.only_tool() {
+                Some(tool) => assert_eq!(tool, t.name),
+                None => assert_eq!((t.name, t.instrumentation), ("count-calls", Calls)),
+            }
         }
     }
 

@@ -314,7 +314,22 @@ unsafe fn c_type(context: LLVMContextRef, ty: CType) -> LLVMTypeRef {
         CType::Ptr => LLVMPointerTypeInContext(context, 0),
         CType::I32 => LLVMInt32TypeInContext(context),
         CType::I64 => LLVMInt64TypeInContext(context),
+        CType::I64Array(n) => LLVMArrayType2(LLVMInt64TypeInContext(context), n as u64),
     }
+}
+
+/// `llvm.threadlocal.address.p0` and its type: how IR reads a thread-local's address.
+///
+/// # Safety
+/// `module` must be valid.
+pub unsafe fn threadlocal_address_intrinsic(module: LLVMModuleRef) -> (LLVMValueRef, LLVMTypeRef) {
+    let context = LLVMGetModuleContext(module);
+    let name = "llvm.threadlocal.address";
+    let id = LLVMLookupIntrinsicID(name.as_ptr() as *const _, name.len());
+    let mut overloads = [LLVMPointerTypeInContext(context, 0)];
+    let intrinsic = LLVMGetIntrinsicDeclaration(module, id, overloads.as_mut_ptr(), 1);
+    let ty = LLVMIntrinsicGetType(context, id, overloads.as_mut_ptr(), 1);
+    (intrinsic, ty)
 }
 
 /// Whether `module` is compiled for x86-64.

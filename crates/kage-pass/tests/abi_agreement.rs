@@ -13,8 +13,9 @@ use std::collections::BTreeSet;
 use kage_abi::{symbols, CType, CallingConvention, Instrumentation, Symbol};
 use support::*;
 
-const MODES: [Mode; 4] = [
+const MODES: [Mode; 5] = [
     Mode::Calls,
+    Mode::Counts,
     Mode::WorkingSet,
     Mode::WorkingSetTrace,
     Mode::Footprint,
@@ -37,12 +38,13 @@ fn instrumentation(mode: Mode) -> Instrumentation {
 }
 
 /// The LLVM spelling of a C type of the ABI.
-fn llvm_type(ty: CType) -> &'static str {
+fn llvm_type(ty: CType) -> String {
     match ty {
-        CType::Void => "void",
-        CType::Ptr => "ptr",
-        CType::I32 => "i32",
-        CType::I64 => "i64",
+        CType::Void => "void".into(),
+        CType::Ptr => "ptr".into(),
+        CType::I32 => "i32".into(),
+        CType::I64 => "i64".into(),
+        CType::I64Array(n) => format!("[{n} x i64]"),
     }
 }
 
@@ -98,11 +100,12 @@ fn declared_runtime_symbols(ir: &str) -> Vec<Declared> {
             });
         } else if line.starts_with("@__kage_") && line.contains(" = external ") {
             let name = line[1..line.find(' ').unwrap()].to_string();
-            let words: Vec<&str> = line.split_whitespace().collect();
-            let global = words.iter().position(|w| *w == "global").expect("global");
+            // `global <ty>[, align N]`; an array type has spaces in it.
+            let ty = &line[line.find(" global ").expect("global") + " global ".len()..];
+            let ty = ty.split(',').next().unwrap_or(ty).trim();
             out.push(Declared::Global {
                 name,
-                ty: words[global + 1].trim_end_matches(',').to_string(),
+                ty: ty.to_string(),
                 thread_local: line.contains("thread_local(initialexec)"),
             });
         }
@@ -136,12 +139,12 @@ fn check(declared: &Declared, mode: Mode, input: &str) {
                 ..
             },
         ) => {
-            let abi_params: Vec<&str> = abi_params.iter().map(|&t| llvm_type(t)).collect();
+            let abi_params: Vec<String> = abi_params.iter().map(|&t| llvm_type(t)).collect();
             assert_eq!(
                 params, &abi_params,
                 "{mode:?} {input}: @{name}'s parameters"
             );
-            assert_eq!(returns, llvm_type(abi_returns), "{mode:?} {input}: @{name}");
+            assert_eq!(returns, &llvm_type(abi_returns), "{mode:?} {input}: @{name}");
             let expected = match abi_convention {
                 CallingConvention::C => None,
                 CallingConvention::PreserveMostOnX86_64 => Some("preserve_mostcc"),
@@ -163,7 +166,7 @@ fn check(declared: &Declared, mode: Mode, input: &str) {
                 ..
             },
         ) => {
-            assert_eq!(ty, llvm_type(abi_ty), "{mode:?} {input}: @{name}");
+            assert_eq!(ty, &llvm_type(abi_ty), "{mode:?} {input}: @{name}");
             assert_eq!(*thread_local, abi_thread_local, "{mode:?} {input}: @{name}");
             assert!(
                 used_by.contains(&instrumentation),

@@ -155,6 +155,32 @@ fn nested_loops_table_and_hooks() {
     );
 }
 
+/// The count build: each segment's loads, stores and bytes added to `__kage_count` before
+/// the call or terminator that ends it, masked by `__kage_gate`; run-time `llvm.mem*`
+/// lengths added as they are (an empty one is no access); `cmpxchg` keeps its hook.
+#[test]
+fn count_build_adds_each_segments_counts_inline() {
+    let ir = instrument_in(Mode::Counts, "accesses.ll");
+    insta::assert_snapshot!("accesses_counts", ir);
+    check_registration_in(Mode::Counts, &ir);
+    assert!(!ir.contains("@__kage_load(") && !ir.contains("@__kage_store("));
+    // What each function adds, cell by cell (loads, stores, bytes read, bytes written).
+    let added = |function: &str| -> Vec<String> {
+        (function_body(&ir, function).lines())
+            .filter_map(|line| line.trim().split(" = and i64 ").nth(1))
+            .map(|operands| operands.split(',').next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(added("vector_load"), ["1", "16"], "one load of 16 bytes: cells 0 and 2");
+    assert_eq!(added("atomics"), ["2", "1", "8", "4"], "load, atomicrmw; cmpxchg by its hook");
+    assert_eq!(added("mem_intrinsics").len(), 4);
+    let body: Vec<&str> = function_body(&ir, "atomics").lines().collect();
+    let hook = body.iter().position(|l| l.contains("@__kage_cmpxchg(")).unwrap();
+    let add = body.iter().position(|l| l.contains("@__kage_count)")).unwrap();
+    let exit = body.iter().position(|l| l.contains("@__kage_func_exit(")).unwrap();
+    assert!(hook < add && add < exit, "{body:#?}");
+}
+
 #[test]
 fn memory_accesses() {
     let ir = instrument("accesses.ll");

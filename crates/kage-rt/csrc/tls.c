@@ -13,6 +13,21 @@ __thread int64_t __kage_ws_budget;
 int64_t kage_ws_budget_get(void) { return __kage_ws_budget; }
 void kage_ws_budget_set(int64_t value) { __kage_ws_budget = value; }
 
+/* The count tool's per-thread totals ("Count instrumentation"): loads, stores, bytes read,
+ * bytes written. Instrumented code adds each segment's to them inline (relaxed atomic loads
+ * and stores: only this thread writes them, the report may read them from another); a
+ * count-calls build's accesses add to them in the runtime. */
+__attribute__((tls_model("initial-exec"), visibility("default")))
+__thread _Atomic uint64_t __kage_count[4];
+
+/* The calling thread's totals, readable by other threads while it lives. */
+_Atomic uint64_t *kage_count_slot(void) { return __kage_count; }
+
+/* Non-zero while accesses are not delivered: the runtime's gate bits (crates/kage-rt/src/
+ * gate.rs). Count instrumentation masks what it adds with it. */
+__attribute__((visibility("default")))
+_Atomic uint32_t __kage_gate;
+
 /* The footprint tool's per-thread count of the accesses that footprint instrumentation
  * reports in groups ("Footprint instrumentation"): instrumented code adds to it inline
  * (relaxed atomic loads and stores: only this thread writes it, the report may read it

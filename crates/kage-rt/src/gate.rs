@@ -14,14 +14,21 @@ use crate::tool::ThreadTool;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr::null;
 use std::sync::atomic::{
-    compiler_fence, AtomicBool, AtomicU8,
+    compiler_fence, AtomicBool, AtomicU32,
     Ordering::{Acquire, Relaxed, Release, SeqCst},
 };
 
-/// Gate bits: any set bit stops memory-access delivery; FINISHED stops every event.
-pub static GATE: AtomicU8 = AtomicU8::new(0);
-pub const DISABLED: u8 = 1;
-pub const FINISHED: u8 = 2;
+extern "C" {
+    /// `__kage_gate` (csrc/tls.c), which count instrumentation reads inline.
+    static __kage_gate: AtomicU32;
+}
+
+/// Gate bits: any set bit stops memory-access delivery; FINISHED stops every event. The
+/// exported `__kage_gate`, so that inline counting stops with the calls.
+// SAFETY: a C global of the runtime, never freed; only accessed atomically.
+pub static GATE: &AtomicU32 = unsafe { &__kage_gate };
+pub const DISABLED: u32 = 1;
+pub const FINISHED: u32 = 2;
 
 /// The analysis has ended (report written or being written): later events are ignored.
 pub fn finished() -> bool {

@@ -1,26 +1,264 @@
-//! The `count` build (instrumentation 0, `KAGE_TOOL` unset or `count`): the region hooks and
-//! a call per access of docs/abi.md, which every runtime tool understands.
+//! The count builds, both read by the runtime's count tool:
+//!
+//! - `count` (instrumentation 9, `KAGE_TOOL` unset or `count`; docs/abi.md, "Count
+//!   instrumentation"): the region hooks, and each segment's loads, stores and bytes added
+//!   inline to the thread's `__kage_count`. Segments are cut at calls
+//!   ([`crate::segments`]), so what a segment adds goes before the call or terminator that
+//!   ends it: a callee's region events drain what came before the call into the caller's
+//!   region, a call that never returns (`exit`, `longjmp`, a throw) leaves nothing counted
+//!   that did not run, and `kage_set_enabled` (a call) switches counting exactly where the
+//!   program calls it. What a segment adds is masked by `__kage_gate`, as the calls are
+//!   gated in the runtime. `cmpxchg`s keep their hook (whether they wrote is known after).
+//! - `count-calls` (instrumentation 0): the region hooks and a call per access, which every
+//!   runtime tool understands.
 
 use kage_abi::{symbols, Instrumentation};
 use llvm_sys::core::*;
-use llvm_sys::prelude::{LLVMModuleRef, LLVMTypeRef};
+use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use llvm_sys::target::LLVMGetModuleDataLayout;
+use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate};
 
 use super::{Settings, Tool};
 use crate::access::Access;
 use crate::hooks::{self, Hooks, Inserter};
-use crate::ir::RuntimeFunction;
+use crate::ir::{self, RuntimeFunction};
 use crate::plan::FunctionPlan;
 use crate::regions::RegionTable;
+use crate::segments::function_segments;
+
+/// Region hooks, counts added inline per segment.
+pub struct Count;
 
 /// Region hooks and a call per access.
-pub struct Count;
+pub struct CountCalls;
 
 /// The `count` build; it has no settings of its own.
 pub fn make(_: &mut Settings) -> Box<dyn Tool> {
     Box::new(Count)
 }
 
+/// The `count-calls` build; it has no settings of its own.
+pub fn make_calls(_: &mut Settings) -> Box<dyn Tool> {
+    Box::new(CountCalls)
+}
+
 impl Tool for Count {
+    fn instrumentation(&self) -> Instrumentation {
+        Instrumentation::Counts
+    }
+
+    unsafe fn instrument(
+        &self,
+        module: LLVMModuleRef,
+        plans: &[FunctionPlan],
+        table: &RegionTable,
+    ) {
+        let hooks = Hooks::declare(module);
+        let counter = InlineCounter::declare(module);
+        let data_layout = LLVMGetModuleDataLayout(module);
+        let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
+        for plan in plans {
+            // Taken before anything is inserted into the function.
+            let segments: Vec<_> = (function_segments(&plan.cfg, data_layout).into_iter())
+                .map(|segment| (segment.end, SegmentCounts::of(&segment.accesses)))
+                .filter(|(_, counts)| !counts.is_empty())
+                .collect();
+            let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
+            hooks::insert(plan, &mut ins, &[], |ins| {
+                for access in &plan.accesses {
+                    if let Access::CmpXchg { inst, ptr, size } = *access {
+                        ins.cmpxchg_hook(inst, ptr, size);
+                    }
+                }
+                for (end, counts) in &segments {
+                    ins.position_before(*end);
+                    counter.add(ins.builder, counts);
+                }
+            });
+        }
+        LLVMDisposeBuilder(builder);
+    }
+}
+
+/// What one segment adds to `__kage_count`: constants, plus the lengths of its `llvm.mem*`
+/// calls of run-time length.
+#[derive(Default)]
+struct SegmentCounts {
+    /// Loads, stores, bytes read, bytes written, as `__kage_count` orders them.
+    constant: [u64; 4],
+    /// `(len, reads)`: one store (and one load when `reads`) of `len` bytes, none when `len`
+    /// is 0, as the runtime ignores empty accesses.
+    dynamic: Vec<(LLVMValueRef, bool)>,
+}
+
+const LOADS: usize = 0;
+const STORES: usize = 1;
+const BYTES_READ: usize = 2;
+const BYTES_WRITTEN: usize = 3;
+
+impl SegmentCounts {
+    /// The counts of `accesses` (`cmpxchg`s are counted by their hook).
+    ///
+    /// # Safety
+    /// The accesses' values must be live.
+    unsafe fn of(accesses: &[Access]) -> Self {
+        let mut counts = SegmentCounts::default();
+        for access in accesses {
+            match *access {
+                Access::Plain {
+                    size, load, store, ..
+                } if size > 0 => {
+                    if load {
+                        counts.constant[LOADS] += 1;
+                        counts.constant[BYTES_READ] += size;
+                    }
+                    if store {
+                        counts.constant[STORES] += 1;
+                        counts.constant[BYTES_WRITTEN] += size;
+                    }
+                }
+                Access::Plain { .. } | Access::CmpXchg { .. } => {}
+                Access::Intrinsic { src, len, .. } => {
+                    if LLVMIsAConstantInt(len).is_null() {
+                        counts.dynamic.push((len, src.is_some()));
+                        continue;
+                    }
+                    let len = LLVMConstIntGetZExtValue(len);
+                    if len > 0 {
+                        if src.is_some() {
+                            counts.constant[LOADS] += 1;
+                            counts.constant[BYTES_READ] += len;
+                        }
+                        counts.constant[STORES] += 1;
+                        counts.constant[BYTES_WRITTEN] += len;
+                    }
+                }
+            }
+        }
+        counts
+    }
+
+    fn is_empty(&self) -> bool {
+        self.constant == [0; 4] && self.dynamic.is_empty()
+    }
+}
+
+/// `__kage_count` and `__kage_gate`, declared in one module.
+struct InlineCounter {
+    totals: LLVMValueRef,
+    totals_type: LLVMTypeRef,
+    gate: LLVMValueRef,
+    i32_type: LLVMTypeRef,
+    i64_type: LLVMTypeRef,
+    threadlocal_address: (LLVMValueRef, LLVMTypeRef),
+}
+
+impl InlineCounter {
+    /// Declares the globals in `module`.
+    ///
+    /// # Safety
+    /// `module` must be a valid module.
+    unsafe fn declare(module: LLVMModuleRef) -> Self {
+        let context = LLVMGetModuleContext(module);
+        let i64_type = LLVMInt64TypeInContext(context);
+        let totals = ir::declare_runtime_global(module, &symbols::COUNT_TOTALS);
+        InlineCounter {
+            totals,
+            totals_type: LLVMGlobalGetValueType(totals),
+            gate: ir::declare_runtime_global(module, &symbols::GATE),
+            i32_type: LLVMInt32TypeInContext(context),
+            i64_type,
+            threadlocal_address: ir::threadlocal_address_intrinsic(module),
+        }
+    }
+
+    /// At the builder's position: each of `__kage_count`'s cells `+= counts & mask`, where
+    /// mask is all ones while `__kage_gate` is 0, else 0 (relaxed atomic loads and stores,
+    /// plain moves: only this thread writes its cells).
+    ///
+    /// # Safety
+    /// `builder` must be positioned in a function of the module, after the definitions of
+    /// `counts`' lengths.
+    unsafe fn add(&self, builder: LLVMBuilderRef, counts: &SegmentCounts) {
+        let gate = LLVMBuildLoad2(builder, self.i32_type, self.gate, c"".as_ptr());
+        LLVMSetOrdering(gate, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+        LLVMSetAlignment(gate, 4);
+        let zero = LLVMConstInt(self.i32_type, 0, 0);
+        let open = LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntEQ,
+            gate,
+            zero,
+            c"".as_ptr(),
+        );
+        let mask = LLVMBuildSExt(builder, open, self.i64_type, c"".as_ptr());
+        let mut values: [Option<LLVMValueRef>; 4] = [None; 4];
+        for (k, &constant) in counts.constant.iter().enumerate() {
+            if constant != 0 {
+                values[k] = Some(LLVMConstInt(self.i64_type, constant, 0));
+            }
+        }
+        for &(len, reads) in &counts.dynamic {
+            let len = LLVMBuildIntCast2(builder, len, self.i64_type, 0, c"".as_ptr());
+            let zero = LLVMConstInt(self.i64_type, 0, 0);
+            let nonempty = LLVMBuildICmp(
+                builder,
+                LLVMIntPredicate::LLVMIntNE,
+                len,
+                zero,
+                c"".as_ptr(),
+            );
+            let one = LLVMBuildZExt(builder, nonempty, self.i64_type, c"".as_ptr());
+            let mut plus = |k: usize, v: LLVMValueRef| {
+                values[k] = Some(match values[k] {
+                    Some(sum) => LLVMBuildAdd(builder, sum, v, c"".as_ptr()),
+                    None => v,
+                });
+            };
+            if reads {
+                plus(LOADS, one);
+                plus(BYTES_READ, len);
+            }
+            plus(STORES, one);
+            plus(BYTES_WRITTEN, len);
+        }
+        let (intrinsic, intrinsic_type) = self.threadlocal_address;
+        let mut args = [self.totals];
+        let base = LLVMBuildCall2(
+            builder,
+            intrinsic_type,
+            intrinsic,
+            args.as_mut_ptr(),
+            1,
+            c"".as_ptr(),
+        );
+        for (k, value) in values.iter().enumerate() {
+            let Some(value) = *value else { continue };
+            let masked = LLVMBuildAnd(builder, value, mask, c"".as_ptr());
+            let mut indices = [
+                LLVMConstInt(self.i64_type, 0, 0),
+                LLVMConstInt(self.i64_type, k as u64, 0),
+            ];
+            let cell = LLVMBuildInBoundsGEP2(
+                builder,
+                self.totals_type,
+                base,
+                indices.as_mut_ptr(),
+                2,
+                c"".as_ptr(),
+            );
+            let old = LLVMBuildLoad2(builder, self.i64_type, cell, c"".as_ptr());
+            LLVMSetOrdering(old, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+            LLVMSetAlignment(old, 8);
+            let new = LLVMBuildAdd(builder, old, masked, c"".as_ptr());
+            let store = LLVMBuildStore(builder, new, cell);
+            LLVMSetOrdering(store, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+            LLVMSetAlignment(store, 8);
+        }
+    }
+}
+
+impl Tool for CountCalls {
     fn instrumentation(&self) -> Instrumentation {
         Instrumentation::Calls
     }

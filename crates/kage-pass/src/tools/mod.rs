@@ -95,6 +95,10 @@ pub static TOOLS: &[Registration] = &[
         make: count::make,
     },
     Registration {
+        name: "count-calls",
+        make: count::make_calls,
+    },
+    Registration {
         name: "working-set",
         make: working_set::make,
     },
@@ -136,7 +140,7 @@ pub fn select(settings: &mut Settings) -> Box<dyn Tool> {
             settings.warn(format!(
                 "kage-pass: unknown {TOOL_VARIABLE} '{name}'; instrumenting for every tool"
             ));
-            count::make(settings)
+            count::make_calls(settings)
         }
     }
 }
@@ -203,15 +207,16 @@ mod tests {
     }
 
     #[test]
-    fn unset_empty_and_count_select_calls_and_footprint_its_own() {
-        assert_eq!(instrumentation(&[]), Calls);
-        assert_eq!(instrumentation(&[(TOOL_VARIABLE, "")]), Calls);
-        assert_eq!(instrumentation(&[(TOOL_VARIABLE, "count")]), Calls);
+    fn unset_empty_and_count_select_counts_and_footprint_its_own() {
+        assert_eq!(instrumentation(&[]), Counts);
+        assert_eq!(instrumentation(&[(TOOL_VARIABLE, "")]), Counts);
+        assert_eq!(instrumentation(&[(TOOL_VARIABLE, "count")]), Counts);
+        assert_eq!(instrumentation(&[(TOOL_VARIABLE, "count-calls")]), Calls);
         assert_eq!(instrumentation(&[(TOOL_VARIABLE, "footprint")]), Footprint);
         // The trace switch only means something for the working-set tool.
         let trace = ("KAGE_WS_TRACE", "1");
-        assert_eq!(instrumentation(&[(TOOL_VARIABLE, "count"), trace]), Calls);
-        assert_eq!(instrumentation(&[trace]), Calls);
+        assert_eq!(instrumentation(&[(TOOL_VARIABLE, "count"), trace]), Counts);
+        assert_eq!(instrumentation(&[trace]), Counts);
     }
 
     #[test]

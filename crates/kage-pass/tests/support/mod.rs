@@ -43,7 +43,7 @@ pub fn ir_dir() -> PathBuf {
 /// child process only, never in the test process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Neither variable set: `instrumentation` 0.
+    /// `KAGE_TOOL=count-calls`: `instrumentation` 0.
     Calls,
     /// `KAGE_TOOL=working-set`: 1.
     WorkingSet,
@@ -51,12 +51,20 @@ pub enum Mode {
     WorkingSetTrace,
     /// `KAGE_TOOL=footprint`: 3.
     Footprint,
+    /// Neither variable set (`count`): 9.
+    Counts,
 }
 
 impl Mode {
     /// `kage_module.instrumentation` for this mode.
     pub fn abi_value(self) -> u32 {
-        self as u32
+        match self {
+            Mode::Calls => 0,
+            Mode::WorkingSet => 1,
+            Mode::WorkingSetTrace => 2,
+            Mode::Footprint => 3,
+            Mode::Counts => 9,
+        }
     }
 
     /// Sets (or clears) the pass's variables on `cmd`, whatever the test process has.
@@ -65,7 +73,10 @@ impl Mode {
             .env_remove("KAGE_WS_TRACE")
             .env_remove("KAGE_WS_LINE_SIZE");
         match self {
-            Mode::Calls => {}
+            Mode::Counts => {}
+            Mode::Calls => {
+                cmd.env("KAGE_TOOL", "count-calls");
+            }
             Mode::Footprint => {
                 cmd.env("KAGE_TOOL", "footprint");
             }
@@ -440,7 +451,7 @@ pub fn check_registration_in(mode: Mode, ir: &str) {
     );
     // The line shift: 64-byte lines in the working-set modes (the tests' default build).
     let line_shift = match mode {
-        Mode::Calls | Mode::Footprint => 0,
+        Mode::Calls | Mode::Counts | Mode::Footprint => 0,
         Mode::WorkingSet | Mode::WorkingSetTrace => 6,
     };
     let suffix = format!(", i32 {}, i32 {line_shift} }}, align 8", mode.abi_value());

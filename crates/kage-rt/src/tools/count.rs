@@ -2,18 +2,28 @@
 //! was active (inclusive, callees included; a recursive region counts in its outermost
 //! instance only) and while it was the innermost region (self).
 //!
-//! Hot path: an access adds to the thread's running totals (two owner-only relaxed
-//! load+store pairs). Region events flush the totals' growth since the last event into the
-//! `self` counters of the region that was innermost, and an outermost instance adds the
-//! growth of the totals between its enter and exit to its inclusive counters. Everything the
-//! report reads across threads is an `AtomicU64` written only by its owner thread.
+//! Hot path: accesses add to the thread's `__kage_count` (docs/abi.md, "Count
+//! instrumentation"): inline, a segment's constants at a time, in a count build; here, one
+//! access at a time, for a count-calls build. Region events drain what it gained since the
+//! last event into the thread's totals and into the `self` counters of the region that was
+//! innermost, and an outermost instance adds the growth of the totals between its enter and
+//! exit to its inclusive counters. Everything the report reads across threads is an
+//! `AtomicU64` written only by its owner thread.
 
 use crate::chunked::{bump, Chunked};
 use crate::sync::SpinLock;
 use crate::tool::{ThreadTool, Tool, ToolResults};
 use kage_report::{CountStats, Counters};
 use serde_json::{Map, Value};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
+
+extern "C" {
+    /// The calling thread's `__kage_count` (csrc/tls.c).
+    fn kage_count_slot() -> *mut AtomicU64;
+}
+
+/// A thread's `__kage_count`: loads, stores, bytes read, bytes written.
+type Cells = [AtomicU64; 4];
 
 // Record layout per slot (slot 0 = no region, slot r+1 = region r).
 const INSTANCES: usize = 0;
@@ -28,7 +38,7 @@ type Record = [AtomicU64; W];
 
 /// Where counts go when no record could be allocated (never reported).
 static LOST: Record = [const { AtomicU64::new(0) }; W];
-// Counter order inside INCL/SELF and the totals.
+// Counter order inside INCL/SELF, the totals and `__kage_count`.
 const LOADS: usize = 0;
 const STORES: usize = 1;
 const BYTES_READ: usize = 2;
@@ -45,10 +55,13 @@ struct ThreadCounts {
     epoch: AtomicU64,
     /// The thread does not exist in this process (forked child).
     retired: AtomicBool,
-    /// Running totals of accesses.
+    /// The part's accesses since the last reset, as of its last region event.
     tot: [AtomicU64; 4],
-    /// The totals at the last flush into `self` counters.
-    last: [AtomicU64; 4],
+    /// The owner's `__kage_count` while this part runs on it (null once the thread ended, or
+    /// while another coroutine context runs there): what it gained since `seen` is pending.
+    inline: AtomicPtr<AtomicU64>,
+    /// `__kage_count` at the last drain.
+    seen: [AtomicU64; 4],
     /// The slot that receives accesses since the last flush.
     top: AtomicU32,
     slots: Chunked<W>,
@@ -65,6 +78,8 @@ struct Open {
 pub struct CountThread {
     tool: &'static CountTool,
     c: &'static ThreadCounts,
+    /// The owner thread's `__kage_count`.
+    cells: &'static Cells,
     open: Vec<Open>,
     /// The record of the slot `c.top`, which flushes add to.
     top_rec: &'static Record,
@@ -102,9 +117,9 @@ impl CountTool {
             if t.retired.load(Relaxed) || t.epoch.load(Acquire) != epoch {
                 continue;
             }
-            let tot: [u64; 4] = std::array::from_fn(|k| t.tot[k].load(Relaxed));
-            let pending: [u64; 4] =
-                std::array::from_fn(|k| tot[k].saturating_sub(t.last[k].load(Relaxed)));
+            let pending = t.pending();
+            let tot: [u64; 4] =
+                std::array::from_fn(|k| t.tot[k].load(Relaxed).wrapping_add(pending[k]));
             let top = t.top.load(Relaxed) as usize;
             totals.add(&counters(tot));
             let n = region_count + 1;
@@ -133,6 +148,20 @@ impl CountTool {
     }
 }
 
+impl ThreadCounts {
+    /// What the owner's `__kage_count` gained since its last region event (nothing once the
+    /// owner ended, or while another context runs on it: that drained it).
+    fn pending(&self) -> [u64; 4] {
+        let inline = self.inline.load(Acquire);
+        if inline.is_null() {
+            return [0; 4];
+        }
+        // SAFETY: non-null only while the owner lives (it clears it in `thread_exit`).
+        let cells = unsafe { &*(inline as *const Cells) };
+        std::array::from_fn(|k| (cells[k].load(Relaxed)).wrapping_sub(self.seen[k].load(Relaxed)))
+    }
+}
+
 fn counters(a: [u64; 4]) -> Counters {
     Counters {
         loads: a[LOADS],
@@ -155,26 +184,15 @@ impl Tool for CountTool {
     }
 
     fn new_thread(&'static self) -> Box<dyn ThreadTool> {
-        let c: &'static ThreadCounts = Box::leak(Box::new(ThreadCounts {
-            epoch: AtomicU64::new(self.epoch.load(Acquire)),
-            retired: AtomicBool::new(false),
-            tot: Default::default(),
-            last: Default::default(),
-            top: AtomicU32::new(0),
-            slots: Chunked::new(),
-        }));
-        // SAFETY: the thread does not run yet. Slot 0 exists from the start: flushes
-        // outside every region go there.
-        // Out of memory already: counts outside regions are lost rather than the program.
-        let outside = unsafe { c.slots.get_or_alloc(0) }.unwrap_or(&LOST);
-        self.threads.lock().push(c);
-        Box::new(CountThread {
-            tool: self,
-            c,
-            open: Vec::with_capacity(64),
-            top_rec: outside,
-            outside,
-        })
+        // SAFETY: the calling thread's cells, which live as long as it (the part's owner).
+        let cells = unsafe { &*(kage_count_slot() as *const Cells) };
+        self.new_part(cells, true)
+    }
+
+    fn new_context(&'static self) -> Box<dyn ThreadTool> {
+        // SAFETY: as for `new_thread`: the context runs on the calling thread.
+        let cells = unsafe { &*(kage_count_slot() as *const Cells) };
+        self.new_part(cells, false)
     }
 
     fn reset(&self) {
@@ -199,20 +217,65 @@ impl Tool for CountTool {
     }
 }
 
+impl CountTool {
+    /// A part counting what `cells` gain from now on; `running`: it is the one running on
+    /// the cells' thread (a thread's own part; a context's is resumed first).
+    fn new_part(&'static self, cells: &'static Cells, running: bool) -> Box<dyn ThreadTool> {
+        let inline = if running {
+            cells.as_ptr() as *mut AtomicU64
+        } else {
+            std::ptr::null_mut()
+        };
+        let c: &'static ThreadCounts = Box::leak(Box::new(ThreadCounts {
+            epoch: AtomicU64::new(self.epoch.load(Acquire)),
+            retired: AtomicBool::new(false),
+            tot: Default::default(),
+            inline: AtomicPtr::new(inline),
+            seen: std::array::from_fn(|k| AtomicU64::new(cells[k].load(Relaxed))),
+            top: AtomicU32::new(0),
+            slots: Chunked::new(),
+        }));
+        // SAFETY: the thread does not run yet. Slot 0 exists from the start: flushes
+        // outside every region go there.
+        // Out of memory already: counts outside regions are lost rather than the program.
+        let outside = unsafe { c.slots.get_or_alloc(0) }.unwrap_or(&LOST);
+        self.threads.lock().push(c);
+        Box::new(CountThread {
+            tool: self,
+            c,
+            cells,
+            open: Vec::with_capacity(64),
+            top_rec: outside,
+            outside,
+        })
+    }
+}
+
 impl CountThread {
     fn totals(&self) -> [u64; 4] {
         std::array::from_fn(|k| self.c.tot[k].load(Relaxed))
     }
 
-    /// Moves the accesses since the last event into the innermost region's self counters
-    /// (branch-free: an event costs the same whether accesses happened or not).
+    /// Moves what `__kage_count` gained since the last event into the totals and the
+    /// innermost region's self counters (branch-free: an event costs the same whether
+    /// accesses happened or not). An instrumented signal handler adding to the cells meanwhile
+    /// loses nothing: what it adds after a cell is read stays pending.
     #[inline(always)]
     fn flush(&mut self) {
         let rec = self.top_rec;
         for k in 0..4 {
-            let t = self.c.tot[k].load(Relaxed);
-            bump(&rec[SELF + k], t.wrapping_sub(self.c.last[k].load(Relaxed)));
-            self.c.last[k].store(t, Relaxed);
+            let now = self.cells[k].load(Relaxed);
+            let gained = now.wrapping_sub(self.c.seen[k].load(Relaxed));
+            self.c.seen[k].store(now, Relaxed);
+            bump(&self.c.tot[k], gained);
+            bump(&rec[SELF + k], gained);
+        }
+    }
+
+    /// Forgets what `__kage_count` gained since the last event.
+    fn skip_pending(&mut self) {
+        for k in 0..4 {
+            self.c.seen[k].store(self.cells[k].load(Relaxed), Relaxed);
         }
     }
 
@@ -230,9 +293,9 @@ impl CountThread {
     /// as one instance (so a forked child's `main`, entered before the fork, has one).
     fn zero(&mut self) {
         self.c.slots.zero();
+        self.skip_pending();
         for k in 0..4 {
             self.c.tot[k].store(0, Relaxed);
-            self.c.last[k].store(0, Relaxed);
         }
         for o in &mut self.open {
             if o.snapshot.is_some() {
@@ -293,7 +356,7 @@ impl ThreadTool for CountThread {
 
     #[inline]
     fn access(&mut self, _addr: usize, size: u64, write: bool) {
-        let t = &self.c.tot;
+        let t = self.cells;
         if write {
             bump(&t[STORES], 1);
             bump(&t[BYTES_WRITTEN], size);
@@ -312,6 +375,26 @@ impl ThreadTool for CountThread {
         self.c.epoch.store(self.tool.epoch.load(Acquire), Release);
         self.c.retired.store(false, Relaxed);
     }
+
+    fn thread_exit(&mut self) {
+        self.sync_epoch();
+        self.flush();
+        self.c.inline.store(std::ptr::null_mut(), Release);
+    }
+
+    fn suspend(&mut self) {
+        self.sync_epoch();
+        self.flush();
+        self.c.inline.store(std::ptr::null_mut(), Release);
+    }
+
+    fn resume(&mut self) {
+        // What the cells gained meanwhile was the other contexts', drained by them.
+        self.skip_pending();
+        self.c
+            .inline
+            .store(self.cells.as_ptr() as *mut AtomicU64, Release);
+    }
 }
 
 #[cfg(test)]
@@ -320,6 +403,11 @@ mod tests {
 
     fn tool() -> &'static CountTool {
         Box::leak(Box::new(CountTool::new()))
+    }
+
+    /// A part with cells of its own, as a thread of its own would have.
+    fn thread(tool: &'static CountTool) -> Box<dyn ThreadTool> {
+        tool.new_part(Box::leak(Box::new(Cells::default())), true)
     }
 
     fn c(loads: u64, stores: u64, br: u64, bw: u64) -> Counters {
@@ -354,7 +442,7 @@ mod tests {
     #[test]
     fn nested_inclusive_and_self() {
         let tl = tool();
-        let mut t = tl.new_thread();
+        let mut t = thread(tl);
         ld(&mut *t, 1, 8); // unattributed
         t.enter(0); // main
         ld(&mut *t, 2, 4);
@@ -392,7 +480,7 @@ mod tests {
     #[test]
     fn recursion_counts_outermost_only() {
         let tl = tool();
-        let mut t = tl.new_thread();
+        let mut t = thread(tl);
         // rec(3): each level loads 4 bytes once, then recurses.
         for _ in 0..3 {
             t.enter(0);
@@ -414,8 +502,8 @@ mod tests {
     #[test]
     fn threads_sum_and_live_threads_are_read() {
         let tl = tool();
-        let mut a = tl.new_thread();
-        let mut b = tl.new_thread();
+        let mut a = thread(tl);
+        let mut b = thread(tl);
         a.enter(0);
         ld(&mut *a, 10, 4);
         a.exit(0);
@@ -439,8 +527,8 @@ mod tests {
     #[test]
     fn reset_and_fork() {
         let tl = tool();
-        let mut a = tl.new_thread();
-        let mut b = tl.new_thread();
+        let mut a = thread(tl);
+        let mut b = thread(tl);
         a.enter(0);
         ld(&mut *a, 10, 4);
         b.enter(1);
@@ -474,10 +562,56 @@ mod tests {
         assert_eq!(un, Counters::default());
     }
 
+    /// What count instrumentation does inline: adds a segment's counts to the cells.
+    fn segment(cells: &Cells, add: [u64; 4]) {
+        for k in 0..4 {
+            bump(&cells[k], add[k]);
+        }
+    }
+
+    #[test]
+    fn inline_counts_and_contexts_sharing_a_thread() {
+        let tl = tool();
+        let cells: &'static Cells = Box::leak(Box::new(Cells::default()));
+        segment(cells, [7, 7, 7, 7]); // before the thread's first event: not its
+        let mut main = tl.new_part(cells, true);
+        let mut coroutine = tl.new_part(cells, false);
+        main.enter(0);
+        segment(cells, [2, 1, 8, 4]);
+        // The live thread's pending counts are read.
+        let (r, tot, _) = tl.collect(2);
+        assert_eq!((r[0].exclusive, tot), (c(2, 1, 8, 4), c(2, 1, 8, 4)));
+        // swapcontext: main is suspended, the coroutine runs on the same cells.
+        main.suspend();
+        coroutine.resume();
+        coroutine.enter(1);
+        segment(cells, [1, 0, 4, 0]);
+        let (r, _, _) = tl.collect(2);
+        assert_eq!(
+            r[1].exclusive,
+            c(1, 0, 4, 0),
+            "pending, the coroutine's only"
+        );
+        coroutine.exit(1);
+        coroutine.suspend();
+        main.resume();
+        segment(cells, [0, 3, 0, 12]);
+        main.exit(0);
+        let (r, tot, un) = tl.collect(2);
+        assert_eq!(r[0].inclusive, c(2, 4, 8, 16), "main's own accesses");
+        assert_eq!(r[1].inclusive, c(1, 0, 4, 0));
+        assert_eq!(tot, c(3, 4, 12, 16));
+        check_invariant(&r, tot, un);
+        // The thread ends: nothing is read from its cells any more.
+        main.thread_exit();
+        segment(cells, [100, 100, 100, 100]);
+        assert_eq!(tl.collect(2).1, c(3, 4, 12, 16));
+    }
+
     #[test]
     fn finish_json_fields() {
         let tl = tool();
-        let mut t = tl.new_thread();
+        let mut t = thread(tl);
         t.enter(0);
         ld(&mut *t, 1, 4);
         t.exit(0);

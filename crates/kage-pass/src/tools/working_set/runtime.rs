@@ -389,11 +389,7 @@ impl WsRuntime {
         builder: LLVMBuilderRef,
         global: LLVMValueRef,
     ) -> LLVMValueRef {
-        let name = "llvm.threadlocal.address";
-        let id = LLVMLookupIntrinsicID(name.as_ptr() as *const _, name.len());
-        let mut overloads = [self.ptr_type];
-        let intrinsic = LLVMGetIntrinsicDeclaration(self.module, id, overloads.as_mut_ptr(), 1);
-        let ty = LLVMIntrinsicGetType(self.context, id, overloads.as_mut_ptr(), 1);
+        let (intrinsic, ty) = ir::threadlocal_address_intrinsic(self.module);
         let mut args = [global];
         LLVMBuildCall2(builder, ty, intrinsic, args.as_mut_ptr(), 1, c"".as_ptr())
     }
