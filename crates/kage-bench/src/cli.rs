@@ -18,7 +18,9 @@ pub struct Cli {
     /// Runs per peer (Valgrind is slow: one run each by default).
     #[arg(long, default_value_t = 1)]
     peer_runs: usize,
-    /// The Kage tool to run the instrumented programs under (KAGE_OPTIONS tool=).
+    /// The Kage tool to build for (KAGE_TOOL) and run the instrumented programs under
+    /// (KAGE_OPTIONS tool=); `count-calls` runs the count tool on a build with a call per
+    /// access.
     #[arg(long, default_value = "count")]
     tool: String,
     /// Only programs whose name contains one of these (repeatable, or comma-separated).

@@ -31,9 +31,9 @@ impl Compiler {
         }
     }
 
-    /// kage-cc, rebuilding when the wrapper, the plugins or the runtime next to it change.
-    /// Tools with instrumentation of their own (a `kage_abi::BUILD_TOOLS` name other than
-    /// `count`: `working-set`, `footprint`) are built for it (`KAGE_TOOL`).
+    /// kage-cc, rebuilding when the wrapper, the plugins or the runtime next to it change,
+    /// building for `tool` (`KAGE_TOOL`), a `kage_abi::BUILD_TOOLS` name (`count-calls`: a
+    /// call per access, under the count tool).
     pub fn kage(kage_cc: &Path, tool: &str) -> Self {
         let dir = kage_cc.parent().unwrap_or(Path::new("."));
         let depends_on = [
@@ -45,9 +45,7 @@ impl Compiler {
         .into_iter()
         .filter(|p| p.exists())
         .collect();
-        let own_build = (kage_abi::BUILD_TOOLS.iter())
-            .any(|t| t.name == tool && t.instrumentation.only_tool() == Some(tool));
-        let env = if own_build {
+        let env = if kage_abi::BUILD_TOOLS.iter().any(|t| t.name == tool) {
             vec![(kage_abi::TOOL_VARIABLE.to_string(), tool.to_string())]
         } else {
             vec![]
@@ -58,6 +56,15 @@ impl Compiler {
             env,
         }
     }
+}
+
+/// The runtime tool (`KAGE_OPTIONS` `tool=`) that reads a build for `tool`: the tool itself,
+/// or `count` for `count-calls`.
+pub fn runtime_tool(tool: &str) -> &str {
+    (kage_abi::BUILD_TOOLS.iter())
+        .find(|t| t.name == tool)
+        .and_then(|t| t.instrumentation.only_tool())
+        .unwrap_or(if tool == "count-calls" { "count" } else { tool })
 }
 
 /// Builds `recipe` into `dir/<name>` with `compiler -O2` and returns the executable's path.

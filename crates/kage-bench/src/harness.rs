@@ -121,7 +121,7 @@ fn measure_program(
     let scratch = options.work_dir.join("runs").join(program.name);
     std::fs::create_dir_all(&scratch)?;
     let kage_variant = Variant::Kage {
-        tool: options.tool.clone(),
+        tool: crate::compile::runtime_tool(&options.tool).to_string(),
         options: String::new(),
         report: scratch.join(format!("kage.{}.json", program.name)),
     };
@@ -211,7 +211,7 @@ fn measure_variants(
         .iter()
         .enumerate()
         .map(|(n, extra)| Variant::Kage {
-            tool: options.tool.clone(),
+            tool: crate::compile::runtime_tool(&options.tool).to_string(),
             options: extra.clone(),
             report: scratch.join(format!("kage.{}.{n}.json", program.name)),
         })

@@ -87,6 +87,7 @@ pub const SUITE: &[Program] = &[
     kernel("tokenizer", &["1"], &["5"]),
     kernel("bst", &["2000"], &["40000"]),
     kernel("quicksort", &["10000"], &["600000"]),
+    kernel("blocks", &["100"], &["5000"]),
     Program {
         name: "lua",
         origin: Origin::Lua,

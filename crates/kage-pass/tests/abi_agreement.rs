@@ -144,7 +144,11 @@ fn check(declared: &Declared, mode: Mode, input: &str) {
                 params, &abi_params,
                 "{mode:?} {input}: @{name}'s parameters"
             );
-            assert_eq!(returns, &llvm_type(abi_returns), "{mode:?} {input}: @{name}");
+            assert_eq!(
+                returns,
+                &llvm_type(abi_returns),
+                "{mode:?} {input}: @{name}"
+            );
             let expected = match abi_convention {
                 CallingConvention::C => None,
                 CallingConvention::PreserveMostOnX86_64 => Some("preserve_mostcc"),

@@ -155,9 +155,10 @@ fn nested_loops_table_and_hooks() {
     );
 }
 
-/// The count build: each segment's loads, stores and bytes added to `__kage_count` before
-/// the call or terminator that ends it, masked by `__kage_gate`; run-time `llvm.mem*`
-/// lengths added as they are (an empty one is no access); `cmpxchg` keeps its hook.
+/// The count build: each segment's loads, stores and bytes added to `__kage_count` at its
+/// start (after the block's region hooks), masked by `__kage_gate`; run-time `llvm.mem*`
+/// lengths added right before the call (an empty one is no access); `cmpxchg` keeps its
+/// hook.
 #[test]
 fn count_build_adds_each_segments_counts_inline() {
     let ir = instrument_in(Mode::Counts, "accesses.ll");
@@ -171,14 +172,51 @@ fn count_build_adds_each_segments_counts_inline() {
             .map(|operands| operands.split(',').next().unwrap().to_string())
             .collect()
     };
-    assert_eq!(added("vector_load"), ["1", "16"], "one load of 16 bytes: cells 0 and 2");
-    assert_eq!(added("atomics"), ["2", "1", "8", "4"], "load, atomicrmw; cmpxchg by its hook");
-    assert_eq!(added("mem_intrinsics").len(), 4);
+    assert_eq!(
+        added("vector_load"),
+        ["1", "16"],
+        "one load of 16 bytes: cells 0 and 2"
+    );
+    assert_eq!(
+        added("atomics"),
+        ["2", "1", "8", "4"],
+        "load, atomicrmw; cmpxchg by its hook"
+    );
+    assert_eq!(
+        added("mem_intrinsics")[..4],
+        ["2", "4", "108", "176"],
+        "memcpy 100, memset 64, memcpy 8, memset 4; then the memmove's own four"
+    );
+    assert_eq!(added("mem_intrinsics").len(), 8);
     let body: Vec<&str> = function_body(&ir, "atomics").lines().collect();
-    let hook = body.iter().position(|l| l.contains("@__kage_cmpxchg(")).unwrap();
-    let add = body.iter().position(|l| l.contains("@__kage_count)")).unwrap();
-    let exit = body.iter().position(|l| l.contains("@__kage_func_exit(")).unwrap();
-    assert!(hook < add && add < exit, "{body:#?}");
+    let position = |text: &str| body.iter().position(|l| l.contains(text)).unwrap();
+    let enter = position("@__kage_func_enter(");
+    let add = position("@__kage_count)");
+    let first_access = position("load atomic i32, ptr %p");
+    let hook = position("@__kage_cmpxchg(");
+    assert!(
+        enter < add && add < first_access && first_access < hook,
+        "{body:#?}"
+    );
+    // The run-time length is added right before its memmove, the constants at the start.
+    let body: Vec<&str> = function_body(&ir, "mem_intrinsics").lines().collect();
+    let adds: Vec<usize> = (body.iter().enumerate())
+        .filter(|(_, l)| l.contains("@__kage_count)"))
+        .map(|(i, _)| i)
+        .collect();
+    let memmove = body
+        .iter()
+        .position(|l| l.contains("@llvm.memmove"))
+        .unwrap();
+    let memcpy = body
+        .iter()
+        .position(|l| l.contains("@llvm.memcpy.p0"))
+        .unwrap();
+    assert_eq!(adds.len(), 2, "{body:#?}");
+    assert!(
+        adds[0] < memcpy && memcpy < adds[1] && adds[1] < memmove,
+        "{body:#?}"
+    );
 }
 
 #[test]

@@ -178,8 +178,9 @@ fn choose_tool_for_build(opts: &mut Options, built: Instrumentations, explicit: 
     if opts.tool() != built_for {
         if explicit {
             eprintln!(
-                "kage: warning: tool={} needs a program built for every tool, but this one was \
-                 built with KAGE_TOOL={built_for}; using the '{built_for}' tool",
+                "kage: warning: tool={} needs a program built for it or for every tool \
+                 (KAGE_TOOL=count-calls), but this one was built with KAGE_TOOL={built_for}; \
+                 using the '{built_for}' tool",
                 opts.tool()
             );
         }

@@ -50,7 +50,7 @@ fn every_compiler_mode_passes_through() {
     work.wrap(&kage_cc(), &["-S", "-O2", "a.c", "-o", "a.s"]);
     let asm = std::fs::read_to_string(work.path("a.s")).unwrap();
     assert!(
-        asm.contains("__kage_store") && asm.contains("__kage_func_enter"),
+        asm.contains("__kage_count") && asm.contains("__kage_func_enter"),
         "{asm}"
     );
 
@@ -396,7 +396,7 @@ fn objects_compiled_without_kage_are_named_at_link_time_and_when_the_program_sta
     let said = run("half");
     assert!(
         said.contains(
-            "1 module of this program was compiled with kage-cc (for every tool), but some of \
+            "1 module of this program was compiled with kage-cc (for count), but some of \
              its object files were not"
         ),
         "{said}"

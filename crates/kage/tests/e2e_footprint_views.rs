@@ -11,7 +11,7 @@ use std::process::Command;
 #[test]
 fn a_real_footprint_report_reads_and_renders() {
     let work = Work::new();
-    let exe = work.build("footprint_views/matvec.c", &["-O1"]);
+    let exe = work.build_for_every_tool("footprint_views/matvec.c", &["-O1"]);
     let report_path = work.path("matvec.json");
     let out = Command::new(kage())
         .args([

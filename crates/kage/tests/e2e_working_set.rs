@@ -306,7 +306,7 @@ fn optimised_inline_build_equals_the_trace_build() {
 fn build_for_every_tool_agrees_on_the_whole_run() {
     let work = Work::new();
     let inline = work.build_with_env("ws/phases.c", &["-O2"], INLINE);
-    let calls = work.build("ws/phases.c", &["-O2"]);
+    let calls = work.build_for_every_tool("ws/phases.c", &["-O2"]);
     let options = "interval_unit=accesses:interval=50k:snapshots=1000";
     let a = run_ws(&work, &inline, &[], options);
     let b = run_ws(&work, &calls, &[], &format!("tool=working-set:{options}"));

@@ -2,13 +2,15 @@
 //!
 //! - `count` (instrumentation 9, `KAGE_TOOL` unset or `count`; docs/abi.md, "Count
 //!   instrumentation"): the region hooks, and each segment's loads, stores and bytes added
-//!   inline to the thread's `__kage_count`. Segments are cut at calls
-//!   ([`crate::segments`]), so what a segment adds goes before the call or terminator that
-//!   ends it: a callee's region events drain what came before the call into the caller's
-//!   region, a call that never returns (`exit`, `longjmp`, a throw) leaves nothing counted
-//!   that did not run, and `kage_set_enabled` (a call) switches counting exactly where the
-//!   program calls it. What a segment adds is masked by `__kage_gate`, as the calls are
-//!   gated in the runtime. `cmpxchg`s keep their hook (whether they wrote is known after).
+//!   inline to the thread's `__kage_count` at the segment's start. Segments are cut at
+//!   calls ([`crate::segments`]): a callee's region events drain what came before the call
+//!   into the caller's region, a call that never returns (`exit`, `longjmp`, a throw) ends
+//!   a segment whose accesses all ran, and `kage_set_enabled` (a call) switches counting
+//!   exactly where the program calls it. At the start, as a call per access would, a fault
+//!   counts the faulting access. What a segment adds is masked by `__kage_gate`, as the
+//!   calls are gated in the runtime. An `llvm.mem*` of run-time length adds its own right
+//!   before it (its length is known there); `cmpxchg`s keep their hook (whether they wrote
+//!   is known after).
 //! - `count-calls` (instrumentation 0): the region hooks and a call per access, which every
 //!   runtime tool understands.
 
@@ -59,10 +61,14 @@ impl Tool for Count {
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
             // Taken before anything is inserted into the function.
-            let segments: Vec<_> = (function_segments(&plan.cfg, data_layout).into_iter())
-                .map(|segment| (segment.end, SegmentCounts::of(&segment.accesses)))
-                .filter(|(_, counts)| !counts.is_empty())
-                .collect();
+            let mut additions: Vec<(LLVMValueRef, SegmentCounts)> = Vec::new();
+            for segment in function_segments(&plan.cfg, data_layout) {
+                let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
+                if !constant.is_empty() {
+                    additions.push((segment.start, constant));
+                }
+                additions.extend(dynamic);
+            }
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
             hooks::insert(plan, &mut ins, &[], |ins| {
                 for access in &plan.accesses {
@@ -70,8 +76,8 @@ impl Tool for Count {
                         ins.cmpxchg_hook(inst, ptr, size);
                     }
                 }
-                for (end, counts) in &segments {
-                    ins.position_before(*end);
+                for (at, counts) in &additions {
+                    ins.position_before(*at);
                     counter.add(ins.builder, counts);
                 }
             });
@@ -80,8 +86,8 @@ impl Tool for Count {
     }
 }
 
-/// What one segment adds to `__kage_count`: constants, plus the lengths of its `llvm.mem*`
-/// calls of run-time length.
+/// What is added to `__kage_count` at one place: constants (a segment's), or the length of
+/// an `llvm.mem*` call of run-time length.
 #[derive(Default)]
 struct SegmentCounts {
     /// Loads, stores, bytes read, bytes written, as `__kage_count` orders them.
@@ -97,12 +103,14 @@ const BYTES_READ: usize = 2;
 const BYTES_WRITTEN: usize = 3;
 
 impl SegmentCounts {
-    /// The counts of `accesses` (`cmpxchg`s are counted by their hook).
+    /// The constant counts of `accesses`, and each `llvm.mem*` of run-time length with the
+    /// instruction before which its own counts go (`cmpxchg`s are counted by their hook).
     ///
     /// # Safety
     /// The accesses' values must be live.
-    unsafe fn of(accesses: &[Access]) -> Self {
+    unsafe fn of(accesses: &[Access]) -> (Self, Vec<(LLVMValueRef, SegmentCounts)>) {
         let mut counts = SegmentCounts::default();
+        let mut dynamic = Vec::new();
         for access in accesses {
             match *access {
                 Access::Plain {
@@ -118,9 +126,13 @@ impl SegmentCounts {
                     }
                 }
                 Access::Plain { .. } | Access::CmpXchg { .. } => {}
-                Access::Intrinsic { src, len, .. } => {
+                Access::Intrinsic { at, src, len, .. } => {
                     if LLVMIsAConstantInt(len).is_null() {
-                        counts.dynamic.push((len, src.is_some()));
+                        let own = SegmentCounts {
+                            constant: [0; 4],
+                            dynamic: vec![(len, src.is_some())],
+                        };
+                        dynamic.push((at, own));
                         continue;
                     }
                     let len = LLVMConstIntGetZExtValue(len);
@@ -135,7 +147,7 @@ impl SegmentCounts {
                 }
             }
         }
-        counts
+        (counts, dynamic)
     }
 
     fn is_empty(&self) -> bool {
@@ -177,8 +189,8 @@ impl InlineCounter {
     /// plain moves: only this thread writes its cells).
     ///
     /// # Safety
-    /// `builder` must be positioned in a function of the module, after the definitions of
-    /// `counts`' lengths.
+    /// `builder` must be positioned in a function of the module, where `counts`' lengths
+    /// are defined.
     unsafe fn add(&self, builder: LLVMBuilderRef, counts: &SegmentCounts) {
         let gate = LLVMBuildLoad2(builder, self.i32_type, self.gate, c"".as_ptr());
         LLVMSetOrdering(gate, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);

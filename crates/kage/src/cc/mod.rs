@@ -24,8 +24,9 @@ use std::process::Command;
 pub const VERBOSE_ENV_VAR: &str = "KAGE_CC_VERBOSE";
 
 /// Chooses the instrumentation at build time (read by the pass, see docs/abi.md): unset or
-/// `count` builds for every tool (call hooks), `working-set` for the working-set tool's
-/// inline fast path, `footprint` for the footprint tool's grouped reports; the values are
+/// `count` builds for the count tool (counts added inline), `count-calls` for every tool
+/// (a call per access), `working-set` for the working-set tool's inline fast path,
+/// `footprint` for the footprint tool's grouped reports...; the values are
 /// `kage_abi::BUILD_TOOLS`.
 pub const TOOL_ENV_VAR: &str = kage_abi::TOOL_VARIABLE;
 
@@ -38,7 +39,7 @@ pub fn check_build_tool(value: Option<&std::ffi::OsStr>) -> Result<(), String> {
         Some(v) if kage_abi::BUILD_TOOLS.iter().any(|t| t.name == v) => Ok(()),
         _ => Err(format!(
             "{TOOL_ENV_VAR}='{}' is not a tool; use one of: {} (or leave it unset to build for \
-             every tool that works with call hooks)",
+             the count tool)",
             value.to_string_lossy(),
             (kage_abi::BUILD_TOOLS.iter().map(|t| t.name))
                 .collect::<Vec<_>>()
@@ -176,7 +177,7 @@ mod tests {
         assert_eq!(check_build_tool(Some(OsStr::new("count"))), Ok(()));
         let e = check_build_tool(Some(OsStr::new("workingset"))).unwrap_err();
         assert!(
-            e.contains("'workingset'") && e.contains("count, working-set"),
+            e.contains("'workingset'") && e.contains("count, count-calls, working-set"),
             "{e}"
         );
     }

@@ -70,6 +70,11 @@ impl Work {
         self.build_with_env(source, flags, &[])
     }
 
+    /// As [`Work::build`], built for every tool (`KAGE_TOOL=count-calls`: a call per access).
+    pub fn build_for_every_tool(&self, source: &str, flags: &[&str]) -> PathBuf {
+        self.build_with_env(source, flags, &[("KAGE_TOOL", "count-calls")])
+    }
+
     /// As [`Work::build`], with extra environment variables for the wrapper (`KAGE_TOOL`...).
     pub fn build_with_env(&self, source: &str, flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
         self.build_with_output(source, flags, env).0
