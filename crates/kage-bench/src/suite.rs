@@ -220,13 +220,17 @@ impl Program {
                 Recipe {
                     sources,
                     // A fixed string-hash seed and sort pivot (Lua mixes the clock into
-                    // both): every run does the same work and the reports of different
-                    // configurations compare.
+                    // both), and a C API string cache of one slot (the slot was chosen by
+                    // the C string's address, which differs between builds): every run
+                    // and every build does the same work, so the reports of different
+                    // configurations and builds compare.
                     cflags: vec![
                         "-std=gnu99".into(),
                         "-DLUA_USE_LINUX".into(),
                         "-Dluai_makeseed(L)=0u".into(),
                         "-Dl_randomizePivot()=0u".into(),
+                        "-DSTRCACHE_N=1".into(),
+                        "-DSTRCACHE_M=1".into(),
                         include(&dir),
                     ],
                     libs: vec!["-lm".into(), "-ldl".into()],
