@@ -854,6 +854,22 @@ pub mod symbols {
         thread_local: true,
         used_by: &[Counts],
     };
+    /// `__thread const void *__kage_fast_loop`: the loop region entry whose body is the
+    /// thread's innermost open region, when the tool takes iterations in bulk; else null.
+    pub const FAST_LOOP: Symbol = Symbol::Global {
+        name: "__kage_fast_loop",
+        ty: Ptr,
+        thread_local: true,
+        used_by: &[Counts],
+    };
+    /// `__thread uint64_t __kage_iterations`: iterations of `__kage_fast_loop`'s loop counted
+    /// inline instead of calling `__kage_loop_iter` (relaxed atomic load and store).
+    pub const ITERATIONS: Symbol = Symbol::Global {
+        name: "__kage_iterations",
+        ty: I64,
+        thread_local: true,
+        used_by: &[Counts],
+    };
     /// `uint32_t __kage_gate`: non-zero while accesses are not counted (`kage_set_enabled(0)`,
     /// or the analysis has ended); count instrumentation masks what it adds with it.
     pub const GATE: Symbol = Symbol::Global {
@@ -1054,6 +1070,8 @@ pub mod symbols {
         STORE,
         CMPXCHG,
         COUNT_TOTALS,
+        FAST_LOOP,
+        ITERATIONS,
         GATE,
         FP_STRIDED,
         FP_RANGE,

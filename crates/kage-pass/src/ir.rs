@@ -242,6 +242,16 @@ pub struct RuntimeFunction {
 }
 
 impl RuntimeFunction {
+    /// One of the pass's own helpers (see [`define_inline_helper`]), of type `ty`, called
+    /// like a runtime function.
+    pub fn helper(value: LLVMValueRef, ty: LLVMTypeRef) -> Self {
+        RuntimeFunction {
+            value,
+            ty,
+            convention: LLVMCallConv::LLVMCCallConv as u32,
+        }
+    }
+
     /// Declares `symbol` (a [`Symbol::Function`]) in `module` when missing.
     ///
     /// # Safety

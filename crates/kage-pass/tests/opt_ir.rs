@@ -219,6 +219,30 @@ fn count_build_adds_each_segments_counts_inline() {
     );
 }
 
+/// In a count build, a loop header calls the inline helper that counts an iteration when the
+/// runtime armed the thread for its loop, and calls `__kage_loop_iter` otherwise.
+#[test]
+fn count_build_counts_loop_iterations_inline_when_armed() {
+    let ir = instrument_in(Mode::Counts, "nested_loops.ll");
+    let start = ir.find("define internal void @__kage_count_loop_iter(").unwrap();
+    let helper = &ir[start..start + ir[start..].find("\n}\n").unwrap()];
+    for needed in [
+        "@llvm.threadlocal.address.p0(ptr @__kage_fast_loop)",
+        "icmp eq ptr",
+        "@llvm.threadlocal.address.p0(ptr @__kage_iterations)",
+        "add i64",
+        "@__kage_loop_iter(ptr %0)",
+    ] {
+        assert!(helper.contains(needed), "{needed} in {helper}");
+    }
+    let calls = ir.matches("call void @__kage_count_loop_iter(ptr").count();
+    let plain = instrument_in(Mode::Calls, "nested_loops.ll");
+    assert_eq!(calls, plain.matches("@__kage_loop_iter(ptr").count() - 1, "one per header");
+    assert!(calls > 0);
+    // Without loops, no helper.
+    assert!(!instrument_in(Mode::Counts, "accesses.ll").contains("__kage_count_loop_iter"));
+}
+
 #[test]
 fn memory_accesses() {
     let ir = instrument("accesses.ll");

@@ -23,6 +23,20 @@ __thread _Atomic uint64_t __kage_count[4];
 /* The calling thread's totals, readable by other threads while it lives. */
 _Atomic uint64_t *kage_count_slot(void) { return __kage_count; }
 
+/* Loop iterations counted inline ("Count instrumentation"): at a loop header, count
+ * instrumentation adds 1 to __kage_iterations when __kage_fast_loop is the loop's region
+ * entry (the runtime sets it when that loop's body is the thread's innermost open region and
+ * the tool takes iterations in bulk), and calls __kage_loop_iter otherwise. The runtime reads
+ * the counter's growth at the thread's next event (crates/kage-rt/src/iterations.rs). */
+__attribute__((tls_model("initial-exec"), visibility("default")))
+__thread const void *_Atomic __kage_fast_loop;
+__attribute__((tls_model("initial-exec"), visibility("default")))
+__thread _Atomic uint64_t __kage_iterations;
+
+/* The calling thread's two. */
+const void *_Atomic *kage_fast_loop_slot(void) { return &__kage_fast_loop; }
+_Atomic uint64_t *kage_iterations_slot(void) { return &__kage_iterations; }
+
 /* Non-zero while accesses are not delivered: the runtime's gate bits (crates/kage-rt/src/
  * gate.rs). Count instrumentation masks what it adds with it. */
 __attribute__((visibility("default")))

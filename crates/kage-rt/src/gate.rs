@@ -9,6 +9,7 @@
 //! first event, is [`kage_rt_first_event`], which `runtime` defines: a link-time
 //! declaration, checked against [`FirstEvent`] on both sides, rather than an import.
 
+use crate::iterations;
 use crate::stack::RegionStack;
 use crate::tool::ThreadTool;
 use std::cell::{Cell, UnsafeCell};
@@ -72,7 +73,8 @@ pub fn set_current(ts: &'static ThreadState) {
 impl ThreadState {
     /// Runs `f` with exclusive access to the stack and tool, marking the thread as inside
     /// the runtime so nested events (signal handlers) are ignored. Returns `None` when the
-    /// thread is busy.
+    /// thread is busy. Loop iterations counted inline since the last event go to the tool
+    /// first, and the thread is armed for them again after (`iterations`).
     ///
     /// # Safety
     /// Only on the owning thread (or the sole thread of a forked child).
@@ -85,7 +87,10 @@ impl ThreadState {
         }
         self.busy.set(IN_RUNTIME);
         compiler_fence(SeqCst);
-        let r = f(&mut *self.stack.get(), &mut **self.tool.get());
+        let (stack, tool) = (&mut *self.stack.get(), &mut **self.tool.get());
+        iterations::take(self, tool);
+        let r = f(stack, tool);
+        iterations::arm(self, stack, tool);
         compiler_fence(SeqCst);
         self.busy.set(self.busy.get() & !IN_RUNTIME);
         Some(r)

@@ -285,11 +285,11 @@ pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
     rejected: Vec::new(),
 });
 
-/// Per global id: `[kind | func << 32, parent | (parent kind + 1) << 32]` (0 for no parent
-/// kind), written before the id is published.
-static META: std::sync::OnceLock<Chunked<2>> = std::sync::OnceLock::new();
+/// Per global id: `[kind | func << 32, parent | (parent kind + 1) << 32, the region's table
+/// entry]` (0 for no parent kind), written before the id is published.
+static META: std::sync::OnceLock<Chunked<3>> = std::sync::OnceLock::new();
 
-fn meta_table() -> &'static Chunked<2> {
+fn meta_table() -> &'static Chunked<3> {
     META.get_or_init(Chunked::new)
 }
 
@@ -305,6 +305,14 @@ pub fn meta(gid: u32) -> Option<Meta> {
             .checked_sub(1)
             .and_then(RegionKind::from_u32),
     })
+}
+
+/// The table entry of region `gid` (what instrumented code passes to the hooks), if it is
+/// registered.
+pub fn region_entry(gid: u32) -> Option<*const Region> {
+    let r = meta_table().get(gid as usize)?;
+    let entry = r[2].load(Ordering::Relaxed) as *const Region;
+    (!entry.is_null()).then_some(entry)
 }
 
 fn gid_cell(r: *mut Region) -> &'static AtomicU32 {
@@ -515,6 +523,7 @@ pub unsafe fn register(m: *mut Module) {
                 parent.unwrap_or(NONE) as u64 | (parent_kind.unwrap_or(0) as u64) << 32,
                 Ordering::Relaxed,
             );
+            w[2].store(r as *const Region as u64, Ordering::Relaxed);
         }
     }
     // Publish the ids last: a hook that sees an id also sees its META entry.

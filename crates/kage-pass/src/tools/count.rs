@@ -10,7 +10,9 @@
 //!   counts the faulting access. What a segment adds is masked by `__kage_gate`, as the
 //!   calls are gated in the runtime. An `llvm.mem*` of run-time length adds its own right
 //!   before it (its length is known there); `cmpxchg`s keep their hook (whether they wrote
-//!   is known after).
+//!   is known after). A loop header counts an iteration inline when the runtime has armed
+//!   the thread for its loop (the loop's body is the innermost open region: a new iteration
+//!   changes nothing but the body's instances), and calls `__kage_loop_iter` otherwise.
 //! - `count-calls` (instrumentation 0): the region hooks and a call per access, which every
 //!   runtime tool understands.
 
@@ -49,14 +51,22 @@ impl Tool for Count {
         Instrumentation::Counts
     }
 
+    /// The inlined loop-header helpers' thread-local addresses are hoisted out of loops.
+    fn needs_cleanup(&self) -> bool {
+        true
+    }
+
     unsafe fn instrument(
         &self,
         module: LLVMModuleRef,
         plans: &[FunctionPlan],
         table: &RegionTable,
     ) {
-        let hooks = Hooks::declare(module);
+        let mut hooks = Hooks::declare(module);
         let counter = InlineCounter::declare(module);
+        if plans.iter().any(|plan| !plan.forest.loops.is_empty()) {
+            hooks.loop_iter = counter.define_loop_iter(module, &hooks.loop_iter);
+        }
         let data_layout = LLVMGetModuleDataLayout(module);
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
@@ -155,11 +165,14 @@ impl SegmentCounts {
     }
 }
 
-/// `__kage_count` and `__kage_gate`, declared in one module.
+/// `__kage_count`, `__kage_gate`, `__kage_fast_loop` and `__kage_iterations`, declared in
+/// one module.
 struct InlineCounter {
     totals: LLVMValueRef,
     totals_type: LLVMTypeRef,
     gate: LLVMValueRef,
+    fast_loop: LLVMValueRef,
+    iterations: LLVMValueRef,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
     threadlocal_address: (LLVMValueRef, LLVMTypeRef),
@@ -178,10 +191,81 @@ impl InlineCounter {
             totals,
             totals_type: LLVMGlobalGetValueType(totals),
             gate: ir::declare_runtime_global(module, &symbols::GATE),
+            fast_loop: ir::declare_runtime_global(module, &symbols::FAST_LOOP),
+            iterations: ir::declare_runtime_global(module, &symbols::ITERATIONS),
             i32_type: LLVMInt32TypeInContext(context),
             i64_type,
             threadlocal_address: ir::threadlocal_address_intrinsic(module),
         }
+    }
+
+    /// `void __kage_count_loop_iter(ptr loop)`, an inline helper for loop headers: adds 1 to
+    /// `__kage_iterations` when `__kage_fast_loop` is `loop`, else calls `loop_iter`
+    /// (`__kage_loop_iter`).
+    ///
+    /// # Safety
+    /// `module` must be the module the globals were declared in.
+    unsafe fn define_loop_iter(
+        &self,
+        module: LLVMModuleRef,
+        loop_iter: &RuntimeFunction,
+    ) -> RuntimeFunction {
+        let context = LLVMGetModuleContext(module);
+        let ptr_type = LLVMPointerTypeInContext(context, 0);
+        let mut params = [ptr_type];
+        let ty = LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 1, 0);
+        let f = ir::define_inline_helper(module, "__kage_count_loop_iter", ty);
+        let lp = LLVMGetParam(f, 0);
+        let builder = LLVMCreateBuilderInContext(context);
+        let block =
+            |name: &std::ffi::CStr| LLVMAppendBasicBlockInContext(context, f, name.as_ptr());
+        let (entry, fast, slow) = (block(c"entry"), block(c"fast"), block(c"slow"));
+        let (intrinsic, intrinsic_type) = self.threadlocal_address;
+        let address = |builder, global| {
+            let mut args = [global];
+            LLVMBuildCall2(
+                builder,
+                intrinsic_type,
+                intrinsic,
+                args.as_mut_ptr(),
+                1,
+                c"".as_ptr(),
+            )
+        };
+        LLVMPositionBuilderAtEnd(builder, entry);
+        let armed = LLVMBuildLoad2(
+            builder,
+            ptr_type,
+            address(builder, self.fast_loop),
+            c"".as_ptr(),
+        );
+        LLVMSetOrdering(armed, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+        LLVMSetAlignment(armed, 8);
+        let same = LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntEQ,
+            armed,
+            lp,
+            c"".as_ptr(),
+        );
+        let branch = LLVMBuildCondBr(builder, same, fast, slow);
+        ir::set_branch_weights(branch, 1 << 20, 1);
+        LLVMPositionBuilderAtEnd(builder, fast);
+        let counter = address(builder, self.iterations);
+        let old = LLVMBuildLoad2(builder, self.i64_type, counter, c"".as_ptr());
+        LLVMSetOrdering(old, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+        LLVMSetAlignment(old, 8);
+        let one = LLVMConstInt(self.i64_type, 1, 0);
+        let new = LLVMBuildAdd(builder, old, one, c"".as_ptr());
+        let store = LLVMBuildStore(builder, new, counter);
+        LLVMSetOrdering(store, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+        LLVMSetAlignment(store, 8);
+        LLVMBuildRetVoid(builder);
+        LLVMPositionBuilderAtEnd(builder, slow);
+        loop_iter.call(builder, &mut [lp]);
+        LLVMBuildRetVoid(builder);
+        LLVMDisposeBuilder(builder);
+        RuntimeFunction::helper(f, ty)
     }
 
     /// At the builder's position: each of `__kage_count`'s cells `+= counts & mask`, where

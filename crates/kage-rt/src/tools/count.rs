@@ -279,14 +279,16 @@ impl CountThread {
         }
     }
 
-    /// Applies the tool's latest reset if this thread has not yet.
+    /// Applies the tool's latest reset if this thread has not yet; true if it did.
     #[inline(always)]
-    fn sync_epoch(&mut self) {
+    fn sync_epoch(&mut self) -> bool {
         let e = self.tool.epoch.load(Acquire);
         if self.c.epoch.load(Relaxed) != e {
             self.zero();
             self.c.epoch.store(e, Release);
+            return true;
         }
+        false
     }
 
     /// Zeroes every counter. Statistics start anew: each region open at this moment counts
@@ -352,6 +354,23 @@ impl ThreadTool for CountThread {
             .map_or((self.outside, 0), |o| (o.rec, o.region + 1));
         self.top_rec = top_rec;
         self.c.top.store(top, Relaxed);
+    }
+
+    fn iterations_in_bulk(&self) -> bool {
+        true
+    }
+
+    /// The body's instances grow; nothing else changes: the accesses of consecutive
+    /// iterations go to the same self counters, and their inclusive sum is the totals'
+    /// growth from the first iteration's enter to the last one's exit.
+    fn iterations(&mut self, body: u32, n: u64) {
+        // Iterations from before a reset are not counted (the open body counts as one).
+        if self.sync_epoch() {
+            return;
+        }
+        if self.open.last().map(|o| o.region) == Some(body) {
+            bump(&self.top_rec[INSTANCES], n);
+        }
     }
 
     #[inline]
