@@ -168,3 +168,56 @@ fn counts_are_exact_at_o0() {
     let copy = func(&report, "copy");
     assert_counts(copy, 1, c(3, 3, 108, 204), c(3, 3, 108, 204));
 }
+
+/// `tests/c/count_inline.c`: what counting per segment and per loop could get wrong (counts
+/// switched off in the middle of a block and around a loop counted in registers, blocks
+/// left by `longjmp` and `exit`, a vectorised loop, loops with and without calls), exact
+/// in the count build and equal, region by region, in the count-calls build.
+#[test]
+fn inline_counts_are_exact_where_blocks_are_left_early_or_counting_switches() {
+    let work = Work::new();
+    let inline = work.build("count_inline.c", &["-O2"]);
+    let calls = work.build_for_every_tool("count_inline.c", &["-O2"]);
+    let a = work.run_report(&inline, &[], 0);
+    let b = work.run_report(&calls, &[], 0);
+    for report in [&a, &b] {
+        assert!(report.complete);
+        assert_totals_consistent(report);
+        // On, off (a store and a loop of 50 stores not counted), on again.
+        let switched = func(report, "switched");
+        assert_counts(switched, 1, c(1, 2, 4, 8), c(1, 2, 4, 8));
+        let switched_loop = only_loop(report, switched);
+        assert_eq!(stats(body_of(report, switched_loop)).instances, 50);
+        // longjmp leaves jumper's block after its store; jumps stores once more after.
+        assert_counts(func(report, "jumper"), 1, c(0, 1, 0, 4), c(0, 1, 0, 4));
+        assert_counts(func(report, "jumps"), 1, c(0, 2, 0, 8), c(0, 1, 0, 4));
+        // Vector body and remainder: every byte read once.
+        let split = stats(func(report, "split"));
+        assert_eq!(
+            (split.inclusive.bytes_read, split.inclusive.stores),
+            (4012, 0)
+        );
+        // A loop in registers, then one calling a function 100 times.
+        let spin = func(report, "spin_then_call");
+        assert_counts(spin, 1, c(100, 200, 400, 800), c(0, 0, 0, 0));
+        assert_counts(
+            func(report, "callee"),
+            100,
+            c(0, 100, 0, 400),
+            c(0, 100, 0, 400),
+        );
+        // exit() leaves the block after both stores.
+        assert_counts(
+            func(report, "leaves_by_exit"),
+            1,
+            c(0, 2, 0, 8),
+            c(0, 2, 0, 8),
+        );
+    }
+    assert_eq!(a.count_totals(), b.count_totals());
+    assert_eq!(a.regions.len(), b.regions.len());
+    for (x, y) in a.regions.iter().zip(&b.regions) {
+        assert_eq!((&x.name, x.line), (&y.name, y.line));
+        assert_eq!(stats(x), stats(y), "{} line {}", x.name, x.line);
+    }
+}

@@ -1,0 +1,66 @@
+/* What counting per segment and per loop could get wrong, each with counts known by
+ * construction (4-byte volatile accesses; every function below is its own region):
+ * - switched: counting switched off and on in the middle of a block, and a loop without
+ *   calls (whose counts are kept in registers) run while it is off;
+ * - leaves_by_exit: a block left by exit() after two stores (run last, in a child, see main);
+ * - jumps: a block left by longjmp after one store;
+ * - split: a loop the compiler vectorises into a vector body and a remainder;
+ * - spin_then_call: a loop without calls, then one with a call in its body. */
+#include "common.h"
+#include "../../crates/kage-rt/include/kage.h"
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+volatile int g[64];
+int data[1003];
+static jmp_buf env;
+
+NOINLINE void switched(void) {
+  g[0] = 1;                    /* counted */
+  kage_set_enabled(0);
+  g[1] = 2;                    /* not counted */
+  PLAIN_LOOP
+  for (int i = 0; i < 50; i++) /* not counted: 50 stores */
+    g[2 + (i & 7)] = i;
+  kage_set_enabled(1);
+  g[3] = g[0];                 /* counted: a load and a store */
+}
+
+NOINLINE void jumper(void) {
+  g[10] = 1;                   /* counted */
+  longjmp(env, 1);
+}
+
+NOINLINE void jumps(void) {
+  if (setjmp(env) == 0) jumper();
+  g[11] = 2;                   /* counted, after the jump */
+}
+
+NOINLINE int split(int n) {
+  int s = 0;
+  for (int i = 0; i < n; i++) s += data[i]; /* vectorised: n * 4 bytes read */
+  return s;
+}
+
+NOINLINE void callee(int i) { g[20] = i; }
+
+NOINLINE void spin_then_call(int n) {
+  for (int i = 0; i < n; i++) g[21] = g[22]; /* n loads, n stores, in registers */
+  for (int i = 0; i < n; i++) callee(i);     /* n stores, in callee */
+}
+
+NOINLINE void leaves_by_exit(void) {
+  g[30] = 1;
+  g[31] = 2;
+  exit(0);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 0; i < 1003; i++) data[i] = i;
+  switched();
+  jumps();
+  printf("%d\n", split(argc > 5 ? 7 : 1003));
+  spin_then_call(100);
+  leaves_by_exit();
+}
