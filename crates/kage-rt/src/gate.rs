@@ -46,6 +46,9 @@ pub struct ThreadState {
     pub busy: Cell<u8>,
     pub stack: UnsafeCell<RegionStack>,
     pub tool: UnsafeCell<Box<dyn ThreadTool>>,
+    /// The tool's [`ThreadTool::iterations_in_bulk`]: loop iterations are counted inline
+    /// (`iterations`).
+    pub iterations_in_bulk: bool,
     /// The kernel's id of the thread, to signal it (`thread::close_others`).
     pub tid: libc::pid_t,
     /// A coroutine's context on that thread (`contexts`), not the thread itself.
@@ -88,9 +91,13 @@ impl ThreadState {
         self.busy.set(IN_RUNTIME);
         compiler_fence(SeqCst);
         let (stack, tool) = (&mut *self.stack.get(), &mut **self.tool.get());
-        iterations::take(self, tool);
+        if self.iterations_in_bulk {
+            iterations::take(self as *const Self as *const (), tool);
+        }
         let r = f(stack, tool);
-        iterations::arm(self, stack, tool);
+        if self.iterations_in_bulk {
+            iterations::arm(self as *const Self as *const (), stack);
+        }
         compiler_fence(SeqCst);
         self.busy.set(self.busy.get() & !IN_RUNTIME);
         Some(r)

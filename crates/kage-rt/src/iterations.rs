@@ -12,10 +12,10 @@
 //! thread is disarmed while the runtime runs on it, so a handler that runs the same loop then
 //! calls the (ignored) hook rather than counting.
 
-use crate::gate::ThreadState;
 use crate::registry;
 use crate::stack::{FrameKind, RegionStack};
 use crate::tool::ThreadTool;
+use kage_abi::Region;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::null;
@@ -28,26 +28,45 @@ extern "C" {
 }
 
 thread_local! {
+    /// The calling thread's `__kage_fast_loop` and `__kage_iterations`, once asked for.
+    static SLOTS: Cell<(*const AtomicPtr<c_void>, *const AtomicU64)> =
+        const { Cell::new((null(), null())) };
     /// `__kage_iterations` when the runtime last took it.
     static TAKEN: Cell<u64> = const { Cell::new(0) };
     /// The state the thread was armed for (its own, or a coroutine context's), with the body
     /// that was innermost; null when disarmed.
-    static ARMED: Cell<(*const ThreadState, u32)> = const { Cell::new((null(), 0)) };
+    static ARMED: Cell<(*const (), u32)> = const { Cell::new((null(), 0)) };
+    /// The last body armed for and its loop's table entry (most events leave the innermost
+    /// body as it was: no registry lookup for them).
+    static LAST_ENTRY: Cell<(u32, *const Region)> = const { Cell::new((u32::MAX, null())) };
 }
 
-/// At the start of an event of `state`, on its thread: disarms the thread, and gives the
+/// The calling thread's `__kage_fast_loop` and `__kage_iterations`.
+#[inline(always)]
+fn slots() -> (&'static AtomicPtr<c_void>, &'static AtomicU64) {
+    let (mut fast_loop, mut counter) = SLOTS.with(|s| s.get());
+    if fast_loop.is_null() {
+        // SAFETY: the calling thread's thread-locals, which live as long as it.
+        (fast_loop, counter) = unsafe { (kage_fast_loop_slot(), kage_iterations_slot()) };
+        SLOTS.with(|s| s.set((fast_loop, counter)));
+    }
+    // SAFETY: as above; only read by this thread.
+    unsafe { (&*fast_loop, &*counter) }
+}
+
+/// At the start of an event of `state` (a thread state's address: its identity), on its
+/// thread: disarms the thread, and gives the
 /// tool the iterations counted inline since the thread was armed for `state` (none if it was
 /// armed for another context: they were taken when that context's events ran).
 ///
 /// # Safety
 /// On the thread `state` runs on, with its stack and tool borrowed for the event.
-pub unsafe fn take(state: *const ThreadState, tool: &mut dyn ThreadTool) {
+pub unsafe fn take(state: *const (), tool: &mut dyn ThreadTool) {
     let (armed_for, body) = ARMED.with(|a| a.replace((null(), 0)));
     if armed_for.is_null() {
         return;
     }
-    // SAFETY: the calling thread's thread-locals.
-    let (fast_loop, counter) = unsafe { (&*kage_fast_loop_slot(), &*kage_iterations_slot()) };
+    let (fast_loop, counter) = slots();
     fast_loop.store(std::ptr::null_mut(), Relaxed);
     let now = counter.load(Relaxed);
     let n = now.wrapping_sub(TAKEN.with(|t| t.replace(now)));
@@ -56,27 +75,30 @@ pub unsafe fn take(state: *const ThreadState, tool: &mut dyn ThreadTool) {
     }
 }
 
-/// At the end of an event of `state`: arms the thread when its tool takes iterations in bulk
-/// and the innermost open region is a loop body.
+/// At the end of an event of `state`, whose tool takes iterations in bulk: arms the thread
+/// when the innermost open region is a loop body.
 ///
 /// # Safety
 /// As for [`take`].
-pub unsafe fn arm(state: *const ThreadState, stack: &RegionStack, tool: &dyn ThreadTool) {
-    if !tool.iterations_in_bulk() {
-        return;
-    }
+pub unsafe fn arm(state: *const (), stack: &RegionStack) {
     let Some(top) = stack.frames().last() else {
         return;
     };
     if top.kind != FrameKind::Body {
         return;
     }
-    // The loop's entry comes right before its body's (docs/abi.md).
-    let Some(entry) = registry::region_entry(top.region.wrapping_sub(1)) else {
-        return;
+    let (last_body, last_entry) = LAST_ENTRY.with(|l| l.get());
+    let entry = if last_body == top.region {
+        last_entry
+    } else {
+        // The loop's entry comes right before its body's (docs/abi.md).
+        let Some(entry) = registry::region_entry(top.region.wrapping_sub(1)) else {
+            return;
+        };
+        LAST_ENTRY.with(|l| l.set((top.region, entry)));
+        entry
     };
-    // SAFETY: the calling thread's thread-locals.
-    let (fast_loop, counter) = unsafe { (&*kage_fast_loop_slot(), &*kage_iterations_slot()) };
+    let (fast_loop, counter) = slots();
     TAKEN.with(|t| t.set(counter.load(Relaxed)));
     ARMED.with(|a| a.set((state, top.region)));
     fast_loop.store(entry as *mut c_void, Relaxed);

@@ -38,10 +38,12 @@ pub fn new_context(tool: &'static dyn Tool) -> &'static ThreadState {
 /// runtime's fork handlers).
 fn listed_state(part: impl FnOnce() -> Box<dyn ThreadTool>, context: bool) -> &'static ThreadState {
     let mut threads = THREADS.lock();
+    let part = part();
     let ts: &'static ThreadState = Box::leak(Box::new(ThreadState {
         busy: Cell::new(0),
         stack: UnsafeCell::new(RegionStack::new()),
-        tool: UnsafeCell::new(part()),
+        iterations_in_bulk: part.iterations_in_bulk(),
+        tool: UnsafeCell::new(part),
         tid: unsafe { libc::gettid() },
         context,
         closed: AtomicBool::new(false),

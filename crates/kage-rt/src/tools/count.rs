@@ -627,6 +627,36 @@ mod tests {
         assert_eq!(tl.collect(2).1, c(3, 4, 12, 16));
     }
 
+    /// Iterations counted inline come in bulk: as many instances of the innermost body, its
+    /// accesses its own, the loop's inclusive counts unchanged; none from before a reset.
+    #[test]
+    fn iterations_in_bulk_are_instances_of_the_innermost_body() {
+        let tl = tool();
+        let mut t = thread(tl);
+        assert!(t.iterations_in_bulk());
+        t.enter(0); // the function
+        t.enter(1); // its loop
+        t.enter(2); // the first iteration's body
+        ld(&mut *t, 3, 4);
+        t.iterations(2, 9);
+        ld(&mut *t, 7, 4);
+        t.exit(2);
+        t.exit(1);
+        let (r, _, _) = tl.collect(3);
+        assert_eq!(r[2].instances, 10);
+        assert_eq!((r[2].inclusive, r[2].exclusive), (c(10, 0, 40, 0), c(10, 0, 40, 0)));
+        assert_eq!(r[1].inclusive, c(10, 0, 40, 0));
+        // A reset between the iterations and the event that takes them: not counted.
+        t.enter(1);
+        t.enter(2);
+        tl.reset();
+        t.iterations(2, 5);
+        t.exit(2);
+        t.exit(1);
+        t.exit(0);
+        assert_eq!(tl.collect(3).0[2].instances, 1, "open at the reset: one instance");
+    }
+
     #[test]
     fn finish_json_fields() {
         let tl = tool();
