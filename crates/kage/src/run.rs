@@ -46,10 +46,20 @@ pub fn runtime_options(
 ) -> Result<Option<OsString>, String> {
     let mut ours: Vec<String> = Vec::new();
     if let Some(tool) = tool {
-        if !kage_abi::BUILD_TOOLS.iter().any(|t| t.name == tool) {
-            let names: Vec<&str> = kage_abi::BUILD_TOOLS.iter().map(|t| t.name).collect();
+        // The runtime's tools: each build tool that only its own tool reads (`count-calls`
+        // is a build every tool reads, not a tool).
+        let names: Vec<&str> = (kage_abi::BUILD_TOOLS.iter())
+            .filter(|t| t.instrumentation.only_tool() == Some(t.name))
+            .map(|t| t.name)
+            .collect();
+        if !names.contains(&tool) {
+            let hint = if tool == "count-calls" {
+                "count-calls is a build (KAGE_TOOL=count-calls) that every tool reads"
+            } else {
+                "write it like --tool count"
+            };
             return Err(format!(
-                "'{tool}' is not a tool: write it like --tool count (the tools: {})",
+                "'{tool}' is not a tool: {hint} (the tools: {})",
                 names.join(", ")
             ));
         }
@@ -540,8 +550,13 @@ mod tests {
         for bad in ["", "bogus", "count:verbosity=1"] {
             let error = runtime_options(None, Some(bad), &[], None).unwrap_err();
             assert!(error.contains("--tool count"), "{bad}: {error}");
-            assert!(error.contains("working-set, footprint"), "{bad}: {error}");
+            assert!(
+                error.contains("(the tools: count, working-set, footprint"),
+                "{bad}: {error}"
+            );
         }
+        let error = runtime_options(None, Some("count-calls"), &[], None).unwrap_err();
+        assert!(error.contains("every tool reads"), "{error}");
         assert!(
             runtime_options(None, None, &[], Some(Path::new("/a:b.json")))
                 .unwrap_err()

@@ -644,7 +644,10 @@ mod tests {
         t.exit(1);
         let (r, _, _) = tl.collect(3);
         assert_eq!(r[2].instances, 10);
-        assert_eq!((r[2].inclusive, r[2].exclusive), (c(10, 0, 40, 0), c(10, 0, 40, 0)));
+        assert_eq!(
+            (r[2].inclusive, r[2].exclusive),
+            (c(10, 0, 40, 0), c(10, 0, 40, 0))
+        );
         assert_eq!(r[1].inclusive, c(10, 0, 40, 0));
         // A reset between the iterations and the event that takes them: not counted.
         t.enter(1);
@@ -654,7 +657,11 @@ mod tests {
         t.exit(2);
         t.exit(1);
         t.exit(0);
-        assert_eq!(tl.collect(3).0[2].instances, 1, "open at the reset: one instance");
+        assert_eq!(
+            tl.collect(3).0[2].instances,
+            1,
+            "open at the reset: one instance"
+        );
     }
 
     #[test]
