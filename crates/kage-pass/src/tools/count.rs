@@ -13,6 +13,9 @@
 //!   is known after). A loop header counts an iteration inline when the runtime has armed
 //!   the thread for its loop (the loop's body is the innermost open region: a new iteration
 //!   changes nothing but the body's instances), and calls `__kage_loop_iter` otherwise.
+//!   Innermost loops in which nothing else reaches the runtime keep their counts and
+//!   iterations in registers while they run ([`promoted_loops`]) and add them at their
+//!   exits, before the exits' hooks.
 //! - `count-calls` (instrumentation 0): the region hooks and a call per access, which every
 //!   runtime tool understands.
 
@@ -51,7 +54,8 @@ impl Tool for Count {
         Instrumentation::Counts
     }
 
-    /// The inlined loop-header helpers' thread-local addresses are hoisted out of loops.
+    /// Promoted loops' local counts become registers (mem2reg), and the inlined helpers'
+    /// thread-local addresses are merged and hoisted out of loops.
     fn needs_cleanup(&self) -> bool {
         true
     }
