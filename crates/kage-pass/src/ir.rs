@@ -328,18 +328,48 @@ unsafe fn c_type(context: LLVMContextRef, ty: CType) -> LLVMTypeRef {
     }
 }
 
-/// `llvm.threadlocal.address.p0` and its type: how IR reads a thread-local's address.
+/// At the builder's position: `llvm.threadlocal.address(global)`, how IR reads the address
+/// of a thread-local of `module`.
 ///
 /// # Safety
-/// `module` must be valid.
-pub unsafe fn threadlocal_address_intrinsic(module: LLVMModuleRef) -> (LLVMValueRef, LLVMTypeRef) {
+/// `module` must be valid, `builder` positioned in one of its functions, `global` one of its
+/// thread-locals.
+pub unsafe fn thread_local_address(
+    module: LLVMModuleRef,
+    builder: LLVMBuilderRef,
+    global: LLVMValueRef,
+) -> LLVMValueRef {
     let context = LLVMGetModuleContext(module);
     let name = "llvm.threadlocal.address";
     let id = LLVMLookupIntrinsicID(name.as_ptr() as *const _, name.len());
     let mut overloads = [LLVMPointerTypeInContext(context, 0)];
     let intrinsic = LLVMGetIntrinsicDeclaration(module, id, overloads.as_mut_ptr(), 1);
     let ty = LLVMIntrinsicGetType(context, id, overloads.as_mut_ptr(), 1);
-    (intrinsic, ty)
+    let mut args = [global];
+    LLVMBuildCall2(builder, ty, intrinsic, args.as_mut_ptr(), 1, c"".as_ptr())
+}
+
+/// At the builder's position: `*cell += value` (i64) with a relaxed atomic load and store,
+/// for a counter only the calling thread writes and others may read.
+///
+/// # Safety
+/// `builder` must be positioned in a function; `cell` a pointer, `value` an i64 of its
+/// context.
+pub unsafe fn add_relaxed(builder: LLVMBuilderRef, cell: LLVMValueRef, value: LLVMValueRef) {
+    let ty = LLVMTypeOf(value);
+    let old = LLVMBuildLoad2(builder, ty, cell, c"".as_ptr());
+    LLVMSetOrdering(
+        old,
+        llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+    );
+    LLVMSetAlignment(old, 8);
+    let new = LLVMBuildAdd(builder, old, value, c"".as_ptr());
+    let store = LLVMBuildStore(builder, new, cell);
+    LLVMSetOrdering(
+        store,
+        llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+    );
+    LLVMSetAlignment(store, 8);
 }
 
 /// Whether `module` is compiled for x86-64.

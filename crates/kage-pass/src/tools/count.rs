@@ -284,7 +284,7 @@ struct InlineCounter {
     iterations: LLVMValueRef,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
-    threadlocal_address: (LLVMValueRef, LLVMTypeRef),
+    module: LLVMModuleRef,
 }
 
 impl InlineCounter {
@@ -304,7 +304,7 @@ impl InlineCounter {
             iterations: ir::declare_runtime_global(module, &symbols::ITERATIONS),
             i32_type: LLVMInt32TypeInContext(context),
             i64_type,
-            threadlocal_address: ir::threadlocal_address_intrinsic(module),
+            module,
         }
     }
 
@@ -366,7 +366,7 @@ impl InlineCounter {
         if local {
             self.add_plain(builder, LLVMGetParam(f, 1), one);
         } else {
-            self.add_atomic(builder, self.address(builder, self.iterations), one);
+            ir::add_relaxed(builder, self.address(builder, self.iterations), one);
         }
         LLVMBuildRetVoid(builder);
         LLVMPositionBuilderAtEnd(builder, slow);
@@ -378,28 +378,7 @@ impl InlineCounter {
 
     /// `llvm.threadlocal.address(global)`.
     unsafe fn address(&self, builder: LLVMBuilderRef, global: LLVMValueRef) -> LLVMValueRef {
-        let (intrinsic, intrinsic_type) = self.threadlocal_address;
-        let mut args = [global];
-        LLVMBuildCall2(
-            builder,
-            intrinsic_type,
-            intrinsic,
-            args.as_mut_ptr(),
-            1,
-            c"".as_ptr(),
-        )
-    }
-
-    /// `*cell += value`, relaxed atomic load and store (the runtime may read it from
-    /// another thread).
-    unsafe fn add_atomic(&self, builder: LLVMBuilderRef, cell: LLVMValueRef, value: LLVMValueRef) {
-        let old = LLVMBuildLoad2(builder, self.i64_type, cell, c"".as_ptr());
-        LLVMSetOrdering(old, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
-        LLVMSetAlignment(old, 8);
-        let new = LLVMBuildAdd(builder, old, value, c"".as_ptr());
-        let store = LLVMBuildStore(builder, new, cell);
-        LLVMSetOrdering(store, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
-        LLVMSetAlignment(store, 8);
+        ir::thread_local_address(self.module, builder, global)
     }
 
     /// `*cell += value`, a local's plain load and store (mem2reg makes it a register).
@@ -475,12 +454,12 @@ impl InlineCounter {
             let value = LLVMBuildLoad2(builder, self.i64_type, cell, c"".as_ptr());
             LLVMSetAlignment(value, 8);
             let masked = LLVMBuildAnd(builder, value, mask, c"".as_ptr());
-            self.add_atomic(builder, self.cell(builder, totals, k), masked);
+            ir::add_relaxed(builder, self.cell(builder, totals, k), masked);
             LLVMSetAlignment(LLVMBuildStore(builder, zero, cell), 8);
         }
         let value = LLVMBuildLoad2(builder, self.i64_type, local.iterations, c"".as_ptr());
         LLVMSetAlignment(value, 8);
-        self.add_atomic(builder, self.address(builder, self.iterations), value);
+        ir::add_relaxed(builder, self.address(builder, self.iterations), value);
         LLVMSetAlignment(LLVMBuildStore(builder, zero, local.iterations), 8);
     }
 
@@ -540,7 +519,7 @@ impl InlineCounter {
         for (k, value) in values.iter().enumerate() {
             let Some(value) = *value else { continue };
             let masked = LLVMBuildAnd(builder, value, mask, c"".as_ptr());
-            self.add_atomic(builder, self.cell(builder, totals, k), masked);
+            ir::add_relaxed(builder, self.cell(builder, totals, k), masked);
         }
     }
 }

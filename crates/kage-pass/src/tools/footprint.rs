@@ -40,7 +40,7 @@ use kage_abi::{symbols, Instrumentation};
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
 use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
-use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate};
+use llvm_sys::LLVMIntPredicate;
 
 use super::{Settings, Tool};
 use crate::access::{Access, Length, Range};
@@ -151,13 +151,7 @@ impl FpRuntime {
     /// # Safety
     /// `builder` must be positioned in a function of the module; `n` an i64.
     unsafe fn count(&self, builder: LLVMBuilderRef, n: LLVMValueRef) {
-        let old = LLVMBuildLoad2(builder, self.i64_type, self.accesses, c"".as_ptr());
-        LLVMSetOrdering(old, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
-        LLVMSetAlignment(old, 8);
-        let new = LLVMBuildAdd(builder, old, n, c"".as_ptr());
-        let store = LLVMBuildStore(builder, new, self.accesses);
-        LLVMSetOrdering(store, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
-        LLVMSetAlignment(store, 8);
+        ir::add_relaxed(builder, self.accesses, n);
     }
 
     /// At the builder's position: `__kage_fp_strided(ptr, width, stride, count)`.

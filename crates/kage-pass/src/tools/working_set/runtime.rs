@@ -194,7 +194,11 @@ impl WsRuntime {
         let f = self.define_function(name, self.budget_copy_type);
         let builder = LLVMCreateBuilderInContext(self.context);
         LLVMPositionBuilderAtEnd(builder, self.append_block(f, "entry"));
-        let budget = self.thread_local_address(builder, self.runtime_global(&symbols::WS_BUDGET));
+        let budget = ir::thread_local_address(
+            self.module,
+            builder,
+            self.runtime_global(&symbols::WS_BUDGET),
+        );
         let local = LLVMGetParam(f, 0);
         let (from, to) = if to_local {
             (budget, local)
@@ -371,7 +375,7 @@ impl WsRuntime {
         ir::set_branch_weights(branch, 1, 1 << 20);
         LLVMPositionBuilderAtEnd(builder, tick_block);
         // The tick reads the spent budget and sets the next interval's.
-        let shared = self.thread_local_address(builder, budget);
+        let shared = ir::thread_local_address(self.module, builder, budget);
         LLVMSetAlignment(LLVMBuildStore(builder, new, shared), 8);
         tick.call(builder, &mut [LLVMGetParam(f, 0)]);
         let next = LLVMBuildLoad2(builder, self.i64_type, shared, c"".as_ptr());
@@ -381,17 +385,6 @@ impl WsRuntime {
         LLVMPositionBuilderAtEnd(builder, done);
         LLVMBuildRetVoid(builder);
         LLVMDisposeBuilder(builder);
-    }
-
-    /// `llvm.threadlocal.address(global)`: how IR reads a thread-local's address.
-    unsafe fn thread_local_address(
-        &self,
-        builder: LLVMBuilderRef,
-        global: LLVMValueRef,
-    ) -> LLVMValueRef {
-        let (intrinsic, ty) = ir::threadlocal_address_intrinsic(self.module);
-        let mut args = [global];
-        LLVMBuildCall2(builder, ty, intrinsic, args.as_mut_ptr(), 1, c"".as_ptr())
     }
 
     unsafe fn build_mark(&self, f: LLVMValueRef, span: LineSpan) {
