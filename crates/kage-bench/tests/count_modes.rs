@@ -4,21 +4,12 @@
 //! real programs included; the harness builds and runs them, this test compares the reports
 //! it leaves.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use common::kage_cc;
 use kage_report::{read_report, CountStats, Report};
-
-/// kage-cc as scripts/build.sh leaves it: next to kage-bench in a release build, else in the
-/// workspace's target/release.
-fn kage_cc() -> PathBuf {
-    let sibling = PathBuf::from(env!("CARGO_BIN_EXE_kage-bench")).with_file_name("kage-cc");
-    let release = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/kage-cc");
-    [sibling, release]
-        .into_iter()
-        .find(|p| p.exists())
-        .expect("kage-cc not built: run scripts/build.sh first")
-}
+use std::path::Path;
+use std::process::Command;
 
 /// The programs of the suite, as `kage-bench --list` names them.
 fn suite() -> Vec<String> {

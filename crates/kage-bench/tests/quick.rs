@@ -2,19 +2,10 @@
 //! it must build them natively and with kage-cc, find matching outputs and print the table.
 //! No timing is asserted: ratios belong in the benchmark, not in tests.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-/// kage-cc as scripts/build.sh leaves it: next to kage-bench in a release build, else in the
-/// workspace's target/release.
-fn kage_cc() -> PathBuf {
-    let sibling = PathBuf::from(env!("CARGO_BIN_EXE_kage-bench")).with_file_name("kage-cc");
-    let release = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/kage-cc");
-    [sibling, release]
-        .into_iter()
-        .find(|p| p.exists())
-        .expect("kage-cc not built: run scripts/build.sh first")
-}
+use common::kage_cc;
+use std::process::Command;
 
 #[test]
 fn quick_run_builds_runs_and_tabulates_kernels_and_a_real_program() {
