@@ -272,6 +272,14 @@ impl CountThread {
         }
     }
 
+    /// The part stops running on its cells (its thread ends, or another context runs
+    /// there): what they gained is its own, and nothing more is read from them.
+    fn stop_running(&mut self) {
+        self.sync_epoch();
+        self.flush();
+        self.c.inline.store(std::ptr::null_mut(), Release);
+    }
+
     /// Forgets what `__kage_count` gained since the last event.
     fn skip_pending(&mut self) {
         for k in 0..4 {
@@ -396,15 +404,11 @@ impl ThreadTool for CountThread {
     }
 
     fn thread_exit(&mut self) {
-        self.sync_epoch();
-        self.flush();
-        self.c.inline.store(std::ptr::null_mut(), Release);
+        self.stop_running();
     }
 
     fn suspend(&mut self) {
-        self.sync_epoch();
-        self.flush();
-        self.c.inline.store(std::ptr::null_mut(), Release);
+        self.stop_running();
     }
 
     fn resume(&mut self) {
