@@ -5,7 +5,8 @@
  * - leaves_by_exit: a block left by exit() after two stores (run last, in a child, see main);
  * - jumps: a block left by longjmp after one store;
  * - split: a loop the compiler vectorises into a vector body and a remainder;
- * - spin_then_call: a loop without calls, then one with a call in its body. */
+ * - spin_then_call: a loop without calls, then one with a call in its body;
+ * - cas_loop: a loop without calls whose body's compare-exchange is counted by its hook. */
 #include "common.h"
 #include "../../crates/kage-rt/include/kage.h"
 #include <setjmp.h>
@@ -50,6 +51,17 @@ NOINLINE void spin_then_call(int n) {
   for (int i = 0; i < n; i++) callee(i);     /* n stores, in callee */
 }
 
+int cas_word;
+
+NOINLINE void cas_loop(int n) {
+  PLAIN_LOOP
+  for (int i = 0; i < n; i++) { /* each succeeds: a load and a store of 4 bytes */
+    int expected = i;
+    __atomic_compare_exchange_n(&cas_word, &expected, i + 1, 0, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+  }
+}
+
 NOINLINE void leaves_by_exit(void) {
   g[30] = 1;
   g[31] = 2;
@@ -62,5 +74,6 @@ int main(int argc, char **argv) {
   jumps();
   printf("%d\n", split(argc > 5 ? 7 : 1003));
   spin_then_call(100);
+  cas_loop(10);
   leaves_by_exit();
 }

@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -835,6 +835,15 @@ pub mod symbols {
     pub const RESUME_AT: Symbol = function("__kage_resume_at", &[Ptr, Ptr], REGION_HOOKS);
     /// The type of every region hook that takes only its region.
     pub type RegionHook = unsafe extern "C" fn(*mut Region);
+    /// `__thread const void *__kage_innermost`: the region entry of the thread's innermost
+    /// open region as of its last region event (null before it): a `__kage_settle` to it
+    /// would change nothing, and instrumented code leaves it out (relaxed atomic load).
+    pub const INNERMOST: Symbol = Symbol::Global {
+        name: "__kage_innermost",
+        ty: Ptr,
+        thread_local: true,
+        used_by: REGION_HOOKS,
+    };
 
     /// `void __kage_load(const void *addr, uint64_t size)`.
     pub const LOAD: Symbol = function("__kage_load", &[Ptr, I64], &[Calls]);
@@ -870,6 +879,16 @@ pub mod symbols {
         thread_local: true,
         used_by: &[Counts],
     };
+    /// `void __kage_count_region(struct kage_region *r, uint64_t instances, uint64_t loads,
+    /// uint64_t stores, uint64_t bytes_read, uint64_t bytes_written)`: a whole instance of a
+    /// region kept in registers ran in its parent region, with these accesses (masked by
+    /// the gate): a loop, `instances` > 0 its iterations, or an inlined call, `instances` 1.
+    pub const COUNT_REGION: Symbol = function(
+        "__kage_count_region",
+        &[Ptr, I64, I64, I64, I64, I64],
+        &[Counts],
+    );
+    pub type CountRegion = unsafe extern "C" fn(*mut Region, u64, u64, u64, u64, u64);
     /// `uint32_t __kage_gate`: non-zero while accesses are not counted (`kage_set_enabled(0)`,
     /// or the analysis has ended); count instrumentation masks what it adds with it.
     pub const GATE: Symbol = Symbol::Global {
@@ -1066,12 +1085,14 @@ pub mod symbols {
         LOOP_ITER,
         SETTLE,
         RESUME_AT,
+        INNERMOST,
         LOAD,
         STORE,
         CMPXCHG,
         COUNT_TOTALS,
         FAST_LOOP,
         ITERATIONS,
+        COUNT_REGION,
         GATE,
         FP_STRIDED,
         FP_RANGE,

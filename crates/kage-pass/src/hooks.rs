@@ -7,6 +7,7 @@
 use kage_abi::symbols;
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate};
 
 use crate::debuginfo::HookLocations;
 use crate::ir::{self, RuntimeFunction};
@@ -19,8 +20,9 @@ use crate::regions::RegionTable;
 /// open regions change, see [`FunctionPlan::settle_points`]; later
 /// insertions before the same instruction land after them), then `accesses` (in program
 /// order), then the function exits (so they come after a `cmpxchg`'s hook and a segment's
-/// reports). Loops in `skipped_loops` get no `__kage_loop_iter`: the tool enters them
-/// itself. Every position is taken before anything is inserted.
+/// reports). Loops in `skipped_loops` get no `__kage_loop_iter`, and blocks in
+/// `skipped_settles` no `__kage_settle`: the tool reports those regions itself. Every
+/// position is taken before anything is inserted.
 ///
 /// # Safety
 /// `plan` must describe a live function that nothing was inserted into yet, and `ins` be
@@ -29,6 +31,7 @@ pub unsafe fn insert(
     plan: &FunctionPlan,
     ins: &mut Inserter,
     skipped_loops: &[usize],
+    skipped_settles: &[usize],
     accesses: impl FnOnce(&mut Inserter),
 ) {
     let entry_block = plan.cfg.blocks[0];
@@ -39,6 +42,7 @@ pub unsafe fn insert(
         .filter_map(|(k, lp)| Some((ir::first_insertion_point(plan.cfg.blocks[lp.header])?, k)))
         .collect();
     let settles: Vec<_> = (plan.settle_points().into_iter())
+        .filter(|(block, _)| !skipped_settles.contains(block))
         .filter_map(|(block, region)| {
             Some((ir::first_insertion_point(plan.cfg.blocks[block])?, region))
         })
@@ -67,6 +71,8 @@ pub struct Hooks {
     pub func_enter: RuntimeFunction,
     pub func_exit: RuntimeFunction,
     pub loop_iter: RuntimeFunction,
+    /// The inline helper that calls `__kage_settle(r)` unless `r` is the thread's
+    /// `__kage_innermost` ([`define_settle`]).
     pub settle: RuntimeFunction,
     pub resume_at: RuntimeFunction,
     /// `llvm.addressofreturnaddress`: where the return address of the current activation
@@ -93,7 +99,7 @@ impl Hooks {
             func_enter: declare(&symbols::FUNC_ENTER),
             func_exit: declare(&symbols::FUNC_EXIT),
             loop_iter: declare(&symbols::LOOP_ITER),
-            settle: declare(&symbols::SETTLE),
+            settle: define_settle(module, declare(&symbols::SETTLE)),
             resume_at: declare(&symbols::RESUME_AT),
             frame_address: {
                 let name = c"llvm.addressofreturnaddress.p0";
@@ -110,6 +116,50 @@ impl Hooks {
             i64_type: LLVMInt64TypeInContext(context),
         }
     }
+}
+
+/// The inline helper `void __kage_settle_unless_innermost(ptr r)`: calls `settle`
+/// (`__kage_settle`) unless `r` is the thread's `__kage_innermost`, the region a settle
+/// would leave as it is (docs/abi.md, "Hooks the pass inserts").
+///
+/// # Safety
+/// `module` must be valid and hold `settle`.
+unsafe fn define_settle(module: LLVMModuleRef, settle: RuntimeFunction) -> RuntimeFunction {
+    let context = LLVMGetModuleContext(module);
+    let ptr_type = LLVMPointerTypeInContext(context, 0);
+    let mut params = [ptr_type];
+    let ty = LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 1, 0);
+    let name = "__kage_settle_unless_innermost";
+    let existing = LLVMGetNamedFunction(module, ir::c_string(name).as_ptr());
+    if !existing.is_null() {
+        return RuntimeFunction::helper(existing, ty);
+    }
+    let f = ir::define_inline_helper(module, name, ty);
+    let region = LLVMGetParam(f, 0);
+    let innermost = ir::declare_runtime_global(module, &symbols::INNERMOST);
+    let builder = LLVMCreateBuilderInContext(context);
+    let block = |name: &std::ffi::CStr| LLVMAppendBasicBlockInContext(context, f, name.as_ptr());
+    let (entry, call, done) = (block(c"entry"), block(c"call"), block(c"done"));
+    LLVMPositionBuilderAtEnd(builder, entry);
+    let address = ir::thread_local_address(module, builder, innermost);
+    let current = LLVMBuildLoad2(builder, ptr_type, address, c"".as_ptr());
+    LLVMSetOrdering(current, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+    LLVMSetAlignment(current, 8);
+    let same = LLVMBuildICmp(
+        builder,
+        LLVMIntPredicate::LLVMIntEQ,
+        current,
+        region,
+        c"".as_ptr(),
+    );
+    LLVMBuildCondBr(builder, same, done, call);
+    LLVMPositionBuilderAtEnd(builder, call);
+    settle.call(builder, &mut [region]);
+    LLVMBuildBr(builder, done);
+    LLVMPositionBuilderAtEnd(builder, done);
+    LLVMBuildRetVoid(builder);
+    LLVMDisposeBuilder(builder);
+    RuntimeFunction::helper(f, ty)
 }
 
 /// Builds hook calls inside one function.

@@ -83,9 +83,24 @@ fn nested_loops_table_and_hooks() {
     assert_eq!(count(sum2d, &region_call(&ir, "__kage_loop_iter", 3)), 1);
     // The inner loop exits into the outer loop's latch (settle to the outer body, 2); the
     // outer loop exits into the return block (settle to the function, 0).
-    assert_eq!(count(sum2d, "call void @__kage_settle("), 2);
-    assert_eq!(count(sum2d, &region_call(&ir, "__kage_settle", 2)), 1);
-    assert_eq!(count(sum2d, &region_call(&ir, "__kage_settle", 0)), 1);
+    assert_eq!(
+        count(sum2d, "call void @__kage_settle_unless_innermost("),
+        2
+    );
+    assert_eq!(
+        count(
+            sum2d,
+            &region_call(&ir, "__kage_settle_unless_innermost", 2)
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            sum2d,
+            &region_call(&ir, "__kage_settle_unless_innermost", 0)
+        ),
+        1
+    );
     // The loop_iter hooks sit in the loop headers: blocks that branch back to themselves
     // (inner) or are targets of the latch that settles the inner loop (outer).
     for block in blocks(sum2d) {
@@ -100,7 +115,7 @@ fn nested_loops_table_and_hooks() {
                 "inner header {block:?}"
             );
         }
-        if has(&region_call(&ir, "__kage_settle", 2)) {
+        if has(&region_call(&ir, "__kage_settle_unless_innermost", 2)) {
             let outer_header = blocks(sum2d)
                 .into_iter()
                 .find(|b| {
@@ -122,7 +137,7 @@ fn nested_loops_table_and_hooks() {
     }
     let find = function_body(&ir, "find");
     assert_eq!(
-        count(find, &region_call(&ir, "__kage_settle", 5)),
+        count(find, &region_call(&ir, "__kage_settle_unless_innermost", 5)),
         2,
         "two exits of find's loop"
     );
@@ -220,7 +235,8 @@ fn count_build_adds_each_segments_counts_inline() {
 }
 
 /// In a count build, a loop header calls the inline helper that counts an iteration when the
-/// runtime armed the thread for its loop, and calls `__kage_loop_iter` otherwise.
+/// runtime armed the thread for its loop, and calls `__kage_loop_iter` otherwise; a loop kept
+/// in registers counts its iterations in a local and reports its whole instance at its exits.
 #[test]
 fn count_build_counts_loop_iterations_inline_when_armed() {
     let ir = instrument_in(Mode::Counts, "nested_loops.ll");
@@ -237,17 +253,31 @@ fn count_build_counts_loop_iterations_inline_when_armed() {
     ] {
         assert!(helper.contains(needed), "{needed} in {helper}");
     }
-    // Innermost loops without calls count in registers (`_local`: the local counts are
-    // flushed at their exits); the others through the thread's counter.
+    // Innermost loops without calls count in registers: their headers add 1 to a local of
+    // their own, their exits report the whole instance (`__kage_count_region_exit`); the others
+    // count through the thread's counter.
     let calls = ir.matches("call void @__kage_count_loop_iter(ptr").count();
-    let local = ir
-        .matches("call void @__kage_count_loop_iter_local(ptr")
-        .count();
     let plain = instrument_in(Mode::Calls, "nested_loops.ll");
     let headers = plain.matches("call void @__kage_loop_iter(ptr").count();
-    assert_eq!(calls + local, headers, "one per header");
-    assert!(calls > 0 && local > 0, "{calls} {local}");
+    let allocas = (ir.lines())
+        .filter(|l| l.contains("= alloca i64") && l.contains("%kage.instances"))
+        .count();
+    assert_eq!(calls + allocas, headers, "one per header");
+    assert!(calls > 0 && allocas > 0, "{calls} {allocas}");
     assert!(ir.contains("%kage.counts = alloca [4 x i64]"));
+    let start = ir
+        .find("define internal void @__kage_count_region_exit(")
+        .unwrap();
+    let exit = &ir[start..start + ir[start..].find("\n}\n").unwrap()];
+    for needed in [
+        "icmp eq i64",
+        "@__kage_gate",
+        "call void @__kage_count_region(ptr %0, i64 ",
+        "store i64 0, ptr %1",
+    ] {
+        assert!(exit.contains(needed), "{needed} in {exit}");
+    }
+    assert!(ir.contains("call void @__kage_count_region_exit(ptr"));
     // Without loops, no helper.
     assert!(!instrument_in(Mode::Counts, "accesses.ll").contains("__kage_count_loop_iter"));
 }
@@ -437,7 +467,7 @@ fn exceptions_settle_after_landingpad_and_exit_before_resume() {
     assert_eq!(
         lpad.instructions[3..],
         vec![
-            region_call(&ir, "__kage_settle", 0).as_str(),
+            region_call(&ir, "__kage_settle_unless_innermost", 0).as_str(),
             "call void @__kage_store(ptr %p, i64 4)",
             "store i32 -1, ptr %p, align 4",
             region_call(&ir, "__kage_func_exit", 0).as_str(),
@@ -493,7 +523,7 @@ fn odd_control_flow_and_skipped_functions() {
     );
     assert_eq!(
         blocks_by_label("done")[0],
-        region_call(&ir, "__kage_settle", 1)
+        region_call(&ir, "__kage_settle_unless_innermost", 1)
     );
     // Unreachable code: accesses still reported, no region hooks.
     assert_eq!(
@@ -1484,15 +1514,19 @@ fn an_inlined_call_is_a_region_around_its_loop_entered_and_left_by_settling() {
         entry[0].starts_with(&frame_call_prefix(&ir, "__kage_func_enter", 0)),
         "{entry:?}"
     );
-    assert_eq!(entry[1], region_call(&ir, "__kage_settle", 1));
+    assert_eq!(
+        entry[1],
+        region_call(&ir, "__kage_settle_unless_innermost", 1)
+    );
     assert_eq!(
         main.matches(&region_call(&ir, "__kage_loop_iter", 2))
             .count(),
         1
     );
     assert_eq!(
-        main.matches(&region_call(&ir, "__kage_settle", 0)).count(),
+        main.matches(&region_call(&ir, "__kage_settle_unless_innermost", 0))
+            .count(),
         1
     );
-    assert_eq!(main.matches("@__kage_settle(").count(), 2);
+    assert_eq!(main.matches("@__kage_settle_unless_innermost(").count(), 2);
 }

@@ -37,6 +37,14 @@ __thread _Atomic uint64_t __kage_iterations;
 const void *_Atomic *kage_fast_loop_slot(void) { return &__kage_fast_loop; }
 _Atomic uint64_t *kage_iterations_slot(void) { return &__kage_iterations; }
 
+/* The region entry of the thread's innermost open region, as of its last region event
+ * ("Hooks the pass inserts"): instrumented code calls __kage_settle(r) only when r is not
+ * it (a settle to the innermost region changes nothing). */
+__attribute__((tls_model("initial-exec"), visibility("default")))
+__thread const void *_Atomic __kage_innermost;
+
+const void *_Atomic *kage_innermost_slot(void) { return &__kage_innermost; }
+
 /* Non-zero while accesses are not delivered: the runtime's gate bits (crates/kage-rt/src/
  * gate.rs). Count instrumentation masks what it adds with it. */
 __attribute__((visibility("default")))

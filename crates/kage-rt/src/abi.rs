@@ -7,8 +7,9 @@
 
 use crate::gate;
 use crate::registry;
+use crate::registry::{frame_kind, Tree};
 use crate::runtime;
-use crate::stack::{Ancestors, FrameKind, RegionStack};
+use crate::stack::{FrameKind, RegionStack};
 use crate::tool::ThreadTool;
 use kage_abi::{symbols, Module, Region, RegionKind};
 use std::ffi::c_void;
@@ -30,41 +31,11 @@ const _: symbols::CmpXchg = __kage_cmpxchg;
 /// region, the common case, does not).
 #[inline(always)]
 unsafe fn region_event(r: *mut Region, f: impl FnOnce(&mut RegionStack, &mut dyn ThreadTool, u32)) {
-    let ts = gate::event_thread();
-    if ts.is_null() || gate::finished() {
-        return;
-    }
-    (*ts).with(|stack, tool| {
+    gate::region_event(|stack, tool| {
         if let Some(gid) = registry::global_id(r) {
             f(stack, tool, gid)
         }
     });
-}
-
-/// The static region tree from the registry's lock-free metadata, for settling.
-struct Registered;
-
-impl Ancestors for Registered {
-    fn parent(&self, region: u32) -> Option<(u32, FrameKind)> {
-        let meta = registry::meta(region)?;
-        Some((meta.parent, frame_kind(meta.parent_kind?)?))
-    }
-
-    fn kind(&self, region: u32) -> FrameKind {
-        (registry::meta(region))
-            .and_then(|meta| frame_kind(meta.kind))
-            .unwrap_or(FrameKind::Function)
-    }
-}
-
-/// The frame kind of a region kind; `None` for a function (the end of an ancestry).
-fn frame_kind(kind: RegionKind) -> Option<FrameKind> {
-    match kind {
-        RegionKind::Function => None,
-        RegionKind::Loop => Some(FrameKind::Loop),
-        RegionKind::LoopBody => Some(FrameKind::Body),
-        RegionKind::Inlined => Some(FrameKind::Inlined),
-    }
 }
 
 /// Registers a module's static region table (idempotent; a bad table is reported on stderr
@@ -109,7 +80,7 @@ pub unsafe extern "C" fn __kage_func_enter(f: *mut Region, frame: *const c_void)
     let sp = frame as usize;
     region_event(f, |stack, tool, gid| {
         if registry::meta(gid).is_some_and(|meta| meta.kind == RegionKind::Function) {
-            stack.func_enter(gid, sp, tool);
+            stack.func_enter(gid, f as usize, sp, tool);
         }
     });
 }
@@ -132,7 +103,7 @@ pub unsafe extern "C" fn __kage_resume_at(r: *mut Region, frame: *const c_void) 
         };
         if meta.kind != RegionKind::Loop {
             let kind = frame_kind(meta.kind).unwrap_or(FrameKind::Function);
-            stack.resume_at(gid, kind, meta.func, &Registered, sp, tool);
+            stack.resume_at(gid, kind, r as usize, meta.func, &Tree, sp, tool);
         }
     });
 }
@@ -162,7 +133,8 @@ pub unsafe extern "C" fn __kage_loop_iter(l: *mut Region) {
         };
         if meta.kind == RegionKind::Loop {
             // Validation guarantees the body is the next entry.
-            stack.loop_iter(gid, gid + 1, meta.parent, meta.func, &Registered, tool);
+            let entry = l as usize;
+            stack.loop_iter(gid, entry, gid + 1, meta.parent, meta.func, &Tree, tool);
         }
     });
 }
@@ -185,7 +157,7 @@ pub unsafe extern "C" fn __kage_settle(r: *mut Region) {
         };
         if meta.kind != RegionKind::Loop {
             let kind = frame_kind(meta.kind).unwrap_or(FrameKind::Function);
-            stack.settle(gid, kind, meta.func, &Registered, tool);
+            stack.settle(gid, kind, r as usize, meta.func, &Tree, tool);
         }
     });
 }

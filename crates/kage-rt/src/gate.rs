@@ -9,7 +9,7 @@
 //! first event, is [`kage_rt_first_event`], which `runtime` defines: a link-time
 //! declaration, checked against [`FirstEvent`] on both sides, rather than an import.
 
-use crate::iterations;
+use crate::inline;
 use crate::stack::RegionStack;
 use crate::tool::ThreadTool;
 use std::cell::{Cell, UnsafeCell};
@@ -47,7 +47,7 @@ pub struct ThreadState {
     pub stack: UnsafeCell<RegionStack>,
     pub tool: UnsafeCell<Box<dyn ThreadTool>>,
     /// The tool's [`ThreadTool::iterations_in_bulk`]: loop iterations are counted inline
-    /// (`iterations`).
+    /// (`inline`).
     pub iterations_in_bulk: bool,
     /// The kernel's id of the thread, to signal it (`thread::close_others`).
     pub tid: libc::pid_t,
@@ -77,7 +77,8 @@ impl ThreadState {
     /// Runs `f` with exclusive access to the stack and tool, marking the thread as inside
     /// the runtime so nested events (signal handlers) are ignored. Returns `None` when the
     /// thread is busy. Loop iterations counted inline since the last event go to the tool
-    /// first, and the thread is armed for them again after (`iterations`).
+    /// first; the thread's innermost region is published after, and the thread armed for
+    /// iterations again (`inline`).
     ///
     /// # Safety
     /// Only on the owning thread (or the sole thread of a forked child).
@@ -92,12 +93,14 @@ impl ThreadState {
         compiler_fence(SeqCst);
         let (stack, tool) = (&mut *self.stack.get(), &mut **self.tool.get());
         if self.iterations_in_bulk {
-            iterations::take(self as *const Self as *const (), tool);
+            inline::take(self as *const Self as *const (), tool);
         }
         let r = f(stack, tool);
-        if self.iterations_in_bulk {
-            iterations::arm(self as *const Self as *const (), stack);
-        }
+        inline::publish(
+            self as *const Self as *const (),
+            stack,
+            self.iterations_in_bulk,
+        );
         compiler_fence(SeqCst);
         self.busy.set(self.busy.get() & !IN_RUNTIME);
         Some(r)
@@ -169,6 +172,21 @@ pub unsafe fn event_thread() -> *const ThreadState {
     } else {
         ts
     }
+}
+
+/// Runs a region event on the calling thread: `f` with its region stack and tool part (see
+/// [`ThreadState::with`]), unless the analysis has finished or the thread is busy; sets up
+/// the runtime and the thread on their first event.
+///
+/// # Safety
+/// Called from a hook, on the calling thread.
+#[inline(always)]
+pub unsafe fn region_event(f: impl FnOnce(&mut RegionStack, &mut dyn ThreadTool)) {
+    let ts = event_thread();
+    if ts.is_null() || finished() {
+        return;
+    }
+    (*ts).with(f);
 }
 
 /// Runs `f` with the calling thread's state marked busy (so an instrumented signal handler

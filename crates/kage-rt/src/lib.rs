@@ -10,7 +10,8 @@
 //! - `tools`: the `TOOLS` table and one module per tool: its options as data, its part of
 //!   the C ABI (the entry points only its instrumentation calls), its `Tool`;
 //! - `gate` (the on/off gate and the calling thread's state, what every hook reads first),
-//!   `iterations` (loop iterations counted inline) and `tool` (the `Tool`/`ThreadTool`
+//!   `inline` (what instrumented code reads inline about the thread's regions: the innermost
+//!   one, the loop whose iterations it counts) and `tool` (the `Tool`/`ThreadTool`
 //!   interface);
 //! - `options` (the option table: the common options, and the tools' as given), `registry`
 //!   (module tables, global ids), `stack` (region stacks and their repair), `sync`, `alloc`,
@@ -24,7 +25,7 @@ pub mod alloc;
 pub mod chunked;
 pub mod contexts;
 pub mod gate;
-pub mod iterations;
+pub mod inline;
 pub mod options;
 pub mod registry;
 pub mod report;

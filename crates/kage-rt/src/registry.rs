@@ -3,6 +3,7 @@
 //! and files), and what the program's modules were built with (instrumentations, line size).
 
 use crate::chunked::Chunked;
+use crate::stack::{Ancestors, FrameKind};
 use crate::sync::SpinLock;
 use kage_abi::{Instrumentation, Module, Region, RegionKind, NONE, REJECTED};
 use std::ffi::{c_char, CStr};
@@ -313,6 +314,37 @@ pub fn region_entry(gid: u32) -> Option<*const Region> {
     let r = meta_table().get(gid as usize)?;
     let entry = r[2].load(Ordering::Relaxed) as *const Region;
     (!entry.is_null()).then_some(entry)
+}
+
+/// The static region tree of the registered modules (their lock-free metadata), as the
+/// region stack settles through it.
+pub struct Tree;
+
+impl Ancestors for Tree {
+    fn parent(&self, region: u32) -> Option<(u32, FrameKind)> {
+        let meta = meta(region)?;
+        Some((meta.parent, frame_kind(meta.parent_kind?)?))
+    }
+
+    fn kind(&self, region: u32) -> FrameKind {
+        (meta(region))
+            .and_then(|meta| frame_kind(meta.kind))
+            .unwrap_or(FrameKind::Function)
+    }
+
+    fn entry(&self, region: u32) -> usize {
+        region_entry(region).map_or(0, |entry| entry as usize)
+    }
+}
+
+/// The frame kind of a region kind; `None` for a function (the end of an ancestry).
+pub fn frame_kind(kind: RegionKind) -> Option<FrameKind> {
+    match kind {
+        RegionKind::Function => None,
+        RegionKind::Loop => Some(FrameKind::Loop),
+        RegionKind::LoopBody => Some(FrameKind::Body),
+        RegionKind::Inlined => Some(FrameKind::Inlined),
+    }
 }
 
 fn gid_cell(r: *mut Region) -> &'static AtomicU32 {

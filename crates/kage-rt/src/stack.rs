@@ -32,7 +32,13 @@ pub trait Ancestors {
     fn parent(&self, region: u32) -> Option<(u32, FrameKind)>;
     /// `region`'s own kind.
     fn kind(&self, region: u32) -> FrameKind;
+    /// `region`'s table entry (its address; 0 if unknown).
+    fn entry(&self, region: u32) -> usize;
 }
+
+/// The size of a table entry: a loop's body's entry comes right after the loop's
+/// (docs/abi.md).
+pub const ENTRY_SIZE: usize = core::mem::size_of::<kage_abi::Region>();
 
 /// The most regions settling enters at once (inlined calls nested deeper are not entered).
 const MAX_ENTERED: usize = 64;
@@ -43,6 +49,9 @@ pub struct Frame {
     pub kind: FrameKind,
     /// Stack pointer seen by `func_enter` (function frames only).
     pub sp: usize,
+    /// The region's table entry (its address), which instrumented code compares with
+    /// (`inline`).
+    pub entry: usize,
 }
 
 #[derive(Debug, Default)]
@@ -147,8 +156,15 @@ impl RegionStack {
         first
     }
 
-    /// `__kage_func_enter(F)` with the stack pointer `sp` seen in the hook.
-    pub fn func_enter<S: Sink + ?Sized>(&mut self, func: u32, sp: usize, sink: &mut S) {
+    /// `__kage_func_enter(F)` (F's table entry at `entry`) with the stack pointer `sp` seen
+    /// in the hook.
+    pub fn func_enter<S: Sink + ?Sized>(
+        &mut self,
+        func: u32,
+        entry: usize,
+        sp: usize,
+        sink: &mut S,
+    ) {
         // A live caller is always higher on the stack (stacks grow down): function frames at
         // or below `sp` are dead, and so is everything above them.
         if let Some(dead) = self.first_dead_function(|frame_sp| frame_sp <= sp) {
@@ -159,6 +175,7 @@ impl RegionStack {
                 region: func,
                 kind: FrameKind::Function,
                 sp,
+                entry,
             },
             sink,
         );
@@ -174,11 +191,13 @@ impl RegionStack {
         }
     }
 
-    /// `__kage_loop_iter(L)`: `body` is L's body, `parent` L's static parent, `func` L's
-    /// function.
+    /// `__kage_loop_iter(L)` (L's table entry at `entry`): `body` is L's body, `parent` L's
+    /// static parent, `func` L's function.
+    #[allow(clippy::too_many_arguments)]
     pub fn loop_iter<S: Sink + ?Sized, A: Ancestors + ?Sized>(
         &mut self,
         lp: u32,
+        entry: usize,
         body: u32,
         parent: u32,
         func: u32,
@@ -196,29 +215,19 @@ impl RegionStack {
                     region: body,
                     kind: FrameKind::Body,
                     sp: 0,
+                    entry: entry + ENTRY_SIZE,
                 },
                 sink,
             );
             return;
         }
-        // Entering the loop, in its parent, which becomes the innermost open region (an
-        // inlined call around the loop is entered first if it is not open). If the parent
-        // cannot be opened (not expected from a well-formed CFG), the loop is entered
-        // directly in the function.
-        if self.find_in_activation(parent).is_none() {
-            let kind = ancestors.kind(parent);
-            self.settle(parent, kind, func, ancestors, sink);
-        }
-        let p = self
-            .find_in_activation(parent)
-            .or_else(|| self.activation())
-            .unwrap_or(0);
-        self.pop_to(p + 1, sink);
+        self.open_loop_parent(parent, func, ancestors, sink);
         self.push(
             Frame {
                 region: lp,
                 kind: FrameKind::Loop,
                 sp: 0,
+                entry,
             },
             sink,
         );
@@ -227,21 +236,63 @@ impl RegionStack {
                 region: body,
                 kind: FrameKind::Body,
                 sp: 0,
+                entry: entry + ENTRY_SIZE,
             },
             sink,
         );
     }
 
-    /// `__kage_settle(R)`: R (of kind `kind`) becomes the innermost open region of the
-    /// current activation; `func` is R's function (R itself when R is a function). The
+    /// A loop whose static parent is `parent` (of function `func`) is entered: `parent`
+    /// becomes the innermost open region, as for `loop_iter`'s entry. False (and nothing
+    /// changes) when `func` is not open.
+    pub fn settle_loop_parent<S: Sink + ?Sized, A: Ancestors + ?Sized>(
+        &mut self,
+        parent: u32,
+        func: u32,
+        ancestors: &A,
+        sink: &mut S,
+    ) -> bool {
+        if !self.sync_to(func, sink) {
+            return false;
+        }
+        self.open_loop_parent(parent, func, ancestors, sink);
+        true
+    }
+
+    /// Entering a loop, in its parent, which becomes the innermost open region (an inlined
+    /// call around the loop is entered first if it is not open). If the parent cannot be
+    /// opened (not expected from a well-formed CFG), the loop is entered directly in the
+    /// function, the current activation.
+    fn open_loop_parent<S: Sink + ?Sized, A: Ancestors + ?Sized>(
+        &mut self,
+        parent: u32,
+        func: u32,
+        ancestors: &A,
+        sink: &mut S,
+    ) {
+        if self.find_in_activation(parent).is_none() {
+            let kind = ancestors.kind(parent);
+            self.settle(parent, kind, ancestors.entry(parent), func, ancestors, sink);
+        }
+        let p = self
+            .find_in_activation(parent)
+            .or_else(|| self.activation())
+            .unwrap_or(0);
+        self.pop_to(p + 1, sink);
+    }
+
+    /// `__kage_settle(R)`: R (of kind `kind`, its table entry at `entry`) becomes the
+    /// innermost open region of the current activation; `func` is R's function (R itself when R is a function). The
     /// frames above R's innermost frame exit; when R is not open, those above its innermost
     /// open static ancestor (or the function) exit, and then the regions between, down to
     /// R, enter, provided they are all inlined calls (a loop or body is only entered by its
     /// loop's iteration hook: otherwise nothing happens).
+    #[allow(clippy::too_many_arguments)]
     pub fn settle<S: Sink + ?Sized, A: Ancestors + ?Sized>(
         &mut self,
         region: u32,
         kind: FrameKind,
+        entry: usize,
         func: u32,
         ancestors: &A,
         sink: &mut S,
@@ -277,22 +328,31 @@ impl RegionStack {
             }
         };
         self.pop_to(base + 1, sink);
-        self.enter_missing(region, kind, missing, ancestors, sink);
+        self.enter_missing(region, kind, entry, missing, ancestors, sink);
     }
 
-    /// Enters `region` (of kind `kind`) after its `missing - 1` innermost ancestors, which
-    /// are not open, outermost first.
+    /// Enters `region` (of kind `kind`, at `entry`) after its `missing - 1` innermost
+    /// ancestors, which are not open, outermost first.
     fn enter_missing<S: Sink + ?Sized, A: Ancestors + ?Sized>(
         &mut self,
         region: u32,
         kind: FrameKind,
+        entry: usize,
         missing: usize,
         ancestors: &A,
         sink: &mut S,
     ) {
         if missing > 1 {
             if let Some((parent, parent_kind)) = ancestors.parent(region) {
-                self.enter_missing(parent, parent_kind, missing - 1, ancestors, sink);
+                let parent_entry = ancestors.entry(parent);
+                self.enter_missing(
+                    parent,
+                    parent_kind,
+                    parent_entry,
+                    missing - 1,
+                    ancestors,
+                    sink,
+                );
             }
         }
         self.push(
@@ -300,6 +360,7 @@ impl RegionStack {
                 region,
                 kind,
                 sp: 0,
+                entry,
             },
             sink,
         );
@@ -307,10 +368,12 @@ impl RegionStack {
 
     /// `__kage_resume_at(R)` with the current activation's frame address `sp`: callee frames
     /// (strictly below `sp`) were unwound or jumped out of; then as `settle`.
+    #[allow(clippy::too_many_arguments)]
     pub fn resume_at<S: Sink + ?Sized, A: Ancestors + ?Sized>(
         &mut self,
         region: u32,
         kind: FrameKind,
+        entry: usize,
         func: u32,
         ancestors: &A,
         sp: usize,
@@ -319,7 +382,7 @@ impl RegionStack {
         if let Some(dead) = self.first_dead_function(|frame_sp| frame_sp < sp) {
             self.pop_to(dead, sink);
         }
-        self.settle(region, kind, func, ancestors, sink);
+        self.settle(region, kind, entry, func, ancestors, sink);
     }
 
     /// Exits every open frame, innermost first (thread exit, process exit, fatal signal).
@@ -385,6 +448,11 @@ mod tests {
         })
     }
 
+    /// A region's (made-up) table entry: consecutive regions' are consecutive.
+    fn e(r: u32) -> usize {
+        0x1000 + r as usize * ENTRY_SIZE
+    }
+
     fn kind(r: u32) -> FrameKind {
         step(r).map_or(FrameKind::Function, |(kind, _)| kind)
     }
@@ -399,6 +467,9 @@ mod tests {
         fn kind(&self, region: u32) -> FrameKind {
             kind(region)
         }
+        fn entry(&self, region: u32) -> usize {
+            e(region)
+        }
     }
 
     #[test]
@@ -409,11 +480,11 @@ mod tests {
         let depth = 400_000usize;
         let top = 1usize << 40;
         for k in 0..depth {
-            s.func_enter(20, top - 64 * k, &mut r);
+            s.func_enter(20, e(20), top - 64 * k, &mut r);
         }
         assert_eq!(s.frames().len(), depth);
         // A call at a higher stack pointer than the 1000 innermost frames: they are dead.
-        s.func_enter(30, top - 64 * (depth - 1000) + 8, &mut r);
+        s.func_enter(30, e(30), top - 64 * (depth - 1000) + 8, &mut r);
         assert_eq!(s.frames().len(), depth - 1000 + 1);
         for _ in 0..depth - 1000 + 1 {
             let top = s.frames().last().unwrap().region;
@@ -425,33 +496,33 @@ mod tests {
     #[test]
     fn settling_enters_and_leaves_inlined_calls() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
-        s.func_enter(1, 1000, &mut r);
-        s.settle(42, kind(42), 1, &Table, &mut r); // main's code inlined from 42
-        s.settle(1, kind(1), 1, &Table, &mut r); // back in main's own code
+        s.func_enter(1, e(1), 1000, &mut r);
+        s.settle(42, kind(42), e(42), 1, &Table, &mut r); // main's code inlined from 42
+        s.settle(1, kind(1), e(1), 1, &Table, &mut r); // back in main's own code
         assert_eq!(r.take(), vec![1, 42, -42]);
-        s.loop_iter(2, 3, 1, 1, &Table, &mut r);
-        s.settle(41, kind(41), 1, &Table, &mut r); // straight into 41, inlined in 40
-        s.settle(40, kind(40), 1, &Table, &mut r); // back in 40
-        s.loop_iter(2, 3, 1, 1, &Table, &mut r); // next iteration leaves 40
-        s.settle(40, kind(40), 1, &Table, &mut r);
-        s.settle(1, kind(1), 1, &Table, &mut r); // the loop's exit
+        s.loop_iter(2, e(2), 3, 1, 1, &Table, &mut r);
+        s.settle(41, kind(41), e(41), 1, &Table, &mut r); // straight into 41, inlined in 40
+        s.settle(40, kind(40), e(40), 1, &Table, &mut r); // back in 40
+        s.loop_iter(2, e(2), 3, 1, 1, &Table, &mut r); // next iteration leaves 40
+        s.settle(40, kind(40), e(40), 1, &Table, &mut r);
+        s.settle(1, kind(1), e(1), 1, &Table, &mut r); // the loop's exit
         assert_eq!(
             r.take(),
             vec![2, 3, 40, 41, -41, -40, -3, 3, 40, -40, -3, -2]
         );
         // A loop of an inlined call enters the call first; its exit settles in the call.
-        s.func_enter(10, 900, &mut r);
-        s.loop_iter(44, 45, 43, 10, &Table, &mut r);
-        s.loop_iter(44, 45, 43, 10, &Table, &mut r);
-        s.settle(43, kind(43), 10, &Table, &mut r);
-        s.settle(10, kind(10), 10, &Table, &mut r);
+        s.func_enter(10, e(10), 900, &mut r);
+        s.loop_iter(44, e(44), 45, 43, 10, &Table, &mut r);
+        s.loop_iter(44, e(44), 45, 43, 10, &Table, &mut r);
+        s.settle(43, kind(43), e(43), 10, &Table, &mut r);
+        s.settle(10, kind(10), e(10), 10, &Table, &mut r);
         assert_eq!(r.take(), vec![10, 43, 44, 45, -45, 45, -45, -44, -43]);
         // A body is never entered by settling: nothing happens.
-        s.settle(14, kind(14), 10, &Table, &mut r);
+        s.settle(14, kind(14), e(14), 10, &Table, &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         // Resuming in an inlined call after a longjmp out of a callee.
-        s.func_enter(20, 800, &mut r);
-        s.resume_at(43, kind(43), 10, &Table, 900, &mut r);
+        s.func_enter(20, e(20), 800, &mut r);
+        s.resume_at(43, kind(43), e(43), 10, &Table, 900, &mut r);
         assert_eq!(r.take(), vec![20, -20, 43]);
         s.exit_all(&mut r);
         assert_eq!(regions(&s), Vec::<u32>::new());
@@ -460,20 +531,20 @@ mod tests {
     #[test]
     fn nested_loops_and_iterations() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
-        s.func_enter(10, 1000, &mut r);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
-        s.loop_iter(13, 14, 12, 10, &Table, &mut r);
-        s.loop_iter(13, 14, 12, 10, &Table, &mut r); // inner iteration
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r); // outer iteration: inner loop exited
+        s.func_enter(10, e(10), 1000, &mut r);
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r);
+        s.loop_iter(13, e(13), 14, 12, 10, &Table, &mut r);
+        s.loop_iter(13, e(13), 14, 12, 10, &Table, &mut r); // inner iteration
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r); // outer iteration: inner loop exited
         assert_eq!(
             r.take(),
             vec![10, 11, 12, 13, 14, -14, 14, -14, -13, -12, 12]
         );
-        s.loop_iter(13, 14, 12, 10, &Table, &mut r); // inner loop re-entered: a new instance
-        s.settle(12, kind(12), 10, &Table, &mut r); // exit of inner loop into outer body
-        s.settle(10, kind(10), 10, &Table, &mut r); // exit of outer loop
+        s.loop_iter(13, e(13), 14, 12, 10, &Table, &mut r); // inner loop re-entered: a new instance
+        s.settle(12, kind(12), e(12), 10, &Table, &mut r); // exit of inner loop into outer body
+        s.settle(10, kind(10), e(10), 10, &Table, &mut r); // exit of outer loop
         assert_eq!(r.take(), vec![13, 14, -14, -13, -12, -11]);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r); // re-entry of the same loop
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r); // re-entry of the same loop
         s.func_exit(10, &mut r); // return from inside the loop
         assert_eq!(r.take(), vec![11, 12, -12, -11, -10]);
         assert!(s.is_empty());
@@ -482,10 +553,10 @@ mod tests {
     #[test]
     fn longjmp_out_of_a_loop_then_func_exit() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
-        s.func_enter(1, 2000, &mut r);
-        s.func_enter(10, 1900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
-        s.loop_iter(13, 14, 12, 10, &Table, &mut r);
+        s.func_enter(1, e(1), 2000, &mut r);
+        s.func_enter(10, e(10), 1900, &mut r);
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r);
+        s.loop_iter(13, e(13), 14, 12, 10, &Table, &mut r);
         r.take();
         // longjmp to a setjmp in f before the loops: loop frames stay open, f returns.
         s.func_exit(10, &mut r);
@@ -496,37 +567,37 @@ mod tests {
     #[test]
     fn longjmp_out_of_callees_detected_at_next_call() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
-        s.func_enter(1, 2000, &mut r);
-        s.loop_iter(2, 3, 1, 1, &Table, &mut r);
-        s.func_enter(10, 1900, &mut r);
-        s.func_enter(20, 1800, &mut r);
+        s.func_enter(1, e(1), 2000, &mut r);
+        s.loop_iter(2, e(2), 3, 1, 1, &Table, &mut r);
+        s.func_enter(10, e(10), 1900, &mut r);
+        s.func_enter(20, e(20), 1800, &mut r);
         r.take();
         // longjmp from g back into main's loop; main calls h at the depth f had.
-        s.func_enter(30, 1900, &mut r);
+        s.func_enter(30, e(30), 1900, &mut r);
         assert_eq!(r.take(), vec![-20, -10, 30]);
         assert_eq!(regions(&s), vec![1, 2, 3, 30]);
         // A deeper frame is a live callee: nothing is exited.
-        s.func_enter(20, 1850, &mut r);
+        s.func_enter(20, e(20), 1850, &mut r);
         assert_eq!(r.take(), vec![20]);
     }
 
     #[test]
     fn resume_at_after_setjmp_or_in_a_landing_pad() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
-        s.func_enter(1, 2000, &mut r);
-        s.func_enter(10, 1900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
-        s.func_enter(20, 1800, &mut r);
+        s.func_enter(1, e(1), 2000, &mut r);
+        s.func_enter(10, e(10), 1900, &mut r);
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r);
+        s.func_enter(20, e(20), 1800, &mut r);
         r.take();
         // longjmp (or an exception) from g lands in main, whose frame address is 2000:
         // f, its loop and g are dead; main itself is not.
-        s.resume_at(1, kind(1), 1, &Table, 2000, &mut r);
+        s.resume_at(1, kind(1), e(1), 1, &Table, 2000, &mut r);
         assert_eq!(r.take(), vec![-20, -12, -11, -10]);
         assert_eq!(regions(&s), vec![1]);
         // A first return from setjmp changes nothing.
-        s.loop_iter(2, 3, 1, 1, &Table, &mut r);
+        s.loop_iter(2, e(2), 3, 1, 1, &Table, &mut r);
         r.take();
-        s.resume_at(3, kind(3), 1, &Table, 2000, &mut r);
+        s.resume_at(3, kind(3), e(3), 1, &Table, 2000, &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         assert_eq!(regions(&s), vec![1, 2, 3]);
     }
@@ -534,28 +605,28 @@ mod tests {
     #[test]
     fn exception_skipping_function_frames() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
-        s.func_enter(1, 2000, &mut r);
-        s.func_enter(10, 1900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
-        s.func_enter(20, 1800, &mut r);
-        s.func_enter(30, 1700, &mut r);
+        s.func_enter(1, e(1), 2000, &mut r);
+        s.func_enter(10, e(10), 1900, &mut r);
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r);
+        s.func_enter(20, e(20), 1800, &mut r);
+        s.func_enter(30, e(30), 1700, &mut r);
         r.take();
         // h throws; g has no cleanup; f catches inside its loop body and the landing pad
         // leads to a loop exit block.
-        s.settle(10, kind(10), 10, &Table, &mut r);
+        s.settle(10, kind(10), e(10), 10, &Table, &mut r);
         assert_eq!(r.take(), vec![-30, -20, -12, -11]);
         assert_eq!(regions(&s), vec![1, 10]);
         // Same throw, but f's cleanup pad runs func_exit(f) then resumes to main.
-        s.func_enter(20, 1800, &mut r);
-        s.func_enter(30, 1700, &mut r);
+        s.func_enter(20, e(20), 1800, &mut r);
+        s.func_enter(30, e(30), 1700, &mut r);
         r.take();
         s.func_exit(10, &mut r);
         assert_eq!(r.take(), vec![-30, -20, -10]);
         assert_eq!(regions(&s), vec![1]);
         // An exit of a function that is not open changes nothing.
         s.func_exit(30, &mut r);
-        s.settle(12, kind(12), 10, &Table, &mut r);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
+        s.settle(12, kind(12), e(12), 10, &Table, &mut r);
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         assert_eq!(regions(&s), vec![1]);
     }
@@ -563,15 +634,15 @@ mod tests {
     #[test]
     fn recursion() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
-        s.func_enter(10, 1000, &mut r);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
-        s.func_enter(10, 900, &mut r);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r); // the inner activation's own loop instance
+        s.func_enter(10, e(10), 1000, &mut r);
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r);
+        s.func_enter(10, e(10), 900, &mut r);
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r); // the inner activation's own loop instance
         assert_eq!(regions(&s), vec![10, 11, 12, 10, 11, 12]);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r);
         s.func_exit(10, &mut r);
         assert_eq!(regions(&s), vec![10, 11, 12]);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r); // outer activation's next iteration
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r); // outer activation's next iteration
         assert_eq!(regions(&s), vec![10, 11, 12]);
         s.func_exit(10, &mut r);
         assert!(s.is_empty());
@@ -584,13 +655,13 @@ mod tests {
     #[test]
     fn settle_only_within_current_activation() {
         let (mut s, mut r) = (RegionStack::new(), Rec::default());
-        s.func_enter(10, 1000, &mut r);
-        s.loop_iter(11, 12, 10, 10, &Table, &mut r);
-        s.func_enter(10, 900, &mut r); // recursive call from inside the loop
+        s.func_enter(10, e(10), 1000, &mut r);
+        s.loop_iter(11, e(11), 12, 10, 10, &Table, &mut r);
+        s.func_enter(10, e(10), 900, &mut r); // recursive call from inside the loop
         r.take();
         // settle on the loop body in the inner activation: the body is open only in the
         // outer activation, so nothing happens.
-        s.settle(12, kind(12), 10, &Table, &mut r);
+        s.settle(12, kind(12), e(12), 10, &Table, &mut r);
         assert_eq!(r.take(), Vec::<i64>::new());
         s.exit_all(&mut r);
         assert_eq!(r.take(), vec![-10, -12, -11, -10]);

@@ -171,7 +171,8 @@ fn counts_are_exact_at_o0() {
 
 /// `tests/c/count_inline.c`: what counting per segment and per loop could get wrong (counts
 /// switched off in the middle of a block and around a loop counted in registers, blocks
-/// left by `longjmp` and `exit`, a vectorised loop, loops with and without calls), exact
+/// left by `longjmp` and `exit`, a vectorised loop, loops with and without calls, a loop's
+/// compare-exchanges), exact
 /// in the count build and equal, region by region, in the count-calls build.
 #[test]
 fn inline_counts_are_exact_where_blocks_are_left_early_or_counting_switches() {
@@ -205,6 +206,14 @@ fn inline_counts_are_exact_where_blocks_are_left_early_or_counting_switches() {
             100,
             c(0, 100, 0, 400),
             c(0, 100, 0, 400),
+        );
+        // The compare-exchanges are the loop body's.
+        let cas = func(report, "cas_loop");
+        assert_counts(cas, 1, c(10, 10, 40, 40), c(0, 0, 0, 0));
+        let cas_body = stats(body_of(report, only_loop(report, cas)));
+        assert_eq!(
+            (cas_body.instances, cas_body.exclusive),
+            (10, c(10, 10, 40, 40))
         );
         // exit() leaves the block after both stores.
         assert_counts(

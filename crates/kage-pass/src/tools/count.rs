@@ -13,9 +13,10 @@
 //!   is known after). A loop header counts an iteration inline when the runtime has armed
 //!   the thread for its loop (the loop's body is the innermost open region: a new iteration
 //!   changes nothing but the body's instances), and calls `__kage_loop_iter` otherwise.
-//!   Innermost loops in which nothing else reaches the runtime keep their counts and
-//!   iterations in registers while they run ([`promoted_loops`]) and add them at their
-//!   exits, before the exits' hooks.
+//!   Innermost loops, and inlined calls without loops, in which nothing else reaches the
+//!   runtime keep their counts and instances in registers while they run
+//!   ([`promoted_regions`]) and report each whole instance at their exits, before the exits'
+//!   hooks (`__kage_count_region`).
 //! - `count-calls` (instrumentation 0): the region hooks and a call per access, which every
 //!   runtime tool understands.
 
@@ -68,58 +69,61 @@ impl Tool for Count {
     ) {
         let mut hooks = Hooks::declare(module);
         let counter = InlineCounter::declare(module);
-        let mut local_loop_iter = None;
         if plans.iter().any(|plan| !plan.forest.loops.is_empty()) {
-            local_loop_iter = Some(counter.define_loop_iter(module, &hooks.loop_iter, true));
-            hooks.loop_iter = counter.define_loop_iter(module, &hooks.loop_iter, false);
+            hooks.loop_iter = counter.define_loop_iter(module, &hooks.loop_iter);
         }
+        let region_exit = counter.define_region_exit(module);
         let data_layout = LLVMGetModuleDataLayout(module);
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
             // Taken before anything is inserted into the function.
-            let promoted = promoted_loops(plan);
-            let in_promoted = |block: usize| {
-                (plan.forest.innermost[block]).is_some_and(|k| promoted.contains(&k))
-            };
+            let promoted = promoted_regions(plan);
+            let mut local_block = vec![false; plan.cfg.blocks.len()];
+            for region in &promoted {
+                for &b in &region.blocks {
+                    local_block[b] = true;
+                }
+            }
             let mut additions: Vec<(LLVMValueRef, SegmentCounts, bool)> = Vec::new();
             for segment in function_segments(&plan.cfg, data_layout) {
-                let local = in_promoted(segment.block);
+                let local = local_block[segment.block];
                 let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
                 if !constant.is_empty() {
                     additions.push((segment.start, constant, local));
                 }
                 additions.extend(dynamic.into_iter().map(|(at, counts)| (at, counts, local)));
             }
-            let flushes: Vec<usize> = {
-                let mut blocks: Vec<usize> = promoted
-                    .iter()
-                    .flat_map(|&k| exit_blocks(plan, k))
-                    .collect();
-                blocks.sort_unstable();
-                blocks.dedup();
-                blocks
-            };
-            let headers: Vec<(LLVMValueRef, u32)> = (promoted.iter())
-                .filter_map(|&k| {
-                    let at =
-                        ir::first_insertion_point(plan.cfg.blocks[plan.forest.loops[k].header])?;
-                    Some((at, plan.slots.loop_entry(k)))
+            let entries: Vec<Vec<LLVMValueRef>> = (promoted.iter())
+                .map(|region| {
+                    (region.entries.iter())
+                        .filter_map(|&b| ir::first_insertion_point(plan.cfg.blocks[b]))
+                        .collect()
                 })
+                .collect();
+            let skipped_loops: Vec<usize> = promoted.iter().filter_map(|r| r.lp).collect();
+            let skipped_settles: Vec<usize> = (promoted.iter())
+                .filter(|r| r.lp.is_none())
+                .flat_map(|r| r.entries.iter().copied())
                 .collect();
             let entry_start = LLVMGetFirstInstruction(plan.cfg.blocks[0]);
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
-            // The counts kept in registers while a promoted loop runs (allocas that the
-            // clean-up's mem2reg promotes), zero outside the loops.
+            // The counts kept in registers while a promoted region runs (allocas that the
+            // clean-up's mem2reg promotes), zero outside them.
             let local = (!promoted.is_empty() && !entry_start.is_null()).then(|| {
                 ins.position_before(entry_start);
-                counter.local_counts(ins.builder)
+                counter.local_counts(ins.builder, promoted.len())
             });
-            hooks::insert(plan, &mut ins, &promoted, |ins| {
-                if let (Some(local), Some(helper)) = (&local, &local_loop_iter) {
-                    for &(at, region) in &headers {
-                        ins.position_before(at);
-                        let region = ins.table.region_ptr(region);
-                        helper.call(ins.builder, &mut [region, local.iterations]);
+            hooks::insert(plan, &mut ins, &skipped_loops, &skipped_settles, |ins| {
+                if let Some(local) = &local {
+                    for (j, region) in promoted.iter().enumerate() {
+                        for &at in &entries[j] {
+                            ins.position_before(at);
+                            counter.count_entry(
+                                ins.builder,
+                                local.instances[j],
+                                region.lp.is_some(),
+                            );
+                        }
                     }
                 }
                 for access in &plan.accesses {
@@ -127,19 +131,23 @@ impl Tool for Count {
                         ins.cmpxchg_hook(inst, ptr, size);
                     }
                 }
-                for (at, counts, in_loop) in &additions {
+                for (at, counts, in_region) in &additions {
                     ins.position_before(*at);
-                    let to = local.as_ref().filter(|_| *in_loop);
+                    let to = local.as_ref().filter(|_| *in_region);
                     counter.add(ins.builder, counts, to);
                 }
             });
-            // Last, so before the hooks at the exit block's start: a settle there drains the
-            // cells into the loop's body, still the innermost region.
+            // Last, and before the hooks at the exit block's start: the whole instance is
+            // reported in its parent, before the exit block settles anywhere else.
             if let Some(local) = &local {
-                for &block in &flushes {
-                    if let Some(at) = ir::first_insertion_point(plan.cfg.blocks[block]) {
-                        ins.position_before(at);
-                        counter.flush(ins.builder, local);
+                for (j, region) in promoted.iter().enumerate() {
+                    let region_ptr = ins.table.region_ptr(region.region);
+                    for &block in &region.exits {
+                        if let Some(at) = ir::first_insertion_point(plan.cfg.blocks[block]) {
+                            ins.position_before(at);
+                            let mut args = [region_ptr, local.instances[j], local.cells];
+                            region_exit.call(ins.builder, &mut args);
+                        }
                     }
                 }
             }
@@ -148,49 +156,122 @@ impl Tool for Count {
     }
 }
 
-/// The loops whose counts are kept in registers while they run and added to the thread's
-/// at their exits: innermost loops in which nothing but their header's iteration hook would
-/// reach the runtime (no call that may run instrumented code, no other region hook, no
-/// return). So no region event falls inside them but a first iteration's (the loop is
-/// entered, before anything is counted) and balanced signal handlers'.
+/// A region whose counts are kept in registers while it runs and reported whole at its
+/// exits ([`promoted_regions`]).
+struct PromotedRegion {
+    /// Its table entry.
+    region: u32,
+    /// The loop's index, for a loop; `None` for an inlined call.
+    lp: Option<usize>,
+    /// Its blocks.
+    blocks: Vec<usize>,
+    /// Where an instance starts: a loop's header (an iteration: counted), an inlined call's
+    /// blocks entered from outside it (noted).
+    entries: Vec<usize>,
+    /// The blocks outside it that its blocks branch to.
+    exits: Vec<usize>,
+}
+
+/// The regions whose counts are kept in registers while they run and reported whole at
+/// their exits, in which nothing would reach the runtime but their own entry's hook (no call
+/// that may run instrumented code, no other region hook, no return, no `cmpxchg` hook). So
+/// no region event falls inside them but balanced signal handlers'. They are the innermost
+/// loops, and the inlined calls without a region inside (no loop, no inlined call of their
+/// own: a call's blocks without a cycle) that are not inside such a loop.
 ///
 /// # Safety
 /// `plan` must describe a live function that nothing was inserted into yet.
-unsafe fn promoted_loops(plan: &FunctionPlan) -> Vec<usize> {
+unsafe fn promoted_regions(plan: &FunctionPlan) -> Vec<PromotedRegion> {
     let loops = &plan.forest.loops;
-    let mut hooked = vec![false; plan.cfg.blocks.len()];
-    for (block, _) in plan.settle_points() {
-        hooked[block] = true;
-    }
-    for &(_, block) in &plan.resume_points {
-        hooked[block] = true;
-    }
-    for &exit in &plan.exits {
-        let parent = LLVMGetInstructionParent(exit);
+    let n = plan.cfg.blocks.len();
+    // Blocks where something reaches the runtime: returns, resume points, and `cmpxchg`s
+    // (their hook counts in the runtime, into the innermost open region, which is the
+    // region's parent while it runs).
+    let mut reaches_runtime = vec![false; n];
+    let cmpxchgs = (plan.accesses.iter()).filter_map(|access| match *access {
+        Access::CmpXchg { inst, .. } => Some(inst),
+        _ => None,
+    });
+    let resumes = plan.resume_points.iter().map(|&(inst, _)| inst);
+    for inst in plan.exits.iter().copied().chain(cmpxchgs).chain(resumes) {
+        let parent = LLVMGetInstructionParent(inst);
         if let Some(block) = plan.cfg.blocks.iter().position(|&b| b == parent) {
-            hooked[block] = true;
+            reaches_runtime[block] = true;
         }
     }
-    (0..loops.len())
+    let settle_points = plan.settle_points();
+    let mut settles = vec![false; n];
+    for &(block, _) in &settle_points {
+        settles[block] = true;
+    }
+    // A block that may hold counts kept in registers.
+    let quiet = |b: usize| {
+        let block = plan.cfg.blocks[b];
+        plan.forest.reachable[b]
+            && !reaches_runtime[b]
+            && ir::first_insertion_point(block).is_some()
+            && !ir::is_landing_pad(block)
+            && !ir::instructions(block)
+                .into_iter()
+                .any(|i| segments::is_cut(i))
+    };
+    let exits_of = |blocks: &[usize]| {
+        let mut exits: Vec<usize> = (blocks.iter())
+            .flat_map(|&b| plan.cfg.successors[b].iter().copied())
+            .filter(|&s| s < n && !blocks.contains(&s))
+            .collect();
+        exits.sort_unstable();
+        exits.dedup();
+        exits
+    };
+    let placeable = |exits: &[usize]| {
+        (exits.iter()).all(|&b| ir::first_insertion_point(plan.cfg.blocks[b]).is_some())
+    };
+    let mut promoted: Vec<PromotedRegion> = (0..loops.len())
         .filter(|&k| !loops.iter().any(|inner| inner.parent == Some(k)))
-        .filter(|&k| {
-            loops[k].blocks.iter().all(|&b| {
-                let block = plan.cfg.blocks[b];
-                plan.forest.reachable[b]
-                    && !hooked[b]
-                    && ir::first_insertion_point(block).is_some()
-                    && !ir::is_landing_pad(block)
-                    && !ir::instructions(block)
-                        .into_iter()
-                        .any(|i| segments::is_cut(i))
-            })
+        .filter(|&k| loops[k].blocks.iter().all(|&b| quiet(b) && !settles[b]))
+        .map(|k| PromotedRegion {
+            region: plan.slots.loop_entry(k),
+            lp: Some(k),
+            blocks: loops[k].blocks.clone(),
+            entries: vec![loops[k].header],
+            exits: exit_blocks(plan, k),
         })
-        .filter(|&k| {
-            // Every exit block has a place for the flush.
-            (exit_blocks(plan, k).into_iter())
-                .all(|b| ir::first_insertion_point(plan.cfg.blocks[b]).is_some())
-        })
-        .collect()
+        .filter(|r| placeable(&r.exits))
+        .collect();
+    let headers: Vec<usize> = loops.iter().map(|lp| lp.header).collect();
+    for node in plan.leaf_inlined_calls() {
+        let blocks: Vec<usize> = (0..n)
+            .filter(|&b| plan.forest.reachable[b] && plan.slots.block_region[b] == node)
+            .collect();
+        if blocks.is_empty() || !blocks.iter().all(|&b| quiet(b) && !headers.contains(&b)) {
+            continue;
+        }
+        // Not inside a promoted loop (its blocks would count twice over).
+        if promoted
+            .iter()
+            .any(|r| r.blocks.iter().any(|b| blocks.contains(b)))
+        {
+            continue;
+        }
+        let region = plan.slots.base + node as u32;
+        let entries: Vec<usize> = (settle_points.iter())
+            .filter(|&&(_, r)| r == region)
+            .map(|&(b, _)| b)
+            .collect();
+        let exits = exits_of(&blocks);
+        if entries.is_empty() || !placeable(&exits) {
+            continue;
+        }
+        promoted.push(PromotedRegion {
+            region,
+            lp: None,
+            blocks,
+            entries,
+            exits,
+        });
+    }
+    promoted
 }
 
 /// The blocks outside loop `k` that its blocks branch to.
@@ -310,9 +391,7 @@ impl InlineCounter {
 
     /// An inline helper for loop headers. `void __kage_count_loop_iter(ptr loop)`: adds 1 to
     /// `__kage_iterations` when `__kage_fast_loop` is `loop`, else calls `loop_iter`
-    /// (`__kage_loop_iter`). With `local`, `void __kage_count_loop_iter_local(ptr loop, ptr
-    /// iterations)`, for promoted loops: adds 1 to `*iterations` (the loop's count in a
-    /// register) instead.
+    /// (`__kage_loop_iter`).
     ///
     /// # Safety
     /// `module` must be the module the globals were declared in.
@@ -320,24 +399,12 @@ impl InlineCounter {
         &self,
         module: LLVMModuleRef,
         loop_iter: &RuntimeFunction,
-        local: bool,
     ) -> RuntimeFunction {
         let context = LLVMGetModuleContext(module);
         let ptr_type = LLVMPointerTypeInContext(context, 0);
-        let mut params = [ptr_type, ptr_type];
-        let arity = if local { 2 } else { 1 };
-        let ty = LLVMFunctionType(
-            LLVMVoidTypeInContext(context),
-            params.as_mut_ptr(),
-            arity,
-            0,
-        );
-        let name = if local {
-            "__kage_count_loop_iter_local"
-        } else {
-            "__kage_count_loop_iter"
-        };
-        let f = ir::define_inline_helper(module, name, ty);
+        let mut params = [ptr_type];
+        let ty = LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 1, 0);
+        let f = ir::define_inline_helper(module, "__kage_count_loop_iter", ty);
         let lp = LLVMGetParam(f, 0);
         let builder = LLVMCreateBuilderInContext(context);
         let block =
@@ -363,14 +430,55 @@ impl InlineCounter {
         ir::set_branch_weights(branch, 1 << 20, 1);
         LLVMPositionBuilderAtEnd(builder, fast);
         let one = LLVMConstInt(self.i64_type, 1, 0);
-        if local {
-            self.add_plain(builder, LLVMGetParam(f, 1), one);
-        } else {
-            ir::add_relaxed(builder, self.address(builder, self.iterations), one);
-        }
+        ir::add_relaxed(builder, self.address(builder, self.iterations), one);
         LLVMBuildRetVoid(builder);
         LLVMPositionBuilderAtEnd(builder, slow);
         loop_iter.call(builder, &mut [lp]);
+        LLVMBuildRetVoid(builder);
+        LLVMDisposeBuilder(builder);
+        RuntimeFunction::helper(f, ty)
+    }
+
+    /// An inline helper for a promoted region's exits, `void __kage_count_region_exit(ptr
+    /// region, ptr instances, ptr counts)`: when the region ran (`*instances` is not 0; an
+    /// exit block may also be reached from outside it), calls `__kage_count_region` with its
+    /// instances and its counts (`[4 x i64]`, masked by the gate), and zeroes both.
+    ///
+    /// # Safety
+    /// `module` must be the module the globals were declared in.
+    unsafe fn define_region_exit(&self, module: LLVMModuleRef) -> RuntimeFunction {
+        let context = LLVMGetModuleContext(module);
+        let ptr_type = LLVMPointerTypeInContext(context, 0);
+        let mut params = [ptr_type, ptr_type, ptr_type];
+        let ty = LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 3, 0);
+        let f = ir::define_inline_helper(module, "__kage_count_region_exit", ty);
+        let (region, iterations, cells) =
+            (LLVMGetParam(f, 0), LLVMGetParam(f, 1), LLVMGetParam(f, 2));
+        let report = RuntimeFunction::declare(module, &symbols::COUNT_REGION);
+        let builder = LLVMCreateBuilderInContext(context);
+        let block =
+            |name: &std::ffi::CStr| LLVMAppendBasicBlockInContext(context, f, name.as_ptr());
+        let (entry, ran, done) = (block(c"entry"), block(c"ran"), block(c"done"));
+        LLVMPositionBuilderAtEnd(builder, entry);
+        let n = LLVMBuildLoad2(builder, self.i64_type, iterations, c"".as_ptr());
+        LLVMSetAlignment(n, 8);
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let none = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntEQ, n, zero, c"".as_ptr());
+        LLVMBuildCondBr(builder, none, done, ran);
+        LLVMPositionBuilderAtEnd(builder, ran);
+        let mask = self.gate_mask(builder);
+        let mut args = vec![region, n];
+        for k in 0..4 {
+            let cell = self.cell(builder, cells, k);
+            let value = LLVMBuildLoad2(builder, self.i64_type, cell, c"".as_ptr());
+            LLVMSetAlignment(value, 8);
+            args.push(LLVMBuildAnd(builder, value, mask, c"".as_ptr()));
+            LLVMSetAlignment(LLVMBuildStore(builder, zero, cell), 8);
+        }
+        LLVMSetAlignment(LLVMBuildStore(builder, zero, iterations), 8);
+        report.call(builder, &mut args);
+        LLVMBuildBr(builder, done);
+        LLVMPositionBuilderAtEnd(builder, done);
         LLVMBuildRetVoid(builder);
         LLVMDisposeBuilder(builder);
         RuntimeFunction::helper(f, ty)
@@ -421,13 +529,13 @@ impl InlineCounter {
         )
     }
 
-    /// At the builder's position (the entry block's start): a function's local counts, zero.
+    /// At the builder's position (the entry block's start): a function's local counts and
+    /// the instances of each of its `regions` promoted regions, zero.
     ///
     /// # Safety
     /// `builder` must be positioned at the start of a function's entry block.
-    unsafe fn local_counts(&self, builder: LLVMBuilderRef) -> LocalCounts {
+    unsafe fn local_counts(&self, builder: LLVMBuilderRef, regions: usize) -> LocalCounts {
         let cells = LLVMBuildAlloca(builder, self.totals_type, c"kage.counts".as_ptr());
-        let iterations = LLVMBuildAlloca(builder, self.i64_type, c"kage.iterations".as_ptr());
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         for k in 0..4 {
             LLVMSetAlignment(
@@ -435,32 +543,28 @@ impl InlineCounter {
                 8,
             );
         }
-        LLVMSetAlignment(LLVMBuildStore(builder, zero, iterations), 8);
-        LocalCounts { cells, iterations }
+        let instances = (0..regions)
+            .map(|_| {
+                let n = LLVMBuildAlloca(builder, self.i64_type, c"kage.instances".as_ptr());
+                LLVMSetAlignment(LLVMBuildStore(builder, zero, n), 8);
+                n
+            })
+            .collect();
+        LocalCounts { cells, instances }
     }
 
-    /// At the builder's position (a promoted loop's exit): the local counts added to the
-    /// thread's (masked by the gate) and the local iterations to `__kage_iterations`, then
-    /// zeroed.
+    /// At the builder's position (a promoted region's entry): a loop's header adds 1 to its
+    /// `instances` (an iteration); an inlined call's entry sets it to 1.
     ///
     /// # Safety
-    /// `builder` must be positioned in the function `local` belongs to.
-    unsafe fn flush(&self, builder: LLVMBuilderRef, local: &LocalCounts) {
-        let mask = self.gate_mask(builder);
-        let totals = self.address(builder, self.totals);
-        let zero = LLVMConstInt(self.i64_type, 0, 0);
-        for k in 0..4 {
-            let cell = self.cell(builder, local.cells, k);
-            let value = LLVMBuildLoad2(builder, self.i64_type, cell, c"".as_ptr());
-            LLVMSetAlignment(value, 8);
-            let masked = LLVMBuildAnd(builder, value, mask, c"".as_ptr());
-            ir::add_relaxed(builder, self.cell(builder, totals, k), masked);
-            LLVMSetAlignment(LLVMBuildStore(builder, zero, cell), 8);
+    /// `builder` must be positioned in the function `instances` belongs to.
+    unsafe fn count_entry(&self, builder: LLVMBuilderRef, instances: LLVMValueRef, is_loop: bool) {
+        let one = LLVMConstInt(self.i64_type, 1, 0);
+        if is_loop {
+            self.add_plain(builder, instances, one);
+        } else {
+            LLVMSetAlignment(LLVMBuildStore(builder, one, instances), 8);
         }
-        let value = LLVMBuildLoad2(builder, self.i64_type, local.iterations, c"".as_ptr());
-        LLVMSetAlignment(value, 8);
-        ir::add_relaxed(builder, self.address(builder, self.iterations), value);
-        LLVMSetAlignment(LLVMBuildStore(builder, zero, local.iterations), 8);
     }
 
     /// At the builder's position: `counts` added to the thread's cells, each masked by the
@@ -524,12 +628,13 @@ impl InlineCounter {
     }
 }
 
-/// A function's counts kept locally while a promoted loop runs.
+/// A function's counts kept locally while a promoted region runs.
 struct LocalCounts {
-    /// `[4 x i64]`, as `__kage_count`.
+    /// `[4 x i64]`, as `__kage_count`: the accesses of the promoted region that runs.
     cells: LLVMValueRef,
-    /// `i64`: iterations counted inline.
-    iterations: LLVMValueRef,
+    /// `i64` per promoted region: a loop's executions of its header since it was entered,
+    /// 1 once an inlined call was entered; 0 outside it.
+    instances: Vec<LLVMValueRef>,
 }
 
 impl Tool for CountCalls {
@@ -552,7 +657,7 @@ impl Tool for CountCalls {
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
-            hooks::insert(plan, &mut ins, &[], |ins| {
+            hooks::insert(plan, &mut ins, &[], &[], |ins| {
                 for access in &plan.accesses {
                     calls.insert(ins, access);
                 }

@@ -86,7 +86,7 @@ impl Tool for Footprint {
                 .collect();
             let reports = plan_reports(plan, &hoisted_accesses, data_layout);
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
-            hooks::insert(plan, &mut ins, &hoisted_loops, |ins| {
+            hooks::insert(plan, &mut ins, &hoisted_loops, &[], |ins| {
                 for access in &plan.accesses {
                     if let Access::CmpXchg { inst, ptr, size } = *access {
                         if !hoisted_accesses.contains(&inst) {

@@ -11,8 +11,11 @@
 //! `AtomicU64` written only by its owner thread.
 
 use crate::chunked::{bump, Chunked};
+use crate::gate;
+use crate::registry;
 use crate::sync::SpinLock;
 use crate::tool::{ThreadTool, Tool, ToolResults};
+use kage_abi::{symbols, Region, RegionKind};
 use kage_report::{CountStats, Counters};
 use serde_json::{Map, Value};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
@@ -85,6 +88,49 @@ pub struct CountThread {
     top_rec: &'static Record,
     /// Slot 0's record: accesses outside every region.
     outside: &'static Record,
+}
+
+const _: symbols::CountRegion = __kage_count_region;
+
+/// A whole instance of a region that count instrumentation kept in registers ran
+/// (docs/abi.md, "Count instrumentation"): a loop, with `instances` > 0 executions of its
+/// header, or an inlined call (`instances` 1), with these accesses, not counted yet (masked
+/// by the gate), in the region's parent, which becomes the innermost open region as at a
+/// loop's entry. One event instead of an entry and an exit: nothing else reaches the
+/// runtime while such a region runs.
+///
+/// # Safety
+/// `r` is null or points to a loop or inlined-call entry of a module table (see
+/// `__kage_register_module`).
+#[no_mangle]
+pub unsafe extern "C" fn __kage_count_region(
+    r: *mut Region,
+    instances: u64,
+    loads: u64,
+    stores: u64,
+    bytes_read: u64,
+    bytes_written: u64,
+) {
+    gate::region_event(|stack, tool| {
+        let Some(gid) = registry::global_id(r) else {
+            return;
+        };
+        let Some(meta) = registry::meta(gid) else {
+            return;
+        };
+        let body = match meta.kind {
+            RegionKind::Loop => Some(instances),
+            RegionKind::Inlined => None,
+            RegionKind::Function | RegionKind::LoopBody => return,
+        };
+        if !stack.settle_loop_parent(meta.parent, meta.func, &registry::Tree, tool) {
+            return;
+        }
+        if let Some(count) = (tool.as_any_mut()).and_then(|part| part.downcast_mut::<CountThread>())
+        {
+            count.region_ran(gid, body, [loads, stores, bytes_read, bytes_written]);
+        }
+    });
 }
 
 pub fn make() -> &'static dyn Tool {
@@ -317,6 +363,46 @@ impl CountThread {
     }
 }
 
+impl CountThread {
+    /// A whole instance of `region` ran in the innermost open region, with `counts`
+    /// accesses, which the thread's cells do not hold: a loop with `Some(iterations)`
+    /// instances of its body (the next region), which made the accesses, or an inlined call
+    /// (`None`). As its entry, the iterations and its exit would count: the region makes no
+    /// call, so it is not open below (each instance is outermost). A reset while it ran
+    /// counts the whole instance.
+    fn region_ran(&mut self, region: u32, body: Option<u64>, counts: [u64; 4]) {
+        self.sync_epoch();
+        self.flush();
+        let slot = region as usize + 1;
+        // SAFETY: only the owner thread allocates this thread's chunks.
+        let Some(rec) = (unsafe { self.c.slots.get_or_alloc(slot) }) else {
+            return;
+        };
+        bump(&rec[INSTANCES], 1);
+        let inner = match body {
+            Some(iterations) => {
+                // SAFETY: as above.
+                let Some(body_rec) = (unsafe { self.c.slots.get_or_alloc(slot + 1) }) else {
+                    return;
+                };
+                bump(&body_rec[INSTANCES], iterations);
+                body_rec
+            }
+            None => rec,
+        };
+        for k in 0..4 {
+            bump(&self.c.tot[k], counts[k]);
+            bump(&inner[SELF + k], counts[k]);
+            if rec[DEPTH].load(Relaxed) == 0 {
+                bump(&rec[INCL + k], counts[k]);
+            }
+            if body.is_some() && inner[DEPTH].load(Relaxed) == 0 {
+                bump(&inner[INCL + k], counts[k]);
+            }
+        }
+    }
+}
+
 impl ThreadTool for CountThread {
     fn enter(&mut self, region: u32) {
         self.sync_epoch();
@@ -409,6 +495,10 @@ impl ThreadTool for CountThread {
 
     fn suspend(&mut self) {
         self.stop_running();
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
     }
 
     fn resume(&mut self) {

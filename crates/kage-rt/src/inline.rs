@@ -1,4 +1,11 @@
-//! Loop iterations counted inline (docs/abi.md, "Count instrumentation"). A new iteration of
+//! What instrumented code reads inline about its thread's regions, published by the runtime
+//! at the end of each of the thread's region events ([`publish`]):
+//!
+//! - `__kage_innermost`, the innermost open region's table entry, for every tool: a
+//!   `__kage_settle` to it would change nothing, and instrumented code leaves it out
+//!   (docs/abi.md, "Hooks the pass inserts"). A handler interrupting the runtime may read
+//!   it stale: it then leaves out a settle the busy runtime would ignore anyway.
+//! - Loop iterations counted inline (docs/abi.md, "Count instrumentation"). A new iteration of
 //! the loop whose body is the innermost open region changes nothing on the region stack: its
 //! body is exited and entered again. For a tool that takes such iterations in bulk
 //! ([`ThreadTool::iterations_in_bulk`]), the runtime *arms* the thread after each event: it
@@ -12,10 +19,8 @@
 //! thread is disarmed while the runtime runs on it, so a handler that runs the same loop then
 //! calls the (ignored) hook rather than counting.
 
-use crate::registry;
-use crate::stack::{FrameKind, RegionStack};
+use crate::stack::{FrameKind, RegionStack, ENTRY_SIZE};
 use crate::tool::ThreadTool;
-use kage_abi::Region;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::null;
@@ -25,6 +30,8 @@ extern "C" {
     /// The calling thread's `__kage_fast_loop` and `__kage_iterations` (csrc/tls.c).
     fn kage_fast_loop_slot() -> *const AtomicPtr<c_void>;
     fn kage_iterations_slot() -> *const AtomicU64;
+    /// The calling thread's `__kage_innermost` (csrc/tls.c).
+    fn kage_innermost_slot() -> *const AtomicPtr<c_void>;
 }
 
 thread_local! {
@@ -36,9 +43,8 @@ thread_local! {
     /// The state the thread was armed for (its own, or a coroutine context's), with the body
     /// that was innermost; null when disarmed.
     static ARMED: Cell<(*const (), u32)> = const { Cell::new((null(), 0)) };
-    /// The last body armed for and its loop's table entry (most events leave the innermost
-    /// body as it was: no registry lookup for them).
-    static LAST_ENTRY: Cell<(u32, *const Region)> = const { Cell::new((u32::MAX, null())) };
+    /// The calling thread's `__kage_innermost`, once asked for.
+    static INNERMOST: Cell<*const AtomicPtr<c_void>> = const { Cell::new(null()) };
 }
 
 /// The calling thread's `__kage_fast_loop` and `__kage_iterations`.
@@ -75,31 +81,34 @@ pub unsafe fn take(state: *const (), tool: &mut dyn ThreadTool) {
     }
 }
 
-/// At the end of an event of `state`, whose tool takes iterations in bulk: arms the thread
-/// when the innermost open region is a loop body.
+/// At the end of an event of `state`, on its thread: publishes the innermost open region,
+/// and when `in_bulk` (the tool takes iterations in bulk) arms the thread when that region is
+/// a loop body.
 ///
 /// # Safety
 /// As for [`take`].
-pub unsafe fn arm(state: *const (), stack: &RegionStack) {
-    let Some(top) = stack.frames().last() else {
+pub unsafe fn publish(state: *const (), stack: &RegionStack, in_bulk: bool) {
+    let top = stack.frames().last();
+    innermost().store(top.map_or(0, |f| f.entry) as *mut c_void, Relaxed);
+    let Some(top) = top.filter(|f| in_bulk && f.kind == FrameKind::Body && f.entry != 0) else {
         return;
-    };
-    if top.kind != FrameKind::Body {
-        return;
-    }
-    let (last_body, last_entry) = LAST_ENTRY.with(|l| l.get());
-    let entry = if last_body == top.region {
-        last_entry
-    } else {
-        // The loop's entry comes right before its body's (docs/abi.md).
-        let Some(entry) = registry::region_entry(top.region.wrapping_sub(1)) else {
-            return;
-        };
-        LAST_ENTRY.with(|l| l.set((top.region, entry)));
-        entry
     };
     let (fast_loop, counter) = slots();
     TAKEN.with(|t| t.set(counter.load(Relaxed)));
     ARMED.with(|a| a.set((state, top.region)));
-    fast_loop.store(entry as *mut c_void, Relaxed);
+    // The loop's entry comes right before its body's (docs/abi.md).
+    fast_loop.store((top.entry - ENTRY_SIZE) as *mut c_void, Relaxed);
+}
+
+/// The calling thread's `__kage_innermost`.
+#[inline(always)]
+fn innermost() -> &'static AtomicPtr<c_void> {
+    let mut slot = INNERMOST.with(|s| s.get());
+    if slot.is_null() {
+        // SAFETY: the calling thread's thread-local, which lives as long as it.
+        slot = unsafe { kage_innermost_slot() };
+        INNERMOST.with(|s| s.set(slot));
+    }
+    // SAFETY: as above.
+    unsafe { &*slot }
 }
