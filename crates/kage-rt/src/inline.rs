@@ -5,14 +5,14 @@
 //!   `__kage_settle` to it would change nothing, and instrumented code leaves it out
 //!   (docs/abi.md, "Hooks the pass inserts"). A handler interrupting the runtime may read
 //!   it stale: it then leaves out a settle the busy runtime would ignore anyway.
-//! - Loop iterations counted inline (docs/abi.md, "Count instrumentation"). A new iteration of
-//! the loop whose body is the innermost open region changes nothing on the region stack: its
-//! body is exited and entered again. For a tool that takes such iterations in bulk
-//! ([`ThreadTool::iterations_in_bulk`]), the runtime *arms* the thread after each event: it
-//! sets the thread's `__kage_fast_loop` to that loop's table entry, and the loop's header
-//! then adds 1 to `__kage_iterations` instead of calling `__kage_loop_iter`. At the thread's
-//! next event, before anything else, the counter's growth goes to the tool as iterations of
-//! that body ([`ThreadTool::iterations`]).
+//! - Loop iterations counted inline (docs/abi.md, "Count instrumentation"). A new iteration
+//!   of the loop whose body is the innermost open region changes nothing on the region
+//!   stack: its body is exited and entered again. For a tool that takes such iterations in
+//!   bulk ([`ThreadTool::iterations_in_bulk`]), the runtime *arms* the thread after each
+//!   event: it sets the thread's `__kage_fast_loop` to that loop's table entry, and the
+//!   loop's header then adds 1 to `__kage_iterations` instead of calling
+//!   `__kage_loop_iter`. At the thread's next event, before anything else, the counter's
+//!   growth goes to the tool as iterations of that body ([`ThreadTool::iterations`]).
 //!
 //! Signal safety: the counter only grows (the runtime remembers what it has taken), so an
 //! increment interrupted by a handler whose events take the counter loses nothing; and the
