@@ -79,7 +79,7 @@ pub unsafe extern "C" fn __kage_register_module(m: *mut Module) {
 pub unsafe extern "C" fn __kage_func_enter(f: *mut Region, frame: *const c_void) {
     let sp = frame as usize;
     region_event(f, |stack, tool, gid| {
-        if registry::meta(gid).is_some_and(|meta| meta.kind == RegionKind::Function) {
+        if is_function(f) {
             stack.func_enter(gid, f as usize, sp, tool);
         }
     });
@@ -115,7 +115,7 @@ pub unsafe extern "C" fn __kage_resume_at(r: *mut Region, frame: *const c_void) 
 #[no_mangle]
 pub unsafe extern "C" fn __kage_func_exit(f: *mut Region) {
     region_event(f, |stack, tool, gid| {
-        if registry::meta(gid).is_some_and(|meta| meta.kind == RegionKind::Function) {
+        if is_function(f) {
             stack.func_exit(gid, tool);
         }
     });
@@ -160,6 +160,16 @@ pub unsafe extern "C" fn __kage_settle(r: *mut Region) {
             stack.settle(gid, kind, r as usize, meta.func, &Tree, tool);
         }
     });
+}
+
+/// Whether the entry `r`, of a registered module (its table was validated), is a function's:
+/// read from the entry itself, without the registry's metadata.
+///
+/// # Safety
+/// `r` points to an entry of a registered module's table.
+#[inline(always)]
+unsafe fn is_function(r: *const Region) -> bool {
+    (*r).kind == RegionKind::Function as u32
 }
 
 /// The hot path: no allocation, no lock, no system call once the thread is set up.
