@@ -6,7 +6,9 @@
  * - jumps: a block left by longjmp after one store;
  * - split: a loop the compiler vectorises into a vector body and a remainder;
  * - spin_then_call: a loop without calls, then one with a call in its body;
- * - cas_loop: a loop without calls whose body's compare-exchange is counted by its hook. */
+ * - cas_loop: a loop without calls whose body's compare-exchange is counted by its hook;
+ * - calls_pick: a helper with a branch and no loop, inlined into a loop (at -O2 its code is
+ *   a region kept in registers, reported whole each time it ran). */
 #include "common.h"
 #include "../../crates/kage-rt/include/kage.h"
 #include <setjmp.h>
@@ -62,6 +64,22 @@ NOINLINE void cas_loop(int n) {
   }
 }
 
+volatile int v[64];
+
+/* Two loads of 4 bytes: the branch stays (volatile loads cannot be merged into a select). */
+static int pick(int i) {
+  if (v[i & 31] & 1)
+    return v[(i & 31) + 1];
+  return v[(i & 31) + 2] * 3;
+}
+
+NOINLINE void calls_pick(int n) {
+  int s = 0;
+  PLAIN_LOOP                   /* unrolled, two copies of pick's code could merge into one run */
+  for (int i = 0; i < n; i++) s += pick(i);
+  g[40] = s;                   /* one store */
+}
+
 NOINLINE void leaves_by_exit(void) {
   g[30] = 1;
   g[31] = 2;
@@ -75,5 +93,6 @@ int main(int argc, char **argv) {
   printf("%d\n", split(argc > 5 ? 7 : 1003));
   spin_then_call(100);
   cas_loop(10);
+  calls_pick(100);
   leaves_by_exit();
 }

@@ -282,6 +282,78 @@ fn count_build_counts_loop_iterations_inline_when_armed() {
     assert!(!instrument_in(Mode::Counts, "accesses.ll").contains("__kage_count_loop_iter"));
 }
 
+/// In a count build, an inlined call without loops or calls inside (`pick`, whose code is the
+/// loop's header and two branches) is not settled into: its entry notes that it ran, its
+/// accesses go to the function's local counts, and its exit (the loop's latch) reports the
+/// whole instance before the latch's own hooks. A count-calls build settles into it.
+#[test]
+fn count_build_reports_an_inlined_call_without_loops_whole() {
+    let ir = instrument_in(Mode::Counts, "inlined_leaf.ll");
+    let file = "/src/inlined_leaf.c";
+    assert_eq!(
+        regions(&ir),
+        vec![
+            region(FUNCTION, NONE, (10, 15), 0, "calls_pick", file),
+            region(LOOP, 0, (12, 13), 1, "calls_pick", file),
+            region(BODY, 1, (12, 13), 2, "calls_pick", file),
+            region(INLINED, 2, (4, 7), 3, "pick", file),
+        ]
+    );
+    let body = function_body(&ir, "calls_pick");
+    assert!(
+        !body.contains(&region_call(&ir, "__kage_settle_unless_innermost", 3)),
+        "{body}"
+    );
+    let exit = format!(
+        "call void @__kage_count_region_exit({}, ptr %",
+        region_operand(&ir, 3)
+    );
+    let blocks = blocks(body);
+    // The latch (calls_pick's code after pick's two branches): the report first, then the
+    // settle back into the loop's body.
+    let latch = (blocks.iter())
+        .find(|b| b.instructions.iter().any(|i| i.starts_with(&exit)))
+        .expect("the report");
+    let calls: Vec<&&str> = (latch.instructions.iter())
+        .filter(|i| i.starts_with("call "))
+        .collect();
+    assert!(calls[0].starts_with(&exit), "{:#?}", latch.instructions);
+    assert_eq!(
+        strip_metadata(calls[1]),
+        region_call(&ir, "__kage_settle_unless_innermost", 2)
+    );
+    // Where pick's code starts (the loop's header), it is noted as entered, after the
+    // header's iteration hook.
+    let header = (blocks.iter())
+        .find(|b| {
+            b.instructions
+                .iter()
+                .any(|i| i.contains("@__kage_count_loop_iter("))
+        })
+        .expect("the header");
+    assert!(
+        (header.instructions.iter())
+            .any(|i| strip_metadata(i) == "store i64 1, ptr %kage.instances, align 8"),
+        "{:#?}",
+        header.instructions
+    );
+    assert_eq!(
+        body.matches("call void @__kage_count_region_exit(").count(),
+        1,
+        "{body}"
+    );
+    // Its loads are counted locally, not in the thread's cells: only calls_pick's store
+    // after the loop adds to those.
+    assert_eq!(body.matches("@__kage_count)").count(), 1, "{body}");
+    assert!(!(header.instructions.iter()).any(|i| i.contains("@__kage_count)")));
+    let calls = instrument_in(Mode::Calls, "inlined_leaf.ll");
+    assert!(function_body(&calls, "calls_pick").contains(&region_call(
+        &calls,
+        "__kage_settle_unless_innermost",
+        3
+    )));
+}
+
 #[test]
 fn memory_accesses() {
     let ir = instrument("accesses.ll");

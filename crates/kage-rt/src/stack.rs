@@ -242,10 +242,10 @@ impl RegionStack {
         );
     }
 
-    /// A loop whose static parent is `parent` (of function `func`) is entered: `parent`
-    /// becomes the innermost open region, as for `loop_iter`'s entry. False (and nothing
-    /// changes) when `func` is not open.
-    pub fn settle_loop_parent<S: Sink + ?Sized, A: Ancestors + ?Sized>(
+    /// A region whose static parent is `parent` (of function `func`) is entered, a loop or
+    /// a region reported whole: `parent` becomes the innermost open region, as for
+    /// `loop_iter`'s entry. False (and nothing changes) when `func` is not open.
+    pub fn settle_in_parent<S: Sink + ?Sized, A: Ancestors + ?Sized>(
         &mut self,
         parent: u32,
         func: u32,

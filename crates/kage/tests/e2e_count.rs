@@ -5,6 +5,7 @@
 
 mod e2e_support;
 use e2e_support::*;
+use kage_report::Counters;
 
 #[test]
 fn counts_are_exact_at_o2() {
@@ -172,7 +173,7 @@ fn counts_are_exact_at_o0() {
 /// `tests/c/count_inline.c`: what counting per segment and per loop could get wrong (counts
 /// switched off in the middle of a block and around a loop counted in registers, blocks
 /// left by `longjmp` and `exit`, a vectorised loop, loops with and without calls, a loop's
-/// compare-exchanges), exact
+/// compare-exchanges, an inlined helper without loops), exact
 /// in the count build and equal, region by region, in the count-calls build.
 #[test]
 fn inline_counts_are_exact_where_blocks_are_left_early_or_counting_switches() {
@@ -214,6 +215,22 @@ fn inline_counts_are_exact_where_blocks_are_left_early_or_counting_switches() {
         assert_eq!(
             (cas_body.instances, cas_body.exclusive),
             (10, c(10, 10, 40, 40))
+        );
+        // The inlined helper (its code may sit at several places, each a region): its
+        // instances and its loads, apart from its caller's store.
+        let mut pick = (0, Counters::default(), Counters::default());
+        for r in report.regions.iter().filter(|r| r.name == "pick") {
+            let s = stats(r);
+            pick.0 += s.instances;
+            pick.1.add(&s.inclusive);
+            pick.2.add(&s.exclusive);
+        }
+        assert_eq!(pick, (100, c(200, 0, 800, 0), c(200, 0, 800, 0)));
+        assert_counts(
+            func(report, "calls_pick"),
+            1,
+            c(200, 1, 800, 4),
+            c(0, 1, 0, 4),
         );
         // exit() leaves the block after both stores.
         assert_counts(

@@ -239,12 +239,14 @@ unsafe fn promoted_regions(plan: &FunctionPlan) -> Vec<PromotedRegion> {
         })
         .filter(|r| placeable(&r.exits))
         .collect();
-    let headers: Vec<usize> = loops.iter().map(|lp| lp.header).collect();
     for node in plan.leaf_inlined_calls() {
         let blocks: Vec<usize> = (0..n)
             .filter(|&b| plan.forest.reachable[b] && plan.slots.block_region[b] == node)
             .collect();
-        if blocks.is_empty() || !blocks.iter().all(|&b| quiet(b) && !headers.contains(&b)) {
+        if blocks.is_empty()
+            || !blocks.iter().all(|&b| quiet(b))
+            || has_cycle(&blocks, &plan.cfg.successors)
+        {
             continue;
         }
         // Not inside a promoted loop (its blocks would count twice over).
@@ -272,6 +274,32 @@ unsafe fn promoted_regions(plan: &FunctionPlan) -> Vec<PromotedRegion> {
         });
     }
     promoted
+}
+
+/// Whether the blocks `set` branch around a cycle among themselves (Kahn's algorithm on the
+/// subgraph they make): an instance of a region made of them could then enter it more than
+/// once without leaving it.
+fn has_cycle(set: &[usize], successors: &[Vec<usize>]) -> bool {
+    let inside = |b: usize| set.binary_search(&b).is_ok();
+    let mut indegree = vec![0usize; set.len()];
+    for &b in set {
+        for &s in successors[b].iter().filter(|&&s| inside(s)) {
+            indegree[set.binary_search(&s).unwrap_or(0)] += 1;
+        }
+    }
+    let mut ready: Vec<usize> = (0..set.len()).filter(|&i| indegree[i] == 0).collect();
+    let mut removed = 0;
+    while let Some(i) = ready.pop() {
+        removed += 1;
+        for &s in successors[set[i]].iter().filter(|&&s| inside(s)) {
+            let j = set.binary_search(&s).unwrap_or(0);
+            indegree[j] -= 1;
+            if indegree[j] == 0 {
+                ready.push(j);
+            }
+        }
+    }
+    removed < set.len()
 }
 
 /// The blocks outside loop `k` that its blocks branch to.

@@ -123,7 +123,7 @@ pub unsafe extern "C" fn __kage_count_region(
             RegionKind::Inlined => None,
             RegionKind::Function | RegionKind::LoopBody => return,
         };
-        if !stack.settle_loop_parent(meta.parent, meta.func, &registry::Tree, tool) {
+        if !stack.settle_in_parent(meta.parent, meta.func, &registry::Tree, tool) {
             return;
         }
         if let Some(count) = (tool.as_any_mut()).and_then(|part| part.downcast_mut::<CountThread>())
@@ -361,9 +361,7 @@ impl CountThread {
             bump(&o.rec[DEPTH], 1);
         }
     }
-}
 
-impl CountThread {
     /// A whole instance of `region` ran in the innermost open region, with `counts`
     /// accesses, which the thread's cells do not hold: a loop with `Some(iterations)`
     /// instances of its body (the next region), which made the accesses, or an inlined call
@@ -588,6 +586,47 @@ mod tests {
         assert_eq!(tot, c(9, 5, 38, 113));
         assert_eq!(un, c(1, 1, 8, 1));
         check_invariant(&r, tot, un);
+    }
+
+    /// A loop (1, body 2) and an inlined call (3) reported whole in `main` (0) count as
+    /// their entries, iterations, accesses and exits would.
+    #[test]
+    fn a_region_reported_whole_counts_as_its_events() {
+        let (by_events, whole) = (tool(), tool());
+        let mut t = thread(by_events);
+        t.enter(0);
+        ld(&mut *t, 1, 8);
+        t.enter(1);
+        for k in 0..3 {
+            t.enter(2);
+            ld(&mut *t, 1, 8);
+            if k == 1 {
+                st(&mut *t, 1, 4);
+            }
+            t.exit(2);
+        }
+        t.exit(1);
+        t.enter(3);
+        ld(&mut *t, 2, 8);
+        t.exit(3);
+        st(&mut *t, 1, 2);
+        t.exit(0);
+        let mut t = thread(whole);
+        t.enter(0);
+        ld(&mut *t, 1, 8);
+        let count = t
+            .as_any_mut()
+            .unwrap()
+            .downcast_mut::<CountThread>()
+            .unwrap();
+        count.region_ran(1, Some(3), [3, 1, 24, 4]);
+        count.region_ran(3, None, [2, 0, 16, 0]);
+        st(&mut *t, 1, 2);
+        t.exit(0);
+        let expected = by_events.collect(4);
+        assert_eq!(expected.0[2].instances, 3);
+        assert_eq!(expected.0[2].exclusive, c(3, 1, 24, 4));
+        assert_eq!(whole.collect(4), expected);
     }
 
     #[test]
