@@ -240,10 +240,7 @@ fn count_build_adds_each_segments_counts_inline() {
 #[test]
 fn count_build_counts_loop_iterations_inline_when_armed() {
     let ir = instrument_in(Mode::Counts, "nested_loops.ll");
-    let start = ir
-        .find("define internal void @__kage_count_loop_iter(")
-        .unwrap();
-    let helper = &ir[start..start + ir[start..].find("\n}\n").unwrap()];
+    let helper = function_body(&ir, "__kage_count_loop_iter");
     for needed in [
         "@llvm.threadlocal.address.p0(ptr @__kage_fast_loop)",
         "icmp eq ptr",
@@ -265,10 +262,7 @@ fn count_build_counts_loop_iterations_inline_when_armed() {
     assert_eq!(calls + allocas, headers, "one per header");
     assert!(calls > 0 && allocas > 0, "{calls} {allocas}");
     assert!(ir.contains("%kage.counts = alloca [4 x i64]"));
-    let start = ir
-        .find("define internal void @__kage_count_region_exit(")
-        .unwrap();
-    let exit = &ir[start..start + ir[start..].find("\n}\n").unwrap()];
+    let exit = function_body(&ir, "__kage_count_region_exit");
     for needed in [
         "icmp eq i64",
         "@__kage_gate",

@@ -362,6 +362,14 @@ impl CountThread {
         }
     }
 
+    /// The record of `slot` (region `slot - 1`), allocated on first use; `None` when out of
+    /// memory.
+    fn record(&self, slot: usize) -> Option<&'static Record> {
+        // SAFETY: only the owner thread (the caller: parts are owner-only) allocates this
+        // thread's chunks.
+        unsafe { self.c.slots.get_or_alloc(slot) }
+    }
+
     /// A whole instance of `region` ran in the innermost open region, with `counts`
     /// accesses, which the thread's cells do not hold: a loop with `Some(iterations)`
     /// instances of its body (the next region), which made the accesses, or an inlined call
@@ -372,15 +380,13 @@ impl CountThread {
         self.sync_epoch();
         self.flush();
         let slot = region as usize + 1;
-        // SAFETY: only the owner thread allocates this thread's chunks.
-        let Some(rec) = (unsafe { self.c.slots.get_or_alloc(slot) }) else {
+        let Some(rec) = self.record(slot) else {
             return;
         };
         bump(&rec[INSTANCES], 1);
         let inner = match body {
             Some(iterations) => {
-                // SAFETY: as above.
-                let Some(body_rec) = (unsafe { self.c.slots.get_or_alloc(slot + 1) }) else {
+                let Some(body_rec) = self.record(slot + 1) else {
                     return;
                 };
                 bump(&body_rec[INSTANCES], iterations);
@@ -406,8 +412,7 @@ impl ThreadTool for CountThread {
         self.sync_epoch();
         self.flush();
         let slot = region as usize + 1;
-        // SAFETY: only the owner thread allocates this thread's chunks.
-        let Some(rec) = (unsafe { self.c.slots.get_or_alloc(slot) }) else {
+        let Some(rec) = self.record(slot) else {
             return;
         };
         bump(&rec[INSTANCES], 1);
