@@ -247,19 +247,58 @@ const FORWARDED_SIGNALS: [libc::c_int; 11] = [
     libc::SIGIO,
 ];
 
-/// While the program runs, `kage run` stays alive to report on it: SIGINT and SIGQUIT from the
-/// terminal already reach the program (same process group), so kage ignores them, as
-/// `system(3)` does; [`FORWARDED_SIGNALS`] are passed on to the program.
-fn shield_from_signals(child: u32) {
-    CHILD_PID.store(child as i32, Ordering::Relaxed);
-    let forward = forward_to_child as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    // SAFETY: installing dispositions; the handler only calls kill with an atomic's value.
+/// [`FORWARDED_SIGNALS`] as a signal set.
+fn forwarded_set() -> libc::sigset_t {
+    // SAFETY: a zeroed sigset_t is valid storage; sigemptyset and sigaddset initialise it.
     unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in FORWARDED_SIGNALS {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
+    }
+}
+
+/// Before the program starts: [`FORWARDED_SIGNALS`] are held back (blocked) until its pid is
+/// known, and will be passed on to it ([`shield_from_signals`]): a program that signals
+/// `kage run` right away must not find it unprepared. The program itself starts with them
+/// unblocked (the child inherits the mask: `command` unblocks them before `exec`) and with
+/// default dispositions (`exec` resets handlers).
+fn hold_forwarded_signals(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let forward = forward_to_child as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    let set = forwarded_set();
+    // SAFETY: blocking signals and installing a handler that only calls kill with an
+    // atomic's value.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         for signal in FORWARDED_SIGNALS {
             libc::signal(signal, forward);
         }
+    }
+    // SAFETY: between fork and exec the closure only calls pthread_sigmask
+    // (async-signal-safe) on a set made before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
+/// While the program runs, `kage run` stays alive to report on it: SIGINT and SIGQUIT from the
+/// terminal already reach the program (same process group), so kage ignores them, as
+/// `system(3)` does (only now: the program must not inherit that); [`FORWARDED_SIGNALS`],
+/// held back since before it started, are passed on to it from now on.
+fn shield_from_signals(child: u32) {
+    CHILD_PID.store(child as i32, Ordering::Relaxed);
+    let set = forwarded_set();
+    // SAFETY: installing dispositions and unblocking the signals held back.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
     }
 }
 
@@ -384,6 +423,7 @@ pub fn run(options: &RunOptions) -> i32 {
     if !has_runtime(program) {
         preload_runtime(&mut command);
     }
+    hold_forwarded_signals(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(error) => {
