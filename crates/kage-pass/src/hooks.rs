@@ -7,7 +7,7 @@
 use kage_abi::symbols;
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
-use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate};
+use llvm_sys::LLVMIntPredicate;
 
 use crate::debuginfo::HookLocations;
 use crate::ir::{self, RuntimeFunction};
@@ -142,9 +142,7 @@ unsafe fn define_settle(module: LLVMModuleRef, settle: RuntimeFunction) -> Runti
     let (entry, call, done) = (block(c"entry"), block(c"call"), block(c"done"));
     LLVMPositionBuilderAtEnd(builder, entry);
     let address = ir::thread_local_address(module, builder, innermost);
-    let current = LLVMBuildLoad2(builder, ptr_type, address, c"".as_ptr());
-    LLVMSetOrdering(current, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
-    LLVMSetAlignment(current, 8);
+    let current = ir::load_relaxed(builder, ptr_type, address);
     let same = LLVMBuildICmp(
         builder,
         LLVMIntPredicate::LLVMIntEQ,

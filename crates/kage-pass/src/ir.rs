@@ -349,6 +349,25 @@ pub unsafe fn thread_local_address(
     LLVMBuildCall2(builder, ty, intrinsic, args.as_mut_ptr(), 1, c"".as_ptr())
 }
 
+/// At the builder's position: a relaxed atomic load of an 8-byte `ty` (a pointer or an i64)
+/// from `cell`, a value the runtime publishes for the calling thread.
+///
+/// # Safety
+/// `builder` must be positioned in a function; `cell` a pointer of its context.
+pub unsafe fn load_relaxed(
+    builder: LLVMBuilderRef,
+    ty: LLVMTypeRef,
+    cell: LLVMValueRef,
+) -> LLVMValueRef {
+    let value = LLVMBuildLoad2(builder, ty, cell, c"".as_ptr());
+    LLVMSetOrdering(
+        value,
+        llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+    );
+    LLVMSetAlignment(value, 8);
+    value
+}
+
 /// At the builder's position: `*cell += value` (i64) with a relaxed atomic load and store,
 /// for a counter only the calling thread writes and others may read.
 ///
@@ -356,13 +375,7 @@ pub unsafe fn thread_local_address(
 /// `builder` must be positioned in a function; `cell` a pointer, `value` an i64 of its
 /// context.
 pub unsafe fn add_relaxed(builder: LLVMBuilderRef, cell: LLVMValueRef, value: LLVMValueRef) {
-    let ty = LLVMTypeOf(value);
-    let old = LLVMBuildLoad2(builder, ty, cell, c"".as_ptr());
-    LLVMSetOrdering(
-        old,
-        llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
-    );
-    LLVMSetAlignment(old, 8);
+    let old = load_relaxed(builder, LLVMTypeOf(value), cell);
     let new = LLVMBuildAdd(builder, old, value, c"".as_ptr());
     let store = LLVMBuildStore(builder, new, cell);
     LLVMSetOrdering(

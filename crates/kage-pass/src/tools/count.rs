@@ -439,14 +439,7 @@ impl InlineCounter {
             |name: &std::ffi::CStr| LLVMAppendBasicBlockInContext(context, f, name.as_ptr());
         let (entry, fast, slow) = (block(c"entry"), block(c"fast"), block(c"slow"));
         LLVMPositionBuilderAtEnd(builder, entry);
-        let armed = LLVMBuildLoad2(
-            builder,
-            ptr_type,
-            self.address(builder, self.fast_loop),
-            c"".as_ptr(),
-        );
-        LLVMSetOrdering(armed, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
-        LLVMSetAlignment(armed, 8);
+        let armed = ir::load_relaxed(builder, ptr_type, self.address(builder, self.fast_loop));
         let same = LLVMBuildICmp(
             builder,
             LLVMIntPredicate::LLVMIntEQ,
