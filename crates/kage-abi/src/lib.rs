@@ -593,6 +593,10 @@ pub const TOOL_VARIABLE: &str = "KAGE_TOOL";
 pub const TRACE_VARIABLE: &str = "KAGE_WS_TRACE";
 /// With `KAGE_TOOL=working-set`: the cache line size built into the marks, in bytes.
 pub const LINE_SIZE_VARIABLE: &str = "KAGE_WS_LINE_SIZE";
+/// `0` when compiling: calls the optimiser inlined are not regions of their own (their code
+/// counts as their caller's, their loops are named at the call's line), as before inlined
+/// regions were reported; kept to measure what reporting them costs (`bench/README.md`).
+pub const INLINED_REGIONS_VARIABLE: &str = "KAGE_INLINED_REGIONS";
 /// The line size when [`LINE_SIZE_VARIABLE`] (or the runtime's `line_size=`) is unset.
 pub const DEFAULT_LINE_SIZE: u64 = 64;
 /// The line sizes a build and the runtime accept: powers of two in this range.

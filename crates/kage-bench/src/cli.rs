@@ -50,9 +50,11 @@ pub struct Cli {
     /// List the programs of the suite and exit.
     #[arg(long)]
     list: bool,
-    /// Compare several runtime configurations of the tool instead of one: each is more
-    /// KAGE_OPTIONS items (`vsm=bulk:granularity=line`); repeatable. The table then has a
-    /// memory expansion and a slowdown column per variant (the Skadu paper's Figure 7).
+    /// Compare several configurations of the tool instead of one: each is more KAGE_OPTIONS
+    /// items (`vsm=bulk:granularity=line`) and compiler variables (`KAGE_INLINED_REGIONS=0`,
+    /// which build the variant's own binary), `:`-separated; repeatable, `''` for the
+    /// default. The table then has a memory expansion and a slowdown column per variant (the
+    /// Skadu paper's Figure 7).
     #[arg(long = "variant")]
     variants: Vec<String>,
     /// With --variant: limit each instrumented run's address space (RLIMIT_AS) to this

@@ -44,6 +44,11 @@ pub fn run(options: &Options) -> Result<bool> {
     let native = Compiler::native(&options.native_cc);
     let kage = Compiler::kage(&kage_cc, &options.tool);
     let runner = measure::Runner::new(&options.native_cc, &options.work_dir)?;
+    let variants: Vec<VariantSpec> = options
+        .variants
+        .iter()
+        .map(|v| VariantSpec::parse(v))
+        .collect();
 
     let mut results = Vec::new();
     for program in &programs {
@@ -62,15 +67,39 @@ pub fn run(options: &Options) -> Result<bool> {
             options.rebuild,
         )
         .with_context(|| format!("building {} natively", program.name))?;
-        let kage_dir = dir(&format!("kage-{}", options.tool));
-        let kage_exe = compile::build(&kage, &recipe, &kage_dir, program.name, options.rebuild)
-            .with_context(|| format!("building {} with kage-cc", program.name))?;
+        // One instrumented build per set of compiler variables the variants ask for.
+        let mut kage_exes: Vec<(Vec<(String, String)>, PathBuf)> = Vec::new();
+        for build_env in
+            std::iter::once(Vec::new()).chain(variants.iter().map(|v| v.build_env.clone()))
+        {
+            if kage_exes.iter().any(|(env, _)| *env == build_env) {
+                continue;
+            }
+            let mut compiler = kage.clone();
+            compiler.env.extend(build_env.iter().cloned());
+            let suffix: String = (build_env.iter())
+                .map(|(k, v)| format!("+{k}={v}"))
+                .collect();
+            let kage_dir = dir(&format!("kage-{}{suffix}", options.tool));
+            let exe = compile::build(&compiler, &recipe, &kage_dir, program.name, options.rebuild)
+                .with_context(|| format!("building {} with kage-cc{suffix}", program.name))?;
+            kage_exes.push((build_env, exe));
+        }
+        let exe_for = |build_env: &[(String, String)]| -> PathBuf {
+            (kage_exes.iter())
+                .find(|(env, _)| env.as_slice() == build_env)
+                .map(|(_, exe)| exe.clone())
+                .expect("every variant's build was made above")
+        };
+        let variant_exes: Vec<PathBuf> = variants.iter().map(|v| exe_for(&v.build_env)).collect();
         results.push(measure_program(
             options,
             &runner,
             program,
             &native_exe,
-            &kage_exe,
+            &exe_for(&[]),
+            &variants,
+            &variant_exes,
         )?);
     }
 
@@ -86,6 +115,37 @@ pub fn run(options: &Options) -> Result<bool> {
         eprintln!("kage-bench: wrote {}", path.display());
     }
     Ok(report.results.iter().all(|r| r.mismatch.is_none()))
+}
+
+/// One `--variant`: the compiler variables its build needs (`KAGE_*` items, upper case) and
+/// the `KAGE_OPTIONS` items its runs add (the others).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VariantSpec {
+    pub build_env: Vec<(String, String)>,
+    pub runtime_options: String,
+}
+
+impl VariantSpec {
+    pub fn parse(text: &str) -> Self {
+        let mut build_env = Vec::new();
+        let mut runtime = Vec::new();
+        for item in text.split(':').filter(|i| !i.is_empty()) {
+            match item.split_once('=') {
+                Some((name, value))
+                    if name.starts_with("KAGE_")
+                        && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') =>
+                {
+                    build_env.push((name.to_string(), value.to_string()));
+                }
+                _ => runtime.push(item),
+            }
+        }
+        build_env.sort();
+        VariantSpec {
+            build_env,
+            runtime_options: runtime.join(":"),
+        }
+    }
 }
 
 /// kage-cc from the options, else next to this executable (where scripts/build.sh puts both).
@@ -116,6 +176,8 @@ fn measure_program(
     program: &Program,
     native_exe: &Path,
     kage_exe: &Path,
+    variants: &[VariantSpec],
+    variant_exes: &[PathBuf],
 ) -> Result<ProgramResult> {
     let args = program.args(options.size());
     let scratch = options.work_dir.join("runs").join(program.name);
@@ -126,7 +188,15 @@ fn measure_program(
         report: scratch.join(format!("kage.{}.json", program.name)),
     };
     if !options.variants.is_empty() {
-        return measure_variants(options, runner, program, native_exe, kage_exe, &scratch);
+        return measure_variants(
+            options,
+            runner,
+            program,
+            native_exe,
+            variants,
+            variant_exes,
+            &scratch,
+        );
     }
 
     let mut result = ProgramResult::new(program.name);
@@ -199,20 +269,20 @@ fn measure_variants(
     runner: &measure::Runner,
     program: &Program,
     native_exe: &Path,
-    kage_exe: &Path,
+    specs: &[VariantSpec],
+    variant_exes: &[PathBuf],
     scratch: &Path,
 ) -> Result<ProgramResult> {
     let args = program.args(options.size());
     let limit = options
         .mem_limit_gib
         .map(|gib| (gib * (1u64 << 30) as f64) as u64);
-    let variants: Vec<Variant> = options
-        .variants
+    let variants: Vec<Variant> = specs
         .iter()
         .enumerate()
-        .map(|(n, extra)| Variant::Kage {
+        .map(|(n, spec)| Variant::Kage {
             tool: crate::compile::runtime_tool(&options.tool).to_string(),
-            options: extra.clone(),
+            options: spec.runtime_options.clone(),
             report: scratch.join(format!("kage.{}.{n}.json", program.name)),
         })
         .collect();
@@ -249,7 +319,7 @@ fn measure_variants(
                 continue;
             }
             eprintln!("kage-bench: {} [{}]", program.name, options.variants[n]);
-            match runner.run_limited(variant, kage_exe, &args, scratch, limit)? {
+            match runner.run_limited(variant, &variant_exes[n], &args, scratch, limit)? {
                 Some(m) => {
                     check(&options.variants[n], &m.stdout, &mut result);
                     result.variants[n].samples.push(&m);
@@ -271,4 +341,21 @@ fn measure_variants(
         eprintln!("kage-bench: {}: OUTPUTS DIFFER: {mismatch}", program.name);
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VariantSpec;
+
+    #[test]
+    fn a_variant_splits_into_compiler_variables_and_runtime_options() {
+        let spec = VariantSpec::parse("vsm=bulk:KAGE_INLINED_REGIONS=0:granularity=line");
+        assert_eq!(
+            spec.build_env,
+            vec![("KAGE_INLINED_REGIONS".to_string(), "0".to_string())]
+        );
+        assert_eq!(spec.runtime_options, "vsm=bulk:granularity=line");
+        let default = VariantSpec::parse("");
+        assert!(default.build_env.is_empty() && default.runtime_options.is_empty());
+    }
 }

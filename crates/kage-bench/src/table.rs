@@ -241,7 +241,8 @@ fn variants_table(report: &Report) -> String {
         .map_or(String::new(), |g| format!("> {g} GiB"));
     let mut out = String::new();
     out.push_str(&format!(
-        "Variants (extra `KAGE_OPTIONS` of each instrumented run): {}. Memory expansion = \
+        "Variants (extra `KAGE_OPTIONS` items of each instrumented run, and compiler \
+         variables `KAGE_*=` of its build): {}. Memory expansion = \
          median peak RSS instrumented / native; slowdown = median wall time instrumented / \
          native.{}\n\n",
         options

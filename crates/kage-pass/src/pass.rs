@@ -22,15 +22,22 @@ use crate::tools::{self, Tool};
 /// `module` must be a valid module that nothing else mutates meanwhile.
 pub unsafe fn instrument_module(module: LLVMModuleRef) -> Option<Box<dyn Tool>> {
     let tool = tools::from_environment();
-    instrument_module_with(module, tool.as_ref()).then_some(tool)
+    let inlined_regions =
+        std::env::var_os(kage_abi::INLINED_REGIONS_VARIABLE).is_none_or(|v| v != "0");
+    instrument_module_with(module, tool.as_ref(), inlined_regions).then_some(tool)
 }
 
 /// Instruments `module` in place for `tool`; returns whether it did (`false` when the module
-/// was already instrumented or has nothing to instrument).
+/// was already instrumented or has nothing to instrument). With `inlined_regions` false,
+/// inlined calls are no regions of their own.
 ///
 /// # Safety
 /// `module` must be a valid module that nothing else mutates meanwhile.
-pub unsafe fn instrument_module_with(module: LLVMModuleRef, tool: &dyn Tool) -> bool {
+pub unsafe fn instrument_module_with(
+    module: LLVMModuleRef,
+    tool: &dyn Tool,
+    inlined_regions: bool,
+) -> bool {
     if !LLVMGetNamedGlobal(module, c_string(kage_abi::MODULE_GLOBAL).as_ptr()).is_null() {
         return false; // already instrumented (e.g. the pass was scheduled twice)
     }
@@ -48,7 +55,7 @@ pub unsafe fn instrument_module_with(module: LLVMModuleRef, tool: &dyn Tool) -> 
     // The table's `code` column: each function entry points at its function.
     let mut code: Vec<LLVMValueRef> = Vec::new();
     for &func in &functions {
-        let plan = FunctionPlan::new(func, entries.len() as u32);
+        let plan = FunctionPlan::new(func, entries.len() as u32, inlined_regions);
         let regions = plan.regions();
         code.push(func);
         code.resize(code.len() + regions.len() - 1, std::ptr::null_mut());

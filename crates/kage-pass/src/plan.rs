@@ -39,11 +39,12 @@ pub struct FunctionPlan {
 }
 
 impl FunctionPlan {
-    /// Analyses `func`, whose table entries start at index `base`.
+    /// Analyses `func`, whose table entries start at index `base`; with `inlined_regions`
+    /// false, inlined calls are no regions (their code is their caller's).
     ///
     /// # Safety
     /// `func` must be a function with a body in a valid module.
-    pub unsafe fn new(func: LLVMValueRef, base: u32) -> Self {
+    pub unsafe fn new(func: LLVMValueRef, base: u32, inlined_regions: bool) -> Self {
         let cfg = FunctionCfg::new(func);
         let forest = find_loops(&cfg.successors, 0);
         let data_layout = LLVMGetModuleDataLayout(LLVMGetGlobalParent(func));
@@ -110,6 +111,10 @@ impl FunctionPlan {
             .collect();
         let mut chains = region_tree::block_chains(&cfg.successors, &deciding);
         region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
+        if !inlined_regions {
+            chains.iter_mut().for_each(Vec::clear);
+            back_edges.iter_mut().flatten().for_each(Vec::clear);
+        }
         let tree = region_tree::build(&forest, &chains, &back_edges);
         let calls = (sites.sites.iter())
             .map(|site| {

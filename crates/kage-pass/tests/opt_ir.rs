@@ -1596,3 +1596,39 @@ fn an_inlined_call_is_a_region_around_its_loop_entered_and_left_by_settling() {
     );
     assert_eq!(main.matches("@__kage_settle_unless_innermost(").count(), 2);
 }
+
+#[test]
+fn inlined_calls_are_their_callers_code_when_inlined_regions_are_off() {
+    // KAGE_INLINED_REGIONS=0, the layout kept to measure what inlined regions cost: fill's
+    // loop is main's, named at the call's line (10); the only settle is back to main after
+    // the loop (none into the call).
+    let output = run_opt_with(
+        Mode::Calls,
+        &[("KAGE_INLINED_REGIONS", "0")],
+        "inlined.ll",
+        Some("kage"),
+    );
+    let ir = String::from_utf8(output.stdout).unwrap();
+    let file = "/src/inlined.c";
+    assert_eq!(
+        regions(&ir),
+        vec![
+            region(FUNCTION, NONE, (8, 11), 0, "main", file),
+            region(LOOP, 0, (10, 10), 1, "main", file),
+            region(BODY, 1, (10, 10), 2, "main", file),
+        ]
+    );
+    check_registration(&ir);
+    let main = function_body(&ir, "main");
+    assert_eq!(main.matches("@__kage_settle_unless_innermost(").count(), 1);
+    assert_eq!(
+        main.matches(&region_call(&ir, "__kage_settle_unless_innermost", 0))
+            .count(),
+        1
+    );
+    assert_eq!(
+        main.matches(&region_call(&ir, "__kage_loop_iter", 1))
+            .count(),
+        1
+    );
+}

@@ -565,7 +565,7 @@ exit:
         let mode = crate::tools::Tool::instrumentation(&tool);
         let text = unsafe {
             let (context, module) = parse(body);
-            crate::pass::instrument_module_with(module, &tool);
+            crate::pass::instrument_module_with(module, &tool, true);
             let func = LLVMGetNamedFunction(module, c"f".as_ptr());
             let header = LLVMGetNextBasicBlock(LLVMGetFirstBasicBlock(func));
             let first = crate::ir::first_insertion_point(header).unwrap();

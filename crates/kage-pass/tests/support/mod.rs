@@ -71,7 +71,8 @@ impl Mode {
     pub fn apply(self, cmd: &mut Command) {
         cmd.env_remove("KAGE_TOOL")
             .env_remove("KAGE_WS_TRACE")
-            .env_remove("KAGE_WS_LINE_SIZE");
+            .env_remove("KAGE_WS_LINE_SIZE")
+            .env_remove("KAGE_INLINED_REGIONS");
         match self {
             Mode::Counts => {}
             Mode::Calls => {
