@@ -8,7 +8,11 @@
  * - spin_then_call: a loop without calls, then one with a call in its body;
  * - cas_loop: a loop without calls whose body's compare-exchange is counted by its hook;
  * - calls_pick: a helper with a branch and no loop, inlined into a loop (at -O2 its code is
- *   a region kept in registers, reported whole each time it ran). */
+ *   a region kept in registers, reported whole each time it ran);
+ * - probes: a helper with a loop of 1 to 4 probes, inlined into a loop (at -O2 the outer
+ *   loop, its body, the inlined call and its loop are one tree kept in registers);
+ * - calls_leaves: a loop calling a function without calls that has a loop (at -O2 the
+ *   leaf function, with its loop, is reported whole at each return). */
 #include "common.h"
 #include "../../crates/kage-rt/include/kage.h"
 #include <setjmp.h>
@@ -80,6 +84,33 @@ NOINLINE void calls_pick(int n) {
   g[40] = s;                   /* one store */
 }
 
+/* (key & 3) + 1 loads of 4 bytes. */
+static int probe(int key) {
+  int s = 0;
+  PLAIN_LOOP
+  for (int i = 0; i <= (key & 3); i++) s += v[(key + i) & 63];
+  return s;
+}
+
+NOINLINE void probes(int n) {
+  int s = 0;
+  PLAIN_LOOP
+  for (int k = 0; k < n; k++) s += probe(k);
+  g[41] = s;                   /* one store */
+}
+
+/* A leaf: (k & 3) + 1 loads of 4 bytes, then a store. */
+NOINLINE void leaf_sum(int k) {
+  int s = 0;
+  PLAIN_LOOP
+  for (int i = 0; i <= (k & 3); i++) s += v[(k + i) & 63];
+  g[42] = s;
+}
+
+NOINLINE void calls_leaves(int n) {
+  for (int k = 0; k < n; k++) leaf_sum(k);
+}
+
 NOINLINE void leaves_by_exit(void) {
   g[30] = 1;
   g[31] = 2;
@@ -94,5 +125,7 @@ int main(int argc, char **argv) {
   spin_then_call(100);
   cas_loop(10);
   calls_pick(100);
+  probes(100);
+  calls_leaves(100);
   leaves_by_exit();
 }

@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -587,6 +587,13 @@ impl Instrumentation {
     }
 }
 
+/// The most regions one `__kage_count_regions` reports (a subtree the count build keeps in
+/// registers while it runs).
+pub const MAX_COUNTED_REGIONS: usize = 8;
+/// Words per record of `__kage_count_regions`: instances, loads, stores, bytes read, bytes
+/// written.
+pub const COUNT_RECORD_WORDS: usize = 5;
+
 /// The environment variable that names the tool a program is built for.
 pub const TOOL_VARIABLE: &str = "KAGE_TOOL";
 /// With `KAGE_TOOL=working-set`, `1` selects [`Instrumentation::WorkingSetTrace`].
@@ -883,16 +890,14 @@ pub mod symbols {
         thread_local: true,
         used_by: &[Counts],
     };
-    /// `void __kage_count_region(struct kage_region *r, uint64_t instances, uint64_t loads,
-    /// uint64_t stores, uint64_t bytes_read, uint64_t bytes_written)`: a whole instance of a
-    /// region kept in registers ran in its parent region, with these accesses (masked by
-    /// the gate): a loop, `instances` > 0 its iterations, or an inlined call, `instances` 1.
-    pub const COUNT_REGION: Symbol = function(
-        "__kage_count_region",
-        &[Ptr, I64, I64, I64, I64, I64],
-        &[Counts],
-    );
-    pub type CountRegion = unsafe extern "C" fn(*mut Region, u64, u64, u64, u64, u64);
+    /// `void __kage_count_regions(struct kage_region *r, uint64_t n, const uint64_t
+    /// *records)`: whole instances of the regions kept in registers ran in `r`'s parent
+    /// (or, `r` a function, in the innermost open region): `n` records of
+    /// [`crate::COUNT_RECORD_WORDS`] words (instances, loads, stores, bytes read, bytes written;
+    /// the accesses masked by the gate) for `r` and the `n - 1` entries after it, its
+    /// subtree in the table, `n` at most [`crate::MAX_COUNTED_REGIONS`].
+    pub const COUNT_REGIONS: Symbol = function("__kage_count_regions", &[Ptr, I64, Ptr], &[Counts]);
+    pub type CountRegions = unsafe extern "C" fn(*mut Region, u64, *const u64);
     /// `uint32_t __kage_gate`: non-zero while accesses are not counted (`kage_set_enabled(0)`,
     /// or the analysis has ended); count instrumentation masks what it adds with it.
     pub const GATE: Symbol = Symbol::Global {
@@ -1096,7 +1101,7 @@ pub mod symbols {
         COUNT_TOTALS,
         FAST_LOOP,
         ITERATIONS,
-        COUNT_REGION,
+        COUNT_REGIONS,
         GATE,
         FP_STRIDED,
         FP_RANGE,

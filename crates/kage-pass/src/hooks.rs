@@ -20,9 +20,8 @@ use crate::regions::RegionTable;
 /// open regions change, see [`FunctionPlan::settle_points`]; later
 /// insertions before the same instruction land after them), then `accesses` (in program
 /// order), then the function exits (so they come after a `cmpxchg`'s hook and a segment's
-/// reports). Loops in `skipped_loops` get no `__kage_loop_iter`, and blocks in
-/// `skipped_settles` no `__kage_settle`: the tool reports those regions itself. Every
-/// position is taken before anything is inserted.
+/// reports). What `skipped` lists gets no hook: the tool reports those regions itself.
+/// Every position is taken before anything is inserted.
 ///
 /// # Safety
 /// `plan` must describe a live function that nothing was inserted into yet, and `ins` be
@@ -30,13 +29,17 @@ use crate::regions::RegionTable;
 pub unsafe fn insert(
     plan: &FunctionPlan,
     ins: &mut Inserter,
-    skipped_loops: &[usize],
-    skipped_settles: &[usize],
+    skipped: &Skipped,
     accesses: impl FnOnce(&mut Inserter),
 ) {
+    let Skipped {
+        loops: skipped_loops,
+        settles: skipped_settles,
+        function: skipped_function,
+    } = *skipped;
     let entry_block = plan.cfg.blocks[0];
     let function_region = plan.slots.function();
-    let func_enter_at = ir::first_insertion_point(entry_block);
+    let func_enter_at = ir::first_insertion_point(entry_block).filter(|_| !skipped_function);
     let loop_iters: Vec<_> = (plan.forest.loops.iter().enumerate())
         .filter(|(k, _)| !skipped_loops.contains(k))
         .filter_map(|(k, lp)| Some((ir::first_insertion_point(plan.cfg.blocks[lp.header])?, k)))
@@ -61,9 +64,22 @@ pub unsafe fn insert(
         ins.region_hook(hooks.settle, region, at);
     }
     accesses(ins);
-    for &at in &plan.exits {
-        ins.region_hook(hooks.func_exit, function_region, at);
+    if !skipped_function {
+        for &at in &plan.exits {
+            ins.region_hook(hooks.func_exit, function_region, at);
+        }
     }
+}
+
+/// The hooks a tool leaves out of [`insert`] because it reports those regions itself.
+#[derive(Clone, Copy, Default)]
+pub struct Skipped<'a> {
+    /// Loops without `__kage_loop_iter`.
+    pub loops: &'a [usize],
+    /// Blocks without `__kage_settle`.
+    pub settles: &'a [usize],
+    /// No `__kage_func_enter` and no `__kage_func_exit`.
+    pub function: bool,
 }
 
 /// The runtime's region hooks and `__kage_cmpxchg`, declared from [`kage_abi::symbols`].

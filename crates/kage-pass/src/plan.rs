@@ -166,21 +166,9 @@ impl FunctionPlan {
             .collect()
     }
 
-    /// The tree nodes (`slots.block_region`'s values) of the inlined calls with no region
-    /// inside them: no loop, no inlined call of their own.
-    pub fn leaf_inlined_calls(&self) -> Vec<usize> {
-        let nodes = &self.tree.nodes;
-        let mut has_child = vec![false; nodes.len()];
-        for node in nodes {
-            if let Some(parent) = node.parent {
-                has_child[parent] = true;
-            }
-        }
-        (0..nodes.len())
-            .filter(|&i| {
-                matches!(nodes[i].kind, region_tree::NodeKind::Inlined(_)) && !has_child[i]
-            })
-            .collect()
+    /// The function's region tree (`slots.block_region`'s values are its nodes).
+    pub fn tree(&self) -> &RegionTree {
+        &self.tree
     }
 
     /// The function's entries of the region table.

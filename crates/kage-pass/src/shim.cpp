@@ -1,7 +1,7 @@
 // The only C++ in Kage: registers the Rust module passes with LLVM's new PassBuilder, reads
 // the few debug-info fields the C API has no accessor for (src/debuginfo.rs), and wraps the
 // few transformations the C API lacks (demoting SSA values to the stack, loop metadata:
-// src/nests). The passes themselves are `kage_run_on_module` and `kage_version_loops` in
+// src/nests; splitting a critical edge: src/tools/count.rs). The passes themselves are `kage_run_on_module` and `kage_version_loops` in
 // Rust (src/lib.rs), driven through the C API.
 #include <memory>
 #include <utility>
@@ -18,6 +18,7 @@
 #include "llvm/Transforms/Scalar/EarlyCSE.h"
 #include "llvm/Transforms/Scalar/LICM.h"
 #include "llvm/Transforms/Scalar/LoopPassManager.h"
+#include "llvm/Transforms/Utils/BasicBlockUtils.h"
 #include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Transforms/Utils/Local.h"
 #include "llvm/Transforms/Utils/Mem2Reg.h"
@@ -119,6 +120,19 @@ extern "C" const char *kage_di_subprogram_name(LLVMMetadataRef Subprogram, bool 
   llvm::StringRef Name = !SP ? "" : Linkage ? SP->getLinkageName() : SP->getName();
   *Len = Name.size();
   return Name.data();
+}
+
+// Splits the critical edge From -> To (From ends in a conditional branch, To has other
+// predecessors): the new block on it, whose phis `To`'s were updated for; null if the edge is
+// not one From's branch can have split.
+extern "C" LLVMBasicBlockRef kage_split_critical_edge(LLVMBasicBlockRef From,
+                                                      LLVMBasicBlockRef To) {
+  auto *Branch = llvm::dyn_cast<llvm::BranchInst>(llvm::unwrap(From)->getTerminator());
+  if (!Branch || !Branch->isConditional()) return nullptr;
+  for (unsigned I = 0; I < Branch->getNumSuccessors(); ++I)
+    if (Branch->getSuccessor(I) == llvm::unwrap(To))
+      return llvm::wrap(llvm::SplitCriticalEdge(Branch, I));
+  return nullptr;
 }
 
 // Demotes an instruction's value to a stack slot (loads before its uses, a store after it);

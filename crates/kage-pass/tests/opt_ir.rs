@@ -170,39 +170,57 @@ fn nested_loops_table_and_hooks() {
     );
 }
 
-/// The count build: each segment's loads, stores and bytes added to `__kage_count` at its
-/// start (after the block's region hooks), masked by `__kage_gate`; run-time `llvm.mem*`
-/// lengths added right before the call (an empty one is no access); `cmpxchg` keeps its
-/// hook.
+/// The count build: each segment's loads, stores and bytes added at its start (after the
+/// block's region hooks): to `__kage_count`, masked by `__kage_gate`, or, in a function
+/// without calls (a tree kept in registers), to its locals; run-time `llvm.mem*` lengths
+/// added right before the call (an empty one is no access); `cmpxchg` keeps its hook.
 #[test]
 fn count_build_adds_each_segments_counts_inline() {
     let ir = instrument_in(Mode::Counts, "accesses.ll");
     insta::assert_snapshot!("accesses_counts", ir);
     check_registration_in(Mode::Counts, &ir);
     assert!(!ir.contains("@__kage_load(") && !ir.contains("@__kage_store("));
-    // What each function adds, cell by cell (loads, stores, bytes read, bytes written).
+    // What each function adds to the thread's cells: the masked values.
     let added = |function: &str| -> Vec<String> {
         (function_body(&ir, function).lines())
             .filter_map(|line| line.trim().split(" = and i64 ").nth(1))
             .map(|operands| operands.split(',').next().unwrap().to_string())
             .collect()
     };
+    // What a function without calls adds to its locals: (cell, value), cells counted as
+    // in `__kage_count` (0 loads, 1 stores, 2 bytes read, 3 bytes written).
+    let added_locally = |function: &str| -> Vec<(usize, String)> {
+        let lines: Vec<&str> = function_body(&ir, function).lines().map(str::trim).collect();
+        (lines.windows(2))
+            .filter_map(|pair| {
+                let local = pair[0].split("load i64, ptr %kage.count").nth(1)?;
+                let k: usize = local.split(',').next()?.parse().unwrap_or(0);
+                let value = pair[1].split(" = add i64 %").nth(1)?.split(", ").nth(1)?;
+                (k % 5 != 0).then(|| (k % 5 - 1, value.to_string()))
+            })
+            .collect()
+    };
+    let cells = |v: &[(usize, &str)]| -> Vec<(usize, String)> {
+        v.iter().map(|&(k, n)| (k, n.to_string())).collect()
+    };
     assert_eq!(
-        added("vector_load"),
-        ["1", "16"],
+        added_locally("vector_load"),
+        cells(&[(0, "1"), (2, "16")]),
         "one load of 16 bytes: cells 0 and 2"
     );
+    assert!(added("vector_load").is_empty());
     assert_eq!(
         added("atomics"),
         ["2", "1", "8", "4"],
         "load, atomicrmw; cmpxchg by its hook"
     );
+    let mem = added_locally("mem_intrinsics");
     assert_eq!(
-        added("mem_intrinsics")[..4],
-        ["2", "4", "108", "176"],
+        mem[..4],
+        cells(&[(0, "2"), (1, "4"), (2, "108"), (3, "176")]),
         "memcpy 100, memset 64, memcpy 8, memset 4; then the memmove's own four"
     );
-    assert_eq!(added("mem_intrinsics").len(), 8);
+    assert_eq!(mem.len(), 8);
     let body: Vec<&str> = function_body(&ir, "atomics").lines().collect();
     let position = |text: &str| body.iter().position(|l| l.contains(text)).unwrap();
     let enter = position("@__kage_func_enter(");
@@ -216,7 +234,7 @@ fn count_build_adds_each_segments_counts_inline() {
     // The run-time length is added right before its memmove, the constants at the start.
     let body: Vec<&str> = function_body(&ir, "mem_intrinsics").lines().collect();
     let adds: Vec<usize> = (body.iter().enumerate())
-        .filter(|(_, l)| l.contains("@__kage_count)"))
+        .filter(|(_, l)| l.contains("load i64, ptr %kage.count1,"))
         .map(|(i, _)| i)
         .collect();
     let memmove = body
@@ -235,11 +253,12 @@ fn count_build_adds_each_segments_counts_inline() {
 }
 
 /// In a count build, a loop header calls the inline helper that counts an iteration when the
-/// runtime armed the thread for its loop, and calls `__kage_loop_iter` otherwise; a loop kept
-/// in registers counts its iterations in a local and reports its whole instance at its exits.
+/// runtime armed the thread for its loop, and calls `__kage_loop_iter` otherwise: in
+/// `ws_loops.ll`, the loop whose body makes a call. Its loops without calls are kept in
+/// registers, each reported at its exits before the exit blocks' own hooks.
 #[test]
 fn count_build_counts_loop_iterations_inline_when_armed() {
-    let ir = instrument_in(Mode::Counts, "nested_loops.ll");
+    let ir = instrument_in(Mode::Counts, "ws_loops.ll");
     let helper = function_body(&ir, "__kage_count_loop_iter");
     for needed in [
         "@llvm.threadlocal.address.p0(ptr @__kage_fast_loop)",
@@ -250,38 +269,83 @@ fn count_build_counts_loop_iterations_inline_when_armed() {
     ] {
         assert!(helper.contains(needed), "{needed} in {helper}");
     }
-    // Innermost loops without calls count in registers: their headers add 1 to a local of
-    // their own, their exits report the whole instance (`__kage_count_region_exit`); the others
-    // count through the thread's counter.
     let calls = ir.matches("call void @__kage_count_loop_iter(ptr").count();
-    let plain = instrument_in(Mode::Calls, "nested_loops.ll");
+    let plain = instrument_in(Mode::Calls, "ws_loops.ll");
     let headers = plain.matches("call void @__kage_loop_iter(ptr").count();
-    let allocas = (ir.lines())
-        .filter(|l| l.contains("= alloca i64") && l.contains("%kage.instances"))
-        .count();
-    assert_eq!(calls + allocas, headers, "one per header");
-    assert!(calls > 0 && allocas > 0, "{calls} {allocas}");
-    assert!(ir.contains("%kage.counts = alloca [4 x i64]"));
-    let exit = function_body(&ir, "__kage_count_region_exit");
-    for needed in [
-        "icmp eq i64",
-        "@__kage_gate",
-        "call void @__kage_count_region(ptr %0, i64 ",
-        "store i64 0, ptr %1",
-    ] {
-        assert!(exit.contains(needed), "{needed} in {exit}");
+    assert!(calls > 0 && calls < headers, "{calls} of {headers}");
+    // A loop's report is its exit block's first call.
+    let mut reports = 0;
+    for line in ir.lines().filter(|l| l.starts_with("define ")) {
+        let name = &line[line.find('@').unwrap() + 1..line.find('(').unwrap()];
+        if name.starts_with("__kage") {
+            continue;
+        }
+        for block in blocks(function_body(&ir, name)) {
+            let calls: Vec<&&str> = (block.instructions.iter())
+                .filter(|i| i.starts_with("call "))
+                .collect();
+            if let Some(at) = calls.iter().position(|i| i.contains("@__kage_count_regions_exit.")) {
+                assert!(at == 0 || calls[at + 1..].is_empty(), "{:#?}", block.instructions);
+                reports += 1;
+            }
+        }
     }
-    assert!(ir.contains("call void @__kage_count_region_exit(ptr"));
+    assert!(reports > 1, "{ir}");
     // Without loops, no helper.
     assert!(!instrument_in(Mode::Counts, "accesses.ll").contains("__kage_count_loop_iter"));
 }
 
-/// In a count build, an inlined call without loops or calls inside (`pick`, whose code is the
-/// loop's header and two branches) is not settled into: its entry notes that it ran, its
-/// accesses go to the function's local counts, and its exit (the loop's latch) reports the
-/// whole instance before the latch's own hooks. A count-calls build settles into it.
+/// In a count build, a function without calls (`sum2d`, a loop nest, in `nested_loops.ll`)
+/// is one tree kept in registers: no function, iteration or settle hook; its entry notes the
+/// function as entered, each header adds an instance of its body, each loop's entry edge an
+/// instance of the loop, and the blocks' counts go to their regions' locals. Before its
+/// return it reports the five regions at once.
 #[test]
-fn count_build_reports_an_inlined_call_without_loops_whole() {
+fn count_build_reports_a_function_without_calls_whole() {
+    let ir = instrument_in(Mode::Counts, "nested_loops.ll");
+    let report = function_body(&ir, "__kage_count_regions_exit.5");
+    for needed in [
+        "icmp eq i64",
+        "@__kage_gate",
+        "call void @__kage_count_regions(ptr %0, i64 5, ptr %1)",
+        "store i64 0, ptr %2",
+        "store i64 0, ptr %26",
+    ] {
+        assert!(report.contains(needed), "{needed} in {report}");
+    }
+    let sum2d = function_body(&ir, "sum2d");
+    assert!(!sum2d.contains("call void @__kage_func_"), "{sum2d}");
+    assert!(!sum2d.contains("@__kage_settle"), "{sum2d}");
+    assert!(!sum2d.contains("@__kage_count_loop_iter"), "{sum2d}");
+    assert!(!sum2d.contains("@__kage_count)"), "{sum2d}");
+    assert_eq!(sum2d.matches("= alloca i64").count(), 25);
+    let exit = "call void @__kage_count_regions_exit.5(ptr @__kage_regions, ptr %kage.report, ";
+    let blocks = blocks(sum2d);
+    let returns: Vec<&Block> = (blocks.iter())
+        .filter(|b| b.instructions.last().is_some_and(|i| i.starts_with("ret ")))
+        .collect();
+    assert_eq!(returns.len(), 1);
+    let instructions = &returns[0].instructions;
+    assert!(
+        instructions[instructions.len() - 2].starts_with(exit),
+        "{instructions:#?}"
+    );
+    // The function noted once; an instance added for each loop and each body.
+    assert_eq!(sum2d.matches("store i64 1, ptr %kage.count").count(), 1);
+    let added = (sum2d.lines())
+        .filter(|i| i.contains("= add i64 %") && strip_metadata(i.trim()).ends_with(", 1"))
+        .count();
+    // Two loops and two bodies, and a load counted in the inner body.
+    assert_eq!(added, 5, "{sum2d}");
+}
+
+/// In a count build, an inlined call without calls inside a loop (`pick`, whose code is the
+/// loop's header and two branches), in a function without calls: one tree, nothing settled
+/// into; each header execution adds an instance of the body and one of `pick`, and the
+/// loop's entry from the function's guard (a conditional branch) gets a block of its own,
+/// which adds an instance of the loop. A count-calls build settles into `pick`.
+#[test]
+fn count_build_reports_an_inlined_call_in_a_quiet_loop_whole() {
     let ir = instrument_in(Mode::Counts, "inlined_leaf.ll");
     let file = "/src/inlined_leaf.c";
     assert_eq!(
@@ -294,52 +358,37 @@ fn count_build_reports_an_inlined_call_without_loops_whole() {
         ]
     );
     let body = function_body(&ir, "calls_pick");
-    assert!(
-        !body.contains(&region_call(&ir, "__kage_settle_unless_innermost", 3)),
-        "{body}"
-    );
-    let exit = format!(
-        "call void @__kage_count_region_exit({}, ptr %",
-        region_operand(&ir, 3)
-    );
-    let blocks = blocks(body);
-    // The latch (calls_pick's code after pick's two branches): the report first, then the
-    // settle back into the loop's body.
-    let latch = (blocks.iter())
-        .find(|b| b.instructions.iter().any(|i| i.starts_with(&exit)))
-        .expect("the report");
-    let calls: Vec<&&str> = (latch.instructions.iter())
-        .filter(|i| i.starts_with("call "))
-        .collect();
-    assert!(calls[0].starts_with(&exit), "{:#?}", latch.instructions);
+    assert!(!body.contains("@__kage_count_loop_iter("), "{body}");
+    assert!(!body.contains("@__kage_settle"), "{body}");
     assert_eq!(
-        strip_metadata(calls[1]),
-        region_call(&ir, "__kage_settle_unless_innermost", 2)
-    );
-    // Where pick's code starts (the loop's header), it is noted as entered, after the
-    // header's iteration hook.
-    let header = (blocks.iter())
-        .find(|b| {
-            b.instructions
-                .iter()
-                .any(|i| i.contains("@__kage_count_loop_iter("))
-        })
-        .expect("the header");
-    assert!(
-        (header.instructions.iter())
-            .any(|i| strip_metadata(i) == "store i64 1, ptr %kage.instances, align 8"),
-        "{:#?}",
-        header.instructions
-    );
-    assert_eq!(
-        body.matches("call void @__kage_count_region_exit(").count(),
+        body.matches("call void @__kage_count_regions_exit.4(ptr @__kage_regions, ")
+            .count(),
         1,
         "{body}"
     );
-    // Its loads are counted locally, not in the thread's cells: only calls_pick's store
-    // after the loop adds to those.
-    assert_eq!(body.matches("@__kage_count)").count(), 1, "{body}");
-    assert!(!(header.instructions.iter()).any(|i| i.contains("@__kage_count)")));
+    let blocks = blocks(body);
+    let edge = (blocks.iter())
+        .find(|b| b.label.contains("crit_edge"))
+        .expect("the loop's entry edge");
+    assert_eq!(
+        (edge.instructions.iter())
+            .filter(|i| i.contains("= add i64 %"))
+            .count(),
+        1,
+        "{:#?}",
+        edge.instructions
+    );
+    // The header (pick's code): its body's and pick's instances added.
+    let header = (blocks.iter())
+        .find(|b| b.instructions.iter().any(|i| i.contains("load volatile")))
+        .expect("the header");
+    let added = (header.instructions.iter())
+        .filter(|i| i.contains("= add i64 %") && strip_metadata(i).ends_with(", 1"))
+        .count();
+    // The two instances, and pick's first load.
+    assert_eq!(added, 3, "{:#?}", header.instructions);
+    // Only calls_pick's store after the loop counts, and locally too.
+    assert!(!body.contains("@__kage_count)"), "{body}");
     let calls = instrument_in(Mode::Calls, "inlined_leaf.ll");
     assert!(function_body(&calls, "calls_pick").contains(&region_call(
         &calls,

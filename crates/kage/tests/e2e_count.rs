@@ -5,7 +5,7 @@
 
 mod e2e_support;
 use e2e_support::*;
-use kage_report::Counters;
+use kage_report::{Counters, RegionKind};
 
 #[test]
 fn counts_are_exact_at_o2() {
@@ -231,6 +231,34 @@ fn inline_counts_are_exact_where_blocks_are_left_early_or_counting_switches() {
             1,
             c(200, 1, 800, 4),
             c(0, 1, 0, 4),
+        );
+        // An inlined helper with a loop: 100 calls, 250 probes, apart from the caller's
+        // store.
+        let probe = (report.regions.iter())
+            .filter(|r| r.name == "probe" && r.kind == RegionKind::Function)
+            .fold((0, Counters::default()), |(n, mut incl), r| {
+                incl.add(&stats(r).inclusive);
+                (n + stats(r).instances, incl)
+            });
+        assert_eq!(probe, (100, c(250, 0, 1000, 0)));
+        let probe_bodies: u64 = (report.regions.iter())
+            .filter(|r| r.name == "probe" && r.kind == RegionKind::LoopBody)
+            .map(|r| stats(r).instances)
+            .sum();
+        assert_eq!(probe_bodies, 250);
+        assert_counts(func(report, "probes"), 1, c(250, 1, 1000, 4), c(0, 1, 0, 4));
+        // A function without calls, with a loop: 100 calls, 250 loads and 100 stores.
+        let leaf = func(report, "leaf_sum");
+        assert_counts(leaf, 100, c(250, 100, 1000, 400), c(0, 100, 0, 400));
+        assert_eq!(
+            stats(body_of(report, only_loop(report, leaf))).instances,
+            250
+        );
+        assert_counts(
+            func(report, "calls_leaves"),
+            1,
+            c(250, 100, 1000, 400),
+            c(0, 0, 0, 0),
         );
         // exit() leaves the block after both stores.
         assert_counts(

@@ -13,26 +13,37 @@
 //!   is known after). A loop header counts an iteration inline when the runtime has armed
 //!   the thread for its loop (the loop's body is the innermost open region: a new iteration
 //!   changes nothing but the body's instances), and calls `__kage_loop_iter` otherwise.
-//!   Innermost loops, and inlined calls without loops, in which nothing else reaches the
-//!   runtime keep their counts and instances in registers while they run
-//!   ([`promoted_regions`]) and report each whole instance at their exits, before the exits'
-//!   hooks (`__kage_count_region`).
+//!   A loop or inlined call with the regions in it, in which nothing else reaches the
+//!   runtime, keeps every region's counts and instances in registers while it runs
+//!   ([`promoted_trees`]) and reports them whole at its exits, before the exits' hooks
+//!   (`__kage_count_regions`).
 //! - `count-calls` (instrumentation 0): the region hooks and a call per access, which every
 //!   runtime tool understands.
 
 use kage_abi::{symbols, Instrumentation};
 use llvm_sys::core::*;
-use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use llvm_sys::prelude::{
+    LLVMBasicBlockRef, LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
+};
 use llvm_sys::target::LLVMGetModuleDataLayout;
-use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate};
+use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate, LLVMOpcode};
 
 use super::{Settings, Tool};
 use crate::access::Access;
 use crate::hooks::{self, Hooks, Inserter};
 use crate::ir::{self, RuntimeFunction};
 use crate::plan::FunctionPlan;
+use crate::region_tree::{Node, NodeKind};
 use crate::regions::RegionTable;
 use crate::segments::{self, function_segments};
+
+extern "C" {
+    /// Splits the critical edge `from -> to` (src/shim.cpp): the new block, or null.
+    fn kage_split_critical_edge(
+        from: LLVMBasicBlockRef,
+        to: LLVMBasicBlockRef,
+    ) -> LLVMBasicBlockRef;
+}
 
 /// Region hooks, counts added inline per segment.
 pub struct Count;
@@ -72,57 +83,85 @@ impl Tool for Count {
         if plans.iter().any(|plan| !plan.forest.loops.is_empty()) {
             hooks.loop_iter = counter.define_loop_iter(module, &hooks.loop_iter);
         }
-        let region_exit = counter.define_region_exit(module);
+        let mut report_helpers = ReportHelpers::default();
         let data_layout = LLVMGetModuleDataLayout(module);
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
             // Taken before anything is inserted into the function.
-            let promoted = promoted_regions(plan);
-            let mut local_block = vec![false; plan.cfg.blocks.len()];
-            for region in &promoted {
-                for &b in &region.blocks {
-                    local_block[b] = true;
+            let trees = promoted_trees(plan);
+            // Each block of a promoted tree: (tree, the offset of its region in the tree).
+            let mut owner: Vec<Option<(usize, usize)>> = vec![None; plan.cfg.blocks.len()];
+            for (j, tree) in trees.iter().enumerate() {
+                for &b in &tree.blocks {
+                    owner[b] = Some((j, plan.tree().block_region[b] - tree.root));
                 }
             }
-            let mut additions: Vec<(LLVMValueRef, SegmentCounts, bool)> = Vec::new();
+            let mut additions = Vec::new();
             for segment in function_segments(&plan.cfg, data_layout) {
-                let local = local_block[segment.block];
+                let to = owner[segment.block];
                 let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
                 if !constant.is_empty() {
-                    additions.push((segment.start, constant, local));
+                    additions.push((segment.start, constant, to));
                 }
-                additions.extend(dynamic.into_iter().map(|(at, counts)| (at, counts, local)));
+                additions.extend(dynamic.into_iter().map(|(at, counts)| (at, counts, to)));
             }
-            let entries: Vec<Vec<LLVMValueRef>> = (promoted.iter())
-                .map(|region| {
-                    (region.entries.iter())
-                        .filter_map(|&b| ir::first_insertion_point(plan.cfg.blocks[b]))
+            // Where instances start, as instructions to insert before (taken now; an edge
+            // that needs a block of its own gets it first, before anything else changes).
+            let starts: Vec<Vec<(LLVMValueRef, &InstanceStart)>> = (trees.iter())
+                .map(|tree| {
+                    (tree.starts.iter())
+                        .filter_map(|start| {
+                            let at = match start.place {
+                                Place::Start(b) => ir::first_insertion_point(plan.cfg.blocks[b])?,
+                                Place::Edge { from, to, split } => {
+                                    let mut block = plan.cfg.blocks[from];
+                                    if split {
+                                        block =
+                                            kage_split_critical_edge(block, plan.cfg.blocks[to]);
+                                    }
+                                    LLVMGetBasicBlockTerminator(block)
+                                }
+                            };
+                            (!at.is_null()).then_some((at, start))
+                        })
                         .collect()
                 })
                 .collect();
-            let skipped_loops: Vec<usize> = promoted.iter().filter_map(|r| r.lp).collect();
-            let skipped_settles: Vec<usize> = (promoted.iter())
-                .filter(|r| r.lp.is_none())
-                .flat_map(|r| r.entries.iter().copied())
+            let skipped_loops: Vec<usize> = (trees.iter())
+                .flat_map(|tree| tree.loops.iter().copied())
+                .collect();
+            let skipped_settles: Vec<usize> = (trees.iter())
+                .flat_map(|tree| tree.blocks.iter().copied())
                 .collect();
             let entry_start = LLVMGetFirstInstruction(plan.cfg.blocks[0]);
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
-            // The counts kept in registers while a promoted region runs (allocas that the
-            // clean-up's mem2reg promotes), zero outside them.
-            let local = (!promoted.is_empty() && !entry_start.is_null()).then(|| {
+            // The counts kept in registers while a promoted tree runs (allocas that the
+            // clean-up's mem2reg promotes), zero outside it.
+            let locals: Vec<TreeLocals> = if trees.is_empty() || entry_start.is_null() {
+                Vec::new()
+            } else {
                 ins.position_before(entry_start);
-                counter.local_counts(ins.builder, promoted.len())
-            });
-            hooks::insert(plan, &mut ins, &skipped_loops, &skipped_settles, |ins| {
-                if let Some(local) = &local {
-                    for (j, region) in promoted.iter().enumerate() {
-                        for &at in &entries[j] {
-                            ins.position_before(at);
-                            counter.count_entry(
-                                ins.builder,
-                                local.instances[j],
-                                region.lp.is_some(),
-                            );
+                let largest = trees.iter().map(|tree| tree.len).max().unwrap_or(1);
+                let report = counter.report_buffer(ins.builder, largest);
+                (trees.iter())
+                    .map(|tree| counter.tree_locals(ins.builder, tree.len, report))
+                    .collect()
+            };
+            let skipped = hooks::Skipped {
+                loops: &skipped_loops,
+                settles: &skipped_settles,
+                function: trees.iter().any(|tree| tree.root == 0),
+            };
+            hooks::insert(plan, &mut ins, &skipped, |ins| {
+                for (j, tree_starts) in starts.iter().enumerate() {
+                    let Some(local) = locals.get(j) else { break };
+                    for &(at, start) in tree_starts {
+                        ins.position_before(at);
+                        if start.enters_root {
+                            counter.set_one(ins.builder, local.records[0][0]);
+                        }
+                        for &offset in &start.opened {
+                            counter.add_one(ins.builder, local.records[offset][0]);
                         }
                     }
                 }
@@ -131,24 +170,24 @@ impl Tool for Count {
                         ins.cmpxchg_hook(inst, ptr, size);
                     }
                 }
-                for (at, counts, in_region) in &additions {
+                for (at, counts, to) in &additions {
                     ins.position_before(*at);
-                    let to = local.as_ref().filter(|_| *in_region);
+                    let to = to.and_then(|(j, offset)| Some(&locals.get(j)?.records[offset]));
                     counter.add(ins.builder, counts, to);
                 }
             });
             // Last, and before the hooks at the exit block's start: the whole instance is
             // reported in its parent, before the exit block settles anywhere else.
-            if let Some(local) = &local {
-                for (j, region) in promoted.iter().enumerate() {
-                    let region_ptr = ins.table.region_ptr(region.region);
-                    for &block in &region.exits {
-                        if let Some(at) = ir::first_insertion_point(plan.cfg.blocks[block]) {
-                            ins.position_before(at);
-                            let mut args = [region_ptr, local.instances[j], local.cells];
-                            region_exit.call(ins.builder, &mut args);
-                        }
-                    }
+            for (tree, local) in trees.iter().zip(&locals) {
+                let helper = report_helpers.get(&counter, module, tree.len);
+                let region_ptr = ins.table.region_ptr(plan.slots.base + tree.root as u32);
+                let exits = (tree.exits.iter())
+                    .filter_map(|&block| ir::first_insertion_point(plan.cfg.blocks[block]));
+                for at in exits.chain(tree.returns.iter().copied()) {
+                    ins.position_before(at);
+                    let mut args = vec![region_ptr, local.report];
+                    args.extend(local.records.iter().flatten().copied());
+                    helper.call(ins.builder, &mut args);
                 }
             }
         }
@@ -156,162 +195,282 @@ impl Tool for Count {
     }
 }
 
-/// A region whose counts are kept in registers while it runs and reported whole at its
-/// exits ([`promoted_regions`]).
-struct PromotedRegion {
-    /// Its table entry.
-    region: u32,
-    /// The loop's index, for a loop; `None` for an inlined call.
-    lp: Option<usize>,
-    /// Its blocks.
+/// A subtree of a function's regions whose counts are kept in registers while it runs and
+/// reported whole at its exits ([`promoted_trees`]).
+struct PromotedTree {
+    /// Its root's tree node; the tree is the nodes `root..root + len` (pre-order).
+    root: usize,
+    len: usize,
+    /// The loops in it.
+    loops: Vec<usize>,
+    /// Its blocks: those whose innermost region is in it.
     blocks: Vec<usize>,
-    /// Where an instance starts: a loop's header (an iteration: counted), an inlined call's
-    /// blocks entered from outside it (noted).
-    entries: Vec<usize>,
+    /// Where instances of its regions start.
+    starts: Vec<InstanceStart>,
     /// The blocks outside it that its blocks branch to.
     exits: Vec<usize>,
+    /// For a tree of the whole function: its returns (where `__kage_func_exit` would go).
+    returns: Vec<LLVMValueRef>,
 }
 
-/// The regions whose counts are kept in registers while they run and reported whole at
-/// their exits, in which nothing would reach the runtime but their own entry's hook (no call
-/// that may run instrumented code, no other region hook, no return, no `cmpxchg` hook). So
-/// no region event falls inside them but balanced signal handlers'. They are the innermost
-/// loops, and the inlined calls without a region inside (no loop, no inlined call of their
-/// own: a call's blocks without a cycle) that are not inside such a loop.
+/// Where instances start.
+#[derive(Clone, Copy)]
+enum Place {
+    /// At the start of this block.
+    Start(usize),
+    /// On the edge `from -> to`: before `from`'s terminator when it has no other successor,
+    /// else (`split`) in a block made on the edge (`from` ends in a conditional branch).
+    Edge { from: usize, to: usize, split: bool },
+}
+
+/// Instances that start at a block's start, or on an edge.
+struct InstanceStart {
+    place: Place,
+    /// The regions below the root (offsets in the tree) entered there.
+    opened: Vec<usize>,
+    /// Whether the root is noted as entered there (its instances set to 1).
+    enters_root: bool,
+}
+
+/// The subtrees whose counts are kept in registers while they run and reported whole at
+/// their exits, in which nothing would reach the runtime but their own region events (no
+/// call that may run instrumented code, no resume point, no `cmpxchg` hook, no return but
+/// the function's own). So no region event falls inside them but balanced signal handlers',
+/// and the regions open at every block are the static ones
+/// ([`region_tree`](crate::region_tree)): the instances the hooks would count are known per
+/// edge. Each is a loop or an inlined call with its descendants, or the whole function (a
+/// leaf: it reports before its returns, in the region that called it), at most
+/// `kage_abi::MAX_COUNTED_REGIONS` regions, the outermost such ones (pre-order), and its
+/// instances must start at block starts or on edges from a block with one successor or a
+/// conditional branch (which get a block of their own).
 ///
 /// # Safety
 /// `plan` must describe a live function that nothing was inserted into yet.
-unsafe fn promoted_regions(plan: &FunctionPlan) -> Vec<PromotedRegion> {
-    let loops = &plan.forest.loops;
+unsafe fn promoted_trees(plan: &FunctionPlan) -> Vec<PromotedTree> {
     let n = plan.cfg.blocks.len();
-    // Blocks where something reaches the runtime: returns, resume points, and `cmpxchg`s
-    // (their hook counts in the runtime, into the innermost open region, which is the
-    // region's parent while it runs).
+    let nodes = &plan.tree().nodes;
+    let block_region = &plan.tree().block_region;
+    // Blocks where something reaches the runtime: resume points and `cmpxchg`s (their hook
+    // counts in the runtime, into the innermost open region, which is the tree's parent
+    // while it runs); and returns, which only a tree of the whole function may hold.
     let mut reaches_runtime = vec![false; n];
+    let mut returns = vec![false; n];
+    let block_of = |inst: LLVMValueRef| {
+        let parent = LLVMGetInstructionParent(inst);
+        plan.cfg.blocks.iter().position(|&b| b == parent)
+    };
     let cmpxchgs = (plan.accesses.iter()).filter_map(|access| match *access {
         Access::CmpXchg { inst, .. } => Some(inst),
         _ => None,
     });
     let resumes = plan.resume_points.iter().map(|&(inst, _)| inst);
-    for inst in plan.exits.iter().copied().chain(cmpxchgs).chain(resumes) {
-        let parent = LLVMGetInstructionParent(inst);
-        if let Some(block) = plan.cfg.blocks.iter().position(|&b| b == parent) {
-            reaches_runtime[block] = true;
-        }
+    for block in cmpxchgs.chain(resumes).filter_map(block_of) {
+        reaches_runtime[block] = true;
     }
-    let settle_points = plan.settle_points();
-    let mut settles = vec![false; n];
-    for &(block, _) in &settle_points {
-        settles[block] = true;
+    for block in plan.exits.iter().filter_map(|&inst| block_of(inst)) {
+        returns[block] = true;
     }
-    // A block that may hold counts kept in registers.
-    let quiet = |b: usize| {
-        let block = plan.cfg.blocks[b];
-        plan.forest.reachable[b]
-            && !reaches_runtime[b]
-            && ir::first_insertion_point(block).is_some()
-            && !ir::is_landing_pad(block)
-            && !ir::instructions(block)
-                .into_iter()
-                .any(|i| segments::is_cut(i))
-    };
-    let exits_of = |blocks: &[usize]| {
-        let mut exits: Vec<usize> = (blocks.iter())
-            .flat_map(|&b| plan.cfg.successors[b].iter().copied())
-            .filter(|&s| s < n && !blocks.contains(&s))
-            .collect();
-        exits.sort_unstable();
-        exits.dedup();
-        exits
-    };
-    let placeable = |exits: &[usize]| {
-        (exits.iter()).all(|&b| ir::first_insertion_point(plan.cfg.blocks[b]).is_some())
-    };
-    let mut promoted: Vec<PromotedRegion> = (0..loops.len())
-        .filter(|&k| !loops.iter().any(|inner| inner.parent == Some(k)))
-        .filter(|&k| loops[k].blocks.iter().all(|&b| quiet(b) && !settles[b]))
-        .map(|k| PromotedRegion {
-            region: plan.slots.loop_entry(k),
-            lp: Some(k),
-            blocks: loops[k].blocks.clone(),
-            entries: vec![loops[k].header],
-            exits: exit_blocks(plan, k),
+    let quiet: Vec<bool> = (0..n)
+        .map(|b| {
+            let block = plan.cfg.blocks[b];
+            plan.forest.reachable[b]
+                && !reaches_runtime[b]
+                && ir::first_insertion_point(block).is_some()
+                && !ir::is_landing_pad(block)
+                && !ir::instructions(block)
+                    .into_iter()
+                    .any(|i| segments::is_cut(i))
         })
-        .filter(|r| placeable(&r.exits))
         .collect();
-    for node in plan.leaf_inlined_calls() {
-        let blocks: Vec<usize> = (0..n)
-            .filter(|&b| plan.forest.reachable[b] && plan.slots.block_region[b] == node)
-            .collect();
-        if blocks.is_empty()
-            || !blocks.iter().all(|&b| quiet(b))
-            || has_cycle(&blocks, &plan.cfg.successors)
-        {
-            continue;
-        }
-        // Not inside a promoted loop (its blocks would count twice over).
-        if promoted
-            .iter()
-            .any(|r| r.blocks.iter().any(|b| blocks.contains(b)))
-        {
-            continue;
-        }
-        let region = plan.slots.base + node as u32;
-        let entries: Vec<usize> = (settle_points.iter())
-            .filter(|&&(_, r)| r == region)
-            .map(|&(b, _)| b)
-            .collect();
-        let exits = exits_of(&blocks);
-        if entries.is_empty() || !placeable(&exits) {
-            continue;
-        }
-        promoted.push(PromotedRegion {
-            region,
-            lp: None,
-            blocks,
-            entries,
-            exits,
-        });
-    }
-    promoted
-}
-
-/// Whether the blocks `set` branch around a cycle among themselves (Kahn's algorithm on the
-/// subgraph they make): an instance of a region made of them could then enter it more than
-/// once without leaving it.
-fn has_cycle(set: &[usize], successors: &[Vec<usize>]) -> bool {
-    let inside = |b: usize| set.binary_search(&b).is_ok();
-    let mut indegree = vec![0usize; set.len()];
-    for &b in set {
-        for &s in successors[b].iter().filter(|&&s| inside(s)) {
-            indegree[set.binary_search(&s).unwrap_or(0)] += 1;
-        }
-    }
-    let mut ready: Vec<usize> = (0..set.len()).filter(|&i| indegree[i] == 0).collect();
-    let mut removed = 0;
-    while let Some(i) = ready.pop() {
-        removed += 1;
-        for &s in successors[set[i]].iter().filter(|&&s| inside(s)) {
-            let j = set.binary_search(&s).unwrap_or(0);
-            indegree[j] -= 1;
-            if indegree[j] == 0 {
-                ready.push(j);
+    let mut predecessors = vec![Vec::new(); n];
+    for (p, succs) in plan.cfg.successors.iter().enumerate() {
+        for &s in succs.iter().filter(|&&s| s < n) {
+            if plan.forest.reachable[p] && !predecessors[s].contains(&p) {
+                predecessors[s].push(p);
             }
         }
     }
-    removed < set.len()
+    // Each node's subtree: `i..end[i]`.
+    let mut size = vec![1usize; nodes.len()];
+    for i in (1..nodes.len()).rev() {
+        if let Some(parent) = nodes[i].parent {
+            size[parent] += size[i];
+        }
+    }
+    let mut node_blocks = vec![Vec::new(); nodes.len()];
+    for b in (0..n).filter(|&b| plan.forest.reachable[b]) {
+        node_blocks[block_region[b]].push(b);
+    }
+    let header_of: std::collections::HashMap<usize, usize> = (plan.forest.loops.iter())
+        .enumerate()
+        .map(|(k, lp)| (lp.header, k))
+        .collect();
+    // The regions entered on the edge `from -> to` (`None`: the function's start), as the
+    // hooks enter them: a header's iteration hook reopens its loop's body below everything
+    // of the previous iteration, a settle the regions down from the closest common ancestor.
+    let opened = |from: Option<usize>, to: usize| -> Vec<usize> {
+        let target = block_region[to];
+        let stop = match (from, header_of.get(&to)) {
+            (Some(p), Some(&k)) if plan.forest.contains(k, p) => {
+                nodes[plan.tree().loop_node[k] + 1].parent
+            }
+            (Some(p), _) => Some(common_ancestor(nodes, block_region[p], target)),
+            (None, _) => None,
+        };
+        let mut path = Vec::new();
+        let mut at = Some(target);
+        while at != stop {
+            let Some(node) = at else { break };
+            path.push(node);
+            at = nodes[node].parent;
+        }
+        path
+    };
+    // Whether the edge `from -> to` can have a block made on it: `from` ends in a
+    // conditional branch to two blocks, `to` has other predecessors (a critical edge).
+    let splittable = |from: usize, to: usize| {
+        let successors = &plan.cfg.successors[from];
+        let terminator = LLVMGetBasicBlockTerminator(plan.cfg.blocks[from]);
+        !terminator.is_null()
+            && ir::opcode(terminator) == LLVMOpcode::LLVMBr
+            && successors.len() == 2
+            && successors[0] != successors[1]
+            && successors.contains(&to)
+            && predecessors[to].len() > 1
+    };
+    let try_tree = |root: usize| -> Option<PromotedTree> {
+        let whole_function = match nodes[root].kind {
+            NodeKind::Loop(_) | NodeKind::Inlined(_) => false,
+            NodeKind::Function => true,
+            NodeKind::LoopBody(_) => return None,
+        };
+        let len = size[root];
+        if len > kage_abi::MAX_COUNTED_REGIONS {
+            return None;
+        }
+        let inside = |node: usize| (root..root + len).contains(&node);
+        let mut blocks: Vec<usize> = (root..root + len)
+            .flat_map(|node| node_blocks[node].iter().copied())
+            .collect();
+        blocks.sort_unstable();
+        if blocks.is_empty()
+            || !blocks
+                .iter()
+                .all(|&b| quiet[b] && (whole_function || !returns[b]))
+        {
+            return None;
+        }
+        let loops: Vec<usize> = (root..root + len)
+            .filter_map(|node| match nodes[node].kind {
+                NodeKind::Loop(k) => Some(k),
+                _ => None,
+            })
+            .collect();
+        let in_tree = |b: usize| blocks.binary_search(&b).is_ok();
+        let mut starts = Vec::new();
+        for &b in &blocks {
+            let edges: Vec<(Option<usize>, Vec<usize>)> = predecessors[b]
+                .iter()
+                .map(|&p| Some(p))
+                .chain((b == 0).then_some(None))
+                .map(|p| {
+                    let mut entered: Vec<usize> = opened(p, b)
+                        .into_iter()
+                        .filter(|&node| inside(node))
+                        .map(|node| node - root)
+                        .collect();
+                    entered.sort_unstable();
+                    (p, entered)
+                })
+                .collect();
+            // The root runs once per report: noting it as entered (1) may repeat.
+            let enters_root = edges.iter().any(|(_, entered)| entered.contains(&0));
+            // What every edge enters counts at the block's start, the rest on the edges.
+            let mut common = edges.first().map(|(_, e)| e.clone()).unwrap_or_default();
+            common.retain(|node| *node != 0 && edges.iter().all(|(_, e)| e.contains(node)));
+            if enters_root || !common.is_empty() {
+                starts.push(InstanceStart {
+                    place: Place::Start(b),
+                    opened: common.clone(),
+                    enters_root,
+                });
+            }
+            for (p, entered) in edges {
+                let extra: Vec<usize> = (entered.into_iter())
+                    .filter(|node| *node != 0 && !common.contains(node))
+                    .collect();
+                if extra.is_empty() {
+                    continue;
+                }
+                // On the edge itself: at the end of its source when that is its only way
+                // out, else in a block of its own (from a conditional branch).
+                let p = p?;
+                let split = !plan.cfg.successors[p].iter().all(|&s| s == b);
+                if split && !splittable(p, b) {
+                    return None;
+                }
+                starts.push(InstanceStart {
+                    place: Place::Edge {
+                        from: p,
+                        to: b,
+                        split,
+                    },
+                    opened: extra,
+                    enters_root: false,
+                });
+            }
+        }
+        let mut exits: Vec<usize> = (blocks.iter())
+            .flat_map(|&b| plan.cfg.successors[b].iter().copied())
+            .filter(|&s| s < n && !in_tree(s))
+            .collect();
+        exits.sort_unstable();
+        exits.dedup();
+        if !(exits.iter()).all(|&b| ir::first_insertion_point(plan.cfg.blocks[b]).is_some()) {
+            return None;
+        }
+        Some(PromotedTree {
+            root,
+            len,
+            loops,
+            blocks,
+            starts,
+            exits,
+            returns: if whole_function {
+                plan.exits.clone()
+            } else {
+                Vec::new()
+            },
+        })
+    };
+    let mut trees = Vec::new();
+    let mut node = 0;
+    while node < nodes.len() {
+        match try_tree(node) {
+            Some(tree) => {
+                node += tree.len;
+                trees.push(tree);
+            }
+            None => node += 1,
+        }
+    }
+    trees
 }
 
-/// The blocks outside loop `k` that its blocks branch to.
-fn exit_blocks(plan: &FunctionPlan, k: usize) -> Vec<usize> {
-    let lp = &plan.forest.loops[k];
-    let mut exits: Vec<usize> = (lp.blocks.iter())
-        .flat_map(|&b| plan.cfg.successors[b].iter().copied())
-        .filter(|&s| s < plan.cfg.blocks.len() && !plan.forest.contains(k, s))
-        .collect();
-    exits.sort_unstable();
-    exits.dedup();
-    exits
+/// The closest common ancestor of tree nodes `a` and `b` (a node is its own ancestor).
+fn common_ancestor(nodes: &[Node], a: usize, b: usize) -> usize {
+    let ancestors = |mut node: usize| {
+        let mut chain = vec![node];
+        while let Some(parent) = nodes[node].parent {
+            chain.push(parent);
+            node = parent;
+        }
+        chain
+    };
+    let of_a = ancestors(a);
+    (ancestors(b).into_iter())
+        .find(|node| of_a.contains(node))
+        .unwrap_or(0)
 }
 
 /// What is added to `__kage_count` at one place: constants (a segment's), or the length of
@@ -460,44 +619,68 @@ impl InlineCounter {
         RuntimeFunction::helper(f, ty)
     }
 
-    /// An inline helper for a promoted region's exits, `void __kage_count_region_exit(ptr
-    /// region, ptr instances, ptr counts)`: when the region ran (`*instances` is not 0; an
-    /// exit block may also be reached from outside it), calls `__kage_count_region` with its
-    /// instances and its counts (`[4 x i64]`, masked by the gate), and zeroes both.
+    /// An inline helper for the exits of a promoted tree of `n` regions, `void
+    /// __kage_count_regions_exit.<n>(ptr region, ptr report, ptr locals...)`, the locals
+    /// being each region's instances, loads, stores, bytes read and bytes written (`i64`s):
+    /// when the tree ran (its root's instances are not 0; an exit block may also be reached
+    /// from outside it), copies them to `report` (the accesses masked by the gate), zeroes
+    /// them and calls `__kage_count_regions(region, n, report)`.
     ///
     /// # Safety
     /// `module` must be the module the globals were declared in.
-    unsafe fn define_region_exit(&self, module: LLVMModuleRef) -> RuntimeFunction {
+    unsafe fn define_report(&self, module: LLVMModuleRef, n: usize) -> RuntimeFunction {
         let context = LLVMGetModuleContext(module);
         let ptr_type = LLVMPointerTypeInContext(context, 0);
-        let mut params = [ptr_type, ptr_type, ptr_type];
-        let ty = LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 3, 0);
-        let f = ir::define_inline_helper(module, "__kage_count_region_exit", ty);
-        let (region, iterations, cells) =
-            (LLVMGetParam(f, 0), LLVMGetParam(f, 1), LLVMGetParam(f, 2));
-        let report = RuntimeFunction::declare(module, &symbols::COUNT_REGION);
+        let words = n * kage_abi::COUNT_RECORD_WORDS;
+        let mut params = vec![ptr_type; 2 + words];
+        let ty = LLVMFunctionType(
+            LLVMVoidTypeInContext(context),
+            params.as_mut_ptr(),
+            params.len() as u32,
+            0,
+        );
+        let f = ir::define_inline_helper(module, &format!("__kage_count_regions_exit.{n}"), ty);
+        let (region, report) = (LLVMGetParam(f, 0), LLVMGetParam(f, 1));
+        let locals: Vec<LLVMValueRef> = (0..words).map(|i| LLVMGetParam(f, 2 + i as u32)).collect();
+        let runtime = RuntimeFunction::declare(module, &symbols::COUNT_REGIONS);
         let builder = LLVMCreateBuilderInContext(context);
         let block =
             |name: &std::ffi::CStr| LLVMAppendBasicBlockInContext(context, f, name.as_ptr());
         let (entry, ran, done) = (block(c"entry"), block(c"ran"), block(c"done"));
         LLVMPositionBuilderAtEnd(builder, entry);
-        let n = LLVMBuildLoad2(builder, self.i64_type, iterations, c"".as_ptr());
-        LLVMSetAlignment(n, 8);
         let zero = LLVMConstInt(self.i64_type, 0, 0);
-        let none = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntEQ, n, zero, c"".as_ptr());
+        let root = LLVMBuildLoad2(builder, self.i64_type, locals[0], c"".as_ptr());
+        LLVMSetAlignment(root, 8);
+        let none = LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntEQ,
+            root,
+            zero,
+            c"".as_ptr(),
+        );
         LLVMBuildCondBr(builder, none, done, ran);
         LLVMPositionBuilderAtEnd(builder, ran);
         let mask = self.gate_mask(builder);
-        let mut args = vec![region, n];
-        for k in 0..4 {
-            let cell = self.cell(builder, cells, k);
-            let value = LLVMBuildLoad2(builder, self.i64_type, cell, c"".as_ptr());
+        for (i, &local) in locals.iter().enumerate() {
+            let mut value = LLVMBuildLoad2(builder, self.i64_type, local, c"".as_ptr());
             LLVMSetAlignment(value, 8);
-            args.push(LLVMBuildAnd(builder, value, mask, c"".as_ptr()));
-            LLVMSetAlignment(LLVMBuildStore(builder, zero, cell), 8);
+            if i % kage_abi::COUNT_RECORD_WORDS != 0 {
+                value = LLVMBuildAnd(builder, value, mask, c"".as_ptr());
+            }
+            let mut index = [LLVMConstInt(self.i64_type, i as u64, 0)];
+            let slot = LLVMBuildInBoundsGEP2(
+                builder,
+                self.i64_type,
+                report,
+                index.as_mut_ptr(),
+                1,
+                c"".as_ptr(),
+            );
+            LLVMSetAlignment(LLVMBuildStore(builder, value, slot), 8);
+            LLVMSetAlignment(LLVMBuildStore(builder, zero, local), 8);
         }
-        LLVMSetAlignment(LLVMBuildStore(builder, zero, iterations), 8);
-        report.call(builder, &mut args);
+        let count = LLVMConstInt(self.i64_type, n as u64, 0);
+        runtime.call(builder, &mut [region, count, report]);
         LLVMBuildBr(builder, done);
         LLVMPositionBuilderAtEnd(builder, done);
         LLVMBuildRetVoid(builder);
@@ -550,47 +733,65 @@ impl InlineCounter {
         )
     }
 
-    /// At the builder's position (the entry block's start): a function's local counts and
-    /// the instances of each of its `regions` promoted regions, zero.
+    /// At the builder's position (the entry block's start): the buffer promoted trees'
+    /// reports are copied to (`records` records).
     ///
     /// # Safety
     /// `builder` must be positioned at the start of a function's entry block.
-    unsafe fn local_counts(&self, builder: LLVMBuilderRef, regions: usize) -> LocalCounts {
-        let cells = LLVMBuildAlloca(builder, self.totals_type, c"kage.counts".as_ptr());
-        let zero = LLVMConstInt(self.i64_type, 0, 0);
-        for k in 0..4 {
-            LLVMSetAlignment(
-                LLVMBuildStore(builder, zero, self.cell(builder, cells, k)),
-                8,
-            );
-        }
-        let instances = (0..regions)
-            .map(|_| {
-                let n = LLVMBuildAlloca(builder, self.i64_type, c"kage.instances".as_ptr());
-                LLVMSetAlignment(LLVMBuildStore(builder, zero, n), 8);
-                n
-            })
-            .collect();
-        LocalCounts { cells, instances }
+    unsafe fn report_buffer(&self, builder: LLVMBuilderRef, records: usize) -> LLVMValueRef {
+        let words = records * kage_abi::COUNT_RECORD_WORDS;
+        let ty = LLVMArrayType2(self.i64_type, words as u64);
+        let buffer = LLVMBuildAlloca(builder, ty, c"kage.report".as_ptr());
+        LLVMSetAlignment(buffer, 8);
+        buffer
     }
 
-    /// At the builder's position (a promoted region's entry): a loop's header adds 1 to its
-    /// `instances` (an iteration); an inlined call's entry sets it to 1.
+    /// At the builder's position (the entry block's start): the locals of a promoted tree
+    /// of `len` regions, zero; `report` is the function's report buffer.
+    ///
+    /// # Safety
+    /// `builder` must be positioned at the start of a function's entry block.
+    unsafe fn tree_locals(
+        &self,
+        builder: LLVMBuilderRef,
+        len: usize,
+        report: LLVMValueRef,
+    ) -> TreeLocals {
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let records = (0..len)
+            .map(|_| {
+                std::array::from_fn(|_| {
+                    let local = LLVMBuildAlloca(builder, self.i64_type, c"kage.count".as_ptr());
+                    LLVMSetAlignment(local, 8);
+                    LLVMSetAlignment(LLVMBuildStore(builder, zero, local), 8);
+                    local
+                })
+            })
+            .collect();
+        TreeLocals { records, report }
+    }
+
+    /// At the builder's position: the local `instances` set to 1.
     ///
     /// # Safety
     /// `builder` must be positioned in the function `instances` belongs to.
-    unsafe fn count_entry(&self, builder: LLVMBuilderRef, instances: LLVMValueRef, is_loop: bool) {
+    unsafe fn set_one(&self, builder: LLVMBuilderRef, instances: LLVMValueRef) {
         let one = LLVMConstInt(self.i64_type, 1, 0);
-        if is_loop {
-            self.add_plain(builder, instances, one);
-        } else {
-            LLVMSetAlignment(LLVMBuildStore(builder, one, instances), 8);
-        }
+        LLVMSetAlignment(LLVMBuildStore(builder, one, instances), 8);
+    }
+
+    /// At the builder's position: 1 added to the local `instances`.
+    ///
+    /// # Safety
+    /// `builder` must be positioned in the function `instances` belongs to.
+    unsafe fn add_one(&self, builder: LLVMBuilderRef, instances: LLVMValueRef) {
+        self.add_plain(builder, instances, LLVMConstInt(self.i64_type, 1, 0));
     }
 
     /// At the builder's position: `counts` added to the thread's cells, each masked by the
     /// gate (relaxed atomic loads and stores, plain moves: only this thread writes its cells),
-    /// or, inside a promoted loop, to the function's local counts.
+    /// or, in a promoted tree, to the locals of the region the block is in (`local`:
+    /// instances, loads, stores, bytes read, bytes written).
     ///
     /// # Safety
     /// `builder` must be positioned in a function of the module, where `counts`' lengths
@@ -599,7 +800,7 @@ impl InlineCounter {
         &self,
         builder: LLVMBuilderRef,
         counts: &SegmentCounts,
-        local: Option<&LocalCounts>,
+        local: Option<&[LLVMValueRef; kage_abi::COUNT_RECORD_WORDS]>,
     ) {
         let mut values: [Option<LLVMValueRef>; 4] = [None; 4];
         for (k, &constant) in counts.constant.iter().enumerate() {
@@ -634,7 +835,7 @@ impl InlineCounter {
         if let Some(local) = local {
             for (k, value) in values.iter().enumerate() {
                 if let Some(value) = *value {
-                    self.add_plain(builder, self.cell(builder, local.cells, k), value);
+                    self.add_plain(builder, local[1 + k], value);
                 }
             }
             return;
@@ -649,13 +850,39 @@ impl InlineCounter {
     }
 }
 
-/// A function's counts kept locally while a promoted region runs.
-struct LocalCounts {
-    /// `[4 x i64]`, as `__kage_count`: the accesses of the promoted region that runs.
-    cells: LLVMValueRef,
-    /// `i64` per promoted region: a loop's executions of its header since it was entered,
-    /// 1 once an inlined call was entered; 0 outside it.
-    instances: Vec<LLVMValueRef>,
+/// A promoted tree's locals.
+struct TreeLocals {
+    /// Per region of the tree: instances, loads, stores, bytes read, bytes written (`i64`
+    /// allocas, zero outside the tree).
+    records: Vec<[LLVMValueRef; kage_abi::COUNT_RECORD_WORDS]>,
+    /// The function's report buffer.
+    report: LLVMValueRef,
+}
+
+/// The report helpers defined in a module, one per tree size.
+#[derive(Default)]
+struct ReportHelpers(Vec<(usize, RuntimeFunction)>);
+
+impl ReportHelpers {
+    /// The helper for trees of `n` regions, defined on first use.
+    ///
+    /// # Safety
+    /// `module` must be the module `counter`'s globals were declared in.
+    unsafe fn get(
+        &mut self,
+        counter: &InlineCounter,
+        module: LLVMModuleRef,
+        n: usize,
+    ) -> &RuntimeFunction {
+        let at = match self.0.iter().position(|(size, _)| *size == n) {
+            Some(at) => at,
+            None => {
+                self.0.push((n, counter.define_report(module, n)));
+                self.0.len() - 1
+            }
+        };
+        &self.0[at].1
+    }
 }
 
 impl Tool for CountCalls {
@@ -678,7 +905,7 @@ impl Tool for CountCalls {
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
-            hooks::insert(plan, &mut ins, &[], &[], |ins| {
+            hooks::insert(plan, &mut ins, &Default::default(), |ins| {
                 for access in &plan.accesses {
                     calls.insert(ins, access);
                 }

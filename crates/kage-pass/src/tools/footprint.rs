@@ -86,7 +86,11 @@ impl Tool for Footprint {
                 .collect();
             let reports = plan_reports(plan, &hoisted_accesses, data_layout);
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
-            hooks::insert(plan, &mut ins, &hoisted_loops, &[], |ins| {
+            let skipped = hooks::Skipped {
+                loops: &hoisted_loops,
+                ..Default::default()
+            };
+            hooks::insert(plan, &mut ins, &skipped, |ins| {
                 for access in &plan.accesses {
                     if let Access::CmpXchg { inst, ptr, size } = *access {
                         if !hoisted_accesses.contains(&inst) {

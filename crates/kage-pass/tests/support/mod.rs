@@ -365,8 +365,8 @@ pub fn is_block_entry_hook(inst: &str) -> bool {
         "@__kage_func_enter(",
         "@__kage_loop_iter(",
         "@__kage_settle_unless_innermost(",
-        // A count build's promoted loop's exit, before the block's hooks.
-        "@__kage_count_region_exit(",
+        // A count build's promoted tree's exit, before the block's hooks.
+        "@__kage_count_regions_exit.",
     ]
     .iter()
     .any(|h| inst.starts_with("call void ") && inst.contains(h))

@@ -90,27 +90,28 @@ pub struct CountThread {
     outside: &'static Record,
 }
 
-const _: symbols::CountRegion = __kage_count_region;
+const _: symbols::CountRegions = __kage_count_regions;
 
-/// A whole instance of a region that count instrumentation kept in registers ran
-/// (docs/abi.md, "Count instrumentation"): a loop, with `instances` > 0 executions of its
-/// header, or an inlined call (`instances` 1), with these accesses, not counted yet (masked
-/// by the gate), in the region's parent, which becomes the innermost open region as at a
-/// loop's entry. One event instead of an entry and an exit: nothing else reaches the
-/// runtime while such a region runs.
+/// Whole instances of regions that count instrumentation kept in registers ran
+/// (docs/abi.md, "Count instrumentation"): `r`'s subtree, the `n` table entries from `r`,
+/// with a record each at `records` (instances, then the accesses not counted yet, masked by
+/// the gate). A loop or inlined call `r` ran in its parent, which becomes the innermost
+/// open region as at a loop's entry; a function `r` ran in the innermost open region. One
+/// event instead of an entry and an exit per instance: nothing else reaches the runtime
+/// while such regions run.
 ///
 /// # Safety
-/// `r` is null or points to a loop or inlined-call entry of a module table (see
-/// `__kage_register_module`).
+/// `r` is null or points to an entry of a module table (see `__kage_register_module`)
+/// followed by at least `n - 1` more; `records` points to `n` records of
+/// `kage_abi::COUNT_RECORD_WORDS` words.
 #[no_mangle]
-pub unsafe extern "C" fn __kage_count_region(
-    r: *mut Region,
-    instances: u64,
-    loads: u64,
-    stores: u64,
-    bytes_read: u64,
-    bytes_written: u64,
-) {
+pub unsafe extern "C" fn __kage_count_regions(r: *mut Region, n: u64, records: *const u64) {
+    let n = n as usize;
+    if n == 0 || n > kage_abi::MAX_COUNTED_REGIONS || records.is_null() {
+        return;
+    }
+    // SAFETY: the caller passes `n` records.
+    let records = std::slice::from_raw_parts(records, n * kage_abi::COUNT_RECORD_WORDS);
     gate::region_event(|stack, tool| {
         let Some(gid) = registry::global_id(r) else {
             return;
@@ -118,17 +119,19 @@ pub unsafe extern "C" fn __kage_count_region(
         let Some(meta) = registry::meta(gid) else {
             return;
         };
-        let body = match meta.kind {
-            RegionKind::Loop => Some(instances),
-            RegionKind::Inlined => None,
-            RegionKind::Function | RegionKind::LoopBody => return,
-        };
-        if !stack.settle_in_parent(meta.parent, meta.func, &registry::Tree, tool) {
-            return;
+        match meta.kind {
+            RegionKind::Loop | RegionKind::Inlined => {
+                if !stack.settle_in_parent(meta.parent, meta.func, &registry::Tree, tool) {
+                    return;
+                }
+            }
+            RegionKind::Function => {}
+            RegionKind::LoopBody => return,
         }
         if let Some(count) = (tool.as_any_mut()).and_then(|part| part.downcast_mut::<CountThread>())
         {
-            count.region_ran(gid, body, [loads, stores, bytes_read, bytes_written]);
+            let parents = |i: usize| registry::meta(gid + i as u32).map(|m| m.parent);
+            count.regions_ran(gid, records, parents);
         }
     });
 }
@@ -370,38 +373,53 @@ impl CountThread {
         unsafe { self.c.slots.get_or_alloc(slot) }
     }
 
-    /// A whole instance of `region` ran in the innermost open region, with `counts`
-    /// accesses, which the thread's cells do not hold: a loop with `Some(iterations)`
-    /// instances of its body (the next region), which made the accesses, or an inlined call
-    /// (`None`). As its entry, the iterations and its exit would count: the region makes no
-    /// call, so it is not open below (each instance is outermost). A reset while it ran
-    /// counts the whole instance.
-    fn region_ran(&mut self, region: u32, body: Option<u64>, counts: [u64; 4]) {
+    /// Whole instances of the regions `first..first + n` ran in the innermost open region
+    /// (`records`: `n` records of instances and accesses, which the thread's cells do not
+    /// hold), a subtree in pre-order: `parent(i)` is the global id of region `first + i`'s
+    /// parent. As their entries, iterations and exits would count: none of them is open
+    /// below (they make no call), so a region not open below counts its subtree's accesses
+    /// as inclusive. A reset while they ran counts them whole.
+    fn regions_ran(&mut self, first: u32, records: &[u64], parent: impl Fn(usize) -> Option<u32>) {
+        const WORDS: usize = kage_abi::COUNT_RECORD_WORDS;
+        let n = records.len() / WORDS;
+        if n > kage_abi::MAX_COUNTED_REGIONS {
+            return;
+        }
         self.sync_epoch();
         self.flush();
-        let slot = region as usize + 1;
-        let Some(rec) = self.record(slot) else {
-            return;
-        };
-        bump(&rec[INSTANCES], 1);
-        let inner = match body {
-            Some(iterations) => {
-                let Some(body_rec) = self.record(slot + 1) else {
-                    return;
-                };
-                bump(&body_rec[INSTANCES], iterations);
-                body_rec
+        // Each region's inclusive accesses: its own and its descendants', children after
+        // their parents (pre-order), so summed from the last.
+        let mut inclusive = [[0u64; 4]; kage_abi::MAX_COUNTED_REGIONS];
+        for i in (0..n).rev() {
+            let own = &records[i * WORDS + 1..(i + 1) * WORDS];
+            for k in 0..4 {
+                inclusive[i][k] = inclusive[i][k].wrapping_add(own[k]);
             }
-            None => rec,
-        };
-        for k in 0..4 {
-            bump(&self.c.tot[k], counts[k]);
-            bump(&inner[SELF + k], counts[k]);
-            if rec[DEPTH].load(Relaxed) == 0 {
-                bump(&rec[INCL + k], counts[k]);
+            let up = parent(i)
+                .and_then(|p| p.checked_sub(first))
+                .map(|p| p as usize);
+            if let Some(p) = up.filter(|&p| p < i) {
+                for k in 0..4 {
+                    inclusive[p][k] = inclusive[p][k].wrapping_add(inclusive[i][k]);
+                }
             }
-            if body.is_some() && inner[DEPTH].load(Relaxed) == 0 {
-                bump(&inner[INCL + k], counts[k]);
+        }
+        for i in 0..n {
+            let record = &records[i * WORDS..(i + 1) * WORDS];
+            if record.iter().all(|&w| w == 0) {
+                continue;
+            }
+            let Some(rec) = self.record(first as usize + i + 1) else {
+                continue;
+            };
+            bump(&rec[INSTANCES], record[0]);
+            let outermost = rec[DEPTH].load(Relaxed) == 0;
+            for k in 0..4 {
+                bump(&self.c.tot[k], record[1 + k]);
+                bump(&rec[SELF + k], record[1 + k]);
+                if outermost {
+                    bump(&rec[INCL + k], inclusive[i][k]);
+                }
             }
         }
     }
@@ -593,27 +611,34 @@ mod tests {
         check_invariant(&r, tot, un);
     }
 
-    /// A loop (1, body 2) and an inlined call (3) reported whole in `main` (0) count as
-    /// their entries, iterations, accesses and exits would.
+    /// Subtrees reported whole in `main` (0) count as their entries, iterations, accesses
+    /// and exits would: an inlined call (1) around a loop (2, body 3) whose body makes an
+    /// inlined call (4) once, and a leaf inlined call (5).
     #[test]
-    fn a_region_reported_whole_counts_as_its_events() {
+    fn regions_reported_whole_count_as_their_events() {
         let (by_events, whole) = (tool(), tool());
         let mut t = thread(by_events);
         t.enter(0);
         ld(&mut *t, 1, 8);
         t.enter(1);
+        ld(&mut *t, 1, 8);
+        t.enter(2);
         for k in 0..3 {
-            t.enter(2);
+            t.enter(3);
             ld(&mut *t, 1, 8);
             if k == 1 {
+                t.enter(4);
                 st(&mut *t, 1, 4);
+                t.exit(4);
             }
-            t.exit(2);
+            t.exit(3);
         }
+        t.exit(2);
+        ld(&mut *t, 1, 8);
         t.exit(1);
-        t.enter(3);
+        t.enter(5);
         ld(&mut *t, 2, 8);
-        t.exit(3);
+        t.exit(5);
         st(&mut *t, 1, 2);
         t.exit(0);
         let mut t = thread(whole);
@@ -624,14 +649,23 @@ mod tests {
             .unwrap()
             .downcast_mut::<CountThread>()
             .unwrap();
-        count.region_ran(1, Some(3), [3, 1, 24, 4]);
-        count.region_ran(3, None, [2, 0, 16, 0]);
+        let parents = [0, 1, 2, 3];
+        #[rustfmt::skip]
+        let records = [
+            1, 2, 0, 16, 0,
+            1, 0, 0, 0, 0,
+            3, 3, 0, 24, 0,
+            1, 0, 1, 0, 4,
+        ];
+        count.regions_ran(1, &records, |i| Some(parents[i]));
+        count.regions_ran(5, &[1, 2, 0, 16, 0], |_| Some(0));
         st(&mut *t, 1, 2);
         t.exit(0);
-        let expected = by_events.collect(4);
-        assert_eq!(expected.0[2].instances, 3);
-        assert_eq!(expected.0[2].exclusive, c(3, 1, 24, 4));
-        assert_eq!(whole.collect(4), expected);
+        let expected = by_events.collect(6);
+        assert_eq!(expected.0[1].inclusive, c(5, 1, 40, 4));
+        assert_eq!(expected.0[3].instances, 3);
+        assert_eq!(expected.0[3].exclusive, c(3, 0, 24, 0));
+        assert_eq!(whole.collect(6), expected);
     }
 
     #[test]

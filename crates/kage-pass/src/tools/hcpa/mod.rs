@@ -55,7 +55,7 @@ impl Tool for Hcpa {
         for plan in plans {
             let function = analysis::analyse(plan, &self.costs, self.fold, layout);
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
-            hooks::insert(plan, &mut ins, &[], &[], |ins| {
+            hooks::insert(plan, &mut ins, &Default::default(), |ins| {
                 for placed in &function.actions {
                     calls.insert(ins, plan.func, placed.before, &placed.action);
                 }
