@@ -290,7 +290,7 @@ unsafe fn promoted_trees(plan: &FunctionPlan) -> Vec<PromotedTree> {
             }
         }
     }
-    // Each node's subtree: `i..end[i]`.
+    // Each node's subtree: the nodes `i..i + size[i]` (pre-order).
     let mut size = vec![1usize; nodes.len()];
     for i in (1..nodes.len()).rev() {
         if let Some(parent) = nodes[i].parent {
