@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 9;
+pub const VERSION: u32 = 10;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -898,6 +898,17 @@ pub mod symbols {
     /// subtree in the table, `n` at most [`crate::MAX_COUNTED_REGIONS`].
     pub const COUNT_REGIONS: Symbol = function("__kage_count_regions", &[Ptr, I64, Ptr], &[Counts]);
     pub type CountRegions = unsafe extern "C" fn(*mut Region, u64, *const u64);
+    /// `__thread const void *__kage_count_running`: the root entry of the subtree kept in
+    /// registers that the thread is running (set where an instance of the root starts,
+    /// cleared where it reports), else null. Only a fatal signal's report reads it: the
+    /// region that faulted is reported open, its accesses in registers lost (relaxed atomic
+    /// stores).
+    pub const COUNT_RUNNING: Symbol = Symbol::Global {
+        name: "__kage_count_running",
+        ty: Ptr,
+        thread_local: true,
+        used_by: &[Counts],
+    };
     /// `uint32_t __kage_gate`: non-zero while accesses are not counted (`kage_set_enabled(0)`,
     /// or the analysis has ended); count instrumentation masks what it adds with it.
     pub const GATE: Symbol = Symbol::Global {
@@ -1102,6 +1113,7 @@ pub mod symbols {
         FAST_LOOP,
         ITERATIONS,
         COUNT_REGIONS,
+        COUNT_RUNNING,
         GATE,
         FP_STRIDED,
         FP_RANGE,

@@ -295,6 +295,28 @@ fn count_build_counts_loop_iterations_inline_when_armed() {
     assert!(!instrument_in(Mode::Counts, "accesses.ll").contains("__kage_count_loop_iter"));
 }
 
+/// In a count build, a loop kept in registers in a function that is not (`sum_after_note`
+/// calls first) notes that the thread runs it, for a fatal signal's report, at the end of
+/// its preheader (once per entry), not in its header where its instance is set at every
+/// iteration; its report clears the note.
+#[test]
+fn count_build_notes_a_loop_kept_in_registers_in_its_preheader() {
+    let ir = instrument_in(Mode::Counts, "loop_after_call.ll");
+    let f = function_body(&ir, "sum_after_note");
+    assert!(f.contains("call void @__kage_func_enter"), "{f}");
+    let is_note = |i: &&str| i.starts_with("store atomic ptr ") && i.contains("@__kage_regions");
+    let noted: Vec<Block> = (blocks(f).into_iter())
+        .filter(|b| b.instructions.iter().any(is_note))
+        .collect();
+    assert_eq!(noted.len(), 1, "{f}");
+    let preheader = &noted[0].instructions;
+    assert!(preheader.last().unwrap().starts_with("br label"), "{preheader:#?}");
+    assert!(!preheader.iter().any(|i| i.contains("store i64 1, ptr %kage.count")));
+    assert_eq!(f.matches("store i64 1, ptr %kage.count").count(), 1, "{f}");
+    let exit = function_body(&ir, "__kage_count_regions_exit.2");
+    assert!(exit.contains("store atomic ptr null"), "{exit}");
+}
+
 /// In a count build, a function without calls (`sum2d`, a loop nest, in `nested_loops.ll`)
 /// is one tree kept in registers: no function, iteration or settle hook; its entry notes the
 /// function as entered, each header adds an instance of its body, each loop's entry edge an
@@ -330,8 +352,10 @@ fn count_build_reports_a_function_without_calls_whole() {
         instructions[instructions.len() - 2].starts_with(exit),
         "{instructions:#?}"
     );
-    // The function noted once; an instance added for each loop and each body.
+    // The function noted once (and as the tree the thread runs); an instance added for each
+    // loop and each body.
     assert_eq!(sum2d.matches("store i64 1, ptr %kage.count").count(), 1);
+    assert_eq!(sum2d.matches("store atomic ptr @__kage_regions").count(), 1);
     let added = (sum2d.lines())
         .filter(|i| i.contains("= add i64 %") && strip_metadata(i.trim()).ends_with(", 1"))
         .count();

@@ -23,6 +23,13 @@ __thread _Atomic uint64_t __kage_count[4];
 /* The calling thread's totals, readable by other threads while it lives. */
 _Atomic uint64_t *kage_count_slot(void) { return __kage_count; }
 
+/* The root entry of the subtree kept in registers that the thread is running, else null
+ * ("Regions counted in registers"): a fatal signal's report opens it. */
+__attribute__((tls_model("initial-exec"), visibility("default")))
+__thread const void *_Atomic __kage_count_running;
+
+const void *_Atomic *kage_count_running_slot(void) { return &__kage_count_running; }
+
 /* Loop iterations counted inline ("Count instrumentation"): at a loop header, count
  * instrumentation adds 1 to __kage_iterations when __kage_fast_loop is the loop's region
  * entry (the runtime sets it when that loop's body is the thread's innermost open region and

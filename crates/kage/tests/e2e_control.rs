@@ -139,9 +139,29 @@ fn a_fatal_signal_leaves_a_best_effort_report() {
     assert!(!report.complete);
     // main's loop is counted (its instance was reported when it exited). crash calls
     // nothing, so the count build keeps its instance and accesses in registers until it
-    // returns: the fault loses them (docs/abi.md, "Regions counted in registers").
-    assert_counts(func(&report, "crash"), 0, c(0, 0, 0, 0), c(0, 0, 0, 0));
+    // returns: the fault loses the accesses, and the report opens the function the thread
+    // was running (docs/abi.md, "Regions counted in registers").
+    assert_counts(func(&report, "crash"), 1, c(0, 0, 0, 0), c(0, 0, 0, 0));
     assert_counts(func(&report, "main"), 1, c(0, 5, 0, 20), c(0, 0, 0, 0));
+}
+
+/// A fault inside a loop kept in registers: the report names the loop, with one instance of
+/// it and of its body (the iterations before the fault were in registers).
+#[test]
+fn a_fatal_signal_in_a_loop_kept_in_registers_names_the_loop() {
+    let work = Work::new();
+    let exe = work.build("segv_loop.c", &["-O2"]);
+    let report_path = work.path("report.json");
+    let out = work.run_with_options(&exe, &[], &format!("output={}", report_path.display()));
+    assert_eq!(out.status.signal(), Some(libc_sigsegv()), "{:?}", out.status);
+    let report = read_report(&report_path).unwrap();
+    assert_eq!(report.end, ProgramEnd::Signal { signal: 11 });
+    let walk = func(&report, "walk");
+    let lp = only_loop(&report, walk);
+    assert_eq!(stats(lp).instances, 1);
+    assert_eq!(stats(body_of(&report, lp)).instances, 1);
+    // touch's store, made before the loop, is walk's.
+    assert_counts(walk, 1, c(0, 1, 0, 4), c(0, 0, 0, 0));
 }
 
 fn libc_sigsegv() -> i32 {

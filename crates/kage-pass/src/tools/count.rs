@@ -155,7 +155,19 @@ impl Tool for Count {
             hooks::insert(plan, &mut ins, &skipped, |ins| {
                 for (j, tree_starts) in starts.iter().enumerate() {
                     let Some(local) = locals.get(j) else { break };
+                    let root = ins.table.region_ptr(plan.slots.base + trees[j].root as u32);
                     for &(at, start) in tree_starts {
+                        if start.enters_root {
+                            // Not at the end of a block of another tree: its exits clear
+                            // the note.
+                            let before = start.running_from.filter(|&p| owner[p].is_none());
+                            let before = before.map(|p| plan.cfg.blocks[p]);
+                            match before.map(|block| LLVMGetBasicBlockTerminator(block)) {
+                                Some(end) if !end.is_null() => ins.position_before(end),
+                                _ => ins.position_before(at),
+                            }
+                            counter.set_running(ins.builder, root);
+                        }
                         ins.position_before(at);
                         if start.enters_root {
                             counter.set_one(ins.builder, local.records[0][0]);
@@ -230,6 +242,10 @@ struct InstanceStart {
     opened: Vec<usize>,
     /// Whether the root is noted as entered there (its instances set to 1).
     enters_root: bool,
+    /// Where the thread notes that it runs the tree (`__kage_count_running`), when the root
+    /// is entered here: at the end of the block all its entries from outside come through
+    /// (a loop's preheader), so that the note is not repeated every iteration, or here.
+    running_from: Option<usize>,
 }
 
 /// The subtrees whose counts are kept in registers while they run and reported whole at
@@ -389,10 +405,20 @@ unsafe fn promoted_trees(plan: &FunctionPlan) -> Vec<PromotedTree> {
             let mut common = edges.first().map(|(_, e)| e.clone()).unwrap_or_default();
             common.retain(|node| *node != 0 && edges.iter().all(|(_, e)| e.contains(node)));
             if enters_root || !common.is_empty() {
+                let mut outside = predecessors[b].iter().copied().filter(|&p| !in_tree(p));
+                let running_from = match (outside.next(), outside.next()) {
+                    (Some(p), None)
+                        if b != 0 && plan.cfg.successors[p].iter().all(|&s| s == b) =>
+                    {
+                        Some(p)
+                    }
+                    _ => None,
+                };
                 starts.push(InstanceStart {
                     place: Place::Start(b),
                     opened: common.clone(),
                     enters_root,
+                    running_from,
                 });
             }
             for (p, entered) in edges {
@@ -417,6 +443,7 @@ unsafe fn promoted_trees(plan: &FunctionPlan) -> Vec<PromotedTree> {
                     },
                     opened: extra,
                     enters_root: false,
+                    running_from: None,
                 });
             }
         }
@@ -546,6 +573,8 @@ impl SegmentCounts {
 /// one module.
 struct InlineCounter {
     totals: LLVMValueRef,
+    /// `__kage_count_running`.
+    running: LLVMValueRef,
     totals_type: LLVMTypeRef,
     gate: LLVMValueRef,
     fast_loop: LLVMValueRef,
@@ -567,6 +596,7 @@ impl InlineCounter {
         InlineCounter {
             totals,
             totals_type: LLVMGlobalGetValueType(totals),
+            running: ir::declare_runtime_global(module, &symbols::COUNT_RUNNING),
             gate: ir::declare_runtime_global(module, &symbols::GATE),
             fast_loop: ir::declare_runtime_global(module, &symbols::FAST_LOOP),
             iterations: ir::declare_runtime_global(module, &symbols::ITERATIONS),
@@ -622,7 +652,7 @@ impl InlineCounter {
     /// An inline helper for the exits of a promoted tree of `n` regions, `void
     /// __kage_count_regions_exit.<n>(ptr region, ptr report, ptr locals...)`, the locals
     /// being each region's instances, loads, stores, bytes read and bytes written (`i64`s):
-    /// when the tree ran (its root's instances are not 0; an exit block may also be reached
+    /// clears `__kage_count_running`; when the tree ran (its root's instances are not 0; an exit block may also be reached
     /// from outside it), copies them to `report` (the accesses masked by the gate), zeroes
     /// them and calls `__kage_count_regions(region, n, report)`.
     ///
@@ -648,6 +678,8 @@ impl InlineCounter {
             |name: &std::ffi::CStr| LLVMAppendBasicBlockInContext(context, f, name.as_ptr());
         let (entry, ran, done) = (block(c"entry"), block(c"ran"), block(c"done"));
         LLVMPositionBuilderAtEnd(builder, entry);
+        // Whether or not the tree ran, none runs now (trees do not nest).
+        self.set_running(builder, LLVMConstNull(ptr_type));
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let root = LLVMBuildLoad2(builder, self.i64_type, locals[0], c"".as_ptr());
         LLVMSetAlignment(root, 8);
@@ -778,6 +810,17 @@ impl InlineCounter {
     unsafe fn set_one(&self, builder: LLVMBuilderRef, instances: LLVMValueRef) {
         let one = LLVMConstInt(self.i64_type, 1, 0);
         LLVMSetAlignment(LLVMBuildStore(builder, one, instances), 8);
+    }
+
+    /// At the builder's position: `__kage_count_running = root` (null: none).
+    ///
+    /// # Safety
+    /// `builder` must be positioned in a function of the module the globals were declared
+    /// in.
+    unsafe fn set_running(&self, builder: LLVMBuilderRef, root: LLVMValueRef) {
+        let store = LLVMBuildStore(builder, root, self.address(builder, self.running));
+        LLVMSetOrdering(store, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+        LLVMSetAlignment(store, 8);
     }
 
     /// At the builder's position: 1 added to the local `instances`.

@@ -13,6 +13,7 @@
 use crate::chunked::{bump, Chunked};
 use crate::gate;
 use crate::registry;
+use crate::stack::FrameKind;
 use crate::sync::SpinLock;
 use crate::tool::{ThreadTool, Tool, ToolResults};
 use kage_abi::{symbols, Region, RegionKind};
@@ -132,6 +133,48 @@ pub unsafe extern "C" fn __kage_count_regions(r: *mut Region, n: u64, records: *
         {
             let parents = |i: usize| registry::meta(gid + i as u32).map(|m| m.parent);
             count.regions_ran(gid, records, parents);
+        }
+    });
+}
+
+extern "C" {
+    /// The calling thread's `__kage_count_running` (csrc/tls.c).
+    fn kage_count_running_slot() -> *const AtomicPtr<std::ffi::c_void>;
+}
+
+/// A fatal signal on the calling thread (`ts`): if it was running a subtree that count
+/// instrumentation keeps in registers, that subtree's root is opened, so that the report
+/// names the region that faulted (its instance; the accesses it made are lost with the
+/// registers). Any build may call it: only count builds set the thread-local.
+///
+/// # Safety
+/// On the calling thread, `ts` its state, from the fatal-signal path.
+pub unsafe fn open_faulted_subtree(ts: &gate::ThreadState) {
+    let r = (*kage_count_running_slot()).swap(std::ptr::null_mut(), Relaxed) as *mut Region;
+    if r.is_null() {
+        return;
+    }
+    ts.with(|stack, tool| {
+        let Some(gid) = registry::global_id(r) else {
+            return;
+        };
+        let Some(meta) = registry::meta(gid) else {
+            return;
+        };
+        let entry = r as usize;
+        match meta.kind {
+            // No frame address: 0 leaves the live activations alone.
+            RegionKind::Function => stack.func_enter(gid, entry, 0, tool),
+            // As its header's hook would: the loop and its body (the next entry) open.
+            RegionKind::Loop => {
+                let tree = &registry::Tree;
+                stack.loop_iter(gid, entry, gid + 1, meta.parent, meta.func, tree, tool)
+            }
+            RegionKind::Inlined => {
+                let tree = &registry::Tree;
+                stack.settle(gid, FrameKind::Inlined, entry, meta.func, tree, tool)
+            }
+            RegionKind::LoopBody => {}
         }
     });
 }
