@@ -190,7 +190,10 @@ fn count_build_adds_each_segments_counts_inline() {
     // What a function without calls adds to its locals: (cell, value), cells counted as
     // in `__kage_count` (0 loads, 1 stores, 2 bytes read, 3 bytes written).
     let added_locally = |function: &str| -> Vec<(usize, String)> {
-        let lines: Vec<&str> = function_body(&ir, function).lines().map(str::trim).collect();
+        let lines: Vec<&str> = function_body(&ir, function)
+            .lines()
+            .map(str::trim)
+            .collect();
         (lines.windows(2))
             .filter_map(|pair| {
                 let local = pair[0].split("load i64, ptr %kage.count").nth(1)?;
@@ -284,8 +287,15 @@ fn count_build_counts_loop_iterations_inline_when_armed() {
             let calls: Vec<&&str> = (block.instructions.iter())
                 .filter(|i| i.starts_with("call "))
                 .collect();
-            if let Some(at) = calls.iter().position(|i| i.contains("@__kage_count_regions_exit.")) {
-                assert!(at == 0 || calls[at + 1..].is_empty(), "{:#?}", block.instructions);
+            if let Some(at) = calls
+                .iter()
+                .position(|i| i.contains("@__kage_count_regions_exit."))
+            {
+                assert!(
+                    at == 0 || calls[at + 1..].is_empty(),
+                    "{:#?}",
+                    block.instructions
+                );
                 reports += 1;
             }
         }
@@ -310,8 +320,13 @@ fn count_build_notes_a_loop_kept_in_registers_in_its_preheader() {
         .collect();
     assert_eq!(noted.len(), 1, "{f}");
     let preheader = &noted[0].instructions;
-    assert!(preheader.last().unwrap().starts_with("br label"), "{preheader:#?}");
-    assert!(!preheader.iter().any(|i| i.contains("store i64 1, ptr %kage.count")));
+    assert!(
+        preheader.last().unwrap().starts_with("br label"),
+        "{preheader:#?}"
+    );
+    assert!(!preheader
+        .iter()
+        .any(|i| i.contains("store i64 1, ptr %kage.count")));
     assert_eq!(f.matches("store i64 1, ptr %kage.count").count(), 1, "{f}");
     let exit = function_body(&ir, "__kage_count_regions_exit.2");
     assert!(exit.contains("store atomic ptr null"), "{exit}");

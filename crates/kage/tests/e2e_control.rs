@@ -124,18 +124,7 @@ fn a_cxx_exception_crossing_regions_repairs_the_region_stack() {
 
 #[test]
 fn a_fatal_signal_leaves_a_best_effort_report() {
-    let work = Work::new();
-    let exe = work.build("segv.c", &["-O2"]);
-    let report_path = work.path("report.json");
-    let out = work.run_with_options(&exe, &[], &format!("output={}", report_path.display()));
-    assert_eq!(
-        out.status.signal(),
-        Some(libc_sigsegv()),
-        "{:?}",
-        out.status
-    );
-    let report = read_report(&report_path).unwrap();
-    assert_eq!(report.end, ProgramEnd::Signal { signal: 11 });
+    let report = report_of_a_segfault("segv.c");
     assert!(!report.complete);
     // main's loop is counted (its instance was reported when it exited). crash calls
     // nothing, so the count build keeps its instance and accesses in registers until it
@@ -149,13 +138,7 @@ fn a_fatal_signal_leaves_a_best_effort_report() {
 /// it and of its body (the iterations before the fault were in registers).
 #[test]
 fn a_fatal_signal_in_a_loop_kept_in_registers_names_the_loop() {
-    let work = Work::new();
-    let exe = work.build("segv_loop.c", &["-O2"]);
-    let report_path = work.path("report.json");
-    let out = work.run_with_options(&exe, &[], &format!("output={}", report_path.display()));
-    assert_eq!(out.status.signal(), Some(libc_sigsegv()), "{:?}", out.status);
-    let report = read_report(&report_path).unwrap();
-    assert_eq!(report.end, ProgramEnd::Signal { signal: 11 });
+    let report = report_of_a_segfault("segv_loop.c");
     let walk = func(&report, "walk");
     let lp = only_loop(&report, walk);
     assert_eq!(stats(lp).instances, 1);
@@ -164,6 +147,16 @@ fn a_fatal_signal_in_a_loop_kept_in_registers_names_the_loop() {
     assert_counts(walk, 1, c(0, 1, 0, 4), c(0, 0, 0, 0));
 }
 
-fn libc_sigsegv() -> i32 {
-    11
+/// Builds `source` (which dies of SIGSEGV) at -O2, runs it, and reads its report.
+fn report_of_a_segfault(source: &str) -> kage_report::Report {
+    let work = Work::new();
+    let exe = work.build(source, &["-O2"]);
+    let report_path = work.path("report.json");
+    let out = work.run_with_options(&exe, &[], &format!("output={}", report_path.display()));
+    assert_eq!(out.status.signal(), Some(SIGSEGV), "{:?}", out.status);
+    let report = read_report(&report_path).unwrap();
+    assert_eq!(report.end, ProgramEnd::Signal { signal: SIGSEGV });
+    report
 }
+
+const SIGSEGV: i32 = 11;

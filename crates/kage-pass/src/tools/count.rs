@@ -407,9 +407,7 @@ unsafe fn promoted_trees(plan: &FunctionPlan) -> Vec<PromotedTree> {
             if enters_root || !common.is_empty() {
                 let mut outside = predecessors[b].iter().copied().filter(|&p| !in_tree(p));
                 let running_from = match (outside.next(), outside.next()) {
-                    (Some(p), None)
-                        if b != 0 && plan.cfg.successors[p].iter().all(|&s| s == b) =>
-                    {
+                    (Some(p), None) if b != 0 && plan.cfg.successors[p].iter().all(|&s| s == b) => {
                         Some(p)
                     }
                     _ => None,
