@@ -650,9 +650,10 @@ impl InlineCounter {
     /// An inline helper for the exits of a promoted tree of `n` regions, `void
     /// __kage_count_regions_exit.<n>(ptr region, ptr report, ptr locals...)`, the locals
     /// being each region's instances, loads, stores, bytes read and bytes written (`i64`s):
-    /// clears `__kage_count_running`; when the tree ran (its root's instances are not 0; an exit block may also be reached
-    /// from outside it), copies them to `report` (the accesses masked by the gate), zeroes
-    /// them and calls `__kage_count_regions(region, n, report)`.
+    /// clears `__kage_count_running`, and when the tree ran (its root's instances are not
+    /// 0; an exit block may also be reached from outside it), copies them to `report` (the
+    /// accesses masked by the gate), zeroes them and calls `__kage_count_regions(region, n,
+    /// report)`.
     ///
     /// # Safety
     /// `module` must be the module the globals were declared in.
