@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -91,7 +91,7 @@ pub struct Region {
     pub call_column: u32,
 }
 
-/// `struct kage_module` (32 bytes, align 8).
+/// `struct kage_module` (40 bytes, align 8).
 #[repr(C)]
 pub struct Module {
     /// [`VERSION`].
@@ -104,6 +104,12 @@ pub struct Module {
     pub instrumentation: u32,
     /// Working-set instrumentation: log2 of the line size built into its marks; 0 otherwise.
     pub line_shift: u32,
+    /// Written by the runtime at registration: the module's index among the registered ones,
+    /// from 1 (0 before). Count instrumentation finds the thread's records of the module's
+    /// regions at this index of the thread's directory ([`count`]).
+    pub slot: u32,
+    /// Zero.
+    pub reserved: u32,
 }
 
 /// Byte offsets of the fields of [`Region`] and [`Module`], in field order: the pass lays
@@ -115,10 +121,10 @@ pub mod layout {
     /// `name, symbol, file, module, code, call_file` (pointers), `call_line, call_column`
     /// (i32).
     pub const REGION_FIELDS: [usize; 14] = [0, 4, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 72, 76];
-    pub const MODULE_SIZE: usize = 32;
+    pub const MODULE_SIZE: usize = 40;
     /// `abi_version, region_count` (i32), `regions, module_name` (pointers),
-    /// `instrumentation, line_shift` (i32).
-    pub const MODULE_FIELDS: [usize; 6] = [0, 4, 8, 16, 24, 28];
+    /// `instrumentation, line_shift, slot, reserved` (i32).
+    pub const MODULE_FIELDS: [usize; 8] = [0, 4, 8, 16, 24, 28, 32, 36];
 }
 
 const _: () = {
@@ -137,6 +143,7 @@ const _: () = {
     assert!(offset_of!(Module, abi_version) == m[0] && offset_of!(Module, region_count) == m[1]);
     assert!(offset_of!(Module, regions) == m[2] && offset_of!(Module, module_name) == m[3]);
     assert!(offset_of!(Module, instrumentation) == m[4] && offset_of!(Module, line_shift) == m[5]);
+    assert!(offset_of!(Module, slot) == m[6] && offset_of!(Module, reserved) == m[7]);
 };
 
 /// `struct kage_candidate`, hierarchical critical path analysis (docs/hcpa.md): a source of
@@ -587,12 +594,39 @@ impl Instrumentation {
     }
 }
 
-/// The most regions one `__kage_count_regions` reports (a subtree the count build keeps in
-/// registers while it runs).
-pub const MAX_COUNTED_REGIONS: usize = 8;
-/// Words per record of `__kage_count_regions`: instances, loads, stores, bytes read, bytes
-/// written.
-pub const COUNT_RECORD_WORDS: usize = 5;
+/// Count instrumentation's per-thread data (docs/abi.md, "Count instrumentation"): what
+/// instrumented code reads and writes inline, laid out as data for both sides.
+pub mod count {
+    /// A region's record, `WORDS` `u64`s; a module's records are an array indexed by
+    /// `local_index`: instances, then the accesses made while it was the innermost region
+    /// (loads, stores, bytes read, bytes written), then the inclusive accesses of its closed
+    /// outermost instances minus the thread's totals at the start of its open outermost
+    /// instance (if any), then its open instances on the thread.
+    pub const INSTANCES: usize = 0;
+    pub const SELF: usize = 1;
+    pub const INCLUSIVE: usize = 5;
+    pub const DEPTH: usize = 9;
+    pub const WORDS: usize = 10;
+    /// `__kage_count_thread`'s fields (byte offsets): the directory of record arrays
+    /// (pointer, indexed by `kage_module.slot`), the open activations (pointer), their number
+    /// and capacity (`u32`s), the reset epoch the thread's records belong to (`u64`), and
+    /// the runtime's own word (which of the thread's contexts they are).
+    pub const RECORDS: usize = 0;
+    pub const ACTIVATIONS: usize = 8;
+    pub const TOP: usize = 16;
+    pub const CAPACITY: usize = 20;
+    pub const EPOCH: usize = 24;
+    pub const OWNER: usize = 32;
+    /// Its size in `u64`s.
+    pub const THREAD_WORDS: usize = 5;
+    /// An open function activation: the table entry of its innermost open region, then its
+    /// frame address (`llvm.addressofreturnaddress`).
+    pub const CURRENT: usize = 0;
+    pub const FRAME: usize = 8;
+    pub const ACTIVATION_SIZE: usize = 16;
+    /// The module slots a thread's directory has room for.
+    pub const MAX_MODULES: usize = 1 << 16;
+}
 
 /// The environment variable that names the tool a program is built for.
 pub const TOOL_VARIABLE: &str = "KAGE_TOOL";
@@ -812,7 +846,7 @@ pub mod symbols {
         }
     }
 
-    const REGION_HOOKS: &[Instrumentation] = &[Calls, Counts, Footprint, Hcpa];
+    const REGION_HOOKS: &[Instrumentation] = &[Calls, Footprint, Hcpa];
     const EVERY: &[Instrumentation] = &[
         Calls,
         Counts,
@@ -874,41 +908,53 @@ pub mod symbols {
         thread_local: true,
         used_by: &[Counts],
     };
-    /// `__thread const void *__kage_fast_loop`: the loop region entry whose body is the
-    /// thread's innermost open region, when the tool takes iterations in bulk; else null.
-    pub const FAST_LOOP: Symbol = Symbol::Global {
-        name: "__kage_fast_loop",
-        ty: Ptr,
+    /// `__thread uint64_t __kage_count_thread[4]`: the thread's records and open function
+    /// activations, laid out as [`crate::count`] says.
+    pub const COUNT_THREAD: Symbol = Symbol::Global {
+        name: "__kage_count_thread",
+        ty: I64Array(crate::count::THREAD_WORDS),
         thread_local: true,
         used_by: &[Counts],
     };
-    /// `__thread uint64_t __kage_iterations`: iterations of `__kage_fast_loop`'s loop counted
-    /// inline instead of calling `__kage_loop_iter` (relaxed atomic load and store).
-    pub const ITERATIONS: Symbol = Symbol::Global {
-        name: "__kage_iterations",
+    /// `uint64_t __kage_count_epoch`: the count tool's reset epoch; a thread whose
+    /// `__kage_count_thread` holds another one calls `__kage_count_prepare` at its next
+    /// function entry.
+    pub const COUNT_EPOCH: Symbol = Symbol::Global {
+        name: "__kage_count_epoch",
         ty: I64,
-        thread_local: true,
+        thread_local: false,
         used_by: &[Counts],
     };
-    /// `void __kage_count_regions(struct kage_region *r, uint64_t n, const uint64_t
-    /// *records)`: whole instances of the regions kept in registers ran in `r`'s parent
-    /// (or, `r` a function, in the innermost open region): `n` records of
-    /// [`crate::COUNT_RECORD_WORDS`] words (instances, loads, stores, bytes read, bytes written;
-    /// the accesses masked by the gate) for `r` and the `n - 1` entries after it, its
-    /// subtree in the table, `n` at most [`crate::MAX_COUNTED_REGIONS`].
-    pub const COUNT_REGIONS: Symbol = function("__kage_count_regions", &[Ptr, I64, Ptr], &[Counts]);
-    pub type CountRegions = unsafe extern "C" fn(*mut Region, u64, *const u64);
-    /// `__thread const void *__kage_count_running`: the root entry of the subtree kept in
-    /// registers that the thread is running (set where an instance of the root starts,
-    /// cleared where it reports), else null. Only a fatal signal's report reads it: the
-    /// region that faulted is reported open, its accesses in registers lost (relaxed atomic
-    /// stores).
-    pub const COUNT_RUNNING: Symbol = Symbol::Global {
-        name: "__kage_count_running",
-        ty: Ptr,
-        thread_local: true,
-        used_by: &[Counts],
+    /// `uint64_t *__kage_count_prepare(struct kage_module *m, const void *frame)`: at a
+    /// function's entry, when the inline checks fail: sets the thread up, applies a reset,
+    /// makes room for one more activation and, `frame` not null, closes the activations
+    /// that are not live callers of the one starting at `frame`. Returns the thread's
+    /// records of `m`'s regions.
+    pub const COUNT_PREPARE: Symbol = Symbol::Function {
+        name: "__kage_count_prepare",
+        params: &[Ptr, Ptr],
+        returns: Ptr,
+        convention: C,
+        called_by: &[Counts],
     };
+    pub type CountPrepare = unsafe extern "C" fn(*mut Module, *const c_void) -> *mut u64;
+    /// `void __kage_count_unwind(uint32_t activation)`: a function returns while activations
+    /// above its own remain open (left by an exception or a `longjmp` through code that is
+    /// not instrumented): they are closed.
+    pub const COUNT_UNWIND: Symbol = function("__kage_count_unwind", &[I32], &[Counts]);
+    pub type CountUnwind = unsafe extern "C" fn(u32);
+    /// `void __kage_count_resume(struct kage_region *r, uint32_t activation)`: control may
+    /// have arrived from a `longjmp` or an exception (a landing pad, after a `returns_twice`
+    /// call): the activations above `activation` are closed, and `r` becomes its innermost
+    /// region as `__kage_settle(r)` would make it.
+    pub const COUNT_RESUME: Symbol = function("__kage_count_resume", &[Ptr, I32], &[Counts]);
+    pub type CountResume = unsafe extern "C" fn(*mut Region, u32);
+    /// `void __kage_count_arrive(struct kage_region *r, struct kage_region *loop, uint32_t
+    /// activation)`: a block whose way in could not carry its region changes: as
+    /// `__kage_loop_iter(loop)` (when not null) and then `__kage_settle(r)` would.
+    pub const COUNT_ARRIVE: Symbol =
+        function("__kage_count_arrive", &[Ptr, Ptr, I32], &[Counts]);
+    pub type CountArrive = unsafe extern "C" fn(*mut Region, *mut Region, u32);
     /// `uint32_t __kage_gate`: non-zero while accesses are not counted (`kage_set_enabled(0)`,
     /// or the analysis has ended); count instrumentation masks what it adds with it.
     pub const GATE: Symbol = Symbol::Global {
@@ -1110,10 +1156,12 @@ pub mod symbols {
         STORE,
         CMPXCHG,
         COUNT_TOTALS,
-        FAST_LOOP,
-        ITERATIONS,
-        COUNT_REGIONS,
-        COUNT_RUNNING,
+        COUNT_THREAD,
+        COUNT_EPOCH,
+        COUNT_PREPARE,
+        COUNT_UNWIND,
+        COUNT_RESUME,
+        COUNT_ARRIVE,
         GATE,
         FP_STRIDED,
         FP_RANGE,

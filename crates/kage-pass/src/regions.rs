@@ -309,8 +309,10 @@ pub unsafe fn emit_table(
         0,
     );
     // struct kage_module: abi_version, region_count, regions, module_name, instrumentation,
-    // line_shift = 32 bytes.
-    let mut module_fields = [i32_type, i32_type, ptr_type, ptr_type, i32_type, i32_type];
+    // line_shift, slot, reserved = 40 bytes.
+    let mut module_fields = [
+        i32_type, i32_type, ptr_type, ptr_type, i32_type, i32_type, i32_type, i32_type,
+    ];
     let module_type = LLVMStructTypeInContext(
         context,
         module_fields.as_mut_ptr(),
@@ -376,6 +378,8 @@ pub unsafe fn emit_table(
         strings.get(info.name),
         u32_const(info.instrumentation),
         u32_const(info.line_shift),
+        u32_const(0),
+        u32_const(0),
     ];
     LLVMSetInitializer(
         module_global,

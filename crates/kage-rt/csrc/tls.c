@@ -23,26 +23,21 @@ __thread _Atomic uint64_t __kage_count[4];
 /* The calling thread's totals, readable by other threads while it lives. */
 _Atomic uint64_t *kage_count_slot(void) { return __kage_count; }
 
-/* The root entry of the subtree kept in registers that the thread is running, else null
- * ("Regions counted in registers"): a fatal signal's report opens it. */
+/* Count instrumentation's per-thread records and open function activations ("Count
+ * instrumentation"), laid out as kage_abi::count says: the directory of record arrays by
+ * module slot, the activations, their number and capacity, the reset epoch, and which of
+ * the thread's contexts they belong to (the runtime's). Instrumented code reads and writes
+ * it inline; the runtime sets it up (__kage_count_prepare) and swaps it when a coroutine
+ * context runs on the thread. */
 __attribute__((tls_model("initial-exec"), visibility("default")))
-__thread const void *_Atomic __kage_count_running;
+__thread uint64_t __kage_count_thread[5];
 
-const void *_Atomic *kage_count_running_slot(void) { return &__kage_count_running; }
+uint64_t *kage_count_thread_slot(void) { return __kage_count_thread; }
 
-/* Loop iterations counted inline ("Count instrumentation"): at a loop header, count
- * instrumentation adds 1 to __kage_iterations when __kage_fast_loop is the loop's region
- * entry (the runtime sets it when that loop's body is the thread's innermost open region and
- * the tool takes iterations in bulk), and calls __kage_loop_iter otherwise. The runtime reads
- * the counter's growth at the thread's next event (crates/kage-rt/src/iterations.rs). */
-__attribute__((tls_model("initial-exec"), visibility("default")))
-__thread const void *_Atomic __kage_fast_loop;
-__attribute__((tls_model("initial-exec"), visibility("default")))
-__thread _Atomic uint64_t __kage_iterations;
-
-/* The calling thread's two. */
-const void *_Atomic *kage_fast_loop_slot(void) { return &__kage_fast_loop; }
-_Atomic uint64_t *kage_iterations_slot(void) { return &__kage_iterations; }
+/* The count tool's reset epoch: a thread whose __kage_count_thread holds another one applies
+ * the reset at its next function entry. */
+__attribute__((visibility("default")))
+_Atomic uint64_t __kage_count_epoch;
 
 /* The region entry of the thread's innermost open region, as of its last region event
  * ("Hooks the pass inserts"): instrumented code calls __kage_settle(r) only when r is not

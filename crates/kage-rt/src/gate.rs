@@ -46,9 +46,6 @@ pub struct ThreadState {
     pub busy: Cell<u8>,
     pub stack: UnsafeCell<RegionStack>,
     pub tool: UnsafeCell<Box<dyn ThreadTool>>,
-    /// The tool's [`ThreadTool::iterations_in_bulk`]: loop iterations are counted inline
-    /// (`inline`).
-    pub iterations_in_bulk: bool,
     /// The kernel's id of the thread, to signal it (`thread::close_others`).
     pub tid: libc::pid_t,
     /// A coroutine's context on that thread (`contexts`), not the thread itself.
@@ -76,9 +73,7 @@ pub fn set_current(ts: &'static ThreadState) {
 impl ThreadState {
     /// Runs `f` with exclusive access to the stack and tool, marking the thread as inside
     /// the runtime so nested events (signal handlers) are ignored. Returns `None` when the
-    /// thread is busy. Loop iterations counted inline since the last event go to the tool
-    /// first; the thread's innermost region is published after, and the thread armed for
-    /// iterations again (`inline`).
+    /// thread is busy. The thread's innermost region is published after (`inline`).
     ///
     /// # Safety
     /// Only on the owning thread (or the sole thread of a forked child).
@@ -92,15 +87,8 @@ impl ThreadState {
         self.busy.set(IN_RUNTIME);
         compiler_fence(SeqCst);
         let (stack, tool) = (&mut *self.stack.get(), &mut **self.tool.get());
-        if self.iterations_in_bulk {
-            inline::take(self as *const Self as *const (), tool);
-        }
         let r = f(stack, tool);
-        inline::publish(
-            self as *const Self as *const (),
-            stack,
-            self.iterations_in_bulk,
-        );
+        inline::publish(stack);
         compiler_fence(SeqCst);
         self.busy.set(self.busy.get() & !IN_RUNTIME);
         Some(r)

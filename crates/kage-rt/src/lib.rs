@@ -11,7 +11,7 @@
 //!   the C ABI (the entry points only its instrumentation calls), its `Tool`;
 //! - `gate` (the on/off gate and the calling thread's state, what every hook reads first),
 //!   `inline` (what instrumented code reads inline about the thread's regions: the innermost
-//!   one, the loop whose iterations it counts) and `tool` (the `Tool`/`ThreadTool`
+//!   one) and `tool` (the `Tool`/`ThreadTool`
 //!   interface);
 //! - `options` (the option table: the common options, and the tools' as given), `registry`
 //!   (module tables, global ids), `stack` (region stacks and their repair), `sync`, `alloc`,

@@ -294,6 +294,42 @@ fn meta_table() -> &'static Chunked<3> {
     META.get_or_init(Chunked::new)
 }
 
+/// Valid modules registered so far: the last slot given (`kage_module.slot`).
+static SLOTS: AtomicU32 = AtomicU32::new(0);
+
+/// Per slot: `[the module's address, its first global id | its region count << 32]`,
+/// written before the slot is published.
+static SLOT_TABLE: std::sync::OnceLock<Chunked<2>> = std::sync::OnceLock::new();
+
+fn slot_table() -> &'static Chunked<2> {
+    SLOT_TABLE.get_or_init(Chunked::new)
+}
+
+/// The last module slot given.
+pub fn last_slot() -> u32 {
+    SLOTS.load(Ordering::Acquire)
+}
+
+/// A registered module: its table, first global id and region count.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotModule {
+    pub module: *mut Module,
+    pub base: u32,
+    pub count: u32,
+}
+
+/// The module of `slot` (from 1), once registered.
+pub fn slot_module(slot: u32) -> Option<SlotModule> {
+    let w = slot_table().get(slot as usize)?;
+    let module = w[0].load(Ordering::Relaxed) as *mut Module;
+    let v = w[1].load(Ordering::Relaxed);
+    (!module.is_null()).then_some(SlotModule {
+        module,
+        base: v as u32,
+        count: (v >> 32) as u32,
+    })
+}
+
 pub fn meta(gid: u32) -> Option<Meta> {
     let r = meta_table().get(gid as usize)?;
     let w = r[0].load(Ordering::Relaxed);
@@ -558,6 +594,13 @@ pub unsafe fn register(m: *mut Module) {
             w[2].store(r as *const Region as u64, Ordering::Relaxed);
         }
     }
+    // The module's slot (count instrumentation's records are found by it).
+    let slot = SLOTS.fetch_add(1, Ordering::Relaxed) + 1;
+    if let Some(w) = slot_table().get_or_alloc(slot as usize) {
+        w[0].store(m as u64, Ordering::Relaxed);
+        w[1].store(base as u64 | (count as u64) << 32, Ordering::Relaxed);
+    }
+    std::ptr::write_volatile(std::ptr::addr_of_mut!((*m).slot), slot);
     // Publish the ids last: a hook that sees an id also sees its META entry.
     for (i, r) in t.iter().enumerate() {
         gid_cell(r as *const _ as *mut Region).store((base + i) as u32, Ordering::Release);
@@ -618,6 +661,8 @@ pub mod tests {
             module_name: s(name),
             instrumentation: Instrumentation::Calls.value(),
             line_shift: 0,
+            slot: 0,
+            reserved: 0,
         }));
         let regions: Vec<Region> = entries
             .iter()

@@ -42,7 +42,6 @@ fn listed_state(part: impl FnOnce() -> Box<dyn ThreadTool>, context: bool) -> &'
     let ts: &'static ThreadState = Box::leak(Box::new(ThreadState {
         busy: Cell::new(0),
         stack: UnsafeCell::new(RegionStack::new()),
-        iterations_in_bulk: part.iterations_in_bulk(),
         tool: UnsafeCell::new(part),
         tid: unsafe { libc::gettid() },
         context,

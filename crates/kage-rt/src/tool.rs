@@ -73,21 +73,6 @@ pub trait ThreadTool {
     fn enter(&mut self, region: u32);
     /// The innermost open region ends.
     fn exit(&mut self, region: u32);
-    /// Whether a new iteration of the loop whose body is the innermost open region may be
-    /// given by [`ThreadTool::iterations`] later, in bulk, instead of as an exit and an
-    /// enter of the body now (`iterations`: then instrumented code counts them inline).
-    fn iterations_in_bulk(&self) -> bool {
-        false
-    }
-    /// `n` new iterations of the loop whose body `body` is the innermost open region ran
-    /// since the last event, and nothing else happened to the regions: as many exits and
-    /// enters of `body`.
-    fn iterations(&mut self, body: u32, n: u64) {
-        for _ in 0..n {
-            self.exit(body);
-            self.enter(body);
-        }
-    }
     /// A memory access of `size` > 0 bytes (hot path: no allocation, no locks, no syscalls).
     fn access(&mut self, addr: usize, size: u64, write: bool);
     /// `count` > 0 ranges of `width` > 0 bytes at `addr`, `addr + stride`, ... accessed in

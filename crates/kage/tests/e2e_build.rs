@@ -46,11 +46,12 @@ fn every_compiler_mode_passes_through() {
         .unwrap()
         .contains("common.h"));
 
-    // -S: assembly that calls the runtime (part_a, which calls nothing, reports its
-    // instance whole when it returns).
+    // -S: assembly that calls the runtime (where the inline checks at a function's entry
+    // fail) and updates the thread's records inline.
     work.wrap(&kage_cc(), &["-S", "-O2", "a.c", "-o", "a.s"]);
     let asm = std::fs::read_to_string(work.path("a.s")).unwrap();
-    assert!(asm.contains("__kage_count_regions"), "{asm}");
+    assert!(asm.contains("__kage_count_prepare"), "{asm}");
+    assert!(asm.contains("__kage_count_thread@GOTTPOFF"), "{asm}");
 
     // Several sources in one -c call, then a link-only call.
     work.wrap(&kage_cc(), &["-O2", "-c", "a.c", "b.c"]);

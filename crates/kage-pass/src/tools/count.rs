@@ -1,26 +1,29 @@
 //! The count builds, both read by the runtime's count tool:
 //!
 //! - `count` (instrumentation 9, `KAGE_TOOL` unset or `count`; docs/abi.md, "Count
-//!   instrumentation"): the region hooks, and each segment's loads, stores and bytes added
-//!   inline to the thread's `__kage_count` at the segment's start. Segments are cut at
-//!   calls ([`crate::segments`]): a callee's region events drain what came before the call
-//!   into the caller's region, a call that never returns (`exit`, `longjmp`, a throw) ends
-//!   a segment whose accesses all ran, and `kage_set_enabled` (a call) switches counting
-//!   exactly where the program calls it. At the start, as a call per access would, a fault
-//!   counts the faulting access. What a segment adds is masked by `__kage_gate`, as the
-//!   calls are gated in the runtime. An `llvm.mem*` of run-time length adds its own right
-//!   before it (its length is known there); `cmpxchg`s keep their hook (whether they wrote
-//!   is known after). A loop header counts an iteration inline when the runtime has armed
-//!   the thread for its loop (the loop's body is the innermost open region: a new iteration
-//!   changes nothing but the body's instances), and calls `__kage_loop_iter` otherwise.
-//!   A loop or inlined call with the regions in it, in which nothing else reaches the
-//!   runtime, keeps every region's counts and instances in registers while it runs
-//!   ([`promoted_trees`]) and reports them whole at its exits, before the exits' hooks
-//!   (`__kage_count_regions`).
+//!   instrumentation"): no call into the runtime on the common path. Each thread's
+//!   per-region records and its stack of open function activations are updated inline: a
+//!   function's entry pushes its activation and opens its region, the edges where the open
+//!   regions change close and open them ([`Transition`]), a loop's back edges count an
+//!   iteration, each return closes what is open in the activation and pops it. Each
+//!   segment's loads, stores and bytes are added to the thread's totals and to its region's
+//!   self counts at the segment's start. Segments are cut at calls ([`crate::segments`]): a
+//!   callee counts its own, a call that never returns (`exit`, `longjmp`, a throw) ends a
+//!   segment whose accesses all ran, and `kage_set_enabled` (a call) switches counting
+//!   exactly where the program calls it. What a segment adds is masked by `__kage_gate`. An
+//!   `llvm.mem*` of run-time length adds its own right before it (its length is known
+//!   there); a `cmpxchg` right after it (whether it wrote is known then). The runtime is
+//!   called where the inline checks fail (a function's entry: the thread's first, a
+//!   module's first on the thread, after a reset, a full stack, activations left dead by a
+//!   `longjmp`), where control may arrive from a `longjmp` or an exception (resume points),
+//!   and at blocks whose edges cannot carry their region changes.
 //! - `count-calls` (instrumentation 0): the region hooks and a call per access, which every
 //!   runtime tool understands.
 
-use kage_abi::{symbols, Instrumentation};
+use std::collections::HashMap;
+
+use kage_abi::count::{ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES, RECORDS, SELF, TOP, WORDS};
+use kage_abi::{layout, symbols, Instrumentation};
 use llvm_sys::core::*;
 use llvm_sys::prelude::{
     LLVMBasicBlockRef, LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
@@ -30,12 +33,13 @@ use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate, LLVMOpcode};
 
 use super::{Settings, Tool};
 use crate::access::Access;
+use crate::debuginfo::HookLocations;
 use crate::hooks::{self, Hooks, Inserter};
 use crate::ir::{self, RuntimeFunction};
 use crate::plan::FunctionPlan;
-use crate::region_tree::{Node, NodeKind};
+use crate::region_tree::Node;
 use crate::regions::RegionTable;
-use crate::segments::{self, function_segments};
+use crate::segments::function_segments;
 
 extern "C" {
     /// Splits the critical edge `from -> to` (src/shim.cpp): the new block, or null.
@@ -45,7 +49,7 @@ extern "C" {
     ) -> LLVMBasicBlockRef;
 }
 
-/// Region hooks, counts added inline per segment.
+/// Regions and counts kept inline.
 pub struct Count;
 
 /// Region hooks and a call per access.
@@ -66,8 +70,7 @@ impl Tool for Count {
         Instrumentation::Counts
     }
 
-    /// Promoted loops' local counts become registers (mem2reg), and the inlined helpers'
-    /// thread-local addresses are merged and hoisted out of loops.
+    /// The helpers are inlined, and their thread-local addresses merged and hoisted.
     fn needs_cleanup(&self) -> bool {
         true
     }
@@ -78,424 +81,374 @@ impl Tool for Count {
         plans: &[FunctionPlan],
         table: &RegionTable,
     ) {
-        let mut hooks = Hooks::declare(module);
-        let counter = InlineCounter::declare(module);
-        if plans.iter().any(|plan| !plan.forest.loops.is_empty()) {
-            hooks.loop_iter = counter.define_loop_iter(module, &hooks.loop_iter);
-        }
-        let mut report_helpers = ReportHelpers::default();
+        let inline = Inline::declare(module);
         let data_layout = LLVMGetModuleDataLayout(module);
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
-            // Taken before anything is inserted into the function.
-            let trees = promoted_trees(plan);
-            // Each block of a promoted tree: (tree, the offset of its region in the tree).
-            let mut owner: Vec<Option<(usize, usize)>> = vec![None; plan.cfg.blocks.len()];
-            for (j, tree) in trees.iter().enumerate() {
-                for &b in &tree.blocks {
-                    owner[b] = Some((j, plan.tree().block_region[b] - tree.root));
-                }
-            }
-            let mut additions = Vec::new();
-            for segment in function_segments(&plan.cfg, data_layout) {
-                let to = owner[segment.block];
-                let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
-                if !constant.is_empty() {
-                    additions.push((segment.start, constant, to));
-                }
-                additions.extend(dynamic.into_iter().map(|(at, counts)| (at, counts, to)));
-            }
-            // Where instances start, as instructions to insert before (taken now; an edge
-            // that needs a block of its own gets it first, before anything else changes).
-            let starts: Vec<Vec<(LLVMValueRef, &InstanceStart)>> = (trees.iter())
-                .map(|tree| {
-                    (tree.starts.iter())
-                        .filter_map(|start| {
-                            let at = match start.place {
-                                Place::Start(b) => ir::first_insertion_point(plan.cfg.blocks[b])?,
-                                Place::Edge { from, to, split } => {
-                                    let mut block = plan.cfg.blocks[from];
-                                    if split {
-                                        block =
-                                            kage_split_critical_edge(block, plan.cfg.blocks[to]);
-                                    }
-                                    LLVMGetBasicBlockTerminator(block)
-                                }
-                            };
-                            (!at.is_null()).then_some((at, start))
-                        })
-                        .collect()
-                })
-                .collect();
-            let skipped_loops: Vec<usize> = (trees.iter())
-                .flat_map(|tree| tree.loops.iter().copied())
-                .collect();
-            let skipped_settles: Vec<usize> = (trees.iter())
-                .flat_map(|tree| tree.blocks.iter().copied())
-                .collect();
-            let entry_start = LLVMGetFirstInstruction(plan.cfg.blocks[0]);
-            let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
-            // The counts kept in registers while a promoted tree runs (allocas that the
-            // clean-up's mem2reg promotes), zero outside it.
-            let locals: Vec<TreeLocals> = if trees.is_empty() || entry_start.is_null() {
-                Vec::new()
-            } else {
-                ins.position_before(entry_start);
-                let largest = trees.iter().map(|tree| tree.len).max().unwrap_or(1);
-                let report = counter.report_buffer(ins.builder, largest);
-                (trees.iter())
-                    .map(|tree| counter.tree_locals(ins.builder, tree.len, report))
-                    .collect()
-            };
-            let skipped = hooks::Skipped {
-                loops: &skipped_loops,
-                settles: &skipped_settles,
-                function: trees.iter().any(|tree| tree.root == 0),
-            };
-            hooks::insert(plan, &mut ins, &skipped, |ins| {
-                for (j, tree_starts) in starts.iter().enumerate() {
-                    let Some(local) = locals.get(j) else { break };
-                    let root = ins.table.region_ptr(plan.slots.base + trees[j].root as u32);
-                    for &(at, start) in tree_starts {
-                        if start.enters_root {
-                            // Not at the end of a block of another tree: its exits clear
-                            // the note.
-                            let before = start.running_from.filter(|&p| owner[p].is_none());
-                            let before = before.map(|p| plan.cfg.blocks[p]);
-                            match before.map(|block| LLVMGetBasicBlockTerminator(block)) {
-                                Some(end) if !end.is_null() => ins.position_before(end),
-                                _ => ins.position_before(at),
-                            }
-                            counter.set_running(ins.builder, root);
-                        }
-                        ins.position_before(at);
-                        if start.enters_root {
-                            counter.set_one(ins.builder, local.records[0][0]);
-                        }
-                        for &offset in &start.opened {
-                            counter.add_one(ins.builder, local.records[offset][0]);
-                        }
-                    }
-                }
-                for access in &plan.accesses {
-                    if let Access::CmpXchg { inst, ptr, size } = *access {
-                        ins.cmpxchg_hook(inst, ptr, size);
-                    }
-                }
-                for (at, counts, to) in &additions {
-                    ins.position_before(*at);
-                    let to = to.and_then(|(j, offset)| Some(&locals.get(j)?.records[offset]));
-                    counter.add(ins.builder, counts, to);
-                }
-            });
-            // Last, and before the hooks at the exit block's start: the whole instance is
-            // reported in its parent, before the exit block settles anywhere else.
-            for (tree, local) in trees.iter().zip(&locals) {
-                let helper = report_helpers.get(&counter, module, tree.len);
-                let region_ptr = ins.table.region_ptr(plan.slots.base + tree.root as u32);
-                let exits = (tree.exits.iter())
-                    .filter_map(|&block| ir::first_insertion_point(plan.cfg.blocks[block]));
-                for at in exits.chain(tree.returns.iter().copied()) {
-                    ins.position_before(at);
-                    let mut args = vec![region_ptr, local.report];
-                    args.extend(local.records.iter().flatten().copied());
-                    helper.call(ins.builder, &mut args);
-                }
-            }
+            instrument_function(&inline, module, plan, table, builder, data_layout);
         }
         LLVMDisposeBuilder(builder);
     }
 }
 
-/// A subtree of a function's regions whose counts are kept in registers while it runs and
-/// reported whole at its exits ([`promoted_trees`]).
-struct PromotedTree {
-    /// Its root's tree node; the tree is the nodes `root..root + len` (pre-order).
-    root: usize,
-    len: usize,
-    /// The loops in it.
-    loops: Vec<usize>,
-    /// Its blocks: those whose innermost region is in it.
-    blocks: Vec<usize>,
-    /// Where instances of its regions start.
-    starts: Vec<InstanceStart>,
-    /// The blocks outside it that its blocks branch to.
-    exits: Vec<usize>,
-    /// For a tree of the whole function: its returns (where `__kage_func_exit` would go).
-    returns: Vec<LLVMValueRef>,
+/// What changes on an edge: the regions closed (innermost first), an iteration of a loop
+/// body that stays open, the regions opened (outermost first), and the block's region, the
+/// activation's innermost one after it (tree nodes).
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct Transition {
+    closes: Vec<usize>,
+    iteration: Option<usize>,
+    opens: Vec<usize>,
+    target: usize,
 }
 
-/// Where instances start.
-#[derive(Clone, Copy)]
-enum Place {
-    /// At the start of this block.
-    Start(usize),
-    /// On the edge `from -> to`: before `from`'s terminator when it has no other successor,
-    /// else (`split`) in a block made on the edge (`from` ends in a conditional branch).
-    Edge { from: usize, to: usize, split: bool },
+impl Transition {
+    fn is_empty(&self) -> bool {
+        self.closes.is_empty() && self.iteration.is_none() && self.opens.is_empty()
+    }
 }
 
-/// Instances that start at a block's start, or on an edge.
-struct InstanceStart {
-    place: Place,
-    /// The regions below the root (offsets in the tree) entered there.
-    opened: Vec<usize>,
-    /// Whether the root is noted as entered there (its instances set to 1).
-    enters_root: bool,
-    /// Where the thread notes that it runs the tree (`__kage_count_running`), when the root
-    /// is entered here: at the end of the block all its entries from outside come through
-    /// (a loop's preheader), so that the note is not repeated every iteration, or here.
-    running_from: Option<usize>,
+/// Where a block's transitions go.
+enum Placement {
+    /// At the block's start: every way in changes the same.
+    Start(Transition),
+    /// On edges: `(from, split, transition)`, at the end of `from` (its only successor is
+    /// the block) or in a block made on the edge.
+    Edges(Vec<(usize, bool, Transition)>),
+    /// A call at the block's start that changes the regions from what is open
+    /// (`__kage_count_arrive`): some edge could not carry its change.
+    Dynamic,
 }
 
-/// The subtrees whose counts are kept in registers while they run and reported whole at
-/// their exits, in which nothing would reach the runtime but their own region events (no
-/// call that may run instrumented code, no resume point, no `cmpxchg` hook, no return but
-/// the function's own). So no region event falls inside them but balanced signal handlers',
-/// and the regions open at every block are the static ones
-/// ([`region_tree`](crate::region_tree)): the instances the hooks would count are known per
-/// edge. Each is a loop or an inlined call with its descendants, or the whole function (a
-/// leaf: it reports before its returns, in the region that called it), at most
-/// `kage_abi::MAX_COUNTED_REGIONS` regions, the outermost such ones (pre-order), and its
-/// instances must start at block starts or on edges from a block with one successor or a
-/// conditional branch (which get a block of their own).
-///
-/// # Safety
-/// `plan` must describe a live function that nothing was inserted into yet.
-unsafe fn promoted_trees(plan: &FunctionPlan) -> Vec<PromotedTree> {
-    let n = plan.cfg.blocks.len();
-    let nodes = &plan.tree().nodes;
-    let block_region = &plan.tree().block_region;
-    // Blocks where something reaches the runtime: resume points and `cmpxchg`s (their hook
-    // counts in the runtime, into the innermost open region, which is the tree's parent
-    // while it runs); and returns, which only a tree of the whole function may hold.
-    let mut reaches_runtime = vec![false; n];
-    let mut returns = vec![false; n];
-    let block_of = |inst: LLVMValueRef| {
-        let parent = LLVMGetInstructionParent(inst);
-        plan.cfg.blocks.iter().position(|&b| b == parent)
-    };
-    let cmpxchgs = (plan.accesses.iter()).filter_map(|access| match *access {
-        Access::CmpXchg { inst, .. } => Some(inst),
-        _ => None,
-    });
-    let resumes = plan.resume_points.iter().map(|&(inst, _)| inst);
-    for block in cmpxchgs.chain(resumes).filter_map(block_of) {
-        reaches_runtime[block] = true;
+/// The regions from `from` up to `stop` (excluded; the root when `None`), innermost first.
+fn path_up(nodes: &[Node], from: usize, stop: Option<usize>) -> Vec<usize> {
+    let mut path = Vec::new();
+    let mut at = Some(from);
+    while at != stop {
+        let Some(node) = at else { break };
+        path.push(node);
+        at = nodes[node].parent;
     }
-    for block in plan.exits.iter().filter_map(|&inst| block_of(inst)) {
-        returns[block] = true;
-    }
-    let quiet: Vec<bool> = (0..n)
-        .map(|b| {
-            let block = plan.cfg.blocks[b];
-            plan.forest.reachable[b]
-                && !reaches_runtime[b]
-                && ir::first_insertion_point(block).is_some()
-                && !ir::is_landing_pad(block)
-                && !ir::instructions(block)
-                    .into_iter()
-                    .any(|i| segments::is_cut(i))
-        })
-        .collect();
-    let mut predecessors = vec![Vec::new(); n];
-    for (p, succs) in plan.cfg.successors.iter().enumerate() {
-        for &s in succs.iter().filter(|&&s| s < n) {
-            if plan.forest.reachable[p] && !predecessors[s].contains(&p) {
-                predecessors[s].push(p);
-            }
-        }
-    }
-    // Each node's subtree: the nodes `i..i + size[i]` (pre-order).
-    let mut size = vec![1usize; nodes.len()];
-    for i in (1..nodes.len()).rev() {
-        if let Some(parent) = nodes[i].parent {
-            size[parent] += size[i];
-        }
-    }
-    let mut node_blocks = vec![Vec::new(); nodes.len()];
-    for b in (0..n).filter(|&b| plan.forest.reachable[b]) {
-        node_blocks[block_region[b]].push(b);
-    }
-    let header_of: std::collections::HashMap<usize, usize> = (plan.forest.loops.iter())
-        .enumerate()
-        .map(|(k, lp)| (lp.header, k))
-        .collect();
-    // The regions entered on the edge `from -> to` (`None`: the function's start), as the
-    // hooks enter them: a header's iteration hook reopens its loop's body below everything
-    // of the previous iteration, a settle the regions down from the closest common ancestor.
-    let opened = |from: Option<usize>, to: usize| -> Vec<usize> {
-        let target = block_region[to];
-        let stop = match (from, header_of.get(&to)) {
-            (Some(p), Some(&k)) if plan.forest.contains(k, p) => {
-                nodes[plan.tree().loop_node[k] + 1].parent
-            }
-            (Some(p), _) => Some(common_ancestor(nodes, block_region[p], target)),
-            (None, _) => None,
-        };
-        let mut path = Vec::new();
-        let mut at = Some(target);
-        while at != stop {
-            let Some(node) = at else { break };
-            path.push(node);
-            at = nodes[node].parent;
-        }
-        path
-    };
-    // Whether the edge `from -> to` can have a block made on it: `from` ends in a
-    // conditional branch to two blocks, `to` has other predecessors (a critical edge).
-    let splittable = |from: usize, to: usize| {
-        let successors = &plan.cfg.successors[from];
-        let terminator = LLVMGetBasicBlockTerminator(plan.cfg.blocks[from]);
-        !terminator.is_null()
-            && ir::opcode(terminator) == LLVMOpcode::LLVMBr
-            && successors.len() == 2
-            && successors[0] != successors[1]
-            && successors.contains(&to)
-            && predecessors[to].len() > 1
-    };
-    let try_tree = |root: usize| -> Option<PromotedTree> {
-        let whole_function = match nodes[root].kind {
-            NodeKind::Loop(_) | NodeKind::Inlined(_) => false,
-            NodeKind::Function => true,
-            NodeKind::LoopBody(_) => return None,
-        };
-        let len = size[root];
-        if len > kage_abi::MAX_COUNTED_REGIONS {
-            return None;
-        }
-        let inside = |node: usize| (root..root + len).contains(&node);
-        let mut blocks: Vec<usize> = (root..root + len)
-            .flat_map(|node| node_blocks[node].iter().copied())
-            .collect();
-        blocks.sort_unstable();
-        if blocks.is_empty()
-            || !blocks
-                .iter()
-                .all(|&b| quiet[b] && (whole_function || !returns[b]))
-        {
-            return None;
-        }
-        let loops: Vec<usize> = (root..root + len)
-            .filter_map(|node| match nodes[node].kind {
-                NodeKind::Loop(k) => Some(k),
-                _ => None,
-            })
-            .collect();
-        let in_tree = |b: usize| blocks.binary_search(&b).is_ok();
-        let mut starts = Vec::new();
-        for &b in &blocks {
-            let edges: Vec<(Option<usize>, Vec<usize>)> = predecessors[b]
-                .iter()
-                .map(|&p| Some(p))
-                .chain((b == 0).then_some(None))
-                .map(|p| {
-                    let mut entered: Vec<usize> = opened(p, b)
-                        .into_iter()
-                        .filter(|&node| inside(node))
-                        .map(|node| node - root)
-                        .collect();
-                    entered.sort_unstable();
-                    (p, entered)
-                })
-                .collect();
-            // The root runs once per report: noting it as entered (1) may repeat.
-            let enters_root = edges.iter().any(|(_, entered)| entered.contains(&0));
-            // What every edge enters counts at the block's start, the rest on the edges.
-            let mut common = edges.first().map(|(_, e)| e.clone()).unwrap_or_default();
-            common.retain(|node| *node != 0 && edges.iter().all(|(_, e)| e.contains(node)));
-            if enters_root || !common.is_empty() {
-                let mut outside = predecessors[b].iter().copied().filter(|&p| !in_tree(p));
-                let running_from = match (outside.next(), outside.next()) {
-                    (Some(p), None) if b != 0 && plan.cfg.successors[p].iter().all(|&s| s == b) => {
-                        Some(p)
-                    }
-                    _ => None,
-                };
-                starts.push(InstanceStart {
-                    place: Place::Start(b),
-                    opened: common.clone(),
-                    enters_root,
-                    running_from,
-                });
-            }
-            for (p, entered) in edges {
-                let extra: Vec<usize> = (entered.into_iter())
-                    .filter(|node| *node != 0 && !common.contains(node))
-                    .collect();
-                if extra.is_empty() {
-                    continue;
-                }
-                // On the edge itself: at the end of its source when that is its only way
-                // out, else in a block of its own (from a conditional branch).
-                let p = p?;
-                let split = !plan.cfg.successors[p].iter().all(|&s| s == b);
-                if split && !splittable(p, b) {
-                    return None;
-                }
-                starts.push(InstanceStart {
-                    place: Place::Edge {
-                        from: p,
-                        to: b,
-                        split,
-                    },
-                    opened: extra,
-                    enters_root: false,
-                    running_from: None,
-                });
-            }
-        }
-        let mut exits: Vec<usize> = (blocks.iter())
-            .flat_map(|&b| plan.cfg.successors[b].iter().copied())
-            .filter(|&s| s < n && !in_tree(s))
-            .collect();
-        exits.sort_unstable();
-        exits.dedup();
-        if !(exits.iter()).all(|&b| ir::first_insertion_point(plan.cfg.blocks[b]).is_some()) {
-            return None;
-        }
-        Some(PromotedTree {
-            root,
-            len,
-            loops,
-            blocks,
-            starts,
-            exits,
-            returns: if whole_function {
-                plan.exits.clone()
-            } else {
-                Vec::new()
-            },
-        })
-    };
-    let mut trees = Vec::new();
-    let mut node = 0;
-    while node < nodes.len() {
-        match try_tree(node) {
-            Some(tree) => {
-                node += tree.len;
-                trees.push(tree);
-            }
-            None => node += 1,
-        }
-    }
-    trees
+    path
 }
 
 /// The closest common ancestor of tree nodes `a` and `b` (a node is its own ancestor).
 fn common_ancestor(nodes: &[Node], a: usize, b: usize) -> usize {
-    let ancestors = |mut node: usize| {
-        let mut chain = vec![node];
-        while let Some(parent) = nodes[node].parent {
-            chain.push(parent);
-            node = parent;
-        }
-        chain
-    };
-    let of_a = ancestors(a);
-    (ancestors(b).into_iter())
+    let of_a = path_up(nodes, a, None);
+    path_up(nodes, b, None)
+        .into_iter()
         .find(|node| of_a.contains(node))
         .unwrap_or(0)
+}
+
+/// The change on the edge `from -> to` (`None`: the function's start, after its own region
+/// opened), as the region hooks of a count-calls build would make it: a header entered from
+/// inside its loop iterates its body (everything above the body closes, the body counts an
+/// instance), any other edge closes up to the closest common ancestor and opens down from
+/// it.
+fn transition(plan: &FunctionPlan, header_of: &HashMap<usize, usize>, from: Option<usize>, to: usize) -> Transition {
+    let tree = plan.tree();
+    let nodes = &tree.nodes;
+    let target = tree.block_region[to];
+    let Some(from) = from else {
+        let mut opens = path_up(nodes, target, Some(0));
+        opens.reverse();
+        return Transition { closes: Vec::new(), iteration: None, opens, target };
+    };
+    let source = tree.block_region[from];
+    if let Some(&k) = header_of.get(&to) {
+        if plan.forest.contains(k, from) {
+            let body = tree.loop_node[k] + 1;
+            let closes = path_up(nodes, source, Some(body));
+            let mut opens = path_up(nodes, target, Some(body));
+            opens.reverse();
+            return Transition { closes, iteration: Some(body), opens, target };
+        }
+    }
+    let common = common_ancestor(nodes, source, target);
+    let closes = path_up(nodes, source, Some(common));
+    let mut opens = path_up(nodes, target, Some(common));
+    opens.reverse();
+    Transition { closes, iteration: None, opens, target }
+}
+
+/// Whether the edge `from -> to` can get a block of its own: a branch or switch edge, or an
+/// invoke's normal one.
+unsafe fn splittable(plan: &FunctionPlan, from: usize, to: usize) -> bool {
+    let terminator = LLVMGetBasicBlockTerminator(plan.cfg.blocks[from]);
+    if terminator.is_null() {
+        return false;
+    }
+    match ir::opcode(terminator) {
+        LLVMOpcode::LLVMBr | LLVMOpcode::LLVMSwitch => true,
+        LLVMOpcode::LLVMInvoke => LLVMGetNormalDest(terminator) == plan.cfg.blocks[to],
+        _ => false,
+    }
+}
+
+/// Count instrumentation of one function.
+///
+/// # Safety
+/// `plan` must describe a live function of `module` that nothing was inserted into yet.
+unsafe fn instrument_function(
+    inline: &Inline,
+    module: LLVMModuleRef,
+    plan: &FunctionPlan,
+    table: &RegionTable,
+    builder: LLVMBuilderRef,
+    data_layout: llvm_sys::target::LLVMTargetDataRef,
+) {
+    let n = plan.cfg.blocks.len();
+    let tree = plan.tree();
+    let reachable = &plan.forest.reachable;
+    // Where the function's entry goes: after the entry block's static allocas, which must
+    // stay first (the entry's checks split the block).
+    let Some(mut entry_at) = ir::first_insertion_point(plan.cfg.blocks[0]) else {
+        return;
+    };
+    while ir::opcode(entry_at) == LLVMOpcode::LLVMAlloca {
+        entry_at = LLVMGetNextInstruction(entry_at);
+    }
+    let segments = function_segments(&plan.cfg, data_layout);
+    let block_of = |inst: LLVMValueRef| {
+        let parent = LLVMGetInstructionParent(inst);
+        plan.cfg.blocks.iter().position(|&b| b == parent)
+    };
+    let exits: Vec<(LLVMValueRef, usize)> = (plan.exits.iter())
+        .filter_map(|&at| Some((at, block_of(at)?)))
+        .collect();
+    let cmpxchgs: Vec<(LLVMValueRef, u64, usize)> = (plan.accesses.iter())
+        .filter_map(|access| match *access {
+            Access::CmpXchg { inst, size, .. } => Some((inst, size, block_of(inst)?)),
+            _ => None,
+        })
+        .collect();
+    let header_of: HashMap<usize, usize> = (plan.forest.loops.iter().enumerate())
+        .map(|(k, lp)| (lp.header, k))
+        .collect();
+    let mut predecessors = vec![Vec::new(); n];
+    for (p, succs) in plan.cfg.successors.iter().enumerate() {
+        for &s in succs.iter().filter(|&&s| s < n) {
+            if reachable[p] && !predecessors[s].contains(&p) {
+                predecessors[s].push(p);
+            }
+        }
+    }
+    // Each block's transitions, decided before anything changes.
+    let mut placements: Vec<(usize, Placement)> = Vec::new();
+    for b in (0..n).filter(|&b| reachable[b]) {
+        if ir::is_landing_pad(plan.cfg.blocks[b]) || ir::first_insertion_point(plan.cfg.blocks[b]).is_none() {
+            continue;
+        }
+        let edges: Vec<(Option<usize>, Transition)> = (predecessors[b].iter())
+            .map(|&p| Some(p))
+            .chain((b == 0).then_some(None))
+            .map(|p| (p, transition(plan, &header_of, p, b)))
+            .collect();
+        let Some((_, first)) = edges.first() else { continue };
+        if edges.iter().all(|(_, t)| t == first) {
+            if !first.is_empty() {
+                placements.push((b, Placement::Start(first.clone())));
+            }
+            continue;
+        }
+        let mut on_edges = Vec::new();
+        let mut dynamic = false;
+        for (p, t) in edges {
+            if t.is_empty() {
+                continue;
+            }
+            let Some(p) = p else {
+                dynamic = true;
+                break;
+            };
+            let only = plan.cfg.successors[p].iter().all(|&s| s == b);
+            if !only && !splittable(plan, p, b) {
+                dynamic = true;
+                break;
+            }
+            on_edges.push((p, !only, t));
+        }
+        placements.push((b, if dynamic { Placement::Dynamic } else { Placement::Edges(on_edges) }));
+    }
+    // Blocks made on edges, before anything is inserted.
+    let mut edge_code: Vec<(LLVMValueRef, Transition)> = Vec::new();
+    let mut start_code: Vec<(usize, Option<Transition>)> = Vec::new();
+    for (b, placement) in placements {
+        match placement {
+            Placement::Start(t) => start_code.push((b, Some(t))),
+            Placement::Dynamic => start_code.push((b, None)),
+            Placement::Edges(edges) => {
+                let mut made = Vec::new();
+                for (p, split, t) in edges {
+                    let mut block = plan.cfg.blocks[p];
+                    if split {
+                        block = kage_split_critical_edge(block, plan.cfg.blocks[b]);
+                    }
+                    if block.is_null() {
+                        made.clear();
+                        start_code.push((b, None));
+                        break;
+                    }
+                    made.push((LLVMGetBasicBlockTerminator(block), t));
+                }
+                edge_code.extend(made);
+            }
+        }
+    }
+    let locations = HookLocations::new(module, plan.func);
+    let position = |at: LLVMValueRef| {
+        LLVMPositionBuilderBefore(builder, at);
+        LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(at));
+    };
+    let region_index = |node: usize| plan.slots.base + node as u32;
+    // The function's entry: its activation and region.
+    position(entry_at);
+    let function = region_index(0);
+    let (records, activation) = inline.enter(builder, table.module_global, table.region_ptr(function), function);
+    let at = Emitter { inline, builder, records, activation, table, base: plan.slots.base };
+    for (b, code) in &start_code {
+        let Some(start) = (if *b == 0 { Some(entry_at) } else { ir::first_insertion_point(plan.cfg.blocks[*b]) }) else {
+            continue;
+        };
+        position(start);
+        match code {
+            Some(t) => at.transition(t),
+            None => {
+                let lp = header_of.get(b).map(|&k| table.region_ptr(region_index(tree.loop_node[k])));
+                at.arrive(table.region_ptr(region_index(tree.block_region[*b])), lp);
+            }
+        }
+    }
+    for &(inst, block) in &plan.resume_points {
+        position(inst);
+        at.resume(table.region_ptr(region_index(tree.block_region[block])));
+    }
+    for segment in &segments {
+        let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
+        let region = tree.block_region[segment.block];
+        if !constant.is_empty() {
+            position(segment.start);
+            at.add(&constant, region);
+        }
+        for (inst, counts) in dynamic {
+            position(inst);
+            at.add(&counts, region);
+        }
+    }
+    for &(inst, size, block) in &cmpxchgs {
+        let next = LLVMGetNextInstruction(inst);
+        if next.is_null() {
+            continue;
+        }
+        LLVMPositionBuilderBefore(builder, next);
+        LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(inst));
+        at.cmpxchg(inst, size, tree.block_region[block]);
+    }
+    for (terminator, t) in &edge_code {
+        position(*terminator);
+        at.transition(t);
+    }
+    for &(inst, block) in &exits {
+        position(inst);
+        at.exit(&path_up(&tree.nodes, tree.block_region[block], None));
+    }
+}
+
+/// Builds one function's inline code at the builder's position.
+struct Emitter<'a> {
+    inline: &'a Inline,
+    builder: LLVMBuilderRef,
+    /// The thread's records of the module's regions (from the function's entry).
+    records: LLVMValueRef,
+    /// The function's activation index.
+    activation: LLVMValueRef,
+    table: &'a RegionTable,
+    /// The function's first table index (its tree node 0).
+    base: u32,
+}
+
+impl Emitter<'_> {
+    /// The record of tree node `node`.
+    unsafe fn record(&self, node: usize) -> LLVMValueRef {
+        let offset = (self.base as u64 + node as u64) * (WORDS as u64 * 8);
+        ir::byte_gep(self.builder, self.records, LLVMConstInt(self.inline.i64_type, offset, 0))
+    }
+
+    unsafe fn transition(&self, t: &Transition) {
+        for &node in &t.closes {
+            self.inline.close.call(self.builder, &mut [self.record(node)]);
+        }
+        if let Some(body) = t.iteration {
+            let one = LLVMConstInt(self.inline.i64_type, 1, 0);
+            self.inline.add_word(self.builder, self.record(body), INSTANCES, one);
+        }
+        for &node in &t.opens {
+            self.inline.open.call(self.builder, &mut [self.record(node)]);
+        }
+        if !t.closes.is_empty() || !t.opens.is_empty() {
+            let entry = self.table.region_ptr(self.base + t.target as u32);
+            self.inline.set_current.call(self.builder, &mut [self.activation, entry]);
+        }
+    }
+
+    unsafe fn arrive(&self, region: LLVMValueRef, lp: Option<LLVMValueRef>) {
+        let ptr_type = LLVMTypeOf(region);
+        let lp = lp.unwrap_or_else(|| LLVMConstPointerNull(ptr_type));
+        self.inline.arrive.call(self.builder, &mut [region, lp, self.activation]);
+    }
+
+    unsafe fn resume(&self, region: LLVMValueRef) {
+        self.inline.resume.call(self.builder, &mut [region, self.activation]);
+    }
+
+    /// A return: `open` (the block's region and those around it, innermost first) close,
+    /// and the activation is popped.
+    unsafe fn exit(&self, open: &[usize]) {
+        self.inline.exit_check.call(self.builder, &mut [self.activation]);
+        for &node in open {
+            self.inline.close.call(self.builder, &mut [self.record(node)]);
+        }
+        self.inline.pop.call(self.builder, &mut [self.activation]);
+    }
+
+    /// `counts` added to the thread's totals and to `node`'s self counts, masked by the
+    /// gate.
+    unsafe fn add(&self, counts: &SegmentCounts, node: usize) {
+        let values = counts.values(self.builder, self.inline.i64_type);
+        self.add_values(values, node);
+    }
+
+    unsafe fn add_values(&self, values: [Option<LLVMValueRef>; 4], node: usize) {
+        if values.iter().all(Option::is_none) {
+            return;
+        }
+        let mask = self.inline.gate_mask(self.builder);
+        let totals = self.inline.address(self.builder, self.inline.totals);
+        let record = self.record(node);
+        for (k, value) in values.iter().enumerate() {
+            let Some(value) = *value else { continue };
+            let masked = LLVMBuildAnd(self.builder, value, mask, c"".as_ptr());
+            ir::add_relaxed(self.builder, self.inline.cell(self.builder, totals, k), masked);
+            self.inline.add_word(self.builder, record, SELF + k, masked);
+        }
+    }
+
+    /// After a `cmpxchg` of `size` bytes: a load, and a store when it wrote.
+    unsafe fn cmpxchg(&self, inst: LLVMValueRef, size: u64, node: usize) {
+        let i64_type = self.inline.i64_type;
+        let success = LLVMBuildExtractValue(self.builder, inst, 1, c"".as_ptr());
+        let stored = LLVMBuildZExt(self.builder, success, i64_type, c"".as_ptr());
+        let size_value = LLVMConstInt(i64_type, size, 0);
+        let stored_bytes = LLVMBuildMul(self.builder, stored, size_value, c"".as_ptr());
+        let values = [
+            Some(LLVMConstInt(i64_type, 1, 0)),
+            Some(stored),
+            Some(size_value),
+            Some(stored_bytes),
+        ];
+        self.add_values(values, node);
+    }
 }
 
 /// What is added to `__kage_count` at one place: constants (a segment's), or the length of
@@ -567,300 +520,24 @@ impl SegmentCounts {
     }
 }
 
-/// `__kage_count`, `__kage_gate`, `__kage_fast_loop` and `__kage_iterations`, declared in
-/// one module.
-struct InlineCounter {
-    totals: LLVMValueRef,
-    /// `__kage_count_running`.
-    running: LLVMValueRef,
-    totals_type: LLVMTypeRef,
-    gate: LLVMValueRef,
-    fast_loop: LLVMValueRef,
-    iterations: LLVMValueRef,
-    i32_type: LLVMTypeRef,
-    i64_type: LLVMTypeRef,
-    module: LLVMModuleRef,
-}
-
-impl InlineCounter {
-    /// Declares the globals in `module`.
+impl SegmentCounts {
+    /// The values to add to loads, stores, bytes read and bytes written, at the builder's
+    /// position (where the run-time lengths are defined).
     ///
     /// # Safety
-    /// `module` must be a valid module.
-    unsafe fn declare(module: LLVMModuleRef) -> Self {
-        let context = LLVMGetModuleContext(module);
-        let i64_type = LLVMInt64TypeInContext(context);
-        let totals = ir::declare_runtime_global(module, &symbols::COUNT_TOTALS);
-        InlineCounter {
-            totals,
-            totals_type: LLVMGlobalGetValueType(totals),
-            running: ir::declare_runtime_global(module, &symbols::COUNT_RUNNING),
-            gate: ir::declare_runtime_global(module, &symbols::GATE),
-            fast_loop: ir::declare_runtime_global(module, &symbols::FAST_LOOP),
-            iterations: ir::declare_runtime_global(module, &symbols::ITERATIONS),
-            i32_type: LLVMInt32TypeInContext(context),
-            i64_type,
-            module,
-        }
-    }
-
-    /// An inline helper for loop headers. `void __kage_count_loop_iter(ptr loop)`: adds 1 to
-    /// `__kage_iterations` when `__kage_fast_loop` is `loop`, else calls `loop_iter`
-    /// (`__kage_loop_iter`).
-    ///
-    /// # Safety
-    /// `module` must be the module the globals were declared in.
-    unsafe fn define_loop_iter(
-        &self,
-        module: LLVMModuleRef,
-        loop_iter: &RuntimeFunction,
-    ) -> RuntimeFunction {
-        let context = LLVMGetModuleContext(module);
-        let ptr_type = LLVMPointerTypeInContext(context, 0);
-        let mut params = [ptr_type];
-        let ty = LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 1, 0);
-        let f = ir::define_inline_helper(module, "__kage_count_loop_iter", ty);
-        let lp = LLVMGetParam(f, 0);
-        let builder = LLVMCreateBuilderInContext(context);
-        let block =
-            |name: &std::ffi::CStr| LLVMAppendBasicBlockInContext(context, f, name.as_ptr());
-        let (entry, fast, slow) = (block(c"entry"), block(c"fast"), block(c"slow"));
-        LLVMPositionBuilderAtEnd(builder, entry);
-        let armed = ir::load_relaxed(builder, ptr_type, self.address(builder, self.fast_loop));
-        let same = LLVMBuildICmp(
-            builder,
-            LLVMIntPredicate::LLVMIntEQ,
-            armed,
-            lp,
-            c"".as_ptr(),
-        );
-        let branch = LLVMBuildCondBr(builder, same, fast, slow);
-        ir::set_branch_weights(branch, 1 << 20, 1);
-        LLVMPositionBuilderAtEnd(builder, fast);
-        let one = LLVMConstInt(self.i64_type, 1, 0);
-        ir::add_relaxed(builder, self.address(builder, self.iterations), one);
-        LLVMBuildRetVoid(builder);
-        LLVMPositionBuilderAtEnd(builder, slow);
-        loop_iter.call(builder, &mut [lp]);
-        LLVMBuildRetVoid(builder);
-        LLVMDisposeBuilder(builder);
-        RuntimeFunction::helper(f, ty)
-    }
-
-    /// An inline helper for the exits of a promoted tree of `n` regions, `void
-    /// __kage_count_regions_exit.<n>(ptr region, ptr report, ptr locals...)`, the locals
-    /// being each region's instances, loads, stores, bytes read and bytes written (`i64`s):
-    /// clears `__kage_count_running`, and when the tree ran (its root's instances are not
-    /// 0; an exit block may also be reached from outside it), copies them to `report` (the
-    /// accesses masked by the gate), zeroes them and calls `__kage_count_regions(region, n,
-    /// report)`.
-    ///
-    /// # Safety
-    /// `module` must be the module the globals were declared in.
-    unsafe fn define_report(&self, module: LLVMModuleRef, n: usize) -> RuntimeFunction {
-        let context = LLVMGetModuleContext(module);
-        let ptr_type = LLVMPointerTypeInContext(context, 0);
-        let words = n * kage_abi::COUNT_RECORD_WORDS;
-        let mut params = vec![ptr_type; 2 + words];
-        let ty = LLVMFunctionType(
-            LLVMVoidTypeInContext(context),
-            params.as_mut_ptr(),
-            params.len() as u32,
-            0,
-        );
-        let f = ir::define_inline_helper(module, &format!("__kage_count_regions_exit.{n}"), ty);
-        let (region, report) = (LLVMGetParam(f, 0), LLVMGetParam(f, 1));
-        let locals: Vec<LLVMValueRef> = (0..words).map(|i| LLVMGetParam(f, 2 + i as u32)).collect();
-        let runtime = RuntimeFunction::declare(module, &symbols::COUNT_REGIONS);
-        let builder = LLVMCreateBuilderInContext(context);
-        let block =
-            |name: &std::ffi::CStr| LLVMAppendBasicBlockInContext(context, f, name.as_ptr());
-        let (entry, ran, done) = (block(c"entry"), block(c"ran"), block(c"done"));
-        LLVMPositionBuilderAtEnd(builder, entry);
-        // Whether or not the tree ran, none runs now (trees do not nest).
-        self.set_running(builder, LLVMConstNull(ptr_type));
-        let zero = LLVMConstInt(self.i64_type, 0, 0);
-        let root = LLVMBuildLoad2(builder, self.i64_type, locals[0], c"".as_ptr());
-        LLVMSetAlignment(root, 8);
-        let none = LLVMBuildICmp(
-            builder,
-            LLVMIntPredicate::LLVMIntEQ,
-            root,
-            zero,
-            c"".as_ptr(),
-        );
-        LLVMBuildCondBr(builder, none, done, ran);
-        LLVMPositionBuilderAtEnd(builder, ran);
-        let mask = self.gate_mask(builder);
-        for (i, &local) in locals.iter().enumerate() {
-            let mut value = LLVMBuildLoad2(builder, self.i64_type, local, c"".as_ptr());
-            LLVMSetAlignment(value, 8);
-            if i % kage_abi::COUNT_RECORD_WORDS != 0 {
-                value = LLVMBuildAnd(builder, value, mask, c"".as_ptr());
-            }
-            let mut index = [LLVMConstInt(self.i64_type, i as u64, 0)];
-            let slot = LLVMBuildInBoundsGEP2(
-                builder,
-                self.i64_type,
-                report,
-                index.as_mut_ptr(),
-                1,
-                c"".as_ptr(),
-            );
-            LLVMSetAlignment(LLVMBuildStore(builder, value, slot), 8);
-            LLVMSetAlignment(LLVMBuildStore(builder, zero, local), 8);
-        }
-        let count = LLVMConstInt(self.i64_type, n as u64, 0);
-        runtime.call(builder, &mut [region, count, report]);
-        LLVMBuildBr(builder, done);
-        LLVMPositionBuilderAtEnd(builder, done);
-        LLVMBuildRetVoid(builder);
-        LLVMDisposeBuilder(builder);
-        RuntimeFunction::helper(f, ty)
-    }
-
-    /// `llvm.threadlocal.address(global)`.
-    unsafe fn address(&self, builder: LLVMBuilderRef, global: LLVMValueRef) -> LLVMValueRef {
-        ir::thread_local_address(self.module, builder, global)
-    }
-
-    /// `*cell += value`, a local's plain load and store (mem2reg makes it a register).
-    unsafe fn add_plain(&self, builder: LLVMBuilderRef, cell: LLVMValueRef, value: LLVMValueRef) {
-        let old = LLVMBuildLoad2(builder, self.i64_type, cell, c"".as_ptr());
-        LLVMSetAlignment(old, 8);
-        let new = LLVMBuildAdd(builder, old, value, c"".as_ptr());
-        LLVMSetAlignment(LLVMBuildStore(builder, new, cell), 8);
-    }
-
-    /// `mask`: all ones while `__kage_gate` is 0, else 0.
-    unsafe fn gate_mask(&self, builder: LLVMBuilderRef) -> LLVMValueRef {
-        let gate = LLVMBuildLoad2(builder, self.i32_type, self.gate, c"".as_ptr());
-        LLVMSetOrdering(gate, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
-        LLVMSetAlignment(gate, 4);
-        let zero = LLVMConstInt(self.i32_type, 0, 0);
-        let open = LLVMBuildICmp(
-            builder,
-            LLVMIntPredicate::LLVMIntEQ,
-            gate,
-            zero,
-            c"".as_ptr(),
-        );
-        LLVMBuildSExt(builder, open, self.i64_type, c"".as_ptr())
-    }
-
-    /// Cell `k` of a `[4 x i64]` at `base`.
-    unsafe fn cell(&self, builder: LLVMBuilderRef, base: LLVMValueRef, k: usize) -> LLVMValueRef {
-        let mut indices = [
-            LLVMConstInt(self.i64_type, 0, 0),
-            LLVMConstInt(self.i64_type, k as u64, 0),
-        ];
-        LLVMBuildInBoundsGEP2(
-            builder,
-            self.totals_type,
-            base,
-            indices.as_mut_ptr(),
-            2,
-            c"".as_ptr(),
-        )
-    }
-
-    /// At the builder's position (the entry block's start): the buffer promoted trees'
-    /// reports are copied to (`records` records).
-    ///
-    /// # Safety
-    /// `builder` must be positioned at the start of a function's entry block.
-    unsafe fn report_buffer(&self, builder: LLVMBuilderRef, records: usize) -> LLVMValueRef {
-        let words = records * kage_abi::COUNT_RECORD_WORDS;
-        let ty = LLVMArrayType2(self.i64_type, words as u64);
-        let buffer = LLVMBuildAlloca(builder, ty, c"kage.report".as_ptr());
-        LLVMSetAlignment(buffer, 8);
-        buffer
-    }
-
-    /// At the builder's position (the entry block's start): the locals of a promoted tree
-    /// of `len` regions, zero; `report` is the function's report buffer.
-    ///
-    /// # Safety
-    /// `builder` must be positioned at the start of a function's entry block.
-    unsafe fn tree_locals(
-        &self,
-        builder: LLVMBuilderRef,
-        len: usize,
-        report: LLVMValueRef,
-    ) -> TreeLocals {
-        let zero = LLVMConstInt(self.i64_type, 0, 0);
-        let records = (0..len)
-            .map(|_| {
-                std::array::from_fn(|_| {
-                    let local = LLVMBuildAlloca(builder, self.i64_type, c"kage.count".as_ptr());
-                    LLVMSetAlignment(local, 8);
-                    LLVMSetAlignment(LLVMBuildStore(builder, zero, local), 8);
-                    local
-                })
-            })
-            .collect();
-        TreeLocals { records, report }
-    }
-
-    /// At the builder's position: the local `instances` set to 1.
-    ///
-    /// # Safety
-    /// `builder` must be positioned in the function `instances` belongs to.
-    unsafe fn set_one(&self, builder: LLVMBuilderRef, instances: LLVMValueRef) {
-        let one = LLVMConstInt(self.i64_type, 1, 0);
-        LLVMSetAlignment(LLVMBuildStore(builder, one, instances), 8);
-    }
-
-    /// At the builder's position: `__kage_count_running = root` (null: none).
-    ///
-    /// # Safety
-    /// `builder` must be positioned in a function of the module the globals were declared
-    /// in.
-    unsafe fn set_running(&self, builder: LLVMBuilderRef, root: LLVMValueRef) {
-        let store = LLVMBuildStore(builder, root, self.address(builder, self.running));
-        LLVMSetOrdering(store, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
-        LLVMSetAlignment(store, 8);
-    }
-
-    /// At the builder's position: 1 added to the local `instances`.
-    ///
-    /// # Safety
-    /// `builder` must be positioned in the function `instances` belongs to.
-    unsafe fn add_one(&self, builder: LLVMBuilderRef, instances: LLVMValueRef) {
-        self.add_plain(builder, instances, LLVMConstInt(self.i64_type, 1, 0));
-    }
-
-    /// At the builder's position: `counts` added to the thread's cells, each masked by the
-    /// gate (relaxed atomic loads and stores, plain moves: only this thread writes its cells),
-    /// or, in a promoted tree, to the locals of the region the block is in (`local`:
-    /// instances, loads, stores, bytes read, bytes written).
-    ///
-    /// # Safety
-    /// `builder` must be positioned in a function of the module, where `counts`' lengths
-    /// are defined (and `local`, if any, is the function's).
-    unsafe fn add(
-        &self,
-        builder: LLVMBuilderRef,
-        counts: &SegmentCounts,
-        local: Option<&[LLVMValueRef; kage_abi::COUNT_RECORD_WORDS]>,
-    ) {
+    /// `builder` must be positioned where `dynamic`'s lengths are defined.
+    unsafe fn values(&self, builder: LLVMBuilderRef, i64_type: LLVMTypeRef) -> [Option<LLVMValueRef>; 4] {
         let mut values: [Option<LLVMValueRef>; 4] = [None; 4];
-        for (k, &constant) in counts.constant.iter().enumerate() {
+        for (k, &constant) in self.constant.iter().enumerate() {
             if constant != 0 {
-                values[k] = Some(LLVMConstInt(self.i64_type, constant, 0));
+                values[k] = Some(LLVMConstInt(i64_type, constant, 0));
             }
         }
-        for &(len, reads) in &counts.dynamic {
-            let len = LLVMBuildIntCast2(builder, len, self.i64_type, 0, c"".as_ptr());
-            let zero = LLVMConstInt(self.i64_type, 0, 0);
-            let nonempty = LLVMBuildICmp(
-                builder,
-                LLVMIntPredicate::LLVMIntNE,
-                len,
-                zero,
-                c"".as_ptr(),
-            );
-            let one = LLVMBuildZExt(builder, nonempty, self.i64_type, c"".as_ptr());
+        for &(len, reads) in &self.dynamic {
+            let len = LLVMBuildIntCast2(builder, len, i64_type, 0, c"".as_ptr());
+            let zero = LLVMConstInt(i64_type, 0, 0);
+            let nonempty = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, len, zero, c"".as_ptr());
+            let one = LLVMBuildZExt(builder, nonempty, i64_type, c"".as_ptr());
             let mut plus = |k: usize, v: LLVMValueRef| {
                 values[k] = Some(match values[k] {
                     Some(sum) => LLVMBuildAdd(builder, sum, v, c"".as_ptr()),
@@ -874,56 +551,385 @@ impl InlineCounter {
             plus(STORES, one);
             plus(BYTES_WRITTEN, len);
         }
-        if let Some(local) = local {
-            for (k, value) in values.iter().enumerate() {
-                if let Some(value) = *value {
-                    self.add_plain(builder, local[1 + k], value);
-                }
-            }
-            return;
-        }
-        let mask = self.gate_mask(builder);
-        let totals = self.address(builder, self.totals);
-        for (k, value) in values.iter().enumerate() {
-            let Some(value) = *value else { continue };
-            let masked = LLVMBuildAnd(builder, value, mask, c"".as_ptr());
-            ir::add_relaxed(builder, self.cell(builder, totals, k), masked);
-        }
+        values
     }
 }
 
-/// A promoted tree's locals.
-struct TreeLocals {
-    /// Per region of the tree: instances, loads, stores, bytes read, bytes written (`i64`
-    /// allocas, zero outside the tree).
-    records: Vec<[LLVMValueRef; kage_abi::COUNT_RECORD_WORDS]>,
-    /// The function's report buffer.
-    report: LLVMValueRef,
+/// The runtime's count symbols and the inline helpers, declared and defined once per
+/// module.
+struct Inline {
+    /// `__kage_count`.
+    totals: LLVMValueRef,
+    totals_type: LLVMTypeRef,
+    /// `__kage_count_thread`.
+    thread: LLVMValueRef,
+    epoch: LLVMValueRef,
+    gate: LLVMValueRef,
+    enter: RuntimeFunction,
+    open: RuntimeFunction,
+    close: RuntimeFunction,
+    set_current: RuntimeFunction,
+    exit_check: RuntimeFunction,
+    pop: RuntimeFunction,
+    arrive: RuntimeFunction,
+    resume: RuntimeFunction,
+    i32_type: LLVMTypeRef,
+    i64_type: LLVMTypeRef,
+    ptr_type: LLVMTypeRef,
+    module: LLVMModuleRef,
 }
 
-/// The report helpers defined in a module, one per tree size.
-#[derive(Default)]
-struct ReportHelpers(Vec<(usize, RuntimeFunction)>);
+/// One helper's blocks, built in order.
+struct HelperBuilder {
+    function: LLVMValueRef,
+    builder: LLVMBuilderRef,
+    context: llvm_sys::prelude::LLVMContextRef,
+}
 
-impl ReportHelpers {
-    /// The helper for trees of `n` regions, defined on first use.
+impl HelperBuilder {
+    unsafe fn new(module: LLVMModuleRef, name: &str, returns: LLVMTypeRef, params: &mut [LLVMTypeRef]) -> (Self, LLVMTypeRef) {
+        let context = LLVMGetModuleContext(module);
+        let ty = LLVMFunctionType(returns, params.as_mut_ptr(), params.len() as u32, 0);
+        let function = ir::define_inline_helper(module, name, ty);
+        let builder = LLVMCreateBuilderInContext(context);
+        let helper = HelperBuilder { function, builder, context };
+        let entry = helper.block(c"entry");
+        LLVMPositionBuilderAtEnd(builder, entry);
+        (helper, ty)
+    }
+
+    unsafe fn block(&self, name: &std::ffi::CStr) -> LLVMBasicBlockRef {
+        LLVMAppendBasicBlockInContext(self.context, self.function, name.as_ptr())
+    }
+
+    unsafe fn param(&self, i: u32) -> LLVMValueRef {
+        LLVMGetParam(self.function, i)
+    }
+
+    unsafe fn finish(self, ty: LLVMTypeRef) -> RuntimeFunction {
+        LLVMDisposeBuilder(self.builder);
+        RuntimeFunction::helper(self.function, ty)
+    }
+}
+
+impl Inline {
+    /// Declares the runtime's symbols and defines the helpers in `module`.
     ///
     /// # Safety
-    /// `module` must be the module `counter`'s globals were declared in.
-    unsafe fn get(
-        &mut self,
-        counter: &InlineCounter,
-        module: LLVMModuleRef,
-        n: usize,
-    ) -> &RuntimeFunction {
-        let at = match self.0.iter().position(|(size, _)| *size == n) {
-            Some(at) => at,
-            None => {
-                self.0.push((n, counter.define_report(module, n)));
-                self.0.len() - 1
-            }
+    /// `module` must be a valid module.
+    unsafe fn declare(module: LLVMModuleRef) -> Self {
+        let context = LLVMGetModuleContext(module);
+        let totals = ir::declare_runtime_global(module, &symbols::COUNT_TOTALS);
+        let null = std::ptr::null_mut();
+        let null_type = std::ptr::null_mut();
+        let mut inline = Inline {
+            totals,
+            totals_type: LLVMGlobalGetValueType(totals),
+            thread: ir::declare_runtime_global(module, &symbols::COUNT_THREAD),
+            epoch: ir::declare_runtime_global(module, &symbols::COUNT_EPOCH),
+            gate: ir::declare_runtime_global(module, &symbols::GATE),
+            enter: RuntimeFunction::helper(null, null_type),
+            open: RuntimeFunction::helper(null, null_type),
+            close: RuntimeFunction::helper(null, null_type),
+            set_current: RuntimeFunction::helper(null, null_type),
+            exit_check: RuntimeFunction::helper(null, null_type),
+            pop: RuntimeFunction::helper(null, null_type),
+            arrive: RuntimeFunction::declare(module, &symbols::COUNT_ARRIVE),
+            resume: RuntimeFunction::declare(module, &symbols::COUNT_RESUME),
+            i32_type: LLVMInt32TypeInContext(context),
+            i64_type: LLVMInt64TypeInContext(context),
+            ptr_type: LLVMPointerTypeInContext(context, 0),
+            module,
         };
-        &self.0[at].1
+        inline.enter = inline.define_enter();
+        inline.open = inline.define_open();
+        inline.close = inline.define_close();
+        inline.set_current = inline.define_set_current();
+        inline.exit_check = inline.define_exit_check();
+        inline.pop = inline.define_pop();
+        inline
+    }
+
+    /// `llvm.threadlocal.address(global)`.
+    unsafe fn address(&self, builder: LLVMBuilderRef, global: LLVMValueRef) -> LLVMValueRef {
+        ir::thread_local_address(self.module, builder, global)
+    }
+
+    /// A field of `__kage_count_thread` (at `offset`), relaxed.
+    unsafe fn field(&self, builder: LLVMBuilderRef, thread: LLVMValueRef, offset: usize) -> LLVMValueRef {
+        ir::byte_gep(builder, thread, LLVMConstInt(self.i64_type, offset as u64, 0))
+    }
+
+    unsafe fn load(&self, builder: LLVMBuilderRef, ty: LLVMTypeRef, at: LLVMValueRef) -> LLVMValueRef {
+        let value = ir::load_relaxed(builder, ty, at);
+        if ty == self.i32_type {
+            LLVMSetAlignment(value, 4);
+        }
+        value
+    }
+
+    unsafe fn store(&self, builder: LLVMBuilderRef, value: LLVMValueRef, at: LLVMValueRef) {
+        let store = LLVMBuildStore(builder, value, at);
+        LLVMSetOrdering(store, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+        LLVMSetAlignment(store, if LLVMTypeOf(value) == self.i32_type { 4 } else { 8 });
+    }
+
+    /// Word `word` of the record at `record` += `value` (relaxed load and store: only this
+    /// thread writes it).
+    unsafe fn add_word(&self, builder: LLVMBuilderRef, record: LLVMValueRef, word: usize, value: LLVMValueRef) {
+        let cell = ir::byte_gep(builder, record, LLVMConstInt(self.i64_type, word as u64 * 8, 0));
+        ir::add_relaxed(builder, cell, value);
+    }
+
+    /// `mask`: all ones while `__kage_gate` is 0, else 0.
+    unsafe fn gate_mask(&self, builder: LLVMBuilderRef) -> LLVMValueRef {
+        let gate = LLVMBuildLoad2(builder, self.i32_type, self.gate, c"".as_ptr());
+        LLVMSetOrdering(gate, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+        LLVMSetAlignment(gate, 4);
+        let zero = LLVMConstInt(self.i32_type, 0, 0);
+        let open = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntEQ, gate, zero, c"".as_ptr());
+        LLVMBuildSExt(builder, open, self.i64_type, c"".as_ptr())
+    }
+
+    /// Cell `k` of `__kage_count` at `base`.
+    unsafe fn cell(&self, builder: LLVMBuilderRef, base: LLVMValueRef, k: usize) -> LLVMValueRef {
+        let mut indices = [LLVMConstInt(self.i64_type, 0, 0), LLVMConstInt(self.i64_type, k as u64, 0)];
+        LLVMBuildInBoundsGEP2(builder, self.totals_type, base, indices.as_mut_ptr(), 2, c"".as_ptr())
+    }
+
+    /// At a function's entry: `{records, activation} = enter(module, function, frame,
+    /// offset of the function's record)`.
+    unsafe fn enter(&self, builder: LLVMBuilderRef, module: LLVMValueRef, function: LLVMValueRef, index: u32) -> (LLVMValueRef, LLVMValueRef) {
+        let frame_type = LLVMFunctionType(self.ptr_type, std::ptr::null_mut(), 0, 0);
+        let name = c"llvm.addressofreturnaddress.p0";
+        let mut intrinsic = LLVMGetNamedFunction(self.module, name.as_ptr());
+        if intrinsic.is_null() {
+            intrinsic = LLVMAddFunction(self.module, name.as_ptr(), frame_type);
+        }
+        let frame = LLVMBuildCall2(builder, frame_type, intrinsic, std::ptr::null_mut(), 0, c"".as_ptr());
+        let offset = LLVMConstInt(self.i64_type, index as u64 * WORDS as u64 * 8, 0);
+        let pair = self.enter.call(builder, &mut [module, function, frame, offset]);
+        let records = LLVMBuildExtractValue(builder, pair, 0, c"kage.records".as_ptr());
+        let activation = LLVMBuildExtractValue(builder, pair, 1, c"kage.activation".as_ptr());
+        (records, activation)
+    }
+
+    /// `{ptr, i32} __kage_count_enter(ptr module, ptr function, ptr frame, i64 offset)`:
+    /// the thread's records of the module (`__kage_count_prepare` when the inline checks
+    /// fail), the function's activation pushed and its record (at `offset`) opened.
+    unsafe fn define_enter(&self) -> RuntimeFunction {
+        let mut fields = [self.ptr_type, self.i32_type];
+        let pair_type = LLVMStructTypeInContext(LLVMGetModuleContext(self.module), fields.as_mut_ptr(), 2, 0);
+        let mut params = [self.ptr_type, self.ptr_type, self.ptr_type, self.i64_type];
+        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_enter", pair_type, &mut params);
+        let b = h.builder;
+        let (module, function, frame, offset) = (h.param(0), h.param(1), h.param(2), h.param(3));
+        let (has_directory, has_records, no_activation, check_frame, slow, join) = (
+            h.block(c"directory"),
+            h.block(c"records"),
+            h.block(c"first"),
+            h.block(c"frame"),
+            h.block(c"slow"),
+            h.block(c"join"),
+        );
+        let fast = no_activation;
+        let thread = self.address(b, self.thread);
+        let directory = self.load(b, self.ptr_type, self.field(b, thread, RECORDS));
+        let null = LLVMConstPointerNull(self.ptr_type);
+        let ok = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, directory, null, c"".as_ptr());
+        ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_directory, slow), 1 << 20, 1);
+        // The module's records, the epoch and room for an activation.
+        LLVMPositionBuilderAtEnd(b, has_directory);
+        let slot_field = ir::byte_gep(b, module, LLVMConstInt(self.i64_type, layout::MODULE_FIELDS[6] as u64, 0));
+        let slot = LLVMBuildLoad2(b, self.i32_type, slot_field, c"".as_ptr());
+        LLVMSetAlignment(slot, 4);
+        let slot = LLVMBuildZExt(b, slot, self.i64_type, c"".as_ptr());
+        let entry_offset = LLVMBuildShl(b, slot, LLVMConstInt(self.i64_type, 3, 0), c"".as_ptr());
+        let records = self.load(b, self.ptr_type, ir::byte_gep(b, directory, entry_offset));
+        let has = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, records, null, c"".as_ptr());
+        let epoch = ir::load_relaxed(b, self.i64_type, self.epoch);
+        let own = self.load(b, self.i64_type, self.field(b, thread, EPOCH));
+        let same = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, epoch, own, c"".as_ptr());
+        let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
+        let capacity = self.load(b, self.i32_type, self.field(b, thread, CAPACITY));
+        let room = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntULT, top, capacity, c"".as_ptr());
+        let ok = LLVMBuildAnd(b, LLVMBuildAnd(b, has, same, c"".as_ptr()), room, c"".as_ptr());
+        ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_records, slow), 1 << 20, 1);
+        // The activation below must be a live caller: its frame above this one's.
+        LLVMPositionBuilderAtEnd(b, has_records);
+        let zero32 = LLVMConstInt(self.i32_type, 0, 0);
+        let first = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, top, zero32, c"".as_ptr());
+        LLVMBuildCondBr(b, first, fast, check_frame);
+        LLVMPositionBuilderAtEnd(b, check_frame);
+        let activations = self.load(b, self.ptr_type, self.field(b, thread, ACTIVATIONS));
+        let below = LLVMBuildSub(b, LLVMBuildZExt(b, top, self.i64_type, c"".as_ptr()), LLVMConstInt(self.i64_type, 1, 0), c"".as_ptr());
+        let below_offset = LLVMBuildAdd(
+            b,
+            LLVMBuildMul(b, below, LLVMConstInt(self.i64_type, ACTIVATION_SIZE as u64, 0), c"".as_ptr()),
+            LLVMConstInt(self.i64_type, FRAME as u64, 0),
+            c"".as_ptr(),
+        );
+        let caller_frame = self.load(b, self.i64_type, ir::byte_gep(b, activations, below_offset));
+        let own_frame = LLVMBuildPtrToInt(b, frame, self.i64_type, c"".as_ptr());
+        let live = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntUGT, caller_frame, own_frame, c"".as_ptr());
+        ir::set_branch_weights(LLVMBuildCondBr(b, live, fast, slow), 1 << 20, 1);
+        LLVMPositionBuilderAtEnd(b, fast);
+        LLVMBuildBr(b, join);
+        LLVMPositionBuilderAtEnd(b, slow);
+        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
+        let prepared = prepare.call(b, &mut [module, frame]);
+        LLVMBuildBr(b, join);
+        // Push the activation: written, counted, written again (a signal handler running
+        // between may have used the slot).
+        LLVMPositionBuilderAtEnd(b, join);
+        let records = {
+            let phi = LLVMBuildPhi(b, self.ptr_type, c"".as_ptr());
+            let mut values = [records, prepared];
+            let mut blocks = [fast, slow];
+            LLVMAddIncoming(phi, values.as_mut_ptr(), blocks.as_mut_ptr(), 2);
+            phi
+        };
+        let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
+        let activations = self.load(b, self.ptr_type, self.field(b, thread, ACTIVATIONS));
+        let at = LLVMBuildMul(b, LLVMBuildZExt(b, top, self.i64_type, c"".as_ptr()), LLVMConstInt(self.i64_type, ACTIVATION_SIZE as u64, 0), c"".as_ptr());
+        let activation = ir::byte_gep(b, activations, at);
+        let frame_field = ir::byte_gep(b, activation, LLVMConstInt(self.i64_type, FRAME as u64, 0));
+        let own_frame = LLVMBuildPtrToInt(b, frame, self.i64_type, c"".as_ptr());
+        self.store(b, function, activation);
+        self.store(b, own_frame, frame_field);
+        let next = LLVMBuildAdd(b, top, LLVMConstInt(self.i32_type, 1, 0), c"".as_ptr());
+        self.store(b, next, self.field(b, thread, TOP));
+        self.store(b, function, activation);
+        self.store(b, own_frame, frame_field);
+        self.open_at(b, ir::byte_gep(b, records, offset));
+        let undef = LLVMGetUndef(pair_type);
+        let pair = LLVMBuildInsertValue(b, undef, records, 0, c"".as_ptr());
+        let pair = LLVMBuildInsertValue(b, pair, top, 1, c"".as_ptr());
+        LLVMBuildRet(b, pair);
+        h.finish(ty)
+    }
+
+    /// Opens an instance of the record at `record`: instances + 1, open instances + 1, and
+    /// the first open one subtracts the totals from the inclusive counts. Ends in a new
+    /// block of the builder's function.
+    unsafe fn open_at(&self, b: LLVMBuilderRef, record: LLVMValueRef) {
+        let one = LLVMConstInt(self.i64_type, 1, 0);
+        self.add_word(b, record, INSTANCES, one);
+        let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
+        let depth = self.load(b, self.i64_type, depth_field);
+        self.store(b, LLVMBuildAdd(b, depth, one, c"".as_ptr()), depth_field);
+        let function = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+        let context = LLVMGetModuleContext(self.module);
+        let outermost = LLVMAppendBasicBlockInContext(context, function, c"outermost".as_ptr());
+        let done = LLVMAppendBasicBlockInContext(context, function, c"opened".as_ptr());
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let first = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
+        LLVMBuildCondBr(b, first, outermost, done);
+        LLVMPositionBuilderAtEnd(b, outermost);
+        let totals = self.address(b, self.totals);
+        for k in 0..4 {
+            let now = ir::load_relaxed(b, self.i64_type, self.cell(b, totals, k));
+            self.add_word(b, record, INCLUSIVE + k, LLVMBuildNeg(b, now, c"".as_ptr()));
+        }
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+    }
+
+    /// `void __kage_count_open(ptr record)`.
+    unsafe fn define_open(&self) -> RuntimeFunction {
+        let mut params = [self.ptr_type];
+        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
+        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_open", void, &mut params);
+        self.open_at(h.builder, h.param(0));
+        LLVMBuildRetVoid(h.builder);
+        h.finish(ty)
+    }
+
+    /// `void __kage_count_close(ptr record)`: open instances - 1 (none open: nothing), and
+    /// the last one adds the totals to the inclusive counts.
+    unsafe fn define_close(&self) -> RuntimeFunction {
+        let mut params = [self.ptr_type];
+        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
+        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_close", void, &mut params);
+        let b = h.builder;
+        let record = h.param(0);
+        let (open, last, done) = (h.block(c"open"), h.block(c"last"), h.block(c"done"));
+        let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
+        let depth = self.load(b, self.i64_type, depth_field);
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let one = LLVMConstInt(self.i64_type, 1, 0);
+        let none = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
+        ir::set_branch_weights(LLVMBuildCondBr(b, none, done, open), 1, 1 << 20);
+        LLVMPositionBuilderAtEnd(b, open);
+        self.store(b, LLVMBuildSub(b, depth, one, c"".as_ptr()), depth_field);
+        let outermost = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, one, c"".as_ptr());
+        LLVMBuildCondBr(b, outermost, last, done);
+        LLVMPositionBuilderAtEnd(b, last);
+        let totals = self.address(b, self.totals);
+        for k in 0..4 {
+            let now = ir::load_relaxed(b, self.i64_type, self.cell(b, totals, k));
+            self.add_word(b, record, INCLUSIVE + k, now);
+        }
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+        LLVMBuildRetVoid(b);
+        h.finish(ty)
+    }
+
+    /// The address of activation `index`'s first field.
+    unsafe fn activation(&self, b: LLVMBuilderRef, index: LLVMValueRef) -> LLVMValueRef {
+        let thread = self.address(b, self.thread);
+        let activations = self.load(b, self.ptr_type, self.field(b, thread, ACTIVATIONS));
+        let at = LLVMBuildMul(b, LLVMBuildZExt(b, index, self.i64_type, c"".as_ptr()), LLVMConstInt(self.i64_type, ACTIVATION_SIZE as u64, 0), c"".as_ptr());
+        ir::byte_gep(b, activations, at)
+    }
+
+    /// `void __kage_count_set_current(i32 activation, ptr region)`: the activation's
+    /// innermost open region.
+    unsafe fn define_set_current(&self) -> RuntimeFunction {
+        let mut params = [self.i32_type, self.ptr_type];
+        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
+        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_set_current", void, &mut params);
+        let b = h.builder;
+        let at = self.activation(b, h.param(0));
+        self.store(b, h.param(1), at);
+        LLVMBuildRetVoid(b);
+        h.finish(ty)
+    }
+
+    /// `void __kage_count_exit_check(i32 activation)`: before a return, activations left
+    /// above this one are closed (`__kage_count_unwind`).
+    unsafe fn define_exit_check(&self) -> RuntimeFunction {
+        let mut params = [self.i32_type];
+        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
+        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_exit_check", void, &mut params);
+        let b = h.builder;
+        let (slow, done) = (h.block(c"slow"), h.block(c"done"));
+        let index = h.param(0);
+        let thread = self.address(b, self.thread);
+        let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
+        let expected = LLVMBuildAdd(b, index, LLVMConstInt(self.i32_type, 1, 0), c"".as_ptr());
+        let same = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, top, expected, c"".as_ptr());
+        ir::set_branch_weights(LLVMBuildCondBr(b, same, done, slow), 1 << 20, 1);
+        LLVMPositionBuilderAtEnd(b, slow);
+        let unwind = RuntimeFunction::declare(self.module, &symbols::COUNT_UNWIND);
+        unwind.call(b, &mut [index]);
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+        LLVMBuildRetVoid(b);
+        h.finish(ty)
+    }
+
+    /// `void __kage_count_pop(i32 activation)`: the activation ends.
+    unsafe fn define_pop(&self) -> RuntimeFunction {
+        let mut params = [self.i32_type];
+        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
+        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_pop", void, &mut params);
+        let b = h.builder;
+        let thread = self.address(b, self.thread);
+        self.store(b, h.param(0), self.field(b, thread, TOP));
+        LLVMBuildRetVoid(b);
+        h.finish(ty)
     }
 }
 

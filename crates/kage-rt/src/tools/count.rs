@@ -2,181 +2,790 @@
 //! was active (inclusive, callees included; a recursive region counts in its outermost
 //! instance only) and while it was the innermost region (self).
 //!
-//! Hot path: accesses add to the thread's `__kage_count` (docs/abi.md, "Count
-//! instrumentation"): inline, a segment's constants at a time, in a count build; here, one
-//! access at a time, for a count-calls build. Region events drain what it gained since the
-//! last event into the thread's totals and into the `self` counters of the region that was
-//! innermost, and an outermost instance adds the growth of the totals between its enter and
-//! exit to its inclusive counters. Everything the report reads across threads is an
-//! `AtomicU64` written only by its owner thread.
+//! Where the counts live (docs/abi.md, "Count instrumentation"): each thread has a record
+//! per region ([`kage_abi::count`]), in one array per module found through a directory by
+//! the module's slot, and a stack of open function activations, each with its innermost
+//! open region; both hang off the thread's `__kage_count_thread`, and `__kage_count` holds
+//! its running totals. A count build updates all of it inline: a function's entry pushes
+//! its activation and opens its region, the edges where regions change close and open
+//! them, each segment adds its accesses to the totals and to its region's self counts. A
+//! region's inclusive counts are the totals' growth over its outermost instances: when its
+//! open instances go from 0 to 1 the totals are subtracted, when they return to 0 they are
+//! added. The runtime is called only where the inline checks fail ([`__kage_count_prepare`]:
+//! the thread's first entry, a module's first entry on the thread, a reset, a full stack,
+//! activations left dead by a `longjmp` or an exception) and where control may arrive from
+//! one (`__kage_count_resume`, `__kage_count_unwind`, `__kage_count_arrive`), which repair
+//! the stack with the rules of `stack.rs`.
+//!
+//! A count-calls build (a call per access, the common region hooks) feeds the same records
+//! through [`ThreadTool`]: the events open and close them as the inline code would.
+//!
+//! Everything the report reads across threads is an `AtomicU64` written only by its owner
+//! thread.
 
-use crate::chunked::{bump, Chunked};
-use crate::gate;
+use crate::chunked::bump;
+use crate::gate::{self, ThreadState};
 use crate::registry;
-use crate::stack::FrameKind;
 use crate::sync::SpinLock;
 use crate::tool::{ThreadTool, Tool, ToolResults};
-use kage_abi::{symbols, Region, RegionKind};
+use kage_abi::count::{
+    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CURRENT, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES,
+    MAX_MODULES, OWNER, RECORDS, SELF, THREAD_WORDS, TOP, WORDS,
+};
+use kage_abi::{symbols, Module, Region, RegionKind, NONE};
 use kage_report::{CountStats, Counters};
 use serde_json::{Map, Value};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
 extern "C" {
     /// The calling thread's `__kage_count` (csrc/tls.c).
     fn kage_count_slot() -> *mut AtomicU64;
+    /// The calling thread's `__kage_count_thread` (csrc/tls.c).
+    fn kage_count_thread_slot() -> *mut u64;
+    /// `__kage_count_epoch` (csrc/tls.c).
+    static __kage_count_epoch: AtomicU64;
 }
 
 /// A thread's `__kage_count`: loads, stores, bytes read, bytes written.
 type Cells = [AtomicU64; 4];
 
-// Record layout per slot (slot 0 = no region, slot r+1 = region r).
-const INSTANCES: usize = 0;
-const INCL: usize = 1;
-const SELF: usize = 5;
-/// Open instances of the region on the owner thread (recursion depth): owner-only, not
-/// reported.
-const DEPTH: usize = 9;
-const W: usize = 10;
+/// A region's record on one thread.
+type Record = [AtomicU64; WORDS];
 
-type Record = [AtomicU64; W];
-
-/// Where counts go when no record could be allocated (never reported).
-static LOST: Record = [const { AtomicU64::new(0) }; W];
-// Counter order inside INCL/SELF, the totals and `__kage_count`.
+// Counter order inside SELF/INCLUSIVE and the cells.
 const LOADS: usize = 0;
 const STORES: usize = 1;
 const BYTES_READ: usize = 2;
 const BYTES_WRITTEN: usize = 3;
 
-pub struct CountTool {
+/// `__kage_count_thread`, as [`kage_abi::count`] lays it out.
+#[repr(C)]
+pub struct ThreadSlot {
+    records: AtomicPtr<AtomicPtr<AtomicU64>>,
+    acts: AtomicPtr<Activation>,
+    top: AtomicU32,
+    cap: AtomicU32,
     epoch: AtomicU64,
+    /// The part whose activations these are (null: none).
+    owner: AtomicPtr<ThreadCounts>,
+}
+
+/// An open function activation.
+#[repr(C)]
+struct Activation {
+    /// The table entry of its innermost open region.
+    cur: AtomicPtr<Region>,
+    /// Its frame address; `usize::MAX` for one opened by a region event (count-calls code),
+    /// which the stack of region events repairs.
+    frame: AtomicUsize,
+}
+
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(ThreadSlot, records) == RECORDS);
+    assert!(offset_of!(ThreadSlot, acts) == ACTIVATIONS);
+    assert!(offset_of!(ThreadSlot, top) == TOP && offset_of!(ThreadSlot, cap) == CAPACITY);
+    assert!(offset_of!(ThreadSlot, epoch) == EPOCH && offset_of!(ThreadSlot, owner) == OWNER);
+    assert!(size_of::<ThreadSlot>() == THREAD_WORDS * 8);
+    assert!(offset_of!(Activation, cur) == CURRENT && offset_of!(Activation, frame) == FRAME);
+    assert!(size_of::<Activation>() == ACTIVATION_SIZE);
+};
+
+/// The epoch of the latest reset.
+fn current_epoch() -> u64 {
+    // SAFETY: a C global of the runtime, only accessed atomically.
+    unsafe { __kage_count_epoch.load(Acquire) }
+}
+
+/// `bytes` of zeroed memory straight from the kernel (async-signal-safe, never freed):
+/// what a thread's directory and activations take, and what a signal handler gets while
+/// the runtime is busy on its thread.
+fn map_zeroed(bytes: usize) -> *mut u8 {
+    // SAFETY: an anonymous private mapping.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes.max(1),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        // Instrumented code cannot go on without somewhere to count.
+        let message = b"kage: out of memory for the count tool's records\n";
+        // SAFETY: writes a constant message, then ends the process.
+        unsafe {
+            libc::write(2, message.as_ptr() as *const c_void, message.len());
+            libc::abort();
+        }
+    }
+    p as *mut u8
+}
+
+/// A directory of record arrays, by module slot.
+fn new_directory() -> &'static [AtomicPtr<AtomicU64>] {
+    let p = map_zeroed(MAX_MODULES * 8) as *const AtomicPtr<AtomicU64>;
+    // SAFETY: zeroed memory is a valid array of null pointers, never freed.
+    unsafe { std::slice::from_raw_parts(p, MAX_MODULES) }
+}
+
+/// Where code counts when no thread part can take its counts (the thread could not be set
+/// up, or another tool runs): shared by every thread and never read.
+struct Scratch {
+    directory: &'static [AtomicPtr<AtomicU64>],
+    /// Records for any module of at most `len` regions.
+    records: AtomicPtr<AtomicU64>,
+    len: AtomicUsize,
+}
+
+static SCRATCH: std::sync::OnceLock<Scratch> = std::sync::OnceLock::new();
+
+fn scratch() -> &'static Scratch {
+    SCRATCH.get_or_init(|| Scratch {
+        directory: new_directory(),
+        records: AtomicPtr::new(std::ptr::null_mut()),
+        len: AtomicUsize::new(0),
+    })
+}
+
+impl Scratch {
+    /// Records for `m`'s regions.
+    ///
+    /// # Safety
+    /// `m` points to a module table.
+    unsafe fn records(&self, m: *const Module) -> *mut AtomicU64 {
+        let n = ((*m).region_count as usize).max(1);
+        if self.len.load(Acquire) < n {
+            let p = map_zeroed(n * WORDS * 8) as *mut AtomicU64;
+            self.records.store(p, Release);
+            self.len.store(n, Release);
+        }
+        self.records.load(Acquire)
+    }
+}
+
+pub struct CountTool {
     threads: SpinLock<Vec<&'static ThreadCounts>>,
 }
 
-/// One thread's statistics, readable by the report writer at any time.
+/// One thread's (or coroutine context's) statistics, readable by the report writer at any
+/// time.
 struct ThreadCounts {
     /// The reset epoch these counters belong to.
     epoch: AtomicU64,
     /// The thread does not exist in this process (forked child).
     retired: AtomicBool,
-    /// The part's accesses since the last reset, as of its last region event.
-    tot: [AtomicU64; 4],
-    /// The owner's `__kage_count` while this part runs on it (null once the thread ended, or
-    /// while another coroutine context runs there): what it gained since `seen` is pending.
-    inline: AtomicPtr<AtomicU64>,
-    /// `__kage_count` at the last drain.
-    seen: [AtomicU64; 4],
-    /// The slot that receives accesses since the last flush.
+    /// Its record arrays, by module slot.
+    directory: &'static [AtomicPtr<AtomicU64>],
+    /// Accesses made outside every region (count-calls code only).
+    outside: Record,
+    /// The cells when its counts started (its start, or the last reset).
+    base: [AtomicU64; 4],
+    /// The cells while it runs on them (null while it does not).
+    live: AtomicPtr<AtomicU64>,
+    /// The cells when it last stopped running.
+    saved: [AtomicU64; 4],
+    /// Its activations while it does not run.
+    acts: AtomicPtr<Activation>,
     top: AtomicU32,
-    slots: Chunked<W>,
+    cap: AtomicU32,
 }
 
-struct Open {
-    region: u32,
-    /// The region's record (records never move).
-    rec: &'static Record,
-    /// Totals at entry, for an outermost instance of its region (recursion counts once).
-    snapshot: Option<[u64; 4]>,
+impl ThreadCounts {
+    /// Its cells now.
+    fn cells_now(&self) -> [u64; 4] {
+        let live = self.live.load(Acquire);
+        if live.is_null() {
+            return std::array::from_fn(|k| self.saved[k].load(Relaxed));
+        }
+        // SAFETY: non-null only while the owner runs on them (it clears it first).
+        let cells = unsafe { &*(live as *const Cells) };
+        std::array::from_fn(|k| cells[k].load(Relaxed))
+    }
+
+    /// The record array of module `slot`, if allocated.
+    fn records(&self, slot: u32) -> Option<&'static [Record]> {
+        let module = registry::slot_module(slot)?;
+        let p = self.directory.get(slot as usize)?.load(Acquire);
+        // SAFETY: an array of the module's region count of records, never freed.
+        (!p.is_null())
+            .then(|| unsafe { std::slice::from_raw_parts(p as *const Record, module.count as usize) })
+    }
 }
 
+/// A thread's (or coroutine context's) part: the owner's view.
 pub struct CountThread {
-    tool: &'static CountTool,
     c: &'static ThreadCounts,
     /// The owner thread's `__kage_count`.
     cells: &'static Cells,
-    open: Vec<Open>,
-    /// The record of the slot `c.top`, which flushes add to.
-    top_rec: &'static Record,
-    /// Slot 0's record: accesses outside every region.
-    outside: &'static Record,
+    /// The owner thread's `__kage_count_thread`, which holds this part's activations while
+    /// it runs.
+    slot: &'static ThreadSlot,
 }
 
-const _: symbols::CountRegions = __kage_count_regions;
+/// The first capacity of a part's activations (a page).
+const FIRST_CAPACITY: u32 = 256;
 
-/// Whole instances of regions that count instrumentation kept in registers ran
-/// (docs/abi.md, "Count instrumentation"): `r`'s subtree, the `n` table entries from `r`,
-/// with a record each at `records` (instances, then the accesses not counted yet, masked by
-/// the gate). A loop or inlined call `r` ran in its parent, which becomes the innermost
-/// open region as at a loop's entry; a function `r` ran in the innermost open region. One
-/// event instead of an entry and an exit per instance: nothing else reaches the runtime
-/// while such regions run.
-///
-/// # Safety
-/// `r` is null or points to an entry of a module table (see `__kage_register_module`)
-/// followed by at least `n - 1` more; `records` points to `n` records of
-/// `kage_abi::COUNT_RECORD_WORDS` words.
-#[no_mangle]
-pub unsafe extern "C" fn __kage_count_regions(r: *mut Region, n: u64, records: *const u64) {
-    let n = n as usize;
-    if n == 0 || n > kage_abi::MAX_COUNTED_REGIONS || records.is_null() {
+/// Opens an instance of `rec`'s region: `now` are the thread's cells.
+#[inline]
+fn open(rec: &Record, now: [u64; 4]) {
+    bump(&rec[INSTANCES], 1);
+    let depth = rec[DEPTH].load(Relaxed);
+    rec[DEPTH].store(depth + 1, Relaxed);
+    if depth == 0 {
+        for k in 0..4 {
+            bump(&rec[INCLUSIVE + k], now[k].wrapping_neg());
+        }
+    }
+}
+
+/// Closes an instance of `rec`'s region (none open: nothing).
+#[inline]
+fn close(rec: &Record, now: [u64; 4]) {
+    let depth = rec[DEPTH].load(Relaxed);
+    if depth == 0 {
         return;
     }
-    // SAFETY: the caller passes `n` records.
-    let records = std::slice::from_raw_parts(records, n * kage_abi::COUNT_RECORD_WORDS);
-    gate::region_event(|stack, tool| {
-        let Some(gid) = registry::global_id(r) else {
+    rec[DEPTH].store(depth - 1, Relaxed);
+    if depth == 1 {
+        for k in 0..4 {
+            bump(&rec[INCLUSIVE + k], now[k]);
+        }
+    }
+}
+
+/// The global id of a registered entry.
+///
+/// # Safety
+/// `r` is null or points to an entry of a module table.
+unsafe fn gid_of(r: *const Region) -> Option<u32> {
+    registry::global_id(r as *mut Region)
+}
+
+/// `gid` and its static ancestors up to its function, innermost first.
+fn chain(gid: u32) -> impl Iterator<Item = u32> {
+    let mut at = Some(gid);
+    std::iter::from_fn(move || {
+        let here = at?;
+        at = registry::meta(here)
+            .filter(|m| m.kind != RegionKind::Function && m.parent != NONE)
+            .map(|m| m.parent);
+        Some(here)
+    })
+}
+
+impl CountThread {
+    fn now(&self) -> [u64; 4] {
+        std::array::from_fn(|k| self.cells[k].load(Relaxed))
+    }
+
+    /// Whether the part runs on its thread (its activations are the thread's).
+    fn running(&self) -> bool {
+        std::ptr::eq(self.slot.owner.load(Relaxed), self.c)
+    }
+
+    /// The records of module `slot` (of `count` regions), allocated on first use: through
+    /// the runtime's allocator, or straight from the kernel when `busy` (a signal handler
+    /// while the runtime runs on the thread).
+    fn module_records(&self, slot: u32, count: u32, busy: bool) -> *mut AtomicU64 {
+        let Some(entry) = self.c.directory.get(slot as usize) else {
+            return std::ptr::null_mut();
+        };
+        let p = entry.load(Acquire);
+        if !p.is_null() {
+            return p;
+        }
+        let bytes = (count.max(1) as usize) * WORDS * 8;
+        let p = if busy {
+            map_zeroed(bytes) as *mut AtomicU64
+        } else {
+            let layout = std::alloc::Layout::from_size_align(bytes, 64).ok();
+            // SAFETY: a non-zero size.
+            let p = layout.map_or(std::ptr::null_mut(), |l| unsafe { std::alloc::alloc_zeroed(l) });
+            if p.is_null() {
+                map_zeroed(bytes) as *mut AtomicU64
+            } else {
+                p as *mut AtomicU64
+            }
+        };
+        entry.store(p, Release);
+        p
+    }
+
+    /// The record of the region at table entry `r`.
+    ///
+    /// # Safety
+    /// `r` points to an entry of a registered module's table.
+    unsafe fn record_at(&self, r: *const Region) -> Option<&'static Record> {
+        let m = (*r).module;
+        let slot = (*m).slot;
+        if slot == 0 {
+            return None;
+        }
+        let records = self.module_records(slot, (*m).region_count, false);
+        if records.is_null() {
+            return None;
+        }
+        Some(&*(records.add((*r).local_index as usize * WORDS) as *const Record))
+    }
+
+    /// The record of region `gid`.
+    fn record(&self, gid: u32) -> Option<&'static Record> {
+        let entry = registry::region_entry(gid)?;
+        // SAFETY: a registered entry.
+        unsafe { self.record_at(entry) }
+    }
+
+    /// Activation `i` of the running part.
+    fn act(&self, i: u32) -> &Activation {
+        // SAFETY: `i` < top <= cap, within the array the slot holds.
+        unsafe { &*self.slot.acts.load(Relaxed).add(i as usize) }
+    }
+
+    fn top(&self) -> u32 {
+        self.slot.top.load(Relaxed)
+    }
+
+    /// Room for one more activation.
+    fn reserve(&self) {
+        reserve(self.slot);
+    }
+
+    /// Pushes an activation (of the running part).
+    fn push(&self, cur: *const Region, frame: usize) {
+        self.reserve();
+        let i = self.top();
+        self.slot.top.store(i + 1, Relaxed);
+        let act = self.act(i);
+        act.cur.store(cur as *mut Region, Relaxed);
+        act.frame.store(frame, Relaxed);
+    }
+
+    /// Closes the regions open in activation `i`: its innermost one and those around it.
+    fn close_activation(&self, i: u32) {
+        let cur = self.act(i).cur.load(Relaxed);
+        // SAFETY: activations hold registered entries.
+        let Some(gid) = (unsafe { gid_of(cur) }) else {
             return;
         };
-        let Some(meta) = registry::meta(gid) else {
+        let now = self.now();
+        for g in chain(gid) {
+            if let Some(rec) = self.record(g) {
+                close(rec, now);
+            }
+        }
+    }
+
+    /// Closes the activations above `i`.
+    fn close_above(&self, i: u32) {
+        while self.top() > i + 1 {
+            let last = self.top() - 1;
+            self.close_activation(last);
+            self.slot.top.store(last, Relaxed);
+        }
+    }
+
+    /// The innermost open region of activation `i`.
+    fn current(&self, i: u32) -> Option<u32> {
+        // SAFETY: activations hold registered entries.
+        unsafe { gid_of(self.act(i).cur.load(Relaxed)) }
+    }
+
+    fn set_current(&self, i: u32, gid: u32) {
+        if let Some(entry) = registry::region_entry(gid) {
+            self.act(i).cur.store(entry as *mut Region, Relaxed);
+        }
+    }
+
+    /// Closes the regions of activation `i` above `keep` (an open one).
+    fn close_down_to(&self, i: u32, keep: u32) {
+        let Some(cur) = self.current(i) else { return };
+        let now = self.now();
+        for g in chain(cur).take_while(|&g| g != keep) {
+            if let Some(rec) = self.record(g) {
+                close(rec, now);
+            }
+        }
+        self.set_current(i, keep);
+    }
+
+    /// Whether `gid` is open in activation `i`.
+    fn is_open(&self, i: u32, gid: u32) -> bool {
+        self.current(i).is_some_and(|cur| chain(cur).any(|g| g == gid))
+    }
+
+    /// `gid` becomes the innermost open region of activation `i`, as `RegionStack::settle`
+    /// makes it: the regions above it close when it is open; else those above its innermost
+    /// open ancestor close and the regions between open, when they are all inlined calls
+    /// (nothing happens otherwise).
+    fn settle_in(&self, i: u32, gid: u32) {
+        if self.current(i) == Some(gid) {
             return;
+        }
+        if self.is_open(i, gid) {
+            self.close_down_to(i, gid);
+            return;
+        }
+        let mut missing = Vec::new();
+        let mut at = gid;
+        let base = loop {
+            let Some(meta) = registry::meta(at) else { return };
+            if meta.kind != RegionKind::Inlined || missing.len() == 64 {
+                return;
+            }
+            missing.push(at);
+            if meta.parent_kind == Some(RegionKind::Function) || self.is_open(i, meta.parent) {
+                break meta.parent;
+            }
+            at = meta.parent;
         };
-        match meta.kind {
-            RegionKind::Loop | RegionKind::Inlined => {
-                if !stack.settle_in_parent(meta.parent, meta.func, &registry::Tree, tool) {
-                    return;
+        self.close_down_to(i, base);
+        let now = self.now();
+        for &g in missing.iter().rev() {
+            if let Some(rec) = self.record(g) {
+                open(rec, now);
+            }
+        }
+        self.set_current(i, gid);
+    }
+
+    /// A header of loop `lp` runs in activation `i`, as `RegionStack::loop_iter` has it: a
+    /// new iteration when its body is open, else the loop is entered in its parent.
+    fn loop_iter_in(&self, i: u32, lp: u32) {
+        let body = lp + 1;
+        if self.is_open(i, body) {
+            self.close_down_to(i, body);
+            if let Some(rec) = self.record(body) {
+                let now = self.now();
+                close(rec, now);
+                open(rec, now);
+            }
+            return;
+        }
+        let Some(meta) = registry::meta(lp) else { return };
+        if !self.is_open(i, meta.parent) {
+            self.settle_in(i, meta.parent);
+        }
+        let keep = if self.is_open(i, meta.parent) {
+            meta.parent
+        } else {
+            meta.func
+        };
+        self.close_down_to(i, keep);
+        let now = self.now();
+        for g in [lp, body] {
+            if let Some(rec) = self.record(g) {
+                open(rec, now);
+            }
+        }
+        self.set_current(i, body);
+    }
+
+    /// At a function's entry, when the inline checks failed (`__kage_count_prepare`).
+    ///
+    /// # Safety
+    /// `m` points to a module table; the part runs on the calling thread.
+    unsafe fn prepare(&mut self, m: *mut Module, frame: usize) -> *mut u64 {
+        self.sync_epoch();
+        if (*m).slot == 0 {
+            registry::register(m);
+        }
+        let slot = (*m).slot;
+        let records = if slot == 0 {
+            std::ptr::null_mut()
+        } else {
+            self.module_records(slot, (*m).region_count, false)
+        };
+        if frame != 0 {
+            while self.top() > 0 && self.act(self.top() - 1).frame.load(Relaxed) <= frame {
+                let last = self.top() - 1;
+                self.close_activation(last);
+                self.slot.top.store(last, Relaxed);
+            }
+        }
+        self.reserve();
+        if records.is_null() {
+            scratch().records(m) as *mut u64
+        } else {
+            records as *mut u64
+        }
+    }
+
+    /// Applies the tool's latest reset if this part has not yet; true if it did.
+    fn sync_epoch(&mut self) -> bool {
+        let e = current_epoch();
+        if self.c.epoch.load(Relaxed) == e {
+            return false;
+        }
+        self.zero();
+        self.c.epoch.store(e, Release);
+        if self.running() {
+            self.slot.epoch.store(e, Relaxed);
+        }
+        true
+    }
+
+    /// Zeroes every counter. Statistics start anew: each region open at this moment counts
+    /// as many instances as it has open (so a forked child's `main`, entered before the fork,
+    /// has one), its inclusive counts from now.
+    fn zero(&mut self) {
+        let now = if self.running() {
+            self.now()
+        } else {
+            std::array::from_fn(|k| self.c.saved[k].load(Relaxed))
+        };
+        for slot in 1..=registry::last_slot() {
+            let Some(records) = self.c.records(slot) else { continue };
+            for rec in records {
+                let depth = rec[DEPTH].load(Relaxed);
+                rec[INSTANCES].store(depth, Relaxed);
+                for k in 0..4 {
+                    rec[SELF + k].store(0, Relaxed);
+                    let inclusive = if depth > 0 { now[k].wrapping_neg() } else { 0 };
+                    rec[INCLUSIVE + k].store(inclusive, Relaxed);
                 }
             }
-            RegionKind::Function => {}
-            RegionKind::LoopBody => return,
         }
-        if let Some(count) = (tool.as_any_mut()).and_then(|part| part.downcast_mut::<CountThread>())
-        {
-            let parents = |i: usize| registry::meta(gid + i as u32).map(|m| m.parent);
-            count.regions_ran(gid, records, parents);
+        for w in &self.c.outside {
+            w.store(0, Relaxed);
         }
-    });
+        for k in 0..4 {
+            self.c.base[k].store(now[k], Relaxed);
+        }
+    }
+
+    /// The part starts running on its thread: its activations, directory and cells there.
+    /// A part still running there (a coroutine that ended without switching back) stops.
+    fn start_running(&mut self) {
+        if self.running() {
+            return;
+        }
+        let s = self.slot;
+        let other = s.owner.load(Relaxed);
+        if !other.is_null() {
+            // SAFETY: parts' counts are never freed.
+            park(unsafe { &*other }, self.cells, s);
+        }
+        s.records.store(self.c.directory.as_ptr() as *mut _, Relaxed);
+        s.acts.store(self.c.acts.load(Relaxed), Relaxed);
+        s.cap.store(self.c.cap.load(Relaxed), Relaxed);
+        s.top.store(self.c.top.load(Relaxed), Relaxed);
+        s.epoch.store(self.c.epoch.load(Relaxed), Relaxed);
+        for k in 0..4 {
+            self.cells[k].store(self.c.saved[k].load(Relaxed), Relaxed);
+        }
+        s.owner.store(self.c as *const ThreadCounts as *mut ThreadCounts, Relaxed);
+        self.c.live.store(self.cells.as_ptr() as *mut AtomicU64, Release);
+    }
+
+    /// The part stops running on its thread (another context runs there, or it ends).
+    fn stop_running(&mut self) {
+        if self.running() {
+            self.sync_epoch();
+            park(self.c, self.cells, self.slot);
+        }
+    }
+
+    /// The innermost open region's record (the outside record when none is open).
+    fn innermost(&self) -> &Record {
+        let top = self.top();
+        if top == 0 {
+            return &self.c.outside;
+        }
+        let cur = self.act(top - 1).cur.load(Relaxed);
+        if cur.is_null() {
+            return &self.c.outside;
+        }
+        // SAFETY: activations hold registered entries.
+        unsafe { self.record_at(cur) }.unwrap_or(&self.c.outside)
+    }
 }
 
-extern "C" {
-    /// The calling thread's `__kage_count_running` (csrc/tls.c).
-    fn kage_count_running_slot() -> *const AtomicPtr<std::ffi::c_void>;
+/// The part of `c`, running on the thread of `cells` and `slot`, stops: what the thread
+/// holds for it is kept in `c`.
+fn park(c: &ThreadCounts, cells: &Cells, slot: &ThreadSlot) {
+    c.acts.store(slot.acts.load(Relaxed), Relaxed);
+    c.cap.store(slot.cap.load(Relaxed), Relaxed);
+    c.top.store(slot.top.load(Relaxed), Relaxed);
+    for k in 0..4 {
+        c.saved[k].store(cells[k].load(Relaxed), Relaxed);
+    }
+    c.live.store(std::ptr::null_mut(), Release);
+    slot.owner.store(std::ptr::null_mut(), Relaxed);
 }
 
-/// A fatal signal on the calling thread (`ts`): if it was running a subtree that count
-/// instrumentation keeps in registers, that subtree's root is opened, so that the report
-/// names the region that faulted (its instance; the accesses it made are lost with the
-/// registers). Any build may call it: only count builds set the thread-local.
-///
-/// # Safety
-/// On the calling thread, `ts` its state, from the fatal-signal path.
-pub unsafe fn open_faulted_subtree(ts: &gate::ThreadState) {
-    let r = (*kage_count_running_slot()).swap(std::ptr::null_mut(), Relaxed) as *mut Region;
-    if r.is_null() {
+/// Room for one more activation in `slot`: a new array twice as large when full, the old
+/// one left in place (a signal handler may be using it).
+fn reserve(slot: &ThreadSlot) {
+    let top = slot.top.load(Relaxed);
+    let cap = slot.cap.load(Relaxed);
+    if top < cap {
         return;
     }
-    ts.with(|stack, tool| {
-        let Some(gid) = registry::global_id(r) else {
-            return;
-        };
-        let Some(meta) = registry::meta(gid) else {
-            return;
-        };
-        let entry = r as usize;
-        match meta.kind {
-            // No frame address: 0 leaves the live activations alone.
-            RegionKind::Function => stack.func_enter(gid, entry, 0, tool),
-            // As its header's hook would: the loop and its body (the next entry) open.
-            RegionKind::Loop => {
-                let tree = &registry::Tree;
-                stack.loop_iter(gid, entry, gid + 1, meta.parent, meta.func, tree, tool)
+    let new_cap = (cap * 2).max(FIRST_CAPACITY);
+    let p = map_zeroed(new_cap as usize * ACTIVATION_SIZE) as *mut Activation;
+    let old = slot.acts.load(Relaxed);
+    if !old.is_null() {
+        // SAFETY: both arrays hold at least `top` activations.
+        unsafe { std::ptr::copy_nonoverlapping(old, p, top as usize) };
+    }
+    slot.acts.store(p, Relaxed);
+    slot.cap.store(new_cap, Relaxed);
+}
+
+/// The calling thread's `__kage_count_thread`.
+fn thread_slot() -> &'static ThreadSlot {
+    // SAFETY: the calling thread's thread-local, which lives as long as it.
+    unsafe { &*(kage_count_thread_slot() as *const ThreadSlot) }
+}
+
+/// What a count entry point can work with on the calling thread.
+enum Part<'a> {
+    /// The thread's running count part (the thread marked busy meanwhile).
+    Running(&'a mut CountThread),
+    /// The runtime is busy on this thread (a signal handler interrupted it).
+    Busy,
+    /// No count part: the thread could not be set up, or another tool runs.
+    None,
+}
+
+/// Runs `f` with what the calling thread has.
+///
+/// # Safety
+/// Called from instrumented code, on the calling thread.
+unsafe fn with_part<R>(f: impl FnOnce(Part) -> R) -> R {
+    let ts = gate::event_thread();
+    if ts.is_null() {
+        return f(Part::None);
+    }
+    let state: &ThreadState = &*ts;
+    if state.busy.get() != 0 {
+        return f(Part::Busy);
+    }
+    state.busy.set(gate::IN_RUNTIME);
+    std::sync::atomic::compiler_fence(SeqCst);
+    let tool = &mut **state.tool.get();
+    let answer = match tool.as_any_mut().and_then(|a| a.downcast_mut::<CountThread>()) {
+        Some(part) if part.running() => f(Part::Running(part)),
+        _ => f(Part::None),
+    };
+    std::sync::atomic::compiler_fence(SeqCst);
+    state.busy.set(state.busy.get() & !gate::IN_RUNTIME);
+    answer
+}
+
+const _: symbols::CountPrepare = __kage_count_prepare;
+
+/// A function of module `m` starts, and the inline checks failed (docs/abi.md, "Count
+/// instrumentation"): sets the thread up, applies a reset, makes room for one more
+/// activation and, with a `frame`, closes the activations that are not its live callers.
+/// Returns the thread's records of `m`'s regions.
+///
+/// # Safety
+/// `m` points to a module table; `frame` is the calling function's
+/// `llvm.addressofreturnaddress` (only compared) or null.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_count_prepare(m: *mut Module, frame: *const c_void) -> *mut u64 {
+    let slot = thread_slot();
+    with_part(|part| match part {
+        Part::Running(part) => part.prepare(m, frame as usize),
+        Part::Busy if !slot.records.load(Relaxed).is_null() && (*m).slot != 0 => {
+            // Inside the runtime's own work on this thread: records straight from the
+            // kernel, no repair, no reset.
+            reserve(slot);
+            let directory = slot.records.load(Relaxed);
+            let entry = &*directory.add((*m).slot as usize);
+            let mut p = entry.load(Acquire);
+            if p.is_null() {
+                p = map_zeroed((*m).region_count.max(1) as usize * WORDS * 8) as *mut AtomicU64;
+                entry.store(p, Release);
             }
-            RegionKind::Inlined => {
-                let tree = &registry::Tree;
-                stack.settle(gid, FrameKind::Inlined, entry, meta.func, tree, tool)
-            }
-            RegionKind::LoopBody => {}
+            p as *mut u64
         }
-    });
+        Part::Busy | Part::None => {
+            // Counted nowhere. Unless another tool runs, try again at the next entry.
+            let scratch = scratch();
+            let records = scratch.records(m);
+            if (*m).slot != 0 {
+                scratch.directory[(*m).slot as usize].store(records, Release);
+            }
+            slot.records.store(scratch.directory.as_ptr() as *mut _, Relaxed);
+            let another_tool = crate::runtime::initialized() && !gate::current().is_null();
+            slot.epoch.store(if another_tool { current_epoch() } else { u64::MAX }, Relaxed);
+            reserve(slot);
+            records as *mut u64
+        }
+    })
+}
+
+const _: symbols::CountUnwind = __kage_count_unwind;
+
+/// A function returns while activations above its own, `activation`, remain open: they
+/// are closed.
+///
+/// # Safety
+/// Called from count-instrumented code, on the calling thread.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_count_unwind(activation: u32) {
+    with_part(|part| match part {
+        Part::Running(part) => part.close_above(activation),
+        Part::Busy | Part::None => forget_above(activation),
+    })
+}
+
+/// Drops the activations above `activation` without closing them.
+fn forget_above(activation: u32) {
+    let slot = thread_slot();
+    if slot.top.load(Relaxed) > activation + 1 {
+        slot.top.store(activation + 1, Relaxed);
+    }
+}
+
+const _: symbols::CountResume = __kage_count_resume;
+
+/// Control may have arrived from a `longjmp` or an exception: the activations above
+/// `activation` are closed, then `r` becomes its innermost region as `__kage_settle` makes
+/// it.
+///
+/// # Safety
+/// `r` points to an entry of a module table; called from count-instrumented code, on the
+/// calling thread.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_count_resume(r: *mut Region, activation: u32) {
+    with_part(|part| match part {
+        Part::Running(part) => {
+            part.close_above(activation);
+            if let Some(gid) = gid_of(r) {
+                part.settle_in(activation, gid);
+            }
+        }
+        Part::Busy | Part::None => forget_above(activation),
+    })
+}
+
+const _: symbols::CountArrive = __kage_count_arrive;
+
+/// A block whose edges could not carry its region changes: as `__kage_loop_iter(lp)` (when
+/// not null) and then `__kage_settle(r)` would.
+///
+/// # Safety
+/// `r` and `lp` (if not null) point to entries of a module table; called from
+/// count-instrumented code, on the calling thread.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_count_arrive(r: *mut Region, lp: *mut Region, activation: u32) {
+    with_part(|part| {
+        if let Part::Running(part) = part {
+            if let Some(gid) = gid_of(lp) {
+                part.loop_iter_in(activation, gid);
+            }
+            if let Some(gid) = gid_of(r) {
+                part.settle_in(activation, gid);
+            }
+        }
+    })
 }
 
 pub fn make() -> &'static dyn Tool {
@@ -192,7 +801,6 @@ impl Default for CountTool {
 impl CountTool {
     pub fn new() -> Self {
         CountTool {
-            epoch: AtomicU64::new(0),
             threads: SpinLock::new(Vec::new()),
         }
     }
@@ -202,55 +810,72 @@ impl CountTool {
         let mut regions = vec![CountStats::default(); region_count];
         let mut totals = Counters::default();
         let mut unattributed = Counters::default();
-        let epoch = self.epoch.load(Acquire);
+        let epoch = current_epoch();
         let threads = self.threads.lock().clone();
         for t in threads {
             // A thread that has not applied the latest reset has nothing after it yet.
             if t.retired.load(Relaxed) || t.epoch.load(Acquire) != epoch {
                 continue;
             }
-            let pending = t.pending();
-            let tot: [u64; 4] =
-                std::array::from_fn(|k| t.tot[k].load(Relaxed).wrapping_add(pending[k]));
-            let top = t.top.load(Relaxed) as usize;
-            totals.add(&counters(tot));
-            let n = region_count + 1;
-            t.slots.for_each(|slot, rec| {
-                if slot >= n {
-                    return;
-                }
-                let v: [u64; W] = std::array::from_fn(|k| rec[k].load(Relaxed));
-                let mut own = counters([v[SELF], v[SELF + 1], v[SELF + 2], v[SELF + 3]]);
-                if slot == top {
-                    // Accesses since the thread's last region event (a live thread).
-                    own.add(&counters(pending));
-                }
-                if slot == 0 {
-                    unattributed.add(&own);
-                } else {
-                    let s = &mut regions[slot - 1];
+            let now = t.cells_now();
+            totals.add(&counters(std::array::from_fn(|k| {
+                now[k].wrapping_sub(t.base[k].load(Relaxed))
+            })));
+            unattributed.add(&counters(std::array::from_fn(|k| {
+                t.outside[SELF + k].load(Relaxed)
+            })));
+            for slot in 1..=registry::last_slot() {
+                let (Some(records), Some(module)) = (t.records(slot), registry::slot_module(slot))
+                else {
+                    continue;
+                };
+                for (i, rec) in records.iter().enumerate() {
+                    let Some(s) = regions.get_mut(module.base as usize + i) else {
+                        continue;
+                    };
+                    let v: [u64; WORDS] = std::array::from_fn(|k| rec[k].load(Relaxed));
+                    // An open instance counts what it did so far.
+                    let open = v[DEPTH] > 0;
                     s.instances += v[INSTANCES];
-                    s.inclusive
-                        .add(&counters([v[INCL], v[INCL + 1], v[INCL + 2], v[INCL + 3]]));
-                    s.exclusive.add(&own);
+                    s.exclusive.add(&counters(std::array::from_fn(|k| v[SELF + k])));
+                    s.inclusive.add(&counters(std::array::from_fn(|k| {
+                        v[INCLUSIVE + k].wrapping_add(if open { now[k] } else { 0 })
+                    })));
                 }
-            });
+            }
         }
         (regions, totals, unattributed)
     }
-}
 
-impl ThreadCounts {
-    /// What the owner's `__kage_count` gained since its last region event (nothing once the
-    /// owner ended, or while another context runs on it: that drained it).
-    fn pending(&self) -> [u64; 4] {
-        let inline = self.inline.load(Acquire);
-        if inline.is_null() {
-            return [0; 4];
+    /// A part counting what `cells` gain from now on, with its activations in `slot` while
+    /// it runs; `running`: it is the one running on the cells' thread (a thread's own part;
+    /// a context's is resumed first).
+    fn new_part(
+        &'static self,
+        cells: &'static Cells,
+        slot: &'static ThreadSlot,
+        running: bool,
+    ) -> Box<dyn ThreadTool> {
+        let now: [u64; 4] = std::array::from_fn(|k| cells[k].load(Relaxed));
+        let c: &'static ThreadCounts = Box::leak(Box::new(ThreadCounts {
+            epoch: AtomicU64::new(current_epoch()),
+            retired: AtomicBool::new(false),
+            directory: new_directory(),
+            outside: Default::default(),
+            // A context starts from zero cells when it first runs.
+            base: std::array::from_fn(|k| AtomicU64::new(if running { now[k] } else { 0 })),
+            live: AtomicPtr::new(std::ptr::null_mut()),
+            saved: std::array::from_fn(|k| AtomicU64::new(if running { now[k] } else { 0 })),
+            acts: AtomicPtr::new(std::ptr::null_mut()),
+            top: AtomicU32::new(0),
+            cap: AtomicU32::new(0),
+        }));
+        self.threads.lock().push(c);
+        let mut part = Box::new(CountThread { c, cells, slot });
+        if running {
+            part.start_running();
         }
-        // SAFETY: non-null only while the owner lives (it clears it in `thread_exit`).
-        let cells = unsafe { &*(inline as *const Cells) };
-        std::array::from_fn(|k| (cells[k].load(Relaxed)).wrapping_sub(self.seen[k].load(Relaxed)))
+        part
     }
 }
 
@@ -276,19 +901,21 @@ impl Tool for CountTool {
     }
 
     fn new_thread(&'static self) -> Box<dyn ThreadTool> {
-        // SAFETY: the calling thread's cells, which live as long as it (the part's owner).
+        // SAFETY: the calling thread's thread-locals, which live as long as it (the part's
+        // owner).
         let cells = unsafe { &*(kage_count_slot() as *const Cells) };
-        self.new_part(cells, true)
+        self.new_part(cells, thread_slot(), true)
     }
 
     fn new_context(&'static self) -> Box<dyn ThreadTool> {
         // SAFETY: as for `new_thread`: the context runs on the calling thread.
         let cells = unsafe { &*(kage_count_slot() as *const Cells) };
-        self.new_part(cells, false)
+        self.new_part(cells, thread_slot(), false)
     }
 
     fn reset(&self) {
-        self.epoch.fetch_add(1, AcqRel);
+        // SAFETY: a C global of the runtime, only accessed atomically.
+        unsafe { __kage_count_epoch.fetch_add(1, AcqRel) };
     }
 
     fn fork_child(&self) {
@@ -309,238 +936,53 @@ impl Tool for CountTool {
     }
 }
 
-impl CountTool {
-    /// A part counting what `cells` gain from now on; `running`: it is the one running on
-    /// the cells' thread (a thread's own part; a context's is resumed first).
-    fn new_part(&'static self, cells: &'static Cells, running: bool) -> Box<dyn ThreadTool> {
-        let inline = if running {
-            cells.as_ptr() as *mut AtomicU64
-        } else {
-            std::ptr::null_mut()
-        };
-        let c: &'static ThreadCounts = Box::leak(Box::new(ThreadCounts {
-            epoch: AtomicU64::new(self.epoch.load(Acquire)),
-            retired: AtomicBool::new(false),
-            tot: Default::default(),
-            inline: AtomicPtr::new(inline),
-            seen: std::array::from_fn(|k| AtomicU64::new(cells[k].load(Relaxed))),
-            top: AtomicU32::new(0),
-            slots: Chunked::new(),
-        }));
-        // SAFETY: the thread does not run yet. Slot 0 exists from the start: flushes
-        // outside every region go there.
-        // Out of memory already: counts outside regions are lost rather than the program.
-        let outside = unsafe { c.slots.get_or_alloc(0) }.unwrap_or(&LOST);
-        self.threads.lock().push(c);
-        Box::new(CountThread {
-            tool: self,
-            c,
-            cells,
-            open: Vec::with_capacity(64),
-            top_rec: outside,
-            outside,
-        })
-    }
-}
-
-impl CountThread {
-    fn totals(&self) -> [u64; 4] {
-        std::array::from_fn(|k| self.c.tot[k].load(Relaxed))
-    }
-
-    /// Moves what `__kage_count` gained since the last event into the totals and the
-    /// innermost region's self counters (branch-free: an event costs the same whether
-    /// accesses happened or not). An instrumented signal handler adding to the cells meanwhile
-    /// loses nothing: what it adds after a cell is read stays pending.
-    #[inline(always)]
-    fn flush(&mut self) {
-        let rec = self.top_rec;
-        for k in 0..4 {
-            let now = self.cells[k].load(Relaxed);
-            let gained = now.wrapping_sub(self.c.seen[k].load(Relaxed));
-            self.c.seen[k].store(now, Relaxed);
-            bump(&self.c.tot[k], gained);
-            bump(&rec[SELF + k], gained);
-        }
-    }
-
-    /// The part stops running on its cells (its thread ends, or another context runs
-    /// there): what they gained is its own, and nothing more is read from them.
-    fn stop_running(&mut self) {
-        self.sync_epoch();
-        self.flush();
-        self.c.inline.store(std::ptr::null_mut(), Release);
-    }
-
-    /// Forgets what `__kage_count` gained since the last event.
-    fn skip_pending(&mut self) {
-        for k in 0..4 {
-            self.c.seen[k].store(self.cells[k].load(Relaxed), Relaxed);
-        }
-    }
-
-    /// Applies the tool's latest reset if this thread has not yet; true if it did.
-    #[inline(always)]
-    fn sync_epoch(&mut self) -> bool {
-        let e = self.tool.epoch.load(Acquire);
-        if self.c.epoch.load(Relaxed) != e {
-            self.zero();
-            self.c.epoch.store(e, Release);
-            return true;
-        }
-        false
-    }
-
-    /// Zeroes every counter. Statistics start anew: each region open at this moment counts
-    /// as one instance (so a forked child's `main`, entered before the fork, has one).
-    fn zero(&mut self) {
-        self.c.slots.zero();
-        self.skip_pending();
-        for k in 0..4 {
-            self.c.tot[k].store(0, Relaxed);
-        }
-        for o in &mut self.open {
-            if o.snapshot.is_some() {
-                o.snapshot = Some([0; 4]);
-            }
-            bump(&o.rec[INSTANCES], 1);
-            bump(&o.rec[DEPTH], 1);
-        }
-    }
-
-    /// The record of `slot` (region `slot - 1`), allocated on first use; `None` when out of
-    /// memory.
-    fn record(&self, slot: usize) -> Option<&'static Record> {
-        // SAFETY: only the owner thread (the caller: parts are owner-only) allocates this
-        // thread's chunks.
-        unsafe { self.c.slots.get_or_alloc(slot) }
-    }
-
-    /// Whole instances of the regions `first..first + n` ran in the innermost open region
-    /// (`records`: `n` records of instances and accesses, which the thread's cells do not
-    /// hold), a subtree in pre-order: `parent(i)` is the global id of region `first + i`'s
-    /// parent. As their entries, iterations and exits would count: none of them is open
-    /// below (they make no call), so a region not open below counts its subtree's accesses
-    /// as inclusive. A reset while they ran counts them whole.
-    fn regions_ran(&mut self, first: u32, records: &[u64], parent: impl Fn(usize) -> Option<u32>) {
-        const WORDS: usize = kage_abi::COUNT_RECORD_WORDS;
-        let n = records.len() / WORDS;
-        if n > kage_abi::MAX_COUNTED_REGIONS {
-            return;
-        }
-        self.sync_epoch();
-        self.flush();
-        // Each region's inclusive accesses: its own and its descendants', children after
-        // their parents (pre-order), so summed from the last.
-        let mut inclusive = [[0u64; 4]; kage_abi::MAX_COUNTED_REGIONS];
-        for i in (0..n).rev() {
-            let own = &records[i * WORDS + 1..(i + 1) * WORDS];
-            for k in 0..4 {
-                inclusive[i][k] = inclusive[i][k].wrapping_add(own[k]);
-            }
-            let up = parent(i)
-                .and_then(|p| p.checked_sub(first))
-                .map(|p| p as usize);
-            if let Some(p) = up.filter(|&p| p < i) {
-                for k in 0..4 {
-                    inclusive[p][k] = inclusive[p][k].wrapping_add(inclusive[i][k]);
-                }
-            }
-        }
-        for i in 0..n {
-            let record = &records[i * WORDS..(i + 1) * WORDS];
-            if record.iter().all(|&w| w == 0) {
-                continue;
-            }
-            let Some(rec) = self.record(first as usize + i + 1) else {
-                continue;
-            };
-            bump(&rec[INSTANCES], record[0]);
-            let outermost = rec[DEPTH].load(Relaxed) == 0;
-            for k in 0..4 {
-                bump(&self.c.tot[k], record[1 + k]);
-                bump(&rec[SELF + k], record[1 + k]);
-                if outermost {
-                    bump(&rec[INCL + k], inclusive[i][k]);
-                }
-            }
-        }
-    }
-}
-
 impl ThreadTool for CountThread {
+    /// A region event of count-calls code: as the inline code opens it.
     fn enter(&mut self, region: u32) {
         self.sync_epoch();
-        self.flush();
-        let slot = region as usize + 1;
-        let Some(rec) = self.record(slot) else {
+        let (Some(entry), Some(meta), Some(rec)) = (
+            registry::region_entry(region),
+            registry::meta(region),
+            self.record(region),
+        ) else {
             return;
         };
-        bump(&rec[INSTANCES], 1);
-        let depth = rec[DEPTH].load(Relaxed);
-        rec[DEPTH].store(depth + 1, Relaxed);
-        let snapshot = (depth == 0).then(|| self.totals());
-        self.open.push(Open {
-            region,
-            rec,
-            snapshot,
-        });
-        self.top_rec = rec;
-        self.c.top.store(slot as u32, Relaxed);
+        if meta.kind == RegionKind::Function {
+            self.push(entry, usize::MAX);
+        } else if self.top() > 0 {
+            self.act(self.top() - 1).cur.store(entry as *mut Region, Relaxed);
+        }
+        open(rec, self.now());
     }
 
     fn exit(&mut self, region: u32) {
         self.sync_epoch();
-        self.flush();
-        // The framework guarantees balance; a mismatch (a bug) is ignored, never a panic.
-        if self.open.last().map(|o| o.region) != Some(region) {
-            debug_assert!(false, "unbalanced exit of region {region}");
+        let (Some(meta), Some(rec)) = (registry::meta(region), self.record(region)) else {
             return;
-        }
-        let Some(o) = self.open.pop() else { return };
-        let rec = o.rec;
-        rec[DEPTH].store(rec[DEPTH].load(Relaxed).saturating_sub(1), Relaxed);
-        if let Some(snap) = o.snapshot {
-            let now = self.totals();
-            for k in 0..4 {
-                bump(&rec[INCL + k], now[k].wrapping_sub(snap[k]));
+        };
+        close(rec, self.now());
+        let top = self.top();
+        if meta.kind == RegionKind::Function {
+            if top > 0 {
+                self.slot.top.store(top - 1, Relaxed);
             }
-        }
-        let (top_rec, top) = self
-            .open
-            .last()
-            .map_or((self.outside, 0), |o| (o.rec, o.region + 1));
-        self.top_rec = top_rec;
-        self.c.top.store(top, Relaxed);
-    }
-
-    fn iterations_in_bulk(&self) -> bool {
-        true
-    }
-
-    /// The body's instances grow; nothing else changes: the accesses of consecutive
-    /// iterations go to the same self counters, and their inclusive sum is the totals'
-    /// growth from the first iteration's enter to the last one's exit.
-    fn iterations(&mut self, body: u32, n: u64) {
-        // Iterations from before a reset are not counted (the open body counts as one).
-        if self.sync_epoch() {
-            return;
-        }
-        if self.open.last().map(|o| o.region) == Some(body) {
-            bump(&self.top_rec[INSTANCES], n);
+        } else if top > 0 {
+            self.set_current(top - 1, meta.parent);
         }
     }
 
     #[inline]
     fn access(&mut self, _addr: usize, size: u64, write: bool) {
-        let t = self.cells;
-        if write {
-            bump(&t[STORES], 1);
-            bump(&t[BYTES_WRITTEN], size);
+        let (count, bytes) = if write {
+            (STORES, BYTES_WRITTEN)
         } else {
-            bump(&t[LOADS], 1);
-            bump(&t[BYTES_READ], size);
-        }
+            (LOADS, BYTES_READ)
+        };
+        bump(&self.cells[count], 1);
+        bump(&self.cells[bytes], size);
+        let rec = self.innermost();
+        bump(&rec[SELF + count], 1);
+        bump(&rec[SELF + bytes], size);
     }
 
     fn reset(&mut self) {
@@ -549,11 +991,27 @@ impl ThreadTool for CountThread {
 
     fn fork_survivor(&mut self) {
         self.zero();
-        self.c.epoch.store(self.tool.epoch.load(Acquire), Release);
+        self.c.epoch.store(current_epoch(), Release);
+        if self.running() {
+            self.slot.epoch.store(current_epoch(), Relaxed);
+        }
         self.c.retired.store(false, Relaxed);
     }
 
+    /// The thread ends (or the program): its open regions close.
     fn thread_exit(&mut self) {
+        if self.running() {
+            self.sync_epoch();
+            let now = self.now();
+            for slot in 1..=registry::last_slot() {
+                let Some(records) = self.c.records(slot) else { continue };
+                for rec in records.iter().filter(|rec| rec[DEPTH].load(Relaxed) > 0) {
+                    rec[DEPTH].store(1, Relaxed);
+                    close(rec, now);
+                }
+            }
+            self.slot.top.store(0, Relaxed);
+        }
         self.stop_running();
     }
 
@@ -561,16 +1019,12 @@ impl ThreadTool for CountThread {
         self.stop_running();
     }
 
-    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
-        Some(self)
+    fn resume(&mut self) {
+        self.start_running();
     }
 
-    fn resume(&mut self) {
-        // What the cells gained meanwhile was the other contexts', drained by them.
-        self.skip_pending();
-        self.c
-            .inline
-            .store(self.cells.as_ptr() as *mut AtomicU64, Release);
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
     }
 }
 
@@ -582,322 +1036,23 @@ mod tests {
         Box::leak(Box::new(CountTool::new()))
     }
 
-    /// A part with cells of its own, as a thread of its own would have.
+    /// A part with cells and a thread slot of its own, as a thread of its own would have.
     fn thread(tool: &'static CountTool) -> Box<dyn ThreadTool> {
-        tool.new_part(Box::leak(Box::new(Cells::default())), true)
+        tool.new_part(
+            Box::leak(Box::new(Cells::default())),
+            Box::leak(Box::new(empty_slot())),
+            true,
+        )
     }
 
-    fn c(loads: u64, stores: u64, br: u64, bw: u64) -> Counters {
-        Counters {
-            loads,
-            stores,
-            bytes_read: br,
-            bytes_written: bw,
+    fn empty_slot() -> ThreadSlot {
+        ThreadSlot {
+            records: AtomicPtr::new(std::ptr::null_mut()),
+            acts: AtomicPtr::new(std::ptr::null_mut()),
+            top: AtomicU32::new(0),
+            cap: AtomicU32::new(0),
+            epoch: AtomicU64::new(0),
+            owner: AtomicPtr::new(std::ptr::null_mut()),
         }
-    }
-
-    fn ld(t: &mut dyn ThreadTool, n: u64, size: u64) {
-        for _ in 0..n {
-            t.access(0x1000, size, false);
-        }
-    }
-
-    fn st(t: &mut dyn ThreadTool, n: u64, size: u64) {
-        for _ in 0..n {
-            t.access(0x2000, size, true);
-        }
-    }
-
-    fn check_invariant(regions: &[CountStats], totals: Counters, un: Counters) {
-        let mut sum = un;
-        for r in regions {
-            sum.add(&r.exclusive);
-        }
-        assert_eq!(sum, totals, "totals = sum of self + unattributed");
-    }
-
-    #[test]
-    fn nested_inclusive_and_self() {
-        let tl = tool();
-        let mut t = thread(tl);
-        ld(&mut *t, 1, 8); // unattributed
-        t.enter(0); // main
-        ld(&mut *t, 2, 4);
-        t.enter(1); // loop
-        t.enter(2); // body
-        st(&mut *t, 3, 4);
-        t.enter(3); // callee
-        ld(&mut *t, 5, 4);
-        st(&mut *t, 1, 100);
-        t.exit(3);
-        t.exit(2);
-        t.enter(2);
-        ld(&mut *t, 1, 2);
-        t.exit(2);
-        t.exit(1);
-        t.exit(0);
-        st(&mut *t, 1, 1); // unattributed
-        let (r, tot, un) = tl.collect(4);
-        assert_eq!(r[0].instances, 1);
-        assert_eq!(r[0].inclusive, c(8, 4, 8 + 20 + 2, 12 + 100));
-        assert_eq!(r[0].exclusive, c(2, 0, 8, 0));
-        assert_eq!(r[1].instances, 1);
-        assert_eq!(r[1].inclusive, c(6, 4, 22, 112));
-        assert_eq!(r[1].exclusive, Counters::default());
-        assert_eq!(r[2].instances, 2);
-        assert_eq!(r[2].inclusive, c(6, 4, 22, 112));
-        assert_eq!(r[2].exclusive, c(1, 3, 2, 12));
-        assert_eq!(r[3].inclusive, c(5, 1, 20, 100));
-        assert_eq!(r[3].exclusive, c(5, 1, 20, 100));
-        assert_eq!(tot, c(9, 5, 38, 113));
-        assert_eq!(un, c(1, 1, 8, 1));
-        check_invariant(&r, tot, un);
-    }
-
-    /// Subtrees reported whole in `main` (0) count as their entries, iterations, accesses
-    /// and exits would: an inlined call (1) around a loop (2, body 3) whose body makes an
-    /// inlined call (4) once, and a leaf inlined call (5).
-    #[test]
-    fn regions_reported_whole_count_as_their_events() {
-        let (by_events, whole) = (tool(), tool());
-        let mut t = thread(by_events);
-        t.enter(0);
-        ld(&mut *t, 1, 8);
-        t.enter(1);
-        ld(&mut *t, 1, 8);
-        t.enter(2);
-        for k in 0..3 {
-            t.enter(3);
-            ld(&mut *t, 1, 8);
-            if k == 1 {
-                t.enter(4);
-                st(&mut *t, 1, 4);
-                t.exit(4);
-            }
-            t.exit(3);
-        }
-        t.exit(2);
-        ld(&mut *t, 1, 8);
-        t.exit(1);
-        t.enter(5);
-        ld(&mut *t, 2, 8);
-        t.exit(5);
-        st(&mut *t, 1, 2);
-        t.exit(0);
-        let mut t = thread(whole);
-        t.enter(0);
-        ld(&mut *t, 1, 8);
-        let count = t
-            .as_any_mut()
-            .unwrap()
-            .downcast_mut::<CountThread>()
-            .unwrap();
-        let parents = [0, 1, 2, 3];
-        #[rustfmt::skip]
-        let records = [
-            1, 2, 0, 16, 0,
-            1, 0, 0, 0, 0,
-            3, 3, 0, 24, 0,
-            1, 0, 1, 0, 4,
-        ];
-        count.regions_ran(1, &records, |i| Some(parents[i]));
-        count.regions_ran(5, &[1, 2, 0, 16, 0], |_| Some(0));
-        st(&mut *t, 1, 2);
-        t.exit(0);
-        let expected = by_events.collect(6);
-        assert_eq!(expected.0[1].inclusive, c(5, 1, 40, 4));
-        assert_eq!(expected.0[3].instances, 3);
-        assert_eq!(expected.0[3].exclusive, c(3, 0, 24, 0));
-        assert_eq!(whole.collect(6), expected);
-    }
-
-    #[test]
-    fn recursion_counts_outermost_only() {
-        let tl = tool();
-        let mut t = thread(tl);
-        // rec(3): each level loads 4 bytes once, then recurses.
-        for _ in 0..3 {
-            t.enter(0);
-            ld(&mut *t, 1, 4);
-        }
-        for _ in 0..3 {
-            t.exit(0);
-        }
-        t.enter(0);
-        ld(&mut *t, 2, 4);
-        t.exit(0);
-        let (r, tot, un) = tl.collect(1);
-        assert_eq!(r[0].instances, 4);
-        assert_eq!(r[0].inclusive, c(5, 0, 20, 0));
-        assert_eq!(r[0].exclusive, c(5, 0, 20, 0));
-        check_invariant(&r, tot, un);
-    }
-
-    #[test]
-    fn threads_sum_and_live_threads_are_read() {
-        let tl = tool();
-        let mut a = thread(tl);
-        let mut b = thread(tl);
-        a.enter(0);
-        ld(&mut *a, 10, 4);
-        a.exit(0);
-        b.enter(0);
-        st(&mut *b, 7, 8);
-        // b is still inside region 0: its self counts since the last event are pending.
-        let (r, tot, un) = tl.collect(1);
-        assert_eq!(r[0].instances, 2);
-        assert_eq!(r[0].exclusive, c(10, 7, 40, 56));
-        assert_eq!(
-            r[0].inclusive,
-            c(10, 0, 40, 0),
-            "b's open instance is not closed yet"
-        );
-        assert_eq!(tot, c(10, 7, 40, 56));
-        check_invariant(&r, tot, un);
-        b.exit(0);
-        assert_eq!(tl.collect(1).0[0].inclusive, c(10, 7, 40, 56));
-    }
-
-    #[test]
-    fn reset_and_fork() {
-        let tl = tool();
-        let mut a = thread(tl);
-        let mut b = thread(tl);
-        a.enter(0);
-        ld(&mut *a, 10, 4);
-        b.enter(1);
-        ld(&mut *b, 3, 4);
-        tl.reset();
-        a.reset(); // the caller applies it now
-        ld(&mut *a, 1, 4);
-        a.exit(0);
-        // b has not seen the reset yet: it contributes nothing.
-        let (r, tot, _) = tl.collect(2);
-        assert_eq!(r[0].instances, 1, "open at the reset: one instance");
-        assert_eq!(r[0].inclusive, c(1, 0, 4, 0));
-        assert_eq!(tot, c(1, 0, 4, 0));
-        b.exit(1); // applies the reset, then closes with zero
-        st(&mut *b, 1, 2);
-        let (r, tot, un) = tl.collect(2);
-        assert_eq!(r[1].inclusive, Counters::default());
-        assert_eq!(un, c(0, 1, 0, 2));
-        check_invariant(&r, tot, un);
-        // Fork: a survives, b is gone.
-        a.enter(0);
-        ld(&mut *a, 2, 4);
-        tl.fork_child();
-        a.fork_survivor();
-        ld(&mut *a, 3, 1);
-        a.exit(0);
-        let (r, tot, un) = tl.collect(2);
-        assert_eq!(tot, c(3, 0, 3, 0));
-        assert_eq!(r[0].inclusive, c(3, 0, 3, 0));
-        assert_eq!(r[0].instances, 1);
-        assert_eq!(un, Counters::default());
-    }
-
-    /// What count instrumentation does inline: adds a segment's counts to the cells.
-    fn segment(cells: &Cells, add: [u64; 4]) {
-        for k in 0..4 {
-            bump(&cells[k], add[k]);
-        }
-    }
-
-    #[test]
-    fn inline_counts_and_contexts_sharing_a_thread() {
-        let tl = tool();
-        let cells: &'static Cells = Box::leak(Box::new(Cells::default()));
-        segment(cells, [7, 7, 7, 7]); // before the thread's first event: not its
-        let mut main = tl.new_part(cells, true);
-        let mut coroutine = tl.new_part(cells, false);
-        main.enter(0);
-        segment(cells, [2, 1, 8, 4]);
-        // The live thread's pending counts are read.
-        let (r, tot, _) = tl.collect(2);
-        assert_eq!((r[0].exclusive, tot), (c(2, 1, 8, 4), c(2, 1, 8, 4)));
-        // swapcontext: main is suspended, the coroutine runs on the same cells.
-        main.suspend();
-        coroutine.resume();
-        coroutine.enter(1);
-        segment(cells, [1, 0, 4, 0]);
-        let (r, _, _) = tl.collect(2);
-        assert_eq!(
-            r[1].exclusive,
-            c(1, 0, 4, 0),
-            "pending, the coroutine's only"
-        );
-        coroutine.exit(1);
-        coroutine.suspend();
-        main.resume();
-        segment(cells, [0, 3, 0, 12]);
-        main.exit(0);
-        let (r, tot, un) = tl.collect(2);
-        assert_eq!(r[0].inclusive, c(2, 4, 8, 16), "main's own accesses");
-        assert_eq!(r[1].inclusive, c(1, 0, 4, 0));
-        assert_eq!(tot, c(3, 4, 12, 16));
-        check_invariant(&r, tot, un);
-        // The thread ends: nothing is read from its cells any more.
-        main.thread_exit();
-        segment(cells, [100, 100, 100, 100]);
-        assert_eq!(tl.collect(2).1, c(3, 4, 12, 16));
-    }
-
-    /// Iterations counted inline come in bulk: as many instances of the innermost body, its
-    /// accesses its own, the loop's inclusive counts unchanged; none from before a reset.
-    #[test]
-    fn iterations_in_bulk_are_instances_of_the_innermost_body() {
-        let tl = tool();
-        let mut t = thread(tl);
-        assert!(t.iterations_in_bulk());
-        t.enter(0); // the function
-        t.enter(1); // its loop
-        t.enter(2); // the first iteration's body
-        ld(&mut *t, 3, 4);
-        t.iterations(2, 9);
-        ld(&mut *t, 7, 4);
-        t.exit(2);
-        t.exit(1);
-        let (r, _, _) = tl.collect(3);
-        assert_eq!(r[2].instances, 10);
-        assert_eq!(
-            (r[2].inclusive, r[2].exclusive),
-            (c(10, 0, 40, 0), c(10, 0, 40, 0))
-        );
-        assert_eq!(r[1].inclusive, c(10, 0, 40, 0));
-        // A reset between the iterations and the event that takes them: not counted.
-        t.enter(1);
-        t.enter(2);
-        tl.reset();
-        t.iterations(2, 5);
-        t.exit(2);
-        t.exit(1);
-        t.exit(0);
-        assert_eq!(
-            tl.collect(3).0[2].instances,
-            1,
-            "open at the reset: one instance"
-        );
-    }
-
-    #[test]
-    fn finish_json_fields() {
-        let tl = tool();
-        let mut t = thread(tl);
-        t.enter(0);
-        ld(&mut *t, 1, 4);
-        t.exit(0);
-        let res = tl.finish(1);
-        let m = &(res.regions)(0);
-        for k in [
-            "instances",
-            "loads",
-            "self_loads",
-            "bytes_written",
-            "self_bytes_read",
-        ] {
-            assert!(m.contains_key(k), "{k}");
-        }
-        assert_eq!(res.top["totals"]["loads"], 1);
-        assert_eq!(res.top["unattributed"]["loads"], 0);
     }
 }
