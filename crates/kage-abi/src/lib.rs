@@ -916,6 +916,17 @@ pub mod symbols {
         thread_local: true,
         used_by: &[Counts],
     };
+    /// `__thread const void *__kage_count_running`: the root entry of the promoted tree
+    /// (counted in locals) that the thread is running (set where an instance of the root
+    /// starts, cleared by its report), else null. Only a fatal signal's report reads it: the
+    /// region that faulted is reported with an instance, its counts in locals lost (relaxed
+    /// atomic stores).
+    pub const COUNT_RUNNING: Symbol = Symbol::Global {
+        name: "__kage_count_running",
+        ty: Ptr,
+        thread_local: true,
+        used_by: &[Counts],
+    };
     /// `uint64_t __kage_count_epoch`: the count tool's reset epoch; a thread whose
     /// `__kage_count_thread` holds another one calls `__kage_count_prepare` at its next
     /// function entry.
@@ -1157,6 +1168,7 @@ pub mod symbols {
         CMPXCHG,
         COUNT_TOTALS,
         COUNT_THREAD,
+        COUNT_RUNNING,
         COUNT_EPOCH,
         COUNT_PREPARE,
         COUNT_UNWIND,

@@ -122,16 +122,18 @@ extern "C" const char *kage_di_subprogram_name(LLVMMetadataRef Subprogram, bool 
   return Name.data();
 }
 
-// Splits the critical edge From -> To (From ends in a conditional branch, To has other
-// predecessors): the new block on it, whose phis `To`'s were updated for; null if the edge is
-// not one From's branch can have split.
+// Splits the critical edge From -> To (From has other successors, To other predecessors):
+// the new block on it, whose phis `To`'s were updated for; null if the edge cannot have a
+// block of its own (an indirectbr's, a callbr's, one into an EH pad).
 extern "C" LLVMBasicBlockRef kage_split_critical_edge(LLVMBasicBlockRef From,
                                                       LLVMBasicBlockRef To) {
-  auto *Branch = llvm::dyn_cast<llvm::BranchInst>(llvm::unwrap(From)->getTerminator());
-  if (!Branch || !Branch->isConditional()) return nullptr;
-  for (unsigned I = 0; I < Branch->getNumSuccessors(); ++I)
-    if (Branch->getSuccessor(I) == llvm::unwrap(To))
-      return llvm::wrap(llvm::SplitCriticalEdge(Branch, I));
+  auto *Terminator = llvm::unwrap(From)->getTerminator();
+  if (!Terminator) return nullptr;
+  for (unsigned I = 0; I < Terminator->getNumSuccessors(); ++I)
+    if (Terminator->getSuccessor(I) == llvm::unwrap(To))
+      // A switch's several cases to `To` become one edge through the new block.
+      return llvm::wrap(llvm::SplitCriticalEdge(
+          Terminator, I, llvm::CriticalEdgeSplittingOptions().setMergeIdenticalEdges()));
   return nullptr;
 }
 

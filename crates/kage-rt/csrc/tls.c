@@ -34,6 +34,13 @@ __thread uint64_t __kage_count_thread[5];
 
 uint64_t *kage_count_thread_slot(void) { return __kage_count_thread; }
 
+/* The root entry of the promoted tree (counted in locals) that the thread is running, else
+ * null ("Count instrumentation"): a fatal signal's report counts an instance of it. */
+__attribute__((tls_model("initial-exec"), visibility("default")))
+__thread const void *_Atomic __kage_count_running;
+
+const void *_Atomic *kage_count_running_slot(void) { return &__kage_count_running; }
+
 /* The count tool's reset epoch: a thread whose __kage_count_thread holds another one applies
  * the reset at its next function entry. */
 __attribute__((visibility("default")))

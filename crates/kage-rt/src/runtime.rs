@@ -254,6 +254,9 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         // Exit the calling thread's open frames so `exit()` from deep inside still closes
         // main. When a signal interrupted this thread inside the runtime, its stack may be
         // mid-update: leave it alone (the report is incomplete anyway).
+        if from_signal {
+            unsafe { tools::count::count_faulted_tree(&*ts) };
+        }
         unsafe { (*ts).exit_all() };
         unsafe { thread::close_suspended(ts) };
         unsafe { (*ts).busy.set((*ts).busy.get() | gate::IN_RUNTIME) };

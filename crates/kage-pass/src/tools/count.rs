@@ -108,13 +108,40 @@ impl Transition {
     }
 }
 
+/// What an edge does inline: the regions counted in records change ([`Transition`], those
+/// of promoted trees left out), the instances of tree regions entered are counted in their
+/// locals, and a tree left is reported to the records first.
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct Change {
+    records: Transition,
+    /// Tree nodes whose local instances grow (entered, or a new iteration of a body).
+    counted: Vec<usize>,
+    /// The tree (index) left on this edge.
+    flush: Option<usize>,
+}
+
+impl Change {
+    fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.counted.is_empty() && self.flush.is_none()
+    }
+}
+
+/// A subtree of the function's regions whose instances and counts are kept in locals
+/// (registers, after mem2reg) while it runs and added to the records when it is left
+/// ([`promoted_trees`]).
+struct PromotedTree {
+    /// Its root's tree node; the tree is the nodes `root..root + len` (pre-order).
+    root: usize,
+    len: usize,
+}
+
 /// Where a block's transitions go.
 enum Placement {
     /// At the block's start: every way in changes the same.
-    Start(Transition),
-    /// On edges: `(from, split, transition)`, at the end of `from` (its only successor is
-    /// the block) or in a block made on the edge.
-    Edges(Vec<(usize, bool, Transition)>),
+    Start(Change),
+    /// On edges: `(from, split, change)`, at the end of `from` (its only successor is the
+    /// block) or in a block made on the edge.
+    Edges(Vec<(usize, bool, Change)>),
     /// A call at the block's start that changes the regions from what is open
     /// (`__kage_count_arrive`): some edge could not carry its change.
     Dynamic,
@@ -186,6 +213,212 @@ unsafe fn splittable(plan: &FunctionPlan, from: usize, to: usize) -> bool {
     }
 }
 
+/// The subtrees whose counts are kept in locals while they run, in which nothing reaches
+/// the runtime or another function (no call that may run instrumented code, no resume
+/// point, no return but the function's own): a loop or an inlined call with its
+/// descendants, or the whole function (a leaf: no activation at all), at most
+/// `MAX_PROMOTED` regions, the outermost such ones. Every edge into their blocks must be
+/// able to carry code (so that no instance is counted by the runtime).
+///
+/// # Safety
+/// `plan` must describe a live function that nothing was inserted into yet.
+unsafe fn promoted_trees(plan: &FunctionPlan, predecessors: &[Vec<usize>]) -> Vec<PromotedTree> {
+    let n = plan.cfg.blocks.len();
+    let nodes = &plan.tree().nodes;
+    let block_region = &plan.tree().block_region;
+    let mut busy = vec![false; n];
+    let mut returns = vec![false; n];
+    let block_of = |inst: LLVMValueRef| {
+        let parent = LLVMGetInstructionParent(inst);
+        plan.cfg.blocks.iter().position(|&b| b == parent)
+    };
+    let cmpxchgs = (plan.accesses.iter()).filter_map(|access| match *access {
+        Access::CmpXchg { inst, .. } => Some(inst),
+        _ => None,
+    });
+    let resumes = plan.resume_points.iter().map(|&(inst, _)| inst);
+    for block in cmpxchgs.chain(resumes).filter_map(block_of) {
+        busy[block] = true;
+    }
+    for block in plan.exits.iter().filter_map(|&inst| block_of(inst)) {
+        returns[block] = true;
+    }
+    let ends_plainly = |b: usize| {
+        let terminator = LLVMGetBasicBlockTerminator(plan.cfg.blocks[b]);
+        !terminator.is_null()
+            && matches!(
+                ir::opcode(terminator),
+                LLVMOpcode::LLVMBr | LLVMOpcode::LLVMSwitch | LLVMOpcode::LLVMRet | LLVMOpcode::LLVMUnreachable
+            )
+    };
+    let quiet: Vec<bool> = (0..n)
+        .map(|b| {
+            let block = plan.cfg.blocks[b];
+            plan.forest.reachable[b]
+                && !busy[b]
+                && ends_plainly(b)
+                && ir::first_insertion_point(block).is_some()
+                && !ir::is_landing_pad(block)
+                && !ir::instructions(block).into_iter().any(|i| crate::segments::is_cut(i))
+        })
+        .collect();
+    let mut size = vec![1usize; nodes.len()];
+    for i in (1..nodes.len()).rev() {
+        if let Some(parent) = nodes[i].parent {
+            size[parent] += size[i];
+        }
+    }
+    let mut node_blocks = vec![Vec::new(); nodes.len()];
+    for b in (0..n).filter(|&b| plan.forest.reachable[b]) {
+        node_blocks[block_region[b]].push(b);
+    }
+    let try_tree = |root: usize| -> Option<PromotedTree> {
+        let whole_function = match nodes[root].kind {
+            crate::region_tree::NodeKind::Loop(_) | crate::region_tree::NodeKind::Inlined(_) => false,
+            crate::region_tree::NodeKind::Function => true,
+            crate::region_tree::NodeKind::LoopBody(_) => return None,
+        };
+        let len = size[root];
+        if len > MAX_PROMOTED {
+            return None;
+        }
+        let blocks: Vec<usize> = (root..root + len)
+            .flat_map(|node| node_blocks[node].iter().copied())
+            .collect();
+        let fits = !blocks.is_empty()
+            && blocks.iter().all(|&b| {
+                quiet[b]
+                    && (whole_function || !returns[b])
+                    && predecessors[b].iter().all(|&p| {
+                        let only = plan.cfg.successors[p].iter().all(|&s| s == b);
+                        only || splittable(plan, p, b)
+                    })
+            });
+        fits.then_some(PromotedTree { root, len })
+    };
+    let mut trees = Vec::new();
+    let mut node = 0;
+    while node < nodes.len() {
+        match try_tree(node) {
+            Some(tree) => {
+                node += tree.len;
+                trees.push(tree);
+            }
+            None => node += 1,
+        }
+    }
+    trees
+}
+
+/// The most regions a promoted tree holds: its report at each exit costs a few
+/// instructions per region.
+const MAX_PROMOTED: usize = 8;
+
+/// `t` with the regions of promoted trees (`tree_of`: each node's tree) counted in locals;
+/// `left`: the tree the edge leaves, if any; `from_outside_function`: the function's start.
+fn change(nodes: &[Node], tree_of: &[Option<usize>], t: Transition, left: Option<usize>) -> Change {
+    let in_tree = |node: &usize| tree_of[*node].is_some();
+    let mut counted: Vec<usize> = t.opens.iter().copied().filter(in_tree).collect();
+    let mut iteration = t.iteration;
+    if let Some(body) = t.iteration.filter(in_tree) {
+        counted.push(body);
+        iteration = None;
+    }
+    let mut target = t.target;
+    while tree_of[target].is_some() {
+        match nodes[target].parent {
+            Some(parent) => target = parent,
+            None => break,
+        }
+    }
+    Change {
+        records: Transition {
+            closes: t.closes.into_iter().filter(|n| !in_tree(n)).collect(),
+            iteration,
+            opens: t.opens.into_iter().filter(|n| !in_tree(n)).collect(),
+            target,
+        },
+        counted,
+        flush: left,
+    }
+}
+
+/// Each block's changes and where they go, with `trees` promoted: each tree node's tree,
+/// the placements, and the trees whose exits lead into each block.
+///
+/// # Safety
+/// `plan` must describe a live function that nothing was inserted into yet.
+unsafe fn place(
+    plan: &FunctionPlan,
+    header_of: &HashMap<usize, usize>,
+    predecessors: &[Vec<usize>],
+    trees: &[PromotedTree],
+) -> (Vec<Option<usize>>, Vec<(usize, Placement)>, Vec<Vec<usize>>) {
+    let n = plan.cfg.blocks.len();
+    let tree = plan.tree();
+    let reachable = &plan.forest.reachable;
+    let mut tree_of = vec![None; tree.nodes.len()];
+    for (j, t) in trees.iter().enumerate() {
+        tree_of[t.root..t.root + t.len].iter_mut().for_each(|slot| *slot = Some(j));
+    }
+    let owner = |b: usize| tree_of[tree.block_region[b]];
+    let whole_function = trees.first().is_some_and(|t| t.root == 0);
+    // Each block's changes, decided before anything changes.
+    let mut placements: Vec<(usize, Placement)> = Vec::new();
+    // The trees whose exits lead into each block.
+    let mut trees_left_into = vec![Vec::new(); n];
+    for b in (0..n).filter(|&b| reachable[b]) {
+        if ir::is_landing_pad(plan.cfg.blocks[b]) || ir::first_insertion_point(plan.cfg.blocks[b]).is_none() {
+            continue;
+        }
+        let edges: Vec<(Option<usize>, Change)> = (predecessors[b].iter())
+            .map(|&p| Some(p))
+            .chain((b == 0).then_some(None))
+            .map(|p| {
+                let left = p.and_then(|p| owner(p)).filter(|&j| owner(b) != Some(j));
+                let mut c = change(&tree.nodes, &tree_of, transition(plan, &header_of, p, b), left);
+                if p.is_none() && whole_function {
+                    c.counted.insert(0, 0);
+                }
+                (p, c)
+            })
+            .collect();
+        for (_, c) in &edges {
+            if let Some(j) = c.flush {
+                if !trees_left_into[b].contains(&j) {
+                    trees_left_into[b].push(j);
+                }
+            }
+        }
+        let Some((_, first)) = edges.first() else { continue };
+        if edges.iter().all(|(_, c)| c == first) {
+            if !first.is_empty() {
+                placements.push((b, Placement::Start(first.clone())));
+            }
+            continue;
+        }
+        let mut on_edges = Vec::new();
+        let mut dynamic = false;
+        for (p, c) in edges {
+            if c.is_empty() {
+                continue;
+            }
+            let Some(p) = p else {
+                dynamic = true;
+                break;
+            };
+            let only = plan.cfg.successors[p].iter().all(|&s| s == b);
+            if !only && !splittable(plan, p, b) {
+                dynamic = true;
+                break;
+            }
+            on_edges.push((p, !only, c));
+        }
+        placements.push((b, if dynamic { Placement::Dynamic } else { Placement::Edges(on_edges) }));
+    }
+    (tree_of, placements, trees_left_into)
+}
+
 /// Count instrumentation of one function.
 ///
 /// # Safety
@@ -203,6 +436,7 @@ unsafe fn instrument_function(
     let reachable = &plan.forest.reachable;
     // Where the function's entry goes: after the entry block's static allocas, which must
     // stay first (the entry's checks split the block).
+    let first = LLVMGetFirstInstruction(plan.cfg.blocks[0]);
     let Some(mut entry_at) = ir::first_insertion_point(plan.cfg.blocks[0]) else {
         return;
     };
@@ -234,53 +468,37 @@ unsafe fn instrument_function(
             }
         }
     }
-    // Each block's transitions, decided before anything changes.
-    let mut placements: Vec<(usize, Placement)> = Vec::new();
-    for b in (0..n).filter(|&b| reachable[b]) {
-        if ir::is_landing_pad(plan.cfg.blocks[b]) || ir::first_insertion_point(plan.cfg.blocks[b]).is_none() {
-            continue;
-        }
-        let edges: Vec<(Option<usize>, Transition)> = (predecessors[b].iter())
-            .map(|&p| Some(p))
-            .chain((b == 0).then_some(None))
-            .map(|p| (p, transition(plan, &header_of, p, b)))
+    let mut trees = promoted_trees(plan, &predecessors);
+    // A block that needs the runtime to change its regions cannot be in a promoted tree
+    // (the runtime does not see the tree's locals): such trees are given up.
+    let (tree_of, placements, trees_left_into) = loop {
+        let placed = place(plan, &header_of, &predecessors, &trees);
+        let (tree_of, placements, _) = &placed;
+        let owner = |b: usize| tree_of[tree.block_region[b]];
+        let dynamic_in_tree: Vec<usize> = (placements.iter())
+            .filter(|(b, p)| matches!(p, Placement::Dynamic) && owner(*b).is_some())
+            .filter_map(|(b, _)| owner(*b))
             .collect();
-        let Some((_, first)) = edges.first() else { continue };
-        if edges.iter().all(|(_, t)| t == first) {
-            if !first.is_empty() {
-                placements.push((b, Placement::Start(first.clone())));
-            }
-            continue;
+        if dynamic_in_tree.is_empty() {
+            break placed;
         }
-        let mut on_edges = Vec::new();
-        let mut dynamic = false;
-        for (p, t) in edges {
-            if t.is_empty() {
-                continue;
-            }
-            let Some(p) = p else {
-                dynamic = true;
-                break;
-            };
-            let only = plan.cfg.successors[p].iter().all(|&s| s == b);
-            if !only && !splittable(plan, p, b) {
-                dynamic = true;
-                break;
-            }
-            on_edges.push((p, !only, t));
-        }
-        placements.push((b, if dynamic { Placement::Dynamic } else { Placement::Edges(on_edges) }));
-    }
+        trees = (trees.into_iter().enumerate())
+            .filter(|(j, _)| !dynamic_in_tree.contains(j))
+            .map(|(_, t)| t)
+            .collect();
+    };
+    let owner = |b: usize| tree_of[tree.block_region[b]];
+    let whole_function = trees.first().is_some_and(|t| t.root == 0);
     // Blocks made on edges, before anything is inserted.
-    let mut edge_code: Vec<(LLVMValueRef, Transition)> = Vec::new();
-    let mut start_code: Vec<(usize, Option<Transition>)> = Vec::new();
+    let mut edge_code: Vec<(LLVMValueRef, Change)> = Vec::new();
+    let mut start_code: Vec<(usize, Option<Change>)> = Vec::new();
     for (b, placement) in placements {
         match placement {
-            Placement::Start(t) => start_code.push((b, Some(t))),
+            Placement::Start(c) => start_code.push((b, Some(c))),
             Placement::Dynamic => start_code.push((b, None)),
             Placement::Edges(edges) => {
                 let mut made = Vec::new();
-                for (p, split, t) in edges {
+                for (p, split, c) in edges {
                     let mut block = plan.cfg.blocks[p];
                     if split {
                         block = kage_split_critical_edge(block, plan.cfg.blocks[b]);
@@ -290,7 +508,7 @@ unsafe fn instrument_function(
                         start_code.push((b, None));
                         break;
                     }
-                    made.push((LLVMGetBasicBlockTerminator(block), t));
+                    made.push((LLVMGetBasicBlockTerminator(block), c));
                 }
                 edge_code.extend(made);
             }
@@ -302,19 +520,43 @@ unsafe fn instrument_function(
         LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(at));
     };
     let region_index = |node: usize| plan.slots.base + node as u32;
-    // The function's entry: its activation and region.
+    // The trees' locals, zero, first in the entry block.
+    position(first);
+    let locals: Vec<TreeLocals> = trees.iter().map(|t| inline.tree_locals(builder, t.len)).collect();
+    // The function's entry: its activation and region (a promoted function has neither).
     position(entry_at);
     let function = region_index(0);
-    let (records, activation) = inline.enter(builder, table.module_global, table.region_ptr(function), function);
-    let at = Emitter { inline, builder, records, activation, table, base: plan.slots.base };
+    let (records, activation) = if whole_function {
+        (None, None)
+    } else {
+        let (records, activation) = inline.enter(builder, table.module_global, table.region_ptr(function), function);
+        (Some(records), Some(activation))
+    };
+    let flushes: Vec<RuntimeFunction> = (trees.iter().enumerate())
+        .map(|(j, t)| inline.define_flush(plan, t, j))
+        .collect();
+    let at = Emitter {
+        inline,
+        builder,
+        records,
+        activation,
+        table,
+        base: plan.slots.base,
+        trees: &trees,
+        locals: &locals,
+        flushes: &flushes,
+    };
     for (b, code) in &start_code {
         let Some(start) = (if *b == 0 { Some(entry_at) } else { ir::first_insertion_point(plan.cfg.blocks[*b]) }) else {
             continue;
         };
         position(start);
         match code {
-            Some(t) => at.transition(t),
+            Some(c) => at.change(c),
             None => {
+                for &j in &trees_left_into[*b] {
+                    at.flush(j);
+                }
                 let lp = header_of.get(b).map(|&k| table.region_ptr(region_index(tree.loop_node[k])));
                 at.arrive(table.region_ptr(region_index(tree.block_region[*b])), lp);
             }
@@ -329,11 +571,11 @@ unsafe fn instrument_function(
         let region = tree.block_region[segment.block];
         if !constant.is_empty() {
             position(segment.start);
-            at.add(&constant, region);
+            at.add(&constant, region, owner(segment.block));
         }
         for (inst, counts) in dynamic {
             position(inst);
-            at.add(&counts, region);
+            at.add(&counts, region, owner(segment.block));
         }
     }
     for &(inst, size, block) in &cmpxchgs {
@@ -345,37 +587,63 @@ unsafe fn instrument_function(
         LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(inst));
         at.cmpxchg(inst, size, tree.block_region[block]);
     }
-    for (terminator, t) in &edge_code {
+    for (terminator, c) in &edge_code {
         position(*terminator);
-        at.transition(t);
+        at.change(c);
     }
     for &(inst, block) in &exits {
         position(inst);
-        at.exit(&path_up(&tree.nodes, tree.block_region[block], None));
+        if whole_function {
+            at.flush(0);
+        } else {
+            at.exit(&path_up(&tree.nodes, tree.block_region[block], None));
+        }
     }
 }
+
+/// A promoted tree's locals: per region, its instances, loads, stores, bytes read and bytes
+/// written (`i64` allocas, zero outside the tree).
+struct TreeLocals(Vec<[LLVMValueRef; 5]>);
 
 /// Builds one function's inline code at the builder's position.
 struct Emitter<'a> {
     inline: &'a Inline,
     builder: LLVMBuilderRef,
-    /// The thread's records of the module's regions (from the function's entry).
-    records: LLVMValueRef,
-    /// The function's activation index.
-    activation: LLVMValueRef,
+    /// The thread's records of the module's regions (from the function's entry; none in a
+    /// promoted function, whose report looks them up).
+    records: Option<LLVMValueRef>,
+    /// The function's activation index (none in a promoted function).
+    activation: Option<LLVMValueRef>,
     table: &'a RegionTable,
     /// The function's first table index (its tree node 0).
     base: u32,
+    trees: &'a [PromotedTree],
+    locals: &'a [TreeLocals],
+    /// Each tree's report helper.
+    flushes: &'a [RuntimeFunction],
 }
 
 impl Emitter<'_> {
-    /// The record of tree node `node`.
-    unsafe fn record(&self, node: usize) -> LLVMValueRef {
+    /// The record of tree node `node` in `records`.
+    unsafe fn record_in(&self, records: LLVMValueRef, node: usize) -> LLVMValueRef {
         let offset = (self.base as u64 + node as u64) * (WORDS as u64 * 8);
-        ir::byte_gep(self.builder, self.records, LLVMConstInt(self.inline.i64_type, offset, 0))
+        ir::byte_gep(self.builder, records, LLVMConstInt(self.inline.i64_type, offset, 0))
     }
 
-    unsafe fn transition(&self, t: &Transition) {
+    /// The record of tree node `node` (not in a promoted function).
+    unsafe fn record(&self, node: usize) -> LLVMValueRef {
+        self.record_in(self.records.expect("records outside promoted functions"), node)
+    }
+
+    unsafe fn activation(&self) -> LLVMValueRef {
+        self.activation.expect("an activation outside promoted functions")
+    }
+
+    unsafe fn change(&self, c: &Change) {
+        if let Some(j) = c.flush {
+            self.flush(j);
+        }
+        let t = &c.records;
         for &node in &t.closes {
             self.inline.close.call(self.builder, &mut [self.record(node)]);
         }
@@ -388,34 +656,74 @@ impl Emitter<'_> {
         }
         if !t.closes.is_empty() || !t.opens.is_empty() {
             let entry = self.table.region_ptr(self.base + t.target as u32);
-            self.inline.set_current.call(self.builder, &mut [self.activation, entry]);
+            self.inline.set_current.call(self.builder, &mut [self.activation(), entry]);
+        }
+        for &node in &c.counted {
+            // A tree's root starts: the thread notes it, for a fatal signal's report.
+            if self.trees.iter().any(|t| t.root == node) {
+                let entry = self.table.region_ptr(self.base + node as u32);
+                self.inline.set_running(self.builder, entry);
+            }
+            if let Some(local) = self.local(node) {
+                self.inline.add_plain(self.builder, local[0], LLVMConstInt(self.inline.i64_type, 1, 0));
+            }
         }
     }
 
+    /// The locals of tree node `node`, if it is in a promoted tree.
+    fn local(&self, node: usize) -> Option<&[LLVMValueRef; 5]> {
+        let j = self.trees.iter().position(|t| (t.root..t.root + t.len).contains(&node))?;
+        self.locals[j].0.get(node - self.trees[j].root)
+    }
+
+    /// Tree `j`'s report (when it ran: an exit block may also be reached from outside it).
+    unsafe fn flush(&self, j: usize) {
+        let records = match self.records {
+            Some(records) => records,
+            None => self.inline.records.call(self.builder, &mut [self.table.module_global]),
+        };
+        let mut args = vec![self.record_in(records, self.trees[j].root)];
+        args.extend(self.locals[j].0.iter().flatten().copied());
+        self.flushes[j].call(self.builder, &mut args);
+    }
+
+    /// `__kage_count_arrive` (a promoted function has no activation, and no block that
+    /// needs it: see [`place`]).
     unsafe fn arrive(&self, region: LLVMValueRef, lp: Option<LLVMValueRef>) {
+        let Some(activation) = self.activation else { return };
         let ptr_type = LLVMTypeOf(region);
         let lp = lp.unwrap_or_else(|| LLVMConstPointerNull(ptr_type));
-        self.inline.arrive.call(self.builder, &mut [region, lp, self.activation]);
+        self.inline.arrive.call(self.builder, &mut [region, lp, activation]);
     }
 
     unsafe fn resume(&self, region: LLVMValueRef) {
-        self.inline.resume.call(self.builder, &mut [region, self.activation]);
+        self.inline.resume.call(self.builder, &mut [region, self.activation()]);
     }
 
     /// A return: `open` (the block's region and those around it, innermost first) close,
     /// and the activation is popped.
     unsafe fn exit(&self, open: &[usize]) {
-        self.inline.exit_check.call(self.builder, &mut [self.activation]);
+        self.inline.exit_check.call(self.builder, &mut [self.activation()]);
         for &node in open {
             self.inline.close.call(self.builder, &mut [self.record(node)]);
         }
-        self.inline.pop.call(self.builder, &mut [self.activation]);
+        self.inline.pop.call(self.builder, &mut [self.activation()]);
     }
 
     /// `counts` added to the thread's totals and to `node`'s self counts, masked by the
-    /// gate.
-    unsafe fn add(&self, counts: &SegmentCounts, node: usize) {
+    /// gate; in a promoted tree (`tree`), to the node's locals.
+    unsafe fn add(&self, counts: &SegmentCounts, node: usize, tree: Option<usize>) {
         let values = counts.values(self.builder, self.inline.i64_type);
+        if tree.is_some() {
+            if let Some(local) = self.local(node) {
+                for (k, value) in values.iter().enumerate() {
+                    if let Some(value) = *value {
+                        self.inline.add_plain(self.builder, local[1 + k], value);
+                    }
+                }
+            }
+            return;
+        }
         self.add_values(values, node);
     }
 
@@ -563,6 +871,8 @@ struct Inline {
     totals_type: LLVMTypeRef,
     /// `__kage_count_thread`.
     thread: LLVMValueRef,
+    /// `__kage_count_running`.
+    running: LLVMValueRef,
     epoch: LLVMValueRef,
     gate: LLVMValueRef,
     enter: RuntimeFunction,
@@ -573,6 +883,8 @@ struct Inline {
     pop: RuntimeFunction,
     arrive: RuntimeFunction,
     resume: RuntimeFunction,
+    /// `ptr __kage_count_records(ptr module)`.
+    records: RuntimeFunction,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
     ptr_type: LLVMTypeRef,
@@ -626,6 +938,7 @@ impl Inline {
             totals,
             totals_type: LLVMGlobalGetValueType(totals),
             thread: ir::declare_runtime_global(module, &symbols::COUNT_THREAD),
+            running: ir::declare_runtime_global(module, &symbols::COUNT_RUNNING),
             epoch: ir::declare_runtime_global(module, &symbols::COUNT_EPOCH),
             gate: ir::declare_runtime_global(module, &symbols::GATE),
             enter: RuntimeFunction::helper(null, null_type),
@@ -634,6 +947,7 @@ impl Inline {
             set_current: RuntimeFunction::helper(null, null_type),
             exit_check: RuntimeFunction::helper(null, null_type),
             pop: RuntimeFunction::helper(null, null_type),
+            records: RuntimeFunction::helper(null, null_type),
             arrive: RuntimeFunction::declare(module, &symbols::COUNT_ARRIVE),
             resume: RuntimeFunction::declare(module, &symbols::COUNT_RESUME),
             i32_type: LLVMInt32TypeInContext(context),
@@ -647,7 +961,145 @@ impl Inline {
         inline.set_current = inline.define_set_current();
         inline.exit_check = inline.define_exit_check();
         inline.pop = inline.define_pop();
+        inline.records = inline.define_records();
         inline
+    }
+
+    /// `ptr __kage_count_records(ptr module)`: the thread's records of the module's regions
+    /// (`__kage_count_prepare` without a frame when the inline checks fail).
+    unsafe fn define_records(&self) -> RuntimeFunction {
+        let mut params = [self.ptr_type];
+        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_records", self.ptr_type, &mut params);
+        let b = h.builder;
+        let module = h.param(0);
+        let (has_directory, fast, slow) = (h.block(c"directory"), h.block(c"fast"), h.block(c"slow"));
+        let thread = self.address(b, self.thread);
+        let directory = self.load(b, self.ptr_type, self.field(b, thread, RECORDS));
+        let null = LLVMConstPointerNull(self.ptr_type);
+        let ok = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, directory, null, c"".as_ptr());
+        ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_directory, slow), 1 << 20, 1);
+        LLVMPositionBuilderAtEnd(b, has_directory);
+        let records = self.module_records(b, directory, module);
+        let has = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, records, null, c"".as_ptr());
+        let epoch = ir::load_relaxed(b, self.i64_type, self.epoch);
+        let own = self.load(b, self.i64_type, self.field(b, thread, EPOCH));
+        let same = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, epoch, own, c"".as_ptr());
+        let ok = LLVMBuildAnd(b, has, same, c"".as_ptr());
+        ir::set_branch_weights(LLVMBuildCondBr(b, ok, fast, slow), 1 << 20, 1);
+        LLVMPositionBuilderAtEnd(b, fast);
+        LLVMBuildRet(b, records);
+        LLVMPositionBuilderAtEnd(b, slow);
+        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
+        let prepared = prepare.call(b, &mut [module, null]);
+        LLVMBuildRet(b, prepared);
+        h.finish(ty)
+    }
+
+    /// `directory[module->slot]`.
+    unsafe fn module_records(&self, b: LLVMBuilderRef, directory: LLVMValueRef, module: LLVMValueRef) -> LLVMValueRef {
+        let slot_field = ir::byte_gep(b, module, LLVMConstInt(self.i64_type, layout::MODULE_FIELDS[6] as u64, 0));
+        let slot = LLVMBuildLoad2(b, self.i32_type, slot_field, c"".as_ptr());
+        LLVMSetAlignment(slot, 4);
+        let slot = LLVMBuildZExt(b, slot, self.i64_type, c"".as_ptr());
+        let entry_offset = LLVMBuildShl(b, slot, LLVMConstInt(self.i64_type, 3, 0), c"".as_ptr());
+        self.load(b, self.ptr_type, ir::byte_gep(b, directory, entry_offset))
+    }
+
+    /// At the builder's position (the entry block's start): a promoted tree's locals, zero.
+    unsafe fn tree_locals(&self, b: LLVMBuilderRef, len: usize) -> TreeLocals {
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        TreeLocals(
+            (0..len)
+                .map(|_| {
+                    std::array::from_fn(|_| {
+                        let local = LLVMBuildAlloca(b, self.i64_type, c"kage.count".as_ptr());
+                        LLVMSetAlignment(local, 8);
+                        LLVMSetAlignment(LLVMBuildStore(b, zero, local), 8);
+                        local
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// `__kage_count_running = root` (null: none).
+    unsafe fn set_running(&self, b: LLVMBuilderRef, root: LLVMValueRef) {
+        self.store(b, root, self.address(b, self.running));
+    }
+
+    /// `*local += value`, a plain load and store (mem2reg makes it a register).
+    unsafe fn add_plain(&self, b: LLVMBuilderRef, local: LLVMValueRef, value: LLVMValueRef) {
+        let old = LLVMBuildLoad2(b, self.i64_type, local, c"".as_ptr());
+        LLVMSetAlignment(old, 8);
+        let new = LLVMBuildAdd(b, old, value, c"".as_ptr());
+        LLVMSetAlignment(LLVMBuildStore(b, new, local), 8);
+    }
+
+    /// Promoted tree `tree`'s report, `void __kage_count_flush(ptr root_record, ptr
+    /// locals...)` (five locals per region: instances, loads, stores, bytes read, bytes
+    /// written): when it ran (its root's instances are not 0), each region's instances and
+    /// self counts go to its record, the tree's accesses to the thread's totals, each
+    /// region's subtree's accesses to its inclusive counts unless it is open around the
+    /// tree (recursion counts once); the locals are zeroed.
+    unsafe fn define_flush(&self, plan: &FunctionPlan, tree: &PromotedTree, _index: usize) -> RuntimeFunction {
+        let mut params = vec![self.ptr_type; 1 + tree.len * 5];
+        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
+        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_flush", void, &mut params);
+        let b = h.builder;
+        let root_record = h.param(0);
+        let local = |i: usize, w: usize| h.param(1 + (i * 5 + w) as u32);
+        let (ran, done) = (h.block(c"ran"), h.block(c"done"));
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        // Whether or not the tree ran, none runs now (trees do not nest).
+        self.set_running(b, LLVMConstPointerNull(self.ptr_type));
+        let load = |at: LLVMValueRef| {
+            let v = LLVMBuildLoad2(b, self.i64_type, at, c"".as_ptr());
+            LLVMSetAlignment(v, 8);
+            v
+        };
+        let root_instances = load(local(0, 0));
+        let none = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, root_instances, zero, c"".as_ptr());
+        LLVMBuildCondBr(b, none, done, ran);
+        LLVMPositionBuilderAtEnd(b, ran);
+        let mask = self.gate_mask(b);
+        let own: Vec<[LLVMValueRef; 4]> = (0..tree.len)
+            .map(|i| std::array::from_fn(|k| LLVMBuildAnd(b, load(local(i, 1 + k)), mask, c"".as_ptr())))
+            .collect();
+        // Subtree sums: children come after their parents (pre-order).
+        let mut inclusive = own.clone();
+        let nodes = &plan.tree().nodes;
+        for i in (1..tree.len).rev() {
+            if let Some(parent) = nodes[tree.root + i].parent.and_then(|p| p.checked_sub(tree.root)) {
+                for k in 0..4 {
+                    inclusive[parent][k] = LLVMBuildAdd(b, inclusive[parent][k], inclusive[i][k], c"".as_ptr());
+                }
+            }
+        }
+        for i in 0..tree.len {
+            let record = ir::byte_gep(b, root_record, LLVMConstInt(self.i64_type, (i * WORDS * 8) as u64, 0));
+            self.add_word(b, record, INSTANCES, load(local(i, 0)));
+            let depth = self.load(b, self.i64_type, ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0)));
+            let closed = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
+            let closed = LLVMBuildSExt(b, closed, self.i64_type, c"".as_ptr());
+            for k in 0..4 {
+                self.add_word(b, record, SELF + k, own[i][k]);
+                let value = LLVMBuildAnd(b, inclusive[i][k], closed, c"".as_ptr());
+                self.add_word(b, record, INCLUSIVE + k, value);
+            }
+        }
+        let totals = self.address(b, self.totals);
+        for k in 0..4 {
+            ir::add_relaxed(b, self.cell(b, totals, k), inclusive[0][k]);
+        }
+        for i in 0..tree.len {
+            for w in 0..5 {
+                LLVMSetAlignment(LLVMBuildStore(b, zero, local(i, w)), 8);
+            }
+        }
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+        LLVMBuildRetVoid(b);
+        h.finish(ty)
     }
 
     /// `llvm.threadlocal.address(global)`.
@@ -740,12 +1192,7 @@ impl Inline {
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_directory, slow), 1 << 20, 1);
         // The module's records, the epoch and room for an activation.
         LLVMPositionBuilderAtEnd(b, has_directory);
-        let slot_field = ir::byte_gep(b, module, LLVMConstInt(self.i64_type, layout::MODULE_FIELDS[6] as u64, 0));
-        let slot = LLVMBuildLoad2(b, self.i32_type, slot_field, c"".as_ptr());
-        LLVMSetAlignment(slot, 4);
-        let slot = LLVMBuildZExt(b, slot, self.i64_type, c"".as_ptr());
-        let entry_offset = LLVMBuildShl(b, slot, LLVMConstInt(self.i64_type, 3, 0), c"".as_ptr());
-        let records = self.load(b, self.ptr_type, ir::byte_gep(b, directory, entry_offset));
+        let records = self.module_records(b, directory, module);
         let has = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, records, null, c"".as_ptr());
         let epoch = ir::load_relaxed(b, self.i64_type, self.epoch);
         let own = self.load(b, self.i64_type, self.field(b, thread, EPOCH));

@@ -721,6 +721,36 @@ pub unsafe extern "C" fn __kage_count_prepare(m: *mut Module, frame: *const c_vo
     })
 }
 
+extern "C" {
+    /// The calling thread's `__kage_count_running` (csrc/tls.c).
+    fn kage_count_running_slot() -> *const AtomicPtr<c_void>;
+}
+
+/// A fatal signal on the calling thread (`ts`): if it was running a promoted tree (counted
+/// in locals), the tree's root counts an instance (a loop with its body), so that the
+/// report names the region that faulted; the counts in locals are lost. Any build may call
+/// it: only count builds set the thread-local.
+///
+/// # Safety
+/// On the calling thread, `ts` its state, from the fatal-signal path.
+pub unsafe fn count_faulted_tree(ts: &ThreadState) {
+    let r = (*kage_count_running_slot()).swap(std::ptr::null_mut(), Relaxed) as *const Region;
+    if r.is_null() || ts.busy.get() != 0 {
+        return;
+    }
+    let tool = &mut **ts.tool.get();
+    let Some(part) = tool.as_any_mut().and_then(|a| a.downcast_mut::<CountThread>()) else {
+        return;
+    };
+    let Some(gid) = gid_of(r) else { return };
+    let body = (registry::meta(gid).map(|m| m.kind) == Some(RegionKind::Loop)).then_some(gid + 1);
+    for g in std::iter::once(gid).chain(body) {
+        if let Some(rec) = part.record(g) {
+            bump(&rec[INSTANCES], 1);
+        }
+    }
+}
+
 const _: symbols::CountUnwind = __kage_count_unwind;
 
 /// A function returns while activations above its own, `activation`, remain open: they
