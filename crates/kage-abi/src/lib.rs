@@ -963,8 +963,7 @@ pub mod symbols {
     /// `void __kage_count_arrive(struct kage_region *r, struct kage_region *loop, uint32_t
     /// activation)`: a block whose way in could not carry its region changes: as
     /// `__kage_loop_iter(loop)` (when not null) and then `__kage_settle(r)` would.
-    pub const COUNT_ARRIVE: Symbol =
-        function("__kage_count_arrive", &[Ptr, Ptr, I32], &[Counts]);
+    pub const COUNT_ARRIVE: Symbol = function("__kage_count_arrive", &[Ptr, Ptr, I32], &[Counts]);
     pub type CountArrive = unsafe extern "C" fn(*mut Region, *mut Region, u32);
     /// `uint32_t __kage_gate`: non-zero while accesses are not counted (`kage_set_enabled(0)`,
     /// or the analysis has ended); count instrumentation masks what it adds with it.

@@ -221,7 +221,7 @@ fn the_module_table_has_kage_abis_layout_and_version() {
             .find(|l| l.starts_with("@__kage_module = internal global"))
             .expect("the module table");
         let expected = format!(
-            "@__kage_module = internal global {{ i32, i32, ptr, ptr, i32, i32 }} {{ i32 {}, i32 ",
+            "@__kage_module = internal global {{ i32, i32, ptr, ptr, i32, i32, i32, i32 }} {{ i32 {}, i32 ",
             kage_abi::VERSION
         );
         assert!(module_line.starts_with(&expected), "{module_line}");
@@ -254,7 +254,7 @@ fn the_module_table_has_kage_abis_layout_and_version() {
             kage_abi::layout::REGION_FIELDS
         );
         assert_eq!(
-            offsets(&[4, 4, 8, 8, 4, 4]),
+            offsets(&[4, 4, 8, 8, 4, 4, 4, 4]),
             kage_abi::layout::MODULE_FIELDS
         );
     }

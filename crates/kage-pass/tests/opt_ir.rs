@@ -212,26 +212,29 @@ fn count_build_adds_each_segments_counts_inline() {
         "one load of 16 bytes: cells 0 and 2"
     );
     assert!(added("vector_load").is_empty());
+    let atomics = added("atomics");
     assert_eq!(
-        added("atomics"),
+        atomics[..4],
         ["2", "1", "8", "4"],
-        "load, atomicrmw; cmpxchg by its hook"
+        "load, atomicrmw at the segment's start"
     );
-    let mem = added_locally("mem_intrinsics");
+    // The cmpxchg right after it: a load of 8 bytes, and a store of 8 when it wrote.
     assert_eq!(
-        mem[..4],
-        cells(&[(0, "2"), (1, "4"), (2, "108"), (3, "176")]),
-        "memcpy 100, memset 64, memcpy 8, memset 4; then the memmove's own four"
+        (&atomics[4], &atomics[6]),
+        (&"1".to_string(), &"8".to_string())
     );
-    assert_eq!(mem.len(), 8);
+    assert!(
+        atomics[5].starts_with('%') && atomics[7].starts_with('%'),
+        "{atomics:?}"
+    );
     let body: Vec<&str> = function_body(&ir, "atomics").lines().collect();
     let position = |text: &str| body.iter().position(|l| l.contains(text)).unwrap();
-    let enter = position("@__kage_func_enter(");
+    let enter = position("@__kage_count_enter(");
     let add = position("@__kage_count)");
     let first_access = position("load atomic i32, ptr %p");
-    let hook = position("@__kage_cmpxchg(");
+    let written = position("extractvalue { i64, i1 } %pair, 1");
     assert!(
-        enter < add && add < first_access && first_access < hook,
+        enter < add && add < first_access && first_access < written,
         "{body:#?}"
     );
     // The run-time length is added right before its memmove, the constants at the start.
@@ -255,65 +258,75 @@ fn count_build_adds_each_segments_counts_inline() {
     );
 }
 
-/// In a count build, a loop header calls the inline helper that counts an iteration when the
-/// runtime armed the thread for its loop, and calls `__kage_loop_iter` otherwise: in
-/// `ws_loops.ll`, the loop whose body makes a call. Its loops without calls are kept in
-/// registers, each reported at its exits before the exit blocks' own hooks.
+/// In a count build nothing calls the runtime's region hooks: each function's entry calls
+/// the inline helper that pushes its activation (`__kage_count_enter`), or none when the
+/// whole function is kept in locals; in `ws_loops.ll`, the loops without calls are kept in
+/// locals, each reported at its exits before the regions around it close there.
 #[test]
-fn count_build_counts_loop_iterations_inline_when_armed() {
+fn count_build_changes_regions_inline() {
     let ir = instrument_in(Mode::Counts, "ws_loops.ll");
-    let helper = function_body(&ir, "__kage_count_loop_iter");
-    for needed in [
-        "@llvm.threadlocal.address.p0(ptr @__kage_fast_loop)",
-        "icmp eq ptr",
-        "@llvm.threadlocal.address.p0(ptr @__kage_iterations)",
-        "add i64",
-        "@__kage_loop_iter(ptr %0)",
+    for hook in [
+        "@__kage_loop_iter(",
+        "@__kage_settle",
+        "@__kage_func_enter(",
+        "@__kage_func_exit(",
     ] {
-        assert!(helper.contains(needed), "{needed} in {helper}");
+        assert!(!ir.contains(hook), "{hook} in {ir}");
     }
-    let calls = ir.matches("call void @__kage_count_loop_iter(ptr").count();
-    let plain = instrument_in(Mode::Calls, "ws_loops.ll");
-    let headers = plain.matches("call void @__kage_loop_iter(ptr").count();
-    assert!(calls > 0 && calls < headers, "{calls} of {headers}");
-    // A loop's report is its exit block's first call.
     let mut reports = 0;
     for line in ir.lines().filter(|l| l.starts_with("define ")) {
         let name = &line[line.find('@').unwrap() + 1..line.find('(').unwrap()];
         if name.starts_with("__kage") {
             continue;
         }
-        for block in blocks(function_body(&ir, name)) {
+        let body = function_body(&ir, name);
+        assert!(
+            body.matches("call { ptr, i32 } @__kage_count_enter(")
+                .count()
+                <= 1,
+            "{body}"
+        );
+        for block in blocks(body) {
             let calls: Vec<&&str> = (block.instructions.iter())
                 .filter(|i| i.starts_with("call "))
                 .collect();
-            if let Some(at) = calls
+            let flush = calls.iter().position(|i| i.contains("@__kage_count_flush"));
+            let close = calls
                 .iter()
-                .position(|i| i.contains("@__kage_count_regions_exit."))
-            {
-                assert!(
-                    at == 0 || calls[at + 1..].is_empty(),
-                    "{:#?}",
-                    block.instructions
-                );
+                .position(|i| i.contains("@__kage_count_close("));
+            if let Some(at) = flush {
+                assert!(close.is_none_or(|c| at < c), "{:#?}", block.instructions);
                 reports += 1;
             }
         }
     }
     assert!(reports > 1, "{ir}");
-    // Without loops, no helper.
-    assert!(!instrument_in(Mode::Counts, "accesses.ll").contains("__kage_count_loop_iter"));
+    // The helpers: the entry's checks call the runtime only when they fail.
+    let enter = function_body(&ir, "__kage_count_enter");
+    for needed in [
+        "@llvm.threadlocal.address.p0(ptr @__kage_count_thread)",
+        "@__kage_count_epoch",
+        "call ptr @__kage_count_prepare(ptr %0, ptr %2)",
+        "icmp ult i32",
+        "icmp ugt i64",
+    ] {
+        assert!(enter.contains(needed), "{needed} in {enter}");
+    }
+    let close = function_body(&ir, "__kage_count_close");
+    assert!(
+        close.contains("@llvm.threadlocal.address.p0(ptr @__kage_count)"),
+        "{close}"
+    );
 }
 
-/// In a count build, a loop kept in registers in a function that is not (`sum_after_note`
-/// calls first) notes that the thread runs it, for a fatal signal's report, at the end of
-/// its preheader (once per entry), not in its header where its instance is set at every
-/// iteration; its report clears the note.
+/// A loop kept in locals after a call: the thread notes it as the tree it runs
+/// (`__kage_count_running`, for a fatal signal's report) once per loop instance, in the
+/// preheader, not in the loop; the report clears the note.
 #[test]
-fn count_build_notes_a_loop_kept_in_registers_in_its_preheader() {
+fn count_build_notes_a_loop_kept_in_locals_in_its_preheader() {
     let ir = instrument_in(Mode::Counts, "loop_after_call.ll");
     let f = function_body(&ir, "sum_after_note");
-    assert!(f.contains("call void @__kage_func_enter"), "{f}");
+    assert!(f.contains("@__kage_count_enter("), "{f}");
     let is_note = |i: &&str| i.starts_with("store atomic ptr ") && i.contains("@__kage_regions");
     let noted: Vec<Block> = (blocks(f).into_iter())
         .filter(|b| b.instructions.iter().any(is_note))
@@ -324,65 +337,65 @@ fn count_build_notes_a_loop_kept_in_registers_in_its_preheader() {
         preheader.last().unwrap().starts_with("br label"),
         "{preheader:#?}"
     );
-    assert!(!preheader
-        .iter()
-        .any(|i| i.contains("store i64 1, ptr %kage.count")));
-    assert_eq!(f.matches("store i64 1, ptr %kage.count").count(), 1, "{f}");
-    let exit = function_body(&ir, "__kage_count_regions_exit.2");
-    assert!(exit.contains("store atomic ptr null"), "{exit}");
+    let flush = function_body(&ir, "__kage_count_flush");
+    assert!(flush.contains("store atomic ptr null"), "{flush}");
 }
 
 /// In a count build, a function without calls (`sum2d`, a loop nest, in `nested_loops.ll`)
-/// is one tree kept in registers: no function, iteration or settle hook; its entry notes the
-/// function as entered, each header adds an instance of its body, each loop's entry edge an
-/// instance of the loop, and the blocks' counts go to their regions' locals. Before its
-/// return it reports the five regions at once.
+/// is one tree kept in locals: no activation, no region change in the records; its entry
+/// counts the function's instance, each header an instance of its body, each loop's entry
+/// edge an instance of the loop, and the blocks' counts go to their regions' locals. Before
+/// its return it reports the five regions at once, to the records it looks up then.
 #[test]
 fn count_build_reports_a_function_without_calls_whole() {
     let ir = instrument_in(Mode::Counts, "nested_loops.ll");
-    let report = function_body(&ir, "__kage_count_regions_exit.5");
-    for needed in [
-        "icmp eq i64",
-        "@__kage_gate",
-        "call void @__kage_count_regions(ptr %0, i64 5, ptr %1)",
-        "store i64 0, ptr %2",
-        "store i64 0, ptr %26",
-    ] {
-        assert!(report.contains(needed), "{needed} in {report}");
-    }
     let sum2d = function_body(&ir, "sum2d");
-    assert!(!sum2d.contains("call void @__kage_func_"), "{sum2d}");
-    assert!(!sum2d.contains("@__kage_settle"), "{sum2d}");
-    assert!(!sum2d.contains("@__kage_count_loop_iter"), "{sum2d}");
-    assert!(!sum2d.contains("@__kage_count)"), "{sum2d}");
+    for absent in [
+        "@__kage_count_enter(",
+        "@__kage_count_open(",
+        "@__kage_count_close(",
+        "@__kage_count)",
+    ] {
+        assert!(!sum2d.contains(absent), "{absent} in {sum2d}");
+    }
     assert_eq!(sum2d.matches("= alloca i64").count(), 25);
-    let exit = "call void @__kage_count_regions_exit.5(ptr @__kage_regions, ptr %kage.report, ";
     let blocks = blocks(sum2d);
     let returns: Vec<&Block> = (blocks.iter())
         .filter(|b| b.instructions.last().is_some_and(|i| i.starts_with("ret ")))
         .collect();
     assert_eq!(returns.len(), 1);
     let instructions = &returns[0].instructions;
+    let n = instructions.len();
     assert!(
-        instructions[instructions.len() - 2].starts_with(exit),
+        instructions[n - 3].contains("call ptr @__kage_count_records(ptr @__kage_module)")
+            && instructions[n - 2].starts_with("call void @__kage_count_flush"),
         "{instructions:#?}"
     );
-    // The function noted once (and as the tree the thread runs); an instance added for each
-    // loop and each body.
-    assert_eq!(sum2d.matches("store i64 1, ptr %kage.count").count(), 1);
+    // The function noted once (as the tree the thread runs); an instance added for the
+    // function, for each loop and its body on the loop's entry edge, for each body on its
+    // back edge.
     assert_eq!(sum2d.matches("store atomic ptr @__kage_regions").count(), 1);
     let added = (sum2d.lines())
         .filter(|i| i.contains("= add i64 %") && strip_metadata(i.trim()).ends_with(", 1"))
         .count();
-    // Two loops and two bodies, and a load counted in the inner body.
-    assert_eq!(added, 5, "{sum2d}");
+    // The function, two loops and two bodies twice, and a load counted in the inner body.
+    assert_eq!(added, 8, "{sum2d}");
+    let report = function_body(&ir, "__kage_count_flush");
+    for needed in [
+        "icmp eq i64",
+        "@__kage_gate",
+        "@__kage_count)",
+        "store i64 0, ptr %",
+    ] {
+        assert!(report.contains(needed), "{needed} in {report}");
+    }
 }
 
 /// In a count build, an inlined call without calls inside a loop (`pick`, whose code is the
 /// loop's header and two branches), in a function without calls: one tree, nothing settled
-/// into; each header execution adds an instance of the body and one of `pick`, and the
-/// loop's entry from the function's guard (a conditional branch) gets a block of its own,
-/// which adds an instance of the loop. A count-calls build settles into `pick`.
+/// into; the loop's entry from the function's guard (a conditional branch) gets a block of
+/// its own, which adds an instance of the loop, of its body and of `pick`, and the back edge
+/// one of the body and of `pick`. A count-calls build settles into `pick`.
 #[test]
 fn count_build_reports_an_inlined_call_in_a_quiet_loop_whole() {
     let ir = instrument_in(Mode::Counts, "inlined_leaf.ll");
@@ -397,35 +410,21 @@ fn count_build_reports_an_inlined_call_in_a_quiet_loop_whole() {
         ]
     );
     let body = function_body(&ir, "calls_pick");
-    assert!(!body.contains("@__kage_count_loop_iter("), "{body}");
-    assert!(!body.contains("@__kage_settle"), "{body}");
+    assert!(!body.contains("@__kage_count_enter("), "{body}");
     assert_eq!(
-        body.matches("call void @__kage_count_regions_exit.4(ptr @__kage_regions, ")
-            .count(),
+        body.matches("call void @__kage_count_flush").count(),
         1,
         "{body}"
     );
     let blocks = blocks(body);
-    let edge = (blocks.iter())
-        .find(|b| b.label.contains("crit_edge"))
-        .expect("the loop's entry edge");
-    assert_eq!(
-        (edge.instructions.iter())
-            .filter(|i| i.contains("= add i64 %"))
-            .count(),
-        1,
-        "{:#?}",
-        edge.instructions
-    );
-    // The header (pick's code): its body's and pick's instances added.
-    let header = (blocks.iter())
-        .find(|b| b.instructions.iter().any(|i| i.contains("load volatile")))
-        .expect("the header");
-    let added = (header.instructions.iter())
-        .filter(|i| i.contains("= add i64 %") && strip_metadata(i).ends_with(", 1"))
-        .count();
-    // The two instances, and pick's first load.
-    assert_eq!(added, 3, "{:#?}", header.instructions);
+    let instances = |label: &str| {
+        let block = (blocks.iter()).find(|b| b.label == label).expect(label);
+        (block.instructions.iter())
+            .filter(|i| i.contains("= add i64 %") && strip_metadata(i).ends_with(", 1"))
+            .count()
+    };
+    assert_eq!(instances("._crit_edge"), 3, "the loop's entry edge: {body}");
+    assert_eq!(instances("._crit_edge1"), 2, "its back edge: {body}");
     // Only calls_pick's store after the loop counts, and locally too.
     assert!(!body.contains("@__kage_count)"), "{body}");
     let calls = instrument_in(Mode::Calls, "inlined_leaf.ll");
@@ -1114,13 +1113,14 @@ fn working_set_line_size_is_a_build_constant() {
             .map(|l| l.rsplit(", ").next().unwrap().to_string())
             .collect()
     };
+    // The sixth field: instrumentation, line_shift, slot, reserved end the table.
     let module_shift = |ir: &str| {
         let module = global_line(ir, "__kage_module").unwrap();
         module
             .rsplit("i32 ")
-            .next()
+            .nth(2)
             .unwrap()
-            .split(' ')
+            .split(',')
             .next()
             .unwrap()
             .to_string()

@@ -22,7 +22,10 @@
 
 use std::collections::HashMap;
 
-use kage_abi::count::{ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES, RECORDS, SELF, TOP, WORDS};
+use kage_abi::count::{
+    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES, RECORDS,
+    SELF, TOP, WORDS,
+};
 use kage_abi::{layout, symbols, Instrumentation};
 use llvm_sys::core::*;
 use llvm_sys::prelude::{
@@ -173,14 +176,24 @@ fn common_ancestor(nodes: &[Node], a: usize, b: usize) -> usize {
 /// inside its loop iterates its body (everything above the body closes, the body counts an
 /// instance), any other edge closes up to the closest common ancestor and opens down from
 /// it.
-fn transition(plan: &FunctionPlan, header_of: &HashMap<usize, usize>, from: Option<usize>, to: usize) -> Transition {
+fn transition(
+    plan: &FunctionPlan,
+    header_of: &HashMap<usize, usize>,
+    from: Option<usize>,
+    to: usize,
+) -> Transition {
     let tree = plan.tree();
     let nodes = &tree.nodes;
     let target = tree.block_region[to];
     let Some(from) = from else {
         let mut opens = path_up(nodes, target, Some(0));
         opens.reverse();
-        return Transition { closes: Vec::new(), iteration: None, opens, target };
+        return Transition {
+            closes: Vec::new(),
+            iteration: None,
+            opens,
+            target,
+        };
     };
     let source = tree.block_region[from];
     if let Some(&k) = header_of.get(&to) {
@@ -189,14 +202,24 @@ fn transition(plan: &FunctionPlan, header_of: &HashMap<usize, usize>, from: Opti
             let closes = path_up(nodes, source, Some(body));
             let mut opens = path_up(nodes, target, Some(body));
             opens.reverse();
-            return Transition { closes, iteration: Some(body), opens, target };
+            return Transition {
+                closes,
+                iteration: Some(body),
+                opens,
+                target,
+            };
         }
     }
     let common = common_ancestor(nodes, source, target);
     let closes = path_up(nodes, source, Some(common));
     let mut opens = path_up(nodes, target, Some(common));
     opens.reverse();
-    Transition { closes, iteration: None, opens, target }
+    Transition {
+        closes,
+        iteration: None,
+        opens,
+        target,
+    }
 }
 
 /// Whether the edge `from -> to` can get a block of its own: a branch or switch edge, or an
@@ -248,7 +271,10 @@ unsafe fn promoted_trees(plan: &FunctionPlan, predecessors: &[Vec<usize>]) -> Ve
         !terminator.is_null()
             && matches!(
                 ir::opcode(terminator),
-                LLVMOpcode::LLVMBr | LLVMOpcode::LLVMSwitch | LLVMOpcode::LLVMRet | LLVMOpcode::LLVMUnreachable
+                LLVMOpcode::LLVMBr
+                    | LLVMOpcode::LLVMSwitch
+                    | LLVMOpcode::LLVMRet
+                    | LLVMOpcode::LLVMUnreachable
             )
     };
     let quiet: Vec<bool> = (0..n)
@@ -259,7 +285,9 @@ unsafe fn promoted_trees(plan: &FunctionPlan, predecessors: &[Vec<usize>]) -> Ve
                 && ends_plainly(b)
                 && ir::first_insertion_point(block).is_some()
                 && !ir::is_landing_pad(block)
-                && !ir::instructions(block).into_iter().any(|i| crate::segments::is_cut(i))
+                && !ir::instructions(block)
+                    .into_iter()
+                    .any(|i| crate::segments::is_cut(i))
         })
         .collect();
     let mut size = vec![1usize; nodes.len()];
@@ -274,7 +302,9 @@ unsafe fn promoted_trees(plan: &FunctionPlan, predecessors: &[Vec<usize>]) -> Ve
     }
     let try_tree = |root: usize| -> Option<PromotedTree> {
         let whole_function = match nodes[root].kind {
-            crate::region_tree::NodeKind::Loop(_) | crate::region_tree::NodeKind::Inlined(_) => false,
+            crate::region_tree::NodeKind::Loop(_) | crate::region_tree::NodeKind::Inlined(_) => {
+                false
+            }
             crate::region_tree::NodeKind::Function => true,
             crate::region_tree::NodeKind::LoopBody(_) => return None,
         };
@@ -359,7 +389,9 @@ unsafe fn place(
     let reachable = &plan.forest.reachable;
     let mut tree_of = vec![None; tree.nodes.len()];
     for (j, t) in trees.iter().enumerate() {
-        tree_of[t.root..t.root + t.len].iter_mut().for_each(|slot| *slot = Some(j));
+        tree_of[t.root..t.root + t.len]
+            .iter_mut()
+            .for_each(|slot| *slot = Some(j));
     }
     let owner = |b: usize| tree_of[tree.block_region[b]];
     let whole_function = trees.first().is_some_and(|t| t.root == 0);
@@ -368,7 +400,9 @@ unsafe fn place(
     // The trees whose exits lead into each block.
     let mut trees_left_into = vec![Vec::new(); n];
     for b in (0..n).filter(|&b| reachable[b]) {
-        if ir::is_landing_pad(plan.cfg.blocks[b]) || ir::first_insertion_point(plan.cfg.blocks[b]).is_none() {
+        if ir::is_landing_pad(plan.cfg.blocks[b])
+            || ir::first_insertion_point(plan.cfg.blocks[b]).is_none()
+        {
             continue;
         }
         let edges: Vec<(Option<usize>, Change)> = (predecessors[b].iter())
@@ -376,7 +410,12 @@ unsafe fn place(
             .chain((b == 0).then_some(None))
             .map(|p| {
                 let left = p.and_then(|p| owner(p)).filter(|&j| owner(b) != Some(j));
-                let mut c = change(&tree.nodes, &tree_of, transition(plan, &header_of, p, b), left);
+                let mut c = change(
+                    &tree.nodes,
+                    &tree_of,
+                    transition(plan, &header_of, p, b),
+                    left,
+                );
                 if p.is_none() && whole_function {
                     c.counted.insert(0, 0);
                 }
@@ -390,7 +429,9 @@ unsafe fn place(
                 }
             }
         }
-        let Some((_, first)) = edges.first() else { continue };
+        let Some((_, first)) = edges.first() else {
+            continue;
+        };
         if edges.iter().all(|(_, c)| c == first) {
             if !first.is_empty() {
                 placements.push((b, Placement::Start(first.clone())));
@@ -414,7 +455,14 @@ unsafe fn place(
             }
             on_edges.push((p, !only, c));
         }
-        placements.push((b, if dynamic { Placement::Dynamic } else { Placement::Edges(on_edges) }));
+        placements.push((
+            b,
+            if dynamic {
+                Placement::Dynamic
+            } else {
+                Placement::Edges(on_edges)
+            },
+        ));
     }
     (tree_of, placements, trees_left_into)
 }
@@ -522,14 +570,22 @@ unsafe fn instrument_function(
     let region_index = |node: usize| plan.slots.base + node as u32;
     // The trees' locals, zero, first in the entry block.
     position(first);
-    let locals: Vec<TreeLocals> = trees.iter().map(|t| inline.tree_locals(builder, t.len)).collect();
+    let locals: Vec<TreeLocals> = trees
+        .iter()
+        .map(|t| inline.tree_locals(builder, t.len))
+        .collect();
     // The function's entry: its activation and region (a promoted function has neither).
     position(entry_at);
     let function = region_index(0);
     let (records, activation) = if whole_function {
         (None, None)
     } else {
-        let (records, activation) = inline.enter(builder, table.module_global, table.region_ptr(function), function);
+        let (records, activation) = inline.enter(
+            builder,
+            table.module_global,
+            table.region_ptr(function),
+            function,
+        );
         (Some(records), Some(activation))
     };
     let flushes: Vec<RuntimeFunction> = (trees.iter().enumerate())
@@ -547,7 +603,11 @@ unsafe fn instrument_function(
         flushes: &flushes,
     };
     for (b, code) in &start_code {
-        let Some(start) = (if *b == 0 { Some(entry_at) } else { ir::first_insertion_point(plan.cfg.blocks[*b]) }) else {
+        let Some(start) = (if *b == 0 {
+            Some(entry_at)
+        } else {
+            ir::first_insertion_point(plan.cfg.blocks[*b])
+        }) else {
             continue;
         };
         position(start);
@@ -557,7 +617,9 @@ unsafe fn instrument_function(
                 for &j in &trees_left_into[*b] {
                     at.flush(j);
                 }
-                let lp = header_of.get(b).map(|&k| table.region_ptr(region_index(tree.loop_node[k])));
+                let lp = header_of
+                    .get(b)
+                    .map(|&k| table.region_ptr(region_index(tree.loop_node[k])));
                 at.arrive(table.region_ptr(region_index(tree.block_region[*b])), lp);
             }
         }
@@ -627,16 +689,24 @@ impl Emitter<'_> {
     /// The record of tree node `node` in `records`.
     unsafe fn record_in(&self, records: LLVMValueRef, node: usize) -> LLVMValueRef {
         let offset = (self.base as u64 + node as u64) * (WORDS as u64 * 8);
-        ir::byte_gep(self.builder, records, LLVMConstInt(self.inline.i64_type, offset, 0))
+        ir::byte_gep(
+            self.builder,
+            records,
+            LLVMConstInt(self.inline.i64_type, offset, 0),
+        )
     }
 
     /// The record of tree node `node` (not in a promoted function).
     unsafe fn record(&self, node: usize) -> LLVMValueRef {
-        self.record_in(self.records.expect("records outside promoted functions"), node)
+        self.record_in(
+            self.records.expect("records outside promoted functions"),
+            node,
+        )
     }
 
     unsafe fn activation(&self) -> LLVMValueRef {
-        self.activation.expect("an activation outside promoted functions")
+        self.activation
+            .expect("an activation outside promoted functions")
     }
 
     unsafe fn change(&self, c: &Change) {
@@ -645,18 +715,25 @@ impl Emitter<'_> {
         }
         let t = &c.records;
         for &node in &t.closes {
-            self.inline.close.call(self.builder, &mut [self.record(node)]);
+            self.inline
+                .close
+                .call(self.builder, &mut [self.record(node)]);
         }
         if let Some(body) = t.iteration {
             let one = LLVMConstInt(self.inline.i64_type, 1, 0);
-            self.inline.add_word(self.builder, self.record(body), INSTANCES, one);
+            self.inline
+                .add_word(self.builder, self.record(body), INSTANCES, one);
         }
         for &node in &t.opens {
-            self.inline.open.call(self.builder, &mut [self.record(node)]);
+            self.inline
+                .open
+                .call(self.builder, &mut [self.record(node)]);
         }
         if !t.closes.is_empty() || !t.opens.is_empty() {
             let entry = self.table.region_ptr(self.base + t.target as u32);
-            self.inline.set_current.call(self.builder, &mut [self.activation(), entry]);
+            self.inline
+                .set_current
+                .call(self.builder, &mut [self.activation(), entry]);
         }
         for &node in &c.counted {
             // A tree's root starts: the thread notes it, for a fatal signal's report.
@@ -665,14 +742,21 @@ impl Emitter<'_> {
                 self.inline.set_running(self.builder, entry);
             }
             if let Some(local) = self.local(node) {
-                self.inline.add_plain(self.builder, local[0], LLVMConstInt(self.inline.i64_type, 1, 0));
+                self.inline.add_plain(
+                    self.builder,
+                    local[0],
+                    LLVMConstInt(self.inline.i64_type, 1, 0),
+                );
             }
         }
     }
 
     /// The locals of tree node `node`, if it is in a promoted tree.
     fn local(&self, node: usize) -> Option<&[LLVMValueRef; 5]> {
-        let j = self.trees.iter().position(|t| (t.root..t.root + t.len).contains(&node))?;
+        let j = self
+            .trees
+            .iter()
+            .position(|t| (t.root..t.root + t.len).contains(&node))?;
         self.locals[j].0.get(node - self.trees[j].root)
     }
 
@@ -680,7 +764,10 @@ impl Emitter<'_> {
     unsafe fn flush(&self, j: usize) {
         let records = match self.records {
             Some(records) => records,
-            None => self.inline.records.call(self.builder, &mut [self.table.module_global]),
+            None => self
+                .inline
+                .records
+                .call(self.builder, &mut [self.table.module_global]),
         };
         let mut args = vec![self.record_in(records, self.trees[j].root)];
         args.extend(self.locals[j].0.iter().flatten().copied());
@@ -690,22 +777,32 @@ impl Emitter<'_> {
     /// `__kage_count_arrive` (a promoted function has no activation, and no block that
     /// needs it: see [`place`]).
     unsafe fn arrive(&self, region: LLVMValueRef, lp: Option<LLVMValueRef>) {
-        let Some(activation) = self.activation else { return };
+        let Some(activation) = self.activation else {
+            return;
+        };
         let ptr_type = LLVMTypeOf(region);
         let lp = lp.unwrap_or_else(|| LLVMConstPointerNull(ptr_type));
-        self.inline.arrive.call(self.builder, &mut [region, lp, activation]);
+        self.inline
+            .arrive
+            .call(self.builder, &mut [region, lp, activation]);
     }
 
     unsafe fn resume(&self, region: LLVMValueRef) {
-        self.inline.resume.call(self.builder, &mut [region, self.activation()]);
+        self.inline
+            .resume
+            .call(self.builder, &mut [region, self.activation()]);
     }
 
     /// A return: `open` (the block's region and those around it, innermost first) close,
     /// and the activation is popped.
     unsafe fn exit(&self, open: &[usize]) {
-        self.inline.exit_check.call(self.builder, &mut [self.activation()]);
+        self.inline
+            .exit_check
+            .call(self.builder, &mut [self.activation()]);
         for &node in open {
-            self.inline.close.call(self.builder, &mut [self.record(node)]);
+            self.inline
+                .close
+                .call(self.builder, &mut [self.record(node)]);
         }
         self.inline.pop.call(self.builder, &mut [self.activation()]);
     }
@@ -737,7 +834,11 @@ impl Emitter<'_> {
         for (k, value) in values.iter().enumerate() {
             let Some(value) = *value else { continue };
             let masked = LLVMBuildAnd(self.builder, value, mask, c"".as_ptr());
-            ir::add_relaxed(self.builder, self.inline.cell(self.builder, totals, k), masked);
+            ir::add_relaxed(
+                self.builder,
+                self.inline.cell(self.builder, totals, k),
+                masked,
+            );
             self.inline.add_word(self.builder, record, SELF + k, masked);
         }
     }
@@ -834,7 +935,11 @@ impl SegmentCounts {
     ///
     /// # Safety
     /// `builder` must be positioned where `dynamic`'s lengths are defined.
-    unsafe fn values(&self, builder: LLVMBuilderRef, i64_type: LLVMTypeRef) -> [Option<LLVMValueRef>; 4] {
+    unsafe fn values(
+        &self,
+        builder: LLVMBuilderRef,
+        i64_type: LLVMTypeRef,
+    ) -> [Option<LLVMValueRef>; 4] {
         let mut values: [Option<LLVMValueRef>; 4] = [None; 4];
         for (k, &constant) in self.constant.iter().enumerate() {
             if constant != 0 {
@@ -844,7 +949,13 @@ impl SegmentCounts {
         for &(len, reads) in &self.dynamic {
             let len = LLVMBuildIntCast2(builder, len, i64_type, 0, c"".as_ptr());
             let zero = LLVMConstInt(i64_type, 0, 0);
-            let nonempty = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntNE, len, zero, c"".as_ptr());
+            let nonempty = LLVMBuildICmp(
+                builder,
+                LLVMIntPredicate::LLVMIntNE,
+                len,
+                zero,
+                c"".as_ptr(),
+            );
             let one = LLVMBuildZExt(builder, nonempty, i64_type, c"".as_ptr());
             let mut plus = |k: usize, v: LLVMValueRef| {
                 values[k] = Some(match values[k] {
@@ -899,12 +1010,21 @@ struct HelperBuilder {
 }
 
 impl HelperBuilder {
-    unsafe fn new(module: LLVMModuleRef, name: &str, returns: LLVMTypeRef, params: &mut [LLVMTypeRef]) -> (Self, LLVMTypeRef) {
+    unsafe fn new(
+        module: LLVMModuleRef,
+        name: &str,
+        returns: LLVMTypeRef,
+        params: &mut [LLVMTypeRef],
+    ) -> (Self, LLVMTypeRef) {
         let context = LLVMGetModuleContext(module);
         let ty = LLVMFunctionType(returns, params.as_mut_ptr(), params.len() as u32, 0);
         let function = ir::define_inline_helper(module, name, ty);
         let builder = LLVMCreateBuilderInContext(context);
-        let helper = HelperBuilder { function, builder, context };
+        let helper = HelperBuilder {
+            function,
+            builder,
+            context,
+        };
         let entry = helper.block(c"entry");
         LLVMPositionBuilderAtEnd(builder, entry);
         (helper, ty)
@@ -969,14 +1089,26 @@ impl Inline {
     /// (`__kage_count_prepare` without a frame when the inline checks fail).
     unsafe fn define_records(&self) -> RuntimeFunction {
         let mut params = [self.ptr_type];
-        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_records", self.ptr_type, &mut params);
+        let (h, ty) = HelperBuilder::new(
+            self.module,
+            "__kage_count_records",
+            self.ptr_type,
+            &mut params,
+        );
         let b = h.builder;
         let module = h.param(0);
-        let (has_directory, fast, slow) = (h.block(c"directory"), h.block(c"fast"), h.block(c"slow"));
+        let (has_directory, fast, slow) =
+            (h.block(c"directory"), h.block(c"fast"), h.block(c"slow"));
         let thread = self.address(b, self.thread);
         let directory = self.load(b, self.ptr_type, self.field(b, thread, RECORDS));
         let null = LLVMConstPointerNull(self.ptr_type);
-        let ok = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, directory, null, c"".as_ptr());
+        let ok = LLVMBuildICmp(
+            b,
+            LLVMIntPredicate::LLVMIntNE,
+            directory,
+            null,
+            c"".as_ptr(),
+        );
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_directory, slow), 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, has_directory);
         let records = self.module_records(b, directory, module);
@@ -996,8 +1128,17 @@ impl Inline {
     }
 
     /// `directory[module->slot]`.
-    unsafe fn module_records(&self, b: LLVMBuilderRef, directory: LLVMValueRef, module: LLVMValueRef) -> LLVMValueRef {
-        let slot_field = ir::byte_gep(b, module, LLVMConstInt(self.i64_type, layout::MODULE_FIELDS[6] as u64, 0));
+    unsafe fn module_records(
+        &self,
+        b: LLVMBuilderRef,
+        directory: LLVMValueRef,
+        module: LLVMValueRef,
+    ) -> LLVMValueRef {
+        let slot_field = ir::byte_gep(
+            b,
+            module,
+            LLVMConstInt(self.i64_type, layout::MODULE_FIELDS[6] as u64, 0),
+        );
         let slot = LLVMBuildLoad2(b, self.i32_type, slot_field, c"".as_ptr());
         LLVMSetAlignment(slot, 4);
         let slot = LLVMBuildZExt(b, slot, self.i64_type, c"".as_ptr());
@@ -1041,7 +1182,12 @@ impl Inline {
     /// self counts go to its record, the tree's accesses to the thread's totals, each
     /// region's subtree's accesses to its inclusive counts unless it is open around the
     /// tree (recursion counts once); the locals are zeroed.
-    unsafe fn define_flush(&self, plan: &FunctionPlan, tree: &PromotedTree, _index: usize) -> RuntimeFunction {
+    unsafe fn define_flush(
+        &self,
+        plan: &FunctionPlan,
+        tree: &PromotedTree,
+        _index: usize,
+    ) -> RuntimeFunction {
         let mut params = vec![self.ptr_type; 1 + tree.len * 5];
         let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
         let (h, ty) = HelperBuilder::new(self.module, "__kage_count_flush", void, &mut params);
@@ -1058,27 +1204,47 @@ impl Inline {
             v
         };
         let root_instances = load(local(0, 0));
-        let none = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, root_instances, zero, c"".as_ptr());
+        let none = LLVMBuildICmp(
+            b,
+            LLVMIntPredicate::LLVMIntEQ,
+            root_instances,
+            zero,
+            c"".as_ptr(),
+        );
         LLVMBuildCondBr(b, none, done, ran);
         LLVMPositionBuilderAtEnd(b, ran);
         let mask = self.gate_mask(b);
         let own: Vec<[LLVMValueRef; 4]> = (0..tree.len)
-            .map(|i| std::array::from_fn(|k| LLVMBuildAnd(b, load(local(i, 1 + k)), mask, c"".as_ptr())))
+            .map(|i| {
+                std::array::from_fn(|k| LLVMBuildAnd(b, load(local(i, 1 + k)), mask, c"".as_ptr()))
+            })
             .collect();
         // Subtree sums: children come after their parents (pre-order).
         let mut inclusive = own.clone();
         let nodes = &plan.tree().nodes;
         for i in (1..tree.len).rev() {
-            if let Some(parent) = nodes[tree.root + i].parent.and_then(|p| p.checked_sub(tree.root)) {
+            if let Some(parent) = nodes[tree.root + i]
+                .parent
+                .and_then(|p| p.checked_sub(tree.root))
+            {
                 for k in 0..4 {
-                    inclusive[parent][k] = LLVMBuildAdd(b, inclusive[parent][k], inclusive[i][k], c"".as_ptr());
+                    inclusive[parent][k] =
+                        LLVMBuildAdd(b, inclusive[parent][k], inclusive[i][k], c"".as_ptr());
                 }
             }
         }
         for i in 0..tree.len {
-            let record = ir::byte_gep(b, root_record, LLVMConstInt(self.i64_type, (i * WORDS * 8) as u64, 0));
+            let record = ir::byte_gep(
+                b,
+                root_record,
+                LLVMConstInt(self.i64_type, (i * WORDS * 8) as u64, 0),
+            );
             self.add_word(b, record, INSTANCES, load(local(i, 0)));
-            let depth = self.load(b, self.i64_type, ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0)));
+            let depth = self.load(
+                b,
+                self.i64_type,
+                ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0)),
+            );
             let closed = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
             let closed = LLVMBuildSExt(b, closed, self.i64_type, c"".as_ptr());
             for k in 0..4 {
@@ -1108,11 +1274,25 @@ impl Inline {
     }
 
     /// A field of `__kage_count_thread` (at `offset`), relaxed.
-    unsafe fn field(&self, builder: LLVMBuilderRef, thread: LLVMValueRef, offset: usize) -> LLVMValueRef {
-        ir::byte_gep(builder, thread, LLVMConstInt(self.i64_type, offset as u64, 0))
+    unsafe fn field(
+        &self,
+        builder: LLVMBuilderRef,
+        thread: LLVMValueRef,
+        offset: usize,
+    ) -> LLVMValueRef {
+        ir::byte_gep(
+            builder,
+            thread,
+            LLVMConstInt(self.i64_type, offset as u64, 0),
+        )
     }
 
-    unsafe fn load(&self, builder: LLVMBuilderRef, ty: LLVMTypeRef, at: LLVMValueRef) -> LLVMValueRef {
+    unsafe fn load(
+        &self,
+        builder: LLVMBuilderRef,
+        ty: LLVMTypeRef,
+        at: LLVMValueRef,
+    ) -> LLVMValueRef {
         let value = ir::load_relaxed(builder, ty, at);
         if ty == self.i32_type {
             LLVMSetAlignment(value, 4);
@@ -1123,13 +1303,30 @@ impl Inline {
     unsafe fn store(&self, builder: LLVMBuilderRef, value: LLVMValueRef, at: LLVMValueRef) {
         let store = LLVMBuildStore(builder, value, at);
         LLVMSetOrdering(store, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
-        LLVMSetAlignment(store, if LLVMTypeOf(value) == self.i32_type { 4 } else { 8 });
+        LLVMSetAlignment(
+            store,
+            if LLVMTypeOf(value) == self.i32_type {
+                4
+            } else {
+                8
+            },
+        );
     }
 
     /// Word `word` of the record at `record` += `value` (relaxed load and store: only this
     /// thread writes it).
-    unsafe fn add_word(&self, builder: LLVMBuilderRef, record: LLVMValueRef, word: usize, value: LLVMValueRef) {
-        let cell = ir::byte_gep(builder, record, LLVMConstInt(self.i64_type, word as u64 * 8, 0));
+    unsafe fn add_word(
+        &self,
+        builder: LLVMBuilderRef,
+        record: LLVMValueRef,
+        word: usize,
+        value: LLVMValueRef,
+    ) {
+        let cell = ir::byte_gep(
+            builder,
+            record,
+            LLVMConstInt(self.i64_type, word as u64 * 8, 0),
+        );
         ir::add_relaxed(builder, cell, value);
     }
 
@@ -1139,28 +1336,59 @@ impl Inline {
         LLVMSetOrdering(gate, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
         LLVMSetAlignment(gate, 4);
         let zero = LLVMConstInt(self.i32_type, 0, 0);
-        let open = LLVMBuildICmp(builder, LLVMIntPredicate::LLVMIntEQ, gate, zero, c"".as_ptr());
+        let open = LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntEQ,
+            gate,
+            zero,
+            c"".as_ptr(),
+        );
         LLVMBuildSExt(builder, open, self.i64_type, c"".as_ptr())
     }
 
     /// Cell `k` of `__kage_count` at `base`.
     unsafe fn cell(&self, builder: LLVMBuilderRef, base: LLVMValueRef, k: usize) -> LLVMValueRef {
-        let mut indices = [LLVMConstInt(self.i64_type, 0, 0), LLVMConstInt(self.i64_type, k as u64, 0)];
-        LLVMBuildInBoundsGEP2(builder, self.totals_type, base, indices.as_mut_ptr(), 2, c"".as_ptr())
+        let mut indices = [
+            LLVMConstInt(self.i64_type, 0, 0),
+            LLVMConstInt(self.i64_type, k as u64, 0),
+        ];
+        LLVMBuildInBoundsGEP2(
+            builder,
+            self.totals_type,
+            base,
+            indices.as_mut_ptr(),
+            2,
+            c"".as_ptr(),
+        )
     }
 
     /// At a function's entry: `{records, activation} = enter(module, function, frame,
     /// offset of the function's record)`.
-    unsafe fn enter(&self, builder: LLVMBuilderRef, module: LLVMValueRef, function: LLVMValueRef, index: u32) -> (LLVMValueRef, LLVMValueRef) {
+    unsafe fn enter(
+        &self,
+        builder: LLVMBuilderRef,
+        module: LLVMValueRef,
+        function: LLVMValueRef,
+        index: u32,
+    ) -> (LLVMValueRef, LLVMValueRef) {
         let frame_type = LLVMFunctionType(self.ptr_type, std::ptr::null_mut(), 0, 0);
         let name = c"llvm.addressofreturnaddress.p0";
         let mut intrinsic = LLVMGetNamedFunction(self.module, name.as_ptr());
         if intrinsic.is_null() {
             intrinsic = LLVMAddFunction(self.module, name.as_ptr(), frame_type);
         }
-        let frame = LLVMBuildCall2(builder, frame_type, intrinsic, std::ptr::null_mut(), 0, c"".as_ptr());
+        let frame = LLVMBuildCall2(
+            builder,
+            frame_type,
+            intrinsic,
+            std::ptr::null_mut(),
+            0,
+            c"".as_ptr(),
+        );
         let offset = LLVMConstInt(self.i64_type, index as u64 * WORDS as u64 * 8, 0);
-        let pair = self.enter.call(builder, &mut [module, function, frame, offset]);
+        let pair = self
+            .enter
+            .call(builder, &mut [module, function, frame, offset]);
         let records = LLVMBuildExtractValue(builder, pair, 0, c"kage.records".as_ptr());
         let activation = LLVMBuildExtractValue(builder, pair, 1, c"kage.activation".as_ptr());
         (records, activation)
@@ -1171,7 +1399,8 @@ impl Inline {
     /// fail), the function's activation pushed and its record (at `offset`) opened.
     unsafe fn define_enter(&self) -> RuntimeFunction {
         let mut fields = [self.ptr_type, self.i32_type];
-        let pair_type = LLVMStructTypeInContext(LLVMGetModuleContext(self.module), fields.as_mut_ptr(), 2, 0);
+        let pair_type =
+            LLVMStructTypeInContext(LLVMGetModuleContext(self.module), fields.as_mut_ptr(), 2, 0);
         let mut params = [self.ptr_type, self.ptr_type, self.ptr_type, self.i64_type];
         let (h, ty) = HelperBuilder::new(self.module, "__kage_count_enter", pair_type, &mut params);
         let b = h.builder;
@@ -1188,7 +1417,13 @@ impl Inline {
         let thread = self.address(b, self.thread);
         let directory = self.load(b, self.ptr_type, self.field(b, thread, RECORDS));
         let null = LLVMConstPointerNull(self.ptr_type);
-        let ok = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, directory, null, c"".as_ptr());
+        let ok = LLVMBuildICmp(
+            b,
+            LLVMIntPredicate::LLVMIntNE,
+            directory,
+            null,
+            c"".as_ptr(),
+        );
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_directory, slow), 1 << 20, 1);
         // The module's records, the epoch and room for an activation.
         LLVMPositionBuilderAtEnd(b, has_directory);
@@ -1200,7 +1435,12 @@ impl Inline {
         let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
         let capacity = self.load(b, self.i32_type, self.field(b, thread, CAPACITY));
         let room = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntULT, top, capacity, c"".as_ptr());
-        let ok = LLVMBuildAnd(b, LLVMBuildAnd(b, has, same, c"".as_ptr()), room, c"".as_ptr());
+        let ok = LLVMBuildAnd(
+            b,
+            LLVMBuildAnd(b, has, same, c"".as_ptr()),
+            room,
+            c"".as_ptr(),
+        );
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_records, slow), 1 << 20, 1);
         // The activation below must be a live caller: its frame above this one's.
         LLVMPositionBuilderAtEnd(b, has_records);
@@ -1209,16 +1449,32 @@ impl Inline {
         LLVMBuildCondBr(b, first, fast, check_frame);
         LLVMPositionBuilderAtEnd(b, check_frame);
         let activations = self.load(b, self.ptr_type, self.field(b, thread, ACTIVATIONS));
-        let below = LLVMBuildSub(b, LLVMBuildZExt(b, top, self.i64_type, c"".as_ptr()), LLVMConstInt(self.i64_type, 1, 0), c"".as_ptr());
+        let below = LLVMBuildSub(
+            b,
+            LLVMBuildZExt(b, top, self.i64_type, c"".as_ptr()),
+            LLVMConstInt(self.i64_type, 1, 0),
+            c"".as_ptr(),
+        );
         let below_offset = LLVMBuildAdd(
             b,
-            LLVMBuildMul(b, below, LLVMConstInt(self.i64_type, ACTIVATION_SIZE as u64, 0), c"".as_ptr()),
+            LLVMBuildMul(
+                b,
+                below,
+                LLVMConstInt(self.i64_type, ACTIVATION_SIZE as u64, 0),
+                c"".as_ptr(),
+            ),
             LLVMConstInt(self.i64_type, FRAME as u64, 0),
             c"".as_ptr(),
         );
         let caller_frame = self.load(b, self.i64_type, ir::byte_gep(b, activations, below_offset));
         let own_frame = LLVMBuildPtrToInt(b, frame, self.i64_type, c"".as_ptr());
-        let live = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntUGT, caller_frame, own_frame, c"".as_ptr());
+        let live = LLVMBuildICmp(
+            b,
+            LLVMIntPredicate::LLVMIntUGT,
+            caller_frame,
+            own_frame,
+            c"".as_ptr(),
+        );
         ir::set_branch_weights(LLVMBuildCondBr(b, live, fast, slow), 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, fast);
         LLVMBuildBr(b, join);
@@ -1238,7 +1494,12 @@ impl Inline {
         };
         let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
         let activations = self.load(b, self.ptr_type, self.field(b, thread, ACTIVATIONS));
-        let at = LLVMBuildMul(b, LLVMBuildZExt(b, top, self.i64_type, c"".as_ptr()), LLVMConstInt(self.i64_type, ACTIVATION_SIZE as u64, 0), c"".as_ptr());
+        let at = LLVMBuildMul(
+            b,
+            LLVMBuildZExt(b, top, self.i64_type, c"".as_ptr()),
+            LLVMConstInt(self.i64_type, ACTIVATION_SIZE as u64, 0),
+            c"".as_ptr(),
+        );
         let activation = ir::byte_gep(b, activations, at);
         let frame_field = ir::byte_gep(b, activation, LLVMConstInt(self.i64_type, FRAME as u64, 0));
         let own_frame = LLVMBuildPtrToInt(b, frame, self.i64_type, c"".as_ptr());
@@ -1327,7 +1588,12 @@ impl Inline {
     unsafe fn activation(&self, b: LLVMBuilderRef, index: LLVMValueRef) -> LLVMValueRef {
         let thread = self.address(b, self.thread);
         let activations = self.load(b, self.ptr_type, self.field(b, thread, ACTIVATIONS));
-        let at = LLVMBuildMul(b, LLVMBuildZExt(b, index, self.i64_type, c"".as_ptr()), LLVMConstInt(self.i64_type, ACTIVATION_SIZE as u64, 0), c"".as_ptr());
+        let at = LLVMBuildMul(
+            b,
+            LLVMBuildZExt(b, index, self.i64_type, c"".as_ptr()),
+            LLVMConstInt(self.i64_type, ACTIVATION_SIZE as u64, 0),
+            c"".as_ptr(),
+        );
         ir::byte_gep(b, activations, at)
     }
 
@@ -1336,7 +1602,8 @@ impl Inline {
     unsafe fn define_set_current(&self) -> RuntimeFunction {
         let mut params = [self.i32_type, self.ptr_type];
         let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
-        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_set_current", void, &mut params);
+        let (h, ty) =
+            HelperBuilder::new(self.module, "__kage_count_set_current", void, &mut params);
         let b = h.builder;
         let at = self.activation(b, h.param(0));
         self.store(b, h.param(1), at);

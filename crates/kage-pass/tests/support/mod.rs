@@ -449,7 +449,7 @@ pub fn check_registration_in(mode: Mode, ir: &str) {
     let count = regions(ir).len();
     let strings = strings(ir);
     let prefix = format!(
-        "@__kage_module = internal global {{ i32, i32, ptr, ptr, i32, i32 }} {{ i32 {}, i32 {count}, ptr @__kage_regions, ptr @",
+        "@__kage_module = internal global {{ i32, i32, ptr, ptr, i32, i32, i32, i32 }} {{ i32 {}, i32 {count}, ptr @__kage_regions, ptr @",
         kage_abi::VERSION
     );
     // The line shift: 64-byte lines in the working-set modes (the tests' default build).
@@ -457,7 +457,10 @@ pub fn check_registration_in(mode: Mode, ir: &str) {
         Mode::Calls | Mode::Counts | Mode::Footprint => 0,
         Mode::WorkingSet | Mode::WorkingSetTrace => 6,
     };
-    let suffix = format!(", i32 {}, i32 {line_shift} }}, align 8", mode.abi_value());
+    let suffix = format!(
+        ", i32 {}, i32 {line_shift}, i32 0, i32 0 }}, align 8",
+        mode.abi_value()
+    );
     assert!(
         module.starts_with(&prefix) && module.ends_with(&suffix),
         "{module}"

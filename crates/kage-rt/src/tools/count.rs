@@ -211,8 +211,9 @@ impl ThreadCounts {
         let module = registry::slot_module(slot)?;
         let p = self.directory.get(slot as usize)?.load(Acquire);
         // SAFETY: an array of the module's region count of records, never freed.
-        (!p.is_null())
-            .then(|| unsafe { std::slice::from_raw_parts(p as *const Record, module.count as usize) })
+        (!p.is_null()).then(|| unsafe {
+            std::slice::from_raw_parts(p as *const Record, module.count as usize)
+        })
     }
 }
 
@@ -304,7 +305,9 @@ impl CountThread {
         } else {
             let layout = std::alloc::Layout::from_size_align(bytes, 64).ok();
             // SAFETY: a non-zero size.
-            let p = layout.map_or(std::ptr::null_mut(), |l| unsafe { std::alloc::alloc_zeroed(l) });
+            let p = layout.map_or(std::ptr::null_mut(), |l| unsafe {
+                std::alloc::alloc_zeroed(l)
+            });
             if p.is_null() {
                 map_zeroed(bytes) as *mut AtomicU64
             } else {
@@ -414,7 +417,8 @@ impl CountThread {
 
     /// Whether `gid` is open in activation `i`.
     fn is_open(&self, i: u32, gid: u32) -> bool {
-        self.current(i).is_some_and(|cur| chain(cur).any(|g| g == gid))
+        self.current(i)
+            .is_some_and(|cur| chain(cur).any(|g| g == gid))
     }
 
     /// `gid` becomes the innermost open region of activation `i`, as `RegionStack::settle`
@@ -432,7 +436,9 @@ impl CountThread {
         let mut missing = Vec::new();
         let mut at = gid;
         let base = loop {
-            let Some(meta) = registry::meta(at) else { return };
+            let Some(meta) = registry::meta(at) else {
+                return;
+            };
             if meta.kind != RegionKind::Inlined || missing.len() == 64 {
                 return;
             }
@@ -465,7 +471,9 @@ impl CountThread {
             }
             return;
         }
-        let Some(meta) = registry::meta(lp) else { return };
+        let Some(meta) = registry::meta(lp) else {
+            return;
+        };
         if !self.is_open(i, meta.parent) {
             self.settle_in(i, meta.parent);
         }
@@ -538,7 +546,9 @@ impl CountThread {
             std::array::from_fn(|k| self.c.saved[k].load(Relaxed))
         };
         for slot in 1..=registry::last_slot() {
-            let Some(records) = self.c.records(slot) else { continue };
+            let Some(records) = self.c.records(slot) else {
+                continue;
+            };
             for rec in records {
                 let depth = rec[DEPTH].load(Relaxed);
                 rec[INSTANCES].store(depth, Relaxed);
@@ -569,7 +579,8 @@ impl CountThread {
             // SAFETY: parts' counts are never freed.
             park(unsafe { &*other }, self.cells, s);
         }
-        s.records.store(self.c.directory.as_ptr() as *mut _, Relaxed);
+        s.records
+            .store(self.c.directory.as_ptr() as *mut _, Relaxed);
         s.acts.store(self.c.acts.load(Relaxed), Relaxed);
         s.cap.store(self.c.cap.load(Relaxed), Relaxed);
         s.top.store(self.c.top.load(Relaxed), Relaxed);
@@ -577,8 +588,11 @@ impl CountThread {
         for k in 0..4 {
             self.cells[k].store(self.c.saved[k].load(Relaxed), Relaxed);
         }
-        s.owner.store(self.c as *const ThreadCounts as *mut ThreadCounts, Relaxed);
-        self.c.live.store(self.cells.as_ptr() as *mut AtomicU64, Release);
+        s.owner
+            .store(self.c as *const ThreadCounts as *mut ThreadCounts, Relaxed);
+        self.c
+            .live
+            .store(self.cells.as_ptr() as *mut AtomicU64, Release);
     }
 
     /// The part stops running on its thread (another context runs there, or it ends).
@@ -648,8 +662,10 @@ enum Part<'a> {
     Running(&'a mut CountThread),
     /// The runtime is busy on this thread (a signal handler interrupted it).
     Busy,
-    /// No count part: the thread could not be set up, or another tool runs.
-    None,
+    /// The thread could not be set up (the runtime starting on it, or finished).
+    NoThread,
+    /// Another tool runs (the program was run with `tool=`): this code is not measured.
+    OtherTool,
 }
 
 /// Runs `f` with what the calling thread has.
@@ -659,7 +675,7 @@ enum Part<'a> {
 unsafe fn with_part<R>(f: impl FnOnce(Part) -> R) -> R {
     let ts = gate::event_thread();
     if ts.is_null() {
-        return f(Part::None);
+        return f(Part::NoThread);
     }
     let state: &ThreadState = &*ts;
     if state.busy.get() != 0 {
@@ -668,9 +684,13 @@ unsafe fn with_part<R>(f: impl FnOnce(Part) -> R) -> R {
     state.busy.set(gate::IN_RUNTIME);
     std::sync::atomic::compiler_fence(SeqCst);
     let tool = &mut **state.tool.get();
-    let answer = match tool.as_any_mut().and_then(|a| a.downcast_mut::<CountThread>()) {
+    let answer = match tool
+        .as_any_mut()
+        .and_then(|a| a.downcast_mut::<CountThread>())
+    {
         Some(part) if part.running() => f(Part::Running(part)),
-        _ => f(Part::None),
+        Some(_) => f(Part::NoThread),
+        None => f(Part::OtherTool),
     };
     std::sync::atomic::compiler_fence(SeqCst);
     state.busy.set(state.busy.get() & !gate::IN_RUNTIME);
@@ -705,16 +725,24 @@ pub unsafe extern "C" fn __kage_count_prepare(m: *mut Module, frame: *const c_vo
             }
             p as *mut u64
         }
-        Part::Busy | Part::None => {
+        part => {
             // Counted nowhere. Unless another tool runs, try again at the next entry.
             let scratch = scratch();
             let records = scratch.records(m);
             if (*m).slot != 0 {
                 scratch.directory[(*m).slot as usize].store(records, Release);
             }
-            slot.records.store(scratch.directory.as_ptr() as *mut _, Relaxed);
-            let another_tool = crate::runtime::initialized() && !gate::current().is_null();
-            slot.epoch.store(if another_tool { current_epoch() } else { u64::MAX }, Relaxed);
+            slot.records
+                .store(scratch.directory.as_ptr() as *mut _, Relaxed);
+            let another_tool = matches!(part, Part::OtherTool);
+            slot.epoch.store(
+                if another_tool {
+                    current_epoch()
+                } else {
+                    u64::MAX
+                },
+                Relaxed,
+            );
             reserve(slot);
             records as *mut u64
         }
@@ -739,7 +767,10 @@ pub unsafe fn count_faulted_tree(ts: &ThreadState) {
         return;
     }
     let tool = &mut **ts.tool.get();
-    let Some(part) = tool.as_any_mut().and_then(|a| a.downcast_mut::<CountThread>()) else {
+    let Some(part) = tool
+        .as_any_mut()
+        .and_then(|a| a.downcast_mut::<CountThread>())
+    else {
         return;
     };
     let Some(gid) = gid_of(r) else { return };
@@ -762,7 +793,7 @@ const _: symbols::CountUnwind = __kage_count_unwind;
 pub unsafe extern "C" fn __kage_count_unwind(activation: u32) {
     with_part(|part| match part {
         Part::Running(part) => part.close_above(activation),
-        Part::Busy | Part::None => forget_above(activation),
+        _ => forget_above(activation),
     })
 }
 
@@ -792,7 +823,7 @@ pub unsafe extern "C" fn __kage_count_resume(r: *mut Region, activation: u32) {
                 part.settle_in(activation, gid);
             }
         }
-        Part::Busy | Part::None => forget_above(activation),
+        _ => forget_above(activation),
     })
 }
 
@@ -867,7 +898,8 @@ impl CountTool {
                     // An open instance counts what it did so far.
                     let open = v[DEPTH] > 0;
                     s.instances += v[INSTANCES];
-                    s.exclusive.add(&counters(std::array::from_fn(|k| v[SELF + k])));
+                    s.exclusive
+                        .add(&counters(std::array::from_fn(|k| v[SELF + k])));
                     s.inclusive.add(&counters(std::array::from_fn(|k| {
                         v[INCLUSIVE + k].wrapping_add(if open { now[k] } else { 0 })
                     })));
@@ -980,7 +1012,9 @@ impl ThreadTool for CountThread {
         if meta.kind == RegionKind::Function {
             self.push(entry, usize::MAX);
         } else if self.top() > 0 {
-            self.act(self.top() - 1).cur.store(entry as *mut Region, Relaxed);
+            self.act(self.top() - 1)
+                .cur
+                .store(entry as *mut Region, Relaxed);
         }
         open(rec, self.now());
     }
@@ -1034,7 +1068,9 @@ impl ThreadTool for CountThread {
             self.sync_epoch();
             let now = self.now();
             for slot in 1..=registry::last_slot() {
-                let Some(records) = self.c.records(slot) else { continue };
+                let Some(records) = self.c.records(slot) else {
+                    continue;
+                };
                 for rec in records.iter().filter(|rec| rec[DEPTH].load(Relaxed) > 0) {
                     rec[DEPTH].store(1, Relaxed);
                     close(rec, now);
@@ -1061,17 +1097,31 @@ impl ThreadTool for CountThread {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kage_abi::NONE;
+
+    const F: u32 = RegionKind::Function as u32;
+    const L: u32 = RegionKind::Loop as u32;
+    const B: u32 = RegionKind::LoopBody as u32;
+    const I: u32 = RegionKind::Inlined as u32;
 
     fn tool() -> &'static CountTool {
         Box::leak(Box::new(CountTool::new()))
     }
 
-    /// A part with cells and a thread slot of its own, as a thread of its own would have.
-    fn thread(tool: &'static CountTool) -> Box<dyn ThreadTool> {
-        tool.new_part(
-            Box::leak(Box::new(Cells::default())),
-            Box::leak(Box::new(empty_slot())),
-            true,
+    /// A registered module of `entries` (kind, parent): its first global id.
+    fn module(entries: &[(u32, u32)]) -> u32 {
+        let m = registry::tests::table(entries, "count_test.c");
+        unsafe { registry::register(m) };
+        unsafe { (*(*m).regions).global_id }
+    }
+
+    /// A part with cells and a thread slot of its own, as a thread of its own would have,
+    /// with the cells it counts.
+    fn thread(tool: &'static CountTool) -> (Box<dyn ThreadTool>, &'static Cells) {
+        let cells: &'static Cells = Box::leak(Box::new(Cells::default()));
+        (
+            tool.new_part(cells, Box::leak(Box::new(empty_slot())), true),
+            cells,
         )
     }
 
@@ -1084,5 +1134,258 @@ mod tests {
             epoch: AtomicU64::new(0),
             owner: AtomicPtr::new(std::ptr::null_mut()),
         }
+    }
+
+    fn part(t: &mut Box<dyn ThreadTool>) -> &mut CountThread {
+        t.as_any_mut()
+            .unwrap()
+            .downcast_mut::<CountThread>()
+            .unwrap()
+    }
+
+    fn c(loads: u64, stores: u64, br: u64, bw: u64) -> Counters {
+        Counters {
+            loads,
+            stores,
+            bytes_read: br,
+            bytes_written: bw,
+        }
+    }
+
+    fn ld(t: &mut dyn ThreadTool, n: u64, size: u64) {
+        for _ in 0..n {
+            t.access(0x1000, size, false);
+        }
+    }
+
+    fn st(t: &mut dyn ThreadTool, n: u64, size: u64) {
+        for _ in 0..n {
+            t.access(0x2000, size, true);
+        }
+    }
+
+    /// The statistics of the regions `base..base + n`.
+    fn stats(tool: &CountTool, base: u32, n: u32) -> (Vec<CountStats>, Counters, Counters) {
+        let (regions, totals, unattributed) = tool.collect((base + n) as usize);
+        (regions[base as usize..].to_vec(), totals, unattributed)
+    }
+
+    fn check_invariant(regions: &[CountStats], totals: Counters, un: Counters) {
+        let mut sum = un;
+        for r in regions {
+            sum.add(&r.exclusive);
+        }
+        assert_eq!(sum, totals, "totals = sum of self + unattributed");
+    }
+
+    /// Region events of count-calls code: a function (0) with a loop (1, body 2) whose body
+    /// calls another function (3).
+    #[test]
+    fn nested_inclusive_and_self() {
+        let g = module(&[(F, NONE), (L, 0), (B, 1), (F, NONE)]);
+        let tl = tool();
+        let (mut t, _) = thread(tl);
+        ld(&mut *t, 1, 8); // unattributed
+        t.enter(g); // main
+        ld(&mut *t, 2, 4);
+        t.enter(g + 1); // loop
+        t.enter(g + 2); // body
+        st(&mut *t, 3, 4);
+        t.enter(g + 3); // callee
+        ld(&mut *t, 5, 4);
+        st(&mut *t, 1, 100);
+        t.exit(g + 3);
+        t.exit(g + 2);
+        t.enter(g + 2);
+        ld(&mut *t, 1, 2);
+        t.exit(g + 2);
+        t.exit(g + 1);
+        t.exit(g);
+        st(&mut *t, 1, 1); // unattributed
+        let (r, tot, un) = stats(tl, g, 4);
+        assert_eq!(r[0].instances, 1);
+        assert_eq!(r[0].inclusive, c(8, 4, 8 + 20 + 2, 12 + 100));
+        assert_eq!(r[0].exclusive, c(2, 0, 8, 0));
+        assert_eq!(r[1].instances, 1);
+        assert_eq!(r[1].inclusive, c(6, 4, 22, 112));
+        assert_eq!(r[1].exclusive, Counters::default());
+        assert_eq!(r[2].instances, 2);
+        assert_eq!(r[2].inclusive, c(6, 4, 22, 112));
+        assert_eq!(r[2].exclusive, c(1, 3, 2, 12));
+        assert_eq!(r[3].inclusive, c(5, 1, 20, 100));
+        assert_eq!(r[3].exclusive, c(5, 1, 20, 100));
+        assert_eq!(tot, c(9, 5, 38, 113));
+        assert_eq!(un, c(1, 1, 8, 1));
+        check_invariant(&r, tot, un);
+    }
+
+    #[test]
+    fn recursion_counts_outermost_only() {
+        let g = module(&[(F, NONE)]);
+        let tl = tool();
+        let (mut t, _) = thread(tl);
+        // rec(3): each level loads 4 bytes once, then recurses.
+        for _ in 0..3 {
+            t.enter(g);
+            ld(&mut *t, 1, 4);
+        }
+        for _ in 0..3 {
+            t.exit(g);
+        }
+        t.enter(g);
+        ld(&mut *t, 2, 4);
+        t.exit(g);
+        let (r, tot, un) = stats(tl, g, 1);
+        assert_eq!(r[0].instances, 4);
+        assert_eq!(r[0].inclusive, c(5, 0, 20, 0));
+        assert_eq!(r[0].exclusive, c(5, 0, 20, 0));
+        check_invariant(&r, tot, un);
+    }
+
+    /// A live thread's open instances count what they did so far.
+    #[test]
+    fn threads_sum_and_live_threads_are_read() {
+        let g = module(&[(F, NONE)]);
+        let tl = tool();
+        let (mut a, _) = thread(tl);
+        let (mut b, _) = thread(tl);
+        a.enter(g);
+        ld(&mut *a, 10, 4);
+        a.exit(g);
+        b.enter(g);
+        st(&mut *b, 7, 8);
+        let (r, tot, un) = stats(tl, g, 1);
+        assert_eq!(r[0].instances, 2);
+        assert_eq!(r[0].exclusive, c(10, 7, 40, 56));
+        assert_eq!(r[0].inclusive, c(10, 7, 40, 56), "b's open instance so far");
+        assert_eq!(tot, c(10, 7, 40, 56));
+        check_invariant(&r, tot, un);
+        b.exit(g);
+        assert_eq!(stats(tl, g, 1).0[0].inclusive, c(10, 7, 40, 56));
+    }
+
+    #[test]
+    fn reset_and_fork() {
+        let g = module(&[(F, NONE), (F, NONE)]);
+        let tl = tool();
+        let (mut a, _) = thread(tl);
+        let (mut b, _) = thread(tl);
+        a.enter(g);
+        ld(&mut *a, 10, 4);
+        b.enter(g + 1);
+        ld(&mut *b, 3, 4);
+        tl.reset();
+        a.reset(); // the caller applies it now
+        ld(&mut *a, 1, 4);
+        a.exit(g);
+        // b has not seen the reset yet: it contributes nothing.
+        let (r, tot, _) = stats(tl, g, 2);
+        assert_eq!(r[0].instances, 1, "open at the reset: one instance");
+        assert_eq!(r[0].inclusive, c(1, 0, 4, 0));
+        assert_eq!(tot, c(1, 0, 4, 0));
+        b.exit(g + 1); // applies the reset, then closes with zero
+        st(&mut *b, 1, 2);
+        let (r, tot, un) = stats(tl, g, 2);
+        assert_eq!(r[1].inclusive, Counters::default());
+        assert_eq!(un, c(0, 1, 0, 2));
+        check_invariant(&r, tot, un);
+        // Fork: a survives, b is gone.
+        a.enter(g);
+        ld(&mut *a, 2, 4);
+        tl.fork_child();
+        a.fork_survivor();
+        ld(&mut *a, 3, 1);
+        a.exit(g);
+        let (r, tot, un) = stats(tl, g, 2);
+        assert_eq!(tot, c(3, 0, 3, 0));
+        assert_eq!(r[0].inclusive, c(3, 0, 3, 0));
+        assert_eq!(r[0].instances, 1);
+        assert_eq!(un, Counters::default());
+    }
+
+    /// What count instrumentation does inline for a segment: its counts added to the cells
+    /// and to its region's self counts.
+    fn segment(part: &CountThread, gid: u32, add: [u64; 4]) {
+        let rec = part.record(gid).unwrap();
+        for k in 0..4 {
+            bump(&part.cells[k], add[k]);
+            bump(&rec[SELF + k], add[k]);
+        }
+    }
+
+    /// What a function's entry does inline: its activation pushed and its region opened.
+    fn enter_inline(part: &CountThread, gid: u32, frame: usize) -> u32 {
+        let i = part.top();
+        part.push(registry::region_entry(gid).unwrap(), frame);
+        open(part.record(gid).unwrap(), part.now());
+        i
+    }
+
+    /// Coroutine contexts on one thread: each part counts its own accesses (the cells are
+    /// switched with the part that runs), and one that ends without switching back stops
+    /// when the other resumes.
+    #[test]
+    fn contexts_sharing_a_thread_count_their_own() {
+        let g = module(&[(F, NONE), (F, NONE)]);
+        let tl = tool();
+        let cells: &'static Cells = Box::leak(Box::new(Cells::default()));
+        let slot: &'static ThreadSlot = Box::leak(Box::new(empty_slot()));
+        let mut main = tl.new_part(cells, slot, true);
+        let mut coroutine = tl.new_part(cells, slot, false);
+        enter_inline(part(&mut main), g, 1000);
+        segment(part(&mut main), g, [2, 1, 8, 4]);
+        let (r, tot, _) = stats(tl, g, 2);
+        assert_eq!((r[0].exclusive, tot), (c(2, 1, 8, 4), c(2, 1, 8, 4)));
+        // swapcontext: main is suspended, the coroutine runs on the same thread.
+        main.suspend();
+        coroutine.resume();
+        enter_inline(part(&mut coroutine), g + 1, 500);
+        segment(part(&mut coroutine), g + 1, [1, 0, 4, 0]);
+        assert_eq!(stats(tl, g, 2).0[1].inclusive, c(1, 0, 4, 0));
+        // The coroutine ends without switching back: main resumes.
+        main.resume();
+        segment(part(&mut main), g, [0, 3, 0, 12]);
+        main.thread_exit();
+        let (r, tot, un) = stats(tl, g, 2);
+        assert_eq!(r[0].inclusive, c(2, 4, 8, 16), "main's own accesses");
+        assert_eq!(r[1].inclusive, c(1, 0, 4, 0));
+        assert_eq!(tot, c(3, 4, 12, 16));
+        check_invariant(&r, tot, un);
+    }
+
+    /// The runtime's repairs of what instrumented code keeps inline: activations left dead
+    /// by a longjmp are closed at the next entry (`prepare`) or resume point, and a resume
+    /// point settles its activation into its region.
+    #[test]
+    fn dead_activations_are_closed_and_resume_points_settle() {
+        // 0 main, 1 its loop, 2 body; 3 jumper with 4 an inlined call in it.
+        let g = module(&[(F, NONE), (L, 0), (B, 1), (F, NONE), (I, 3)]);
+        let tl = tool();
+        let (mut t, _) = thread(tl);
+        let p = part(&mut t);
+        let main = enter_inline(p, g, 1000);
+        p.loop_iter_in(main, g + 1);
+        let jumper = enter_inline(p, g + 3, 900);
+        p.settle_in(jumper, g + 4);
+        assert_eq!(p.current(jumper), Some(g + 4));
+        segment(p, g + 4, [1, 0, 8, 0]);
+        // longjmp back to main's body: jumper's activation is dead.
+        p.close_above(main);
+        p.settle_in(main, g + 2);
+        assert_eq!(p.top(), 1);
+        p.loop_iter_in(main, g + 1); // a second iteration
+                                     // A call at the depth jumper had: the dead frame check of a function's entry.
+        let again = enter_inline(p, g + 3, 900);
+        let module = unsafe { (*registry::region_entry(g).unwrap()).module };
+        unsafe { p.prepare(module, 900) };
+        assert_eq!(p.top(), again, "the activation at the same frame is dead");
+        p.close_above(main - 1);
+        p.slot.top.store(0, Relaxed);
+        let (r, _, _) = stats(tl, g, 5);
+        assert_eq!(r[2].instances, 2, "two iterations");
+        assert_eq!(r[3].instances, 2);
+        assert_eq!(r[4].inclusive, c(1, 0, 8, 0));
+        assert_eq!(r[3].inclusive, c(1, 0, 8, 0));
+        assert_eq!(r[0].inclusive, c(1, 0, 8, 0), "main is still open");
     }
 }
