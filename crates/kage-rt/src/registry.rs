@@ -600,7 +600,17 @@ pub unsafe fn register(m: *mut Module) {
         w[0].store(m as u64, Ordering::Relaxed);
         w[1].store(base as u64 | (count as u64) << 32, Ordering::Relaxed);
     }
-    std::ptr::write_volatile(std::ptr::addr_of_mut!((*m).slot), slot);
+    // Beyond the threads' directories, the module keeps slot 0: its code counts nowhere
+    // (and calls the runtime at every entry), rather than reading past a directory.
+    let published = if (slot as usize) < kage_abi::count::MAX_MODULES {
+        slot
+    } else {
+        0
+    };
+    if published == 0 {
+        eprintln!("kage: module '{name}' is past the count tool's limit of modules: not counted");
+    }
+    std::ptr::write_volatile(std::ptr::addr_of_mut!((*m).slot), published);
     // Publish the ids last: a hook that sees an id also sees its META entry.
     for (i, r) in t.iter().enumerate() {
         gid_cell(r as *const _ as *mut Region).store((base + i) as u32, Ordering::Release);
