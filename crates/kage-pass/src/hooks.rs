@@ -1,6 +1,6 @@
 //! The region hooks of docs/abi.md ("Hooks the pass inserts") and the `cmpxchg` hook:
-//! shared by the tools whose builds report region events (`count`: every access a call;
-//! `footprint`: accesses in groups). [`insert`] places a function's region hooks around what
+//! shared by the tools whose builds report region events (`count-calls`: every access a
+//! call; `footprint`: accesses in groups; `hcpa`). [`insert`] places a function's region hooks around what
 //! the tool inserts for its accesses, in the order that keeps hooks sharing a position
 //! right; [`Inserter`] builds the calls.
 
@@ -32,20 +32,15 @@ pub unsafe fn insert(
     skipped: &Skipped,
     accesses: impl FnOnce(&mut Inserter),
 ) {
-    let Skipped {
-        loops: skipped_loops,
-        settles: skipped_settles,
-        function: skipped_function,
-    } = *skipped;
+    let skipped_loops = skipped.loops;
     let entry_block = plan.cfg.blocks[0];
     let function_region = plan.slots.function();
-    let func_enter_at = ir::first_insertion_point(entry_block).filter(|_| !skipped_function);
+    let func_enter_at = ir::first_insertion_point(entry_block);
     let loop_iters: Vec<_> = (plan.forest.loops.iter().enumerate())
         .filter(|(k, _)| !skipped_loops.contains(k))
         .filter_map(|(k, lp)| Some((ir::first_insertion_point(plan.cfg.blocks[lp.header])?, k)))
         .collect();
     let settles: Vec<_> = (plan.settle_points().into_iter())
-        .filter(|(block, _)| !skipped_settles.contains(block))
         .filter_map(|(block, region)| {
             Some((ir::first_insertion_point(plan.cfg.blocks[block])?, region))
         })
@@ -64,10 +59,8 @@ pub unsafe fn insert(
         ins.region_hook(hooks.settle, region, at);
     }
     accesses(ins);
-    if !skipped_function {
-        for &at in &plan.exits {
-            ins.region_hook(hooks.func_exit, function_region, at);
-        }
+    for &at in &plan.exits {
+        ins.region_hook(hooks.func_exit, function_region, at);
     }
 }
 
@@ -76,10 +69,6 @@ pub unsafe fn insert(
 pub struct Skipped<'a> {
     /// Loops without `__kage_loop_iter`.
     pub loops: &'a [usize],
-    /// Blocks without `__kage_settle`.
-    pub settles: &'a [usize],
-    /// No `__kage_func_enter` and no `__kage_func_exit`.
-    pub function: bool,
 }
 
 /// The runtime's region hooks and `__kage_cmpxchg`, declared from [`kage_abi::symbols`].

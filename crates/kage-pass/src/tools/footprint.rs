@@ -88,7 +88,6 @@ impl Tool for Footprint {
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
             let skipped = hooks::Skipped {
                 loops: &hoisted_loops,
-                ..Default::default()
             };
             hooks::insert(plan, &mut ins, &skipped, |ins| {
                 for access in &plan.accesses {

@@ -1,0 +1,435 @@
+//! The count builds, both read by the runtime's count tool:
+//!
+//! - `count` (instrumentation 9, `KAGE_TOOL` unset or `count`; docs/abi.md, "Count
+//!   instrumentation"): no call into the runtime on the common path. Each thread's
+//!   per-region records and its stack of open function activations are updated inline: a
+//!   function's entry pushes its activation and opens its region, the edges where the open
+//!   regions change close and open them ([`Transition`]), a loop's back edges count an
+//!   iteration, each return closes what is open in the activation and pops it. Each
+//!   segment's loads, stores and bytes are added to the thread's totals and to its region's
+//!   self counts at the segment's start. Segments are cut at calls ([`crate::segments`]): a
+//!   callee counts its own, a call that never returns (`exit`, `longjmp`, a throw) ends a
+//!   segment whose accesses all ran, and `kage_set_enabled` (a call) switches counting
+//!   exactly where the program calls it. What a segment adds is masked by `__kage_gate`. An
+//!   `llvm.mem*` of run-time length adds its own right before it (its length is known
+//!   there); a `cmpxchg` right after it (whether it wrote is known then). The runtime is
+//!   called where the inline checks fail (a function's entry: the thread's first, a
+//!   module's first on the thread, after a reset, a full stack, activations left dead by a
+//!   `longjmp`), where control may arrive from a `longjmp` or an exception (resume points),
+//!   and at blocks whose edges cannot carry their region changes.
+//! - `count-calls` (instrumentation 0): the region hooks and a call per access, which every
+//!   runtime tool understands.
+
+mod emit;
+mod regions;
+
+use std::collections::HashMap;
+
+use kage_abi::{symbols, Instrumentation};
+use llvm_sys::core::*;
+use llvm_sys::prelude::{
+    LLVMBasicBlockRef, LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
+};
+use llvm_sys::target::LLVMGetModuleDataLayout;
+use llvm_sys::LLVMOpcode;
+
+use super::{Settings, Tool};
+use crate::access::Access;
+use crate::debuginfo::HookLocations;
+use crate::hooks::{self, Hooks, Inserter};
+use crate::ir::{self, RuntimeFunction};
+use crate::plan::FunctionPlan;
+use crate::regions::RegionTable;
+use crate::segments::function_segments;
+use emit::{Emitter, Inline, TreeLocals};
+use regions::{path_up, place, promoted_trees, Change, Placement};
+
+extern "C" {
+    /// Splits the critical edge `from -> to` (src/shim.cpp): the new block, or null.
+    fn kage_split_critical_edge(
+        from: LLVMBasicBlockRef,
+        to: LLVMBasicBlockRef,
+    ) -> LLVMBasicBlockRef;
+}
+
+/// Regions and counts kept inline.
+pub struct Count;
+
+/// Region hooks and a call per access.
+pub struct CountCalls;
+
+/// The `count` build; it has no settings of its own.
+pub fn make(_: &mut Settings) -> Box<dyn Tool> {
+    Box::new(Count)
+}
+
+/// The `count-calls` build; it has no settings of its own.
+pub fn make_calls(_: &mut Settings) -> Box<dyn Tool> {
+    Box::new(CountCalls)
+}
+
+impl Tool for Count {
+    fn instrumentation(&self) -> Instrumentation {
+        Instrumentation::Counts
+    }
+
+    /// The helpers are inlined, and their thread-local addresses merged and hoisted.
+    fn needs_cleanup(&self) -> bool {
+        true
+    }
+
+    unsafe fn instrument(
+        &self,
+        module: LLVMModuleRef,
+        plans: &[FunctionPlan],
+        table: &RegionTable,
+    ) {
+        let inline = Inline::declare(module);
+        let data_layout = LLVMGetModuleDataLayout(module);
+        let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
+        for plan in plans {
+            instrument_function(&inline, module, plan, table, builder, data_layout);
+        }
+        LLVMDisposeBuilder(builder);
+    }
+}
+
+/// Count instrumentation of one function.
+///
+/// # Safety
+/// `plan` must describe a live function of `module` that nothing was inserted into yet.
+unsafe fn instrument_function(
+    inline: &Inline,
+    module: LLVMModuleRef,
+    plan: &FunctionPlan,
+    table: &RegionTable,
+    builder: LLVMBuilderRef,
+    data_layout: llvm_sys::target::LLVMTargetDataRef,
+) {
+    let n = plan.cfg.blocks.len();
+    let tree = plan.tree();
+    let reachable = &plan.forest.reachable;
+    // Where the function's entry goes: after the entry block's static allocas, which must
+    // stay first (the entry's checks split the block).
+    let first = LLVMGetFirstInstruction(plan.cfg.blocks[0]);
+    let Some(mut entry_at) = ir::first_insertion_point(plan.cfg.blocks[0]) else {
+        return;
+    };
+    while ir::opcode(entry_at) == LLVMOpcode::LLVMAlloca {
+        entry_at = LLVMGetNextInstruction(entry_at);
+    }
+    let segments = function_segments(&plan.cfg, data_layout);
+    let block_of = |inst: LLVMValueRef| {
+        let parent = LLVMGetInstructionParent(inst);
+        plan.cfg.blocks.iter().position(|&b| b == parent)
+    };
+    let exits: Vec<(LLVMValueRef, usize)> = (plan.exits.iter())
+        .filter_map(|&at| Some((at, block_of(at)?)))
+        .collect();
+    let cmpxchgs: Vec<(LLVMValueRef, u64, usize)> = (plan.accesses.iter())
+        .filter_map(|access| match *access {
+            Access::CmpXchg { inst, size, .. } => Some((inst, size, block_of(inst)?)),
+            _ => None,
+        })
+        .collect();
+    let header_of: HashMap<usize, usize> = (plan.forest.loops.iter().enumerate())
+        .map(|(k, lp)| (lp.header, k))
+        .collect();
+    let mut predecessors = vec![Vec::new(); n];
+    for (p, succs) in plan.cfg.successors.iter().enumerate() {
+        for &s in succs.iter().filter(|&&s| s < n) {
+            if reachable[p] && !predecessors[s].contains(&p) {
+                predecessors[s].push(p);
+            }
+        }
+    }
+    let mut trees = promoted_trees(plan, &predecessors);
+    // A block that needs the runtime to change its regions cannot be in a promoted tree
+    // (the runtime does not see the tree's locals): such trees are given up.
+    let (tree_of, placements, trees_left_into) = loop {
+        let placed = place(plan, &header_of, &predecessors, &trees);
+        let (tree_of, placements, _) = &placed;
+        let owner = |b: usize| tree_of[tree.block_region[b]];
+        let dynamic_in_tree: Vec<usize> = (placements.iter())
+            .filter(|(b, p)| matches!(p, Placement::Dynamic) && owner(*b).is_some())
+            .filter_map(|(b, _)| owner(*b))
+            .collect();
+        if dynamic_in_tree.is_empty() {
+            break placed;
+        }
+        trees = (trees.into_iter().enumerate())
+            .filter(|(j, _)| !dynamic_in_tree.contains(j))
+            .map(|(_, t)| t)
+            .collect();
+    };
+    let owner = |b: usize| tree_of[tree.block_region[b]];
+    let whole_function = trees.first().is_some_and(|t| t.root == 0);
+    // Blocks made on edges, before anything is inserted.
+    let mut edge_code: Vec<(LLVMValueRef, Change)> = Vec::new();
+    let mut start_code: Vec<(usize, Option<Change>)> = Vec::new();
+    for (b, placement) in placements {
+        match placement {
+            Placement::Start(c) => start_code.push((b, Some(c))),
+            Placement::Dynamic => start_code.push((b, None)),
+            Placement::Edges(edges) => {
+                let mut made = Vec::new();
+                for (p, split, c) in edges {
+                    let mut block = plan.cfg.blocks[p];
+                    if split {
+                        block = kage_split_critical_edge(block, plan.cfg.blocks[b]);
+                    }
+                    if block.is_null() {
+                        made.clear();
+                        start_code.push((b, None));
+                        break;
+                    }
+                    made.push((LLVMGetBasicBlockTerminator(block), c));
+                }
+                edge_code.extend(made);
+            }
+        }
+    }
+    let locations = HookLocations::new(module, plan.func);
+    let position = |at: LLVMValueRef| {
+        LLVMPositionBuilderBefore(builder, at);
+        LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(at));
+    };
+    let region_index = |node: usize| plan.slots.base + node as u32;
+    // The trees' locals, zero, first in the entry block.
+    position(first);
+    let locals: Vec<TreeLocals> = trees
+        .iter()
+        .map(|t| inline.tree_locals(builder, t.len))
+        .collect();
+    // The function's entry: its activation and region (a promoted function has neither).
+    position(entry_at);
+    let function = region_index(0);
+    let (records, activation) = if whole_function {
+        (None, None)
+    } else {
+        let (records, activation) = inline.enter(
+            builder,
+            table.module_global,
+            table.region_ptr(function),
+            function,
+        );
+        (Some(records), Some(activation))
+    };
+    let flushes: Vec<RuntimeFunction> = (trees.iter().enumerate())
+        .map(|(j, t)| inline.define_flush(plan, t, j))
+        .collect();
+    let at = Emitter {
+        inline,
+        builder,
+        records,
+        activation,
+        table,
+        base: plan.slots.base,
+        trees: &trees,
+        locals: &locals,
+        flushes: &flushes,
+    };
+    for (b, code) in &start_code {
+        let Some(start) = (if *b == 0 {
+            Some(entry_at)
+        } else {
+            ir::first_insertion_point(plan.cfg.blocks[*b])
+        }) else {
+            continue;
+        };
+        position(start);
+        match code {
+            Some(c) => at.change(c),
+            None => {
+                for &j in &trees_left_into[*b] {
+                    at.flush(j);
+                }
+                let lp = header_of
+                    .get(b)
+                    .map(|&k| table.region_ptr(region_index(tree.loop_node[k])));
+                at.arrive(table.region_ptr(region_index(tree.block_region[*b])), lp);
+            }
+        }
+    }
+    for &(inst, block) in &plan.resume_points {
+        position(inst);
+        at.resume(table.region_ptr(region_index(tree.block_region[block])));
+    }
+    for segment in &segments {
+        let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
+        let region = tree.block_region[segment.block];
+        if !constant.is_empty() {
+            position(segment.start);
+            at.add(&constant, region, owner(segment.block));
+        }
+        for (inst, counts) in dynamic {
+            position(inst);
+            at.add(&counts, region, owner(segment.block));
+        }
+    }
+    for &(inst, size, block) in &cmpxchgs {
+        let next = LLVMGetNextInstruction(inst);
+        if next.is_null() {
+            continue;
+        }
+        LLVMPositionBuilderBefore(builder, next);
+        LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(inst));
+        at.cmpxchg(inst, size, tree.block_region[block]);
+    }
+    for (terminator, c) in &edge_code {
+        position(*terminator);
+        at.change(c);
+    }
+    for &(inst, block) in &exits {
+        position(inst);
+        if whole_function {
+            at.flush(0);
+        } else {
+            at.exit(&path_up(&tree.nodes, tree.block_region[block], None));
+        }
+    }
+}
+
+/// A promoted tree's locals: per region, its instances, loads, stores, bytes read and bytes
+/// written (`i64` allocas, zero outside the tree).
+
+#[derive(Default)]
+struct SegmentCounts {
+    /// Loads, stores, bytes read, bytes written, as `__kage_count` orders them.
+    constant: [u64; 4],
+    /// `(len, reads)`: one store (and one load when `reads`) of `len` bytes, none when `len`
+    /// is 0, as the runtime ignores empty accesses.
+    dynamic: Vec<(LLVMValueRef, bool)>,
+}
+
+const LOADS: usize = 0;
+const STORES: usize = 1;
+const BYTES_READ: usize = 2;
+const BYTES_WRITTEN: usize = 3;
+
+impl SegmentCounts {
+    /// The constant counts of `accesses`, and each `llvm.mem*` of run-time length with the
+    /// instruction before which its own counts go (`cmpxchg`s are counted by their hook).
+    ///
+    /// # Safety
+    /// The accesses' values must be live.
+    unsafe fn of(accesses: &[Access]) -> (Self, Vec<(LLVMValueRef, SegmentCounts)>) {
+        let mut counts = SegmentCounts::default();
+        let mut dynamic = Vec::new();
+        for access in accesses {
+            match *access {
+                Access::Plain {
+                    size, load, store, ..
+                } if size > 0 => {
+                    if load {
+                        counts.constant[LOADS] += 1;
+                        counts.constant[BYTES_READ] += size;
+                    }
+                    if store {
+                        counts.constant[STORES] += 1;
+                        counts.constant[BYTES_WRITTEN] += size;
+                    }
+                }
+                Access::Plain { .. } | Access::CmpXchg { .. } => {}
+                Access::Intrinsic { at, src, len, .. } => {
+                    if LLVMIsAConstantInt(len).is_null() {
+                        let own = SegmentCounts {
+                            constant: [0; 4],
+                            dynamic: vec![(len, src.is_some())],
+                        };
+                        dynamic.push((at, own));
+                        continue;
+                    }
+                    let len = LLVMConstIntGetZExtValue(len);
+                    if len > 0 {
+                        if src.is_some() {
+                            counts.constant[LOADS] += 1;
+                            counts.constant[BYTES_READ] += len;
+                        }
+                        counts.constant[STORES] += 1;
+                        counts.constant[BYTES_WRITTEN] += len;
+                    }
+                }
+            }
+        }
+        (counts, dynamic)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.constant == [0; 4] && self.dynamic.is_empty()
+    }
+}
+
+impl Tool for CountCalls {
+    fn instrumentation(&self) -> Instrumentation {
+        Instrumentation::Calls
+    }
+
+    unsafe fn instrument(
+        &self,
+        module: LLVMModuleRef,
+        plans: &[FunctionPlan],
+        table: &RegionTable,
+    ) {
+        let hooks = Hooks::declare(module);
+        let calls = AccessCalls {
+            load: RuntimeFunction::declare(module, &symbols::LOAD),
+            store: RuntimeFunction::declare(module, &symbols::STORE),
+            i64_type: LLVMInt64TypeInContext(LLVMGetModuleContext(module)),
+        };
+        let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
+        for plan in plans {
+            let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
+            hooks::insert(plan, &mut ins, &Default::default(), |ins| {
+                for access in &plan.accesses {
+                    calls.insert(ins, access);
+                }
+            });
+        }
+        LLVMDisposeBuilder(builder);
+    }
+}
+
+/// `__kage_load` and `__kage_store`.
+struct AccessCalls {
+    load: RuntimeFunction,
+    store: RuntimeFunction,
+    i64_type: LLVMTypeRef,
+}
+
+impl AccessCalls {
+    /// The calls of docs/abi.md's table for one access: `__kage_load`/`__kage_store` before
+    /// it, or `__kage_cmpxchg` after a `cmpxchg`.
+    ///
+    /// # Safety
+    /// `access` must be an access of the function `ins` was made for.
+    unsafe fn insert(&self, ins: &mut Inserter, access: &Access) {
+        match *access {
+            Access::Plain {
+                at,
+                ptr,
+                size,
+                load,
+                store,
+            } => {
+                ins.position_before(at);
+                let size = LLVMConstInt(self.i64_type, size, 0);
+                if load {
+                    self.load.call(ins.builder, &mut [ptr, size]);
+                }
+                if store {
+                    self.store.call(ins.builder, &mut [ptr, size]);
+                }
+            }
+            Access::CmpXchg { inst, ptr, size } => ins.cmpxchg_hook(inst, ptr, size),
+            Access::Intrinsic { at, dst, src, len } => {
+                ins.position_before(at);
+                let len = LLVMBuildIntCast2(ins.builder, len, self.i64_type, 0, c"".as_ptr());
+                if let Some(src) = src {
+                    self.load.call(ins.builder, &mut [src, len]);
+                }
+                self.store.call(ins.builder, &mut [dst, len]);
+            }
+        }
+    }
+}
