@@ -522,13 +522,19 @@ impl Inline {
                 }
             }
         }
+        let instances: Vec<LLVMValueRef> = (0..tree.len).map(|i| load(local(i, 0))).collect();
         for i in 0..tree.len {
+            // A region that did not run has nothing to add, and neither have those in it.
+            let (ran_here, next) = (h.block(c"region"), h.block(c"next"));
+            let ran_it = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, instances[i], zero, c"".as_ptr());
+            LLVMBuildCondBr(b, ran_it, ran_here, next);
+            LLVMPositionBuilderAtEnd(b, ran_here);
             let record = ir::byte_gep(
                 b,
                 root_record,
                 LLVMConstInt(self.i64_type, (i * WORDS * 8) as u64, 0),
             );
-            self.add_word(b, record, INSTANCES, load(local(i, 0)));
+            self.add_word(b, record, INSTANCES, instances[i]);
             let depth = self.load(
                 b,
                 self.i64_type,
@@ -541,6 +547,8 @@ impl Inline {
                 let value = LLVMBuildAnd(b, inclusive[i][k], closed, c"".as_ptr());
                 self.add_word(b, record, INCLUSIVE + k, value);
             }
+            LLVMBuildBr(b, next);
+            LLVMPositionBuilderAtEnd(b, next);
         }
         let totals = self.address(b, self.totals);
         for k in 0..4 {

@@ -262,7 +262,7 @@ pub(super) unsafe fn promoted_trees(
 
 /// The most regions a promoted tree holds: its report at each exit costs a few
 /// instructions per region.
-pub(super) const MAX_PROMOTED: usize = 8;
+pub(super) const MAX_PROMOTED: usize = 16;
 
 /// `t` with the regions of promoted trees (`tree_of`: each node's tree) counted in locals;
 /// `left`: the tree the edge leaves, if any; `from_outside_function`: the function's start.
