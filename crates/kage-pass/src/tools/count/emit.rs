@@ -386,9 +386,31 @@ impl Inline {
         );
         let b = h.builder;
         let module = h.param(0);
-        let (has_directory, fast, slow) =
-            (h.block(c"directory"), h.block(c"fast"), h.block(c"slow"));
+        let (fast, slow) = (h.block(c"fast"), h.block(c"slow"));
         let thread = self.address(b, self.thread);
+        let (records, ok) = self.checked_records(&h, thread, module, slow);
+        ir::set_branch_weights(LLVMBuildCondBr(b, ok, fast, slow), 1 << 20, 1);
+        LLVMPositionBuilderAtEnd(b, fast);
+        LLVMBuildRet(b, records);
+        LLVMPositionBuilderAtEnd(b, slow);
+        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
+        let prepared = prepare.call(b, &mut [module, LLVMConstPointerNull(self.ptr_type)]);
+        LLVMBuildRet(b, prepared);
+        h.finish(ty)
+    }
+
+    /// In helper `h`: the thread's directory (`thread` its `__kage_count_thread`), else a
+    /// branch to `slow`; then, in a new block where the builder is left, the records of
+    /// `module` and whether they exist and belong to the latest reset epoch.
+    unsafe fn checked_records(
+        &self,
+        h: &HelperBuilder,
+        thread: LLVMValueRef,
+        module: LLVMValueRef,
+        slow: LLVMBasicBlockRef,
+    ) -> (LLVMValueRef, LLVMValueRef) {
+        let b = h.builder;
+        let has_directory = h.block(c"directory");
         let directory = self.load(b, self.ptr_type, self.field(b, thread, RECORDS));
         let null = LLVMConstPointerNull(self.ptr_type);
         let ok = LLVMBuildICmp(
@@ -405,15 +427,7 @@ impl Inline {
         let epoch = ir::load_relaxed(b, self.i64_type, self.epoch);
         let own = self.load(b, self.i64_type, self.field(b, thread, EPOCH));
         let same = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, epoch, own, c"".as_ptr());
-        let ok = LLVMBuildAnd(b, has, same, c"".as_ptr());
-        ir::set_branch_weights(LLVMBuildCondBr(b, ok, fast, slow), 1 << 20, 1);
-        LLVMPositionBuilderAtEnd(b, fast);
-        LLVMBuildRet(b, records);
-        LLVMPositionBuilderAtEnd(b, slow);
-        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
-        let prepared = prepare.call(b, &mut [module, null]);
-        LLVMBuildRet(b, prepared);
-        h.finish(ty)
+        (records, LLVMBuildAnd(b, has, same, c"".as_ptr()))
     }
 
     /// `directory[module->slot]`.
@@ -526,7 +540,13 @@ impl Inline {
         for i in 0..tree.len {
             // A region that did not run has nothing to add, and neither have those in it.
             let (ran_here, next) = (h.block(c"region"), h.block(c"next"));
-            let ran_it = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, instances[i], zero, c"".as_ptr());
+            let ran_it = LLVMBuildICmp(
+                b,
+                LLVMIntPredicate::LLVMIntNE,
+                instances[i],
+                zero,
+                c"".as_ptr(),
+            );
             LLVMBuildCondBr(b, ran_it, ran_here, next);
             LLVMPositionBuilderAtEnd(b, ran_here);
             let record = ir::byte_gep(
@@ -702,8 +722,7 @@ impl Inline {
         let (h, ty) = HelperBuilder::new(self.module, "__kage_count_enter", pair_type, &mut params);
         let b = h.builder;
         let (module, function, frame, offset) = (h.param(0), h.param(1), h.param(2), h.param(3));
-        let (has_directory, has_records, no_activation, check_frame, slow, join) = (
-            h.block(c"directory"),
+        let (has_records, no_activation, check_frame, slow, join) = (
             h.block(c"records"),
             h.block(c"first"),
             h.block(c"frame"),
@@ -712,32 +731,12 @@ impl Inline {
         );
         let fast = no_activation;
         let thread = self.address(b, self.thread);
-        let directory = self.load(b, self.ptr_type, self.field(b, thread, RECORDS));
-        let null = LLVMConstPointerNull(self.ptr_type);
-        let ok = LLVMBuildICmp(
-            b,
-            LLVMIntPredicate::LLVMIntNE,
-            directory,
-            null,
-            c"".as_ptr(),
-        );
-        ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_directory, slow), 1 << 20, 1);
-        // The module's records, the epoch and room for an activation.
-        LLVMPositionBuilderAtEnd(b, has_directory);
-        let records = self.module_records(b, directory, module);
-        let has = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, records, null, c"".as_ptr());
-        let epoch = ir::load_relaxed(b, self.i64_type, self.epoch);
-        let own = self.load(b, self.i64_type, self.field(b, thread, EPOCH));
-        let same = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, epoch, own, c"".as_ptr());
+        // The module's records, the epoch, and room for an activation.
+        let (records, same) = self.checked_records(&h, thread, module, slow);
         let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
         let capacity = self.load(b, self.i32_type, self.field(b, thread, CAPACITY));
         let room = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntULT, top, capacity, c"".as_ptr());
-        let ok = LLVMBuildAnd(
-            b,
-            LLVMBuildAnd(b, has, same, c"".as_ptr()),
-            room,
-            c"".as_ptr(),
-        );
+        let ok = LLVMBuildAnd(b, same, room, c"".as_ptr());
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_records, slow), 1 << 20, 1);
         // The activation below must be a live caller: its frame above this one's.
         LLVMPositionBuilderAtEnd(b, has_records);
