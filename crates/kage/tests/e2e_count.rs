@@ -170,6 +170,60 @@ fn counts_are_exact_at_o0() {
     assert_counts(copy, 1, c(3, 3, 108, 204), c(3, 3, 108, 204));
 }
 
+/// `tests/c/count_reset.c`: `kage_reset` in the middle of a function, in the count build
+/// (where a thread applies it at its next function entry) and the count-calls build.
+#[test]
+fn a_reset_forgets_what_ran_before_and_keeps_the_open_regions() {
+    let work = Work::new();
+    let inline = work.build("count_reset.c", &["-O2"]);
+    let calls = work.build_for_every_tool("count_reset.c", &["-O2"]);
+    for exe in [&inline, &calls] {
+        let report = work.run_report(exe, &[], 0);
+        assert_totals_consistent(&report);
+        assert_counts(
+            func(&report, "store_one"),
+            3,
+            c(0, 3, 0, 12),
+            c(0, 3, 0, 12),
+        );
+        assert_counts(
+            func(&report, "before_and_after"),
+            1,
+            c(0, 3, 0, 12),
+            c(0, 0, 0, 0),
+        );
+        assert_counts(func(&report, "main"), 1, c(0, 3, 0, 12), c(0, 0, 0, 0));
+        assert_eq!(report.count_totals(), Some(c(0, 3, 0, 12)));
+    }
+}
+
+/// `tests/c/count_reset_thread.c`: `kage_reset` while another thread waits in the middle of
+/// a function: that thread forgets what it did before, at its next function entry.
+#[test]
+fn a_reset_from_another_thread_applies_at_its_next_entry() {
+    let work = Work::new();
+    let inline = work.build("count_reset_thread.c", &["-O2", "-pthread"]);
+    let calls = work.build_with_env(
+        "count_reset_thread.c",
+        &["-O2", "-pthread"],
+        &[("KAGE_TOOL", "count-calls")],
+    );
+    for exe in [&inline, &calls] {
+        let report = work.run_report(exe, &[], 0);
+        assert_totals_consistent(&report);
+        assert_counts(
+            func(&report, "store_one"),
+            3,
+            c(0, 3, 0, 12),
+            c(0, 3, 0, 12),
+        );
+        assert_counts(func(&report, "worker"), 1, c(0, 3, 0, 12), c(0, 0, 0, 0));
+        // After the reset, main loads `t` for pthread_join.
+        assert_counts(func(&report, "main"), 1, c(1, 0, 8, 0), c(1, 0, 8, 0));
+        assert_eq!(report.count_totals(), Some(c(1, 3, 8, 12)));
+    }
+}
+
 /// `tests/c/count_inline.c`: what counting per segment and per loop could get wrong (counts
 /// switched off in the middle of a block and around a loop counted in registers, blocks
 /// left by `longjmp` and `exit`, a vectorised loop, loops with and without calls, a loop's
