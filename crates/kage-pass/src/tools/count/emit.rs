@@ -483,13 +483,15 @@ impl Inline {
     /// locals...)` (five locals per region: instances, loads, stores, bytes read, bytes
     /// written): when it ran (its root's instances are not 0), each region's instances and
     /// self counts go to its record, the tree's accesses to the thread's totals, each
-    /// region's subtree's accesses to its inclusive counts unless it is open around the
-    /// tree (recursion counts once); the locals are zeroed.
+    /// region's subtree's accesses to its inclusive counts (no region of a tree is ever open
+    /// around it: opening it again would take a call); the locals are zeroed. `counts[node]`
+    /// says which of a region's own counters its segments may add to: the others are
+    /// left alone.
     pub(super) unsafe fn define_flush(
         &self,
         plan: &FunctionPlan,
         tree: &PromotedTree,
-        _index: usize,
+        counts: &[[bool; 4]],
     ) -> RuntimeFunction {
         let mut params = vec![self.ptr_type; 1 + tree.len * 5];
         let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
@@ -517,9 +519,12 @@ impl Inline {
         LLVMBuildCondBr(b, none, done, ran);
         LLVMPositionBuilderAtEnd(b, ran);
         let mask = self.gate_mask(b);
-        let own: Vec<[LLVMValueRef; 4]> = (0..tree.len)
+        let own: Vec<[Option<LLVMValueRef>; 4]> = (0..tree.len)
             .map(|i| {
-                std::array::from_fn(|k| LLVMBuildAnd(b, load(local(i, 1 + k)), mask, c"".as_ptr()))
+                std::array::from_fn(|k| {
+                    counts[tree.root + i][k]
+                        .then(|| LLVMBuildAnd(b, load(local(i, 1 + k)), mask, c"".as_ptr()))
+                })
             })
             .collect();
         // Subtree sums: children come after their parents (pre-order).
@@ -531,8 +536,10 @@ impl Inline {
                 .and_then(|p| p.checked_sub(tree.root))
             {
                 for k in 0..4 {
-                    inclusive[parent][k] =
-                        LLVMBuildAdd(b, inclusive[parent][k], inclusive[i][k], c"".as_ptr());
+                    inclusive[parent][k] = match (inclusive[parent][k], inclusive[i][k]) {
+                        (Some(a), Some(c)) => Some(LLVMBuildAdd(b, a, c, c"".as_ptr())),
+                        (a, c) => a.or(c),
+                    };
                 }
             }
         }
@@ -555,24 +562,22 @@ impl Inline {
                 LLVMConstInt(self.i64_type, (i * WORDS * 8) as u64, 0),
             );
             self.add_word(b, record, INSTANCES, instances[i]);
-            let depth = self.load(
-                b,
-                self.i64_type,
-                ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0)),
-            );
-            let closed = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
-            let closed = LLVMBuildSExt(b, closed, self.i64_type, c"".as_ptr());
             for k in 0..4 {
-                self.add_word(b, record, SELF + k, own[i][k]);
-                let value = LLVMBuildAnd(b, inclusive[i][k], closed, c"".as_ptr());
-                self.add_word(b, record, INCLUSIVE + k, value);
+                if let Some(value) = own[i][k] {
+                    self.add_word(b, record, SELF + k, value);
+                }
+                if let Some(value) = inclusive[i][k] {
+                    self.add_word(b, record, INCLUSIVE + k, value);
+                }
             }
             LLVMBuildBr(b, next);
             LLVMPositionBuilderAtEnd(b, next);
         }
         let totals = self.address(b, self.totals);
-        for k in 0..4 {
-            ir::add_relaxed(b, self.cell(b, totals, k), inclusive[0][k]);
+        for (k, value) in inclusive[0].iter().enumerate() {
+            if let Some(value) = *value {
+                ir::add_relaxed(b, self.cell(b, totals, k), value);
+            }
         }
         for i in 0..tree.len {
             for w in 0..5 {

@@ -215,8 +215,25 @@ unsafe fn instrument_function(
         );
         (Some(records), Some(activation))
     };
-    let flushes: Vec<RuntimeFunction> = (trees.iter().enumerate())
-        .map(|(j, t)| inline.define_flush(plan, t, j))
+    // Which of each region's own counters its segments may add to.
+    let mut counted = vec![[false; 4]; tree.nodes.len()];
+    for segment in &segments {
+        let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
+        let node = &mut counted[tree.block_region[segment.block]];
+        for k in 0..4 {
+            node[k] |= constant.constant[k] != 0;
+        }
+        for (_, counts) in dynamic {
+            for &(_, reads) in &counts.dynamic {
+                node[LOADS] |= reads;
+                node[BYTES_READ] |= reads;
+                node[STORES] = true;
+                node[BYTES_WRITTEN] = true;
+            }
+        }
+    }
+    let flushes: Vec<RuntimeFunction> = (trees.iter())
+        .map(|t| inline.define_flush(plan, t, &counted))
         .collect();
     let at = Emitter {
         inline,
