@@ -169,6 +169,9 @@ impl Scratch {
 
 pub struct CountTool {
     threads: SpinLock<Vec<&'static ThreadCounts>>,
+    /// The reset epoch: `__kage_count_epoch`, which instrumented code reads (a tool of its
+    /// own in unit tests).
+    epoch: &'static AtomicU64,
 }
 
 /// One thread's (or coroutine context's) statistics, readable by the report writer at any
@@ -220,6 +223,8 @@ impl ThreadCounts {
 /// A thread's (or coroutine context's) part: the owner's view.
 pub struct CountThread {
     c: &'static ThreadCounts,
+    /// The tool's reset epoch.
+    epoch: &'static AtomicU64,
     /// The owner thread's `__kage_count`.
     cells: &'static Cells,
     /// The owner thread's `__kage_count_thread`, which holds this part's activations while
@@ -524,7 +529,7 @@ impl CountThread {
 
     /// Applies the tool's latest reset if this part has not yet; true if it did.
     fn sync_epoch(&mut self) -> bool {
-        let e = current_epoch();
+        let e = self.epoch.load(Acquire);
         if self.c.epoch.load(Relaxed) == e {
             return false;
         }
@@ -578,6 +583,13 @@ impl CountThread {
         if !other.is_null() {
             // SAFETY: parts' counts are never freed.
             park(unsafe { &*other }, self.cells, s);
+        } else if self.c.acts.load(Relaxed).is_null() {
+            // The thread's first part, perhaps after code ran counting nowhere (the runtime
+            // could not set the thread up then): the activations still open there are its
+            // own.
+            self.c.acts.store(s.acts.load(Relaxed), Relaxed);
+            self.c.cap.store(s.cap.load(Relaxed), Relaxed);
+            self.c.top.store(s.top.load(Relaxed), Relaxed);
         }
         s.records
             .store(self.c.directory.as_ptr() as *mut _, Relaxed);
@@ -619,7 +631,7 @@ impl CountThread {
 }
 
 /// The part of `c`, running on the thread of `cells` and `slot`, stops: what the thread
-/// holds for it is kept in `c`.
+/// holds for it is kept in `c`, and the thread holds nothing.
 fn park(c: &ThreadCounts, cells: &Cells, slot: &ThreadSlot) {
     c.acts.store(slot.acts.load(Relaxed), Relaxed);
     c.cap.store(slot.cap.load(Relaxed), Relaxed);
@@ -628,6 +640,12 @@ fn park(c: &ThreadCounts, cells: &Cells, slot: &ThreadSlot) {
         c.saved[k].store(cells[k].load(Relaxed), Relaxed);
     }
     c.live.store(std::ptr::null_mut(), Release);
+    // Code that runs before another part does (a signal handler, a thread's last
+    // destructors) counts nowhere rather than in these.
+    slot.records.store(std::ptr::null_mut(), Relaxed);
+    slot.acts.store(std::ptr::null_mut(), Relaxed);
+    slot.cap.store(0, Relaxed);
+    slot.top.store(0, Relaxed);
     slot.owner.store(std::ptr::null_mut(), Relaxed);
 }
 
@@ -861,8 +879,15 @@ impl Default for CountTool {
 
 impl CountTool {
     pub fn new() -> Self {
+        // SAFETY: a C global of the runtime, only accessed atomically.
+        Self::with_epoch(unsafe { &__kage_count_epoch })
+    }
+
+    /// A tool whose resets bump `epoch`.
+    fn with_epoch(epoch: &'static AtomicU64) -> Self {
         CountTool {
             threads: SpinLock::new(Vec::new()),
+            epoch,
         }
     }
 
@@ -871,7 +896,7 @@ impl CountTool {
         let mut regions = vec![CountStats::default(); region_count];
         let mut totals = Counters::default();
         let mut unattributed = Counters::default();
-        let epoch = current_epoch();
+        let epoch = self.epoch.load(Acquire);
         let threads = self.threads.lock().clone();
         for t in threads {
             // A thread that has not applied the latest reset has nothing after it yet.
@@ -920,7 +945,7 @@ impl CountTool {
     ) -> Box<dyn ThreadTool> {
         let now: [u64; 4] = std::array::from_fn(|k| cells[k].load(Relaxed));
         let c: &'static ThreadCounts = Box::leak(Box::new(ThreadCounts {
-            epoch: AtomicU64::new(current_epoch()),
+            epoch: AtomicU64::new(self.epoch.load(Acquire)),
             retired: AtomicBool::new(false),
             directory: new_directory(),
             outside: Default::default(),
@@ -933,7 +958,12 @@ impl CountTool {
             cap: AtomicU32::new(0),
         }));
         self.threads.lock().push(c);
-        let mut part = Box::new(CountThread { c, cells, slot });
+        let mut part = Box::new(CountThread {
+            c,
+            epoch: self.epoch,
+            cells,
+            slot,
+        });
         if running {
             part.start_running();
         }
@@ -976,8 +1006,7 @@ impl Tool for CountTool {
     }
 
     fn reset(&self) {
-        // SAFETY: a C global of the runtime, only accessed atomically.
-        unsafe { __kage_count_epoch.fetch_add(1, AcqRel) };
+        self.epoch.fetch_add(1, AcqRel);
     }
 
     fn fork_child(&self) {
@@ -1055,9 +1084,10 @@ impl ThreadTool for CountThread {
 
     fn fork_survivor(&mut self) {
         self.zero();
-        self.c.epoch.store(current_epoch(), Release);
+        let e = self.epoch.load(Acquire);
+        self.c.epoch.store(e, Release);
         if self.running() {
-            self.slot.epoch.store(current_epoch(), Relaxed);
+            self.slot.epoch.store(e, Relaxed);
         }
         self.c.retired.store(false, Relaxed);
     }
@@ -1104,8 +1134,10 @@ mod tests {
     const B: u32 = RegionKind::LoopBody as u32;
     const I: u32 = RegionKind::Inlined as u32;
 
+    /// A tool with a reset epoch of its own (tests run side by side).
     fn tool() -> &'static CountTool {
-        Box::leak(Box::new(CountTool::new()))
+        let epoch = Box::leak(Box::new(AtomicU64::new(0)));
+        Box::leak(Box::new(CountTool::with_epoch(epoch)))
     }
 
     /// A registered module of `entries` (kind, parent): its first global id.
