@@ -12,7 +12,11 @@
  * - probes: a helper with a loop of 1 to 4 probes, inlined into a loop (at -O2 the outer
  *   loop, its body, the inlined call and its loop are one tree kept in registers);
  * - calls_leaves: a loop calling a function without calls that has a loop (at -O2 the
- *   leaf function, with its loop, is reported whole at each return). */
+ *   leaf function, with its loop, is reported whole at each return);
+ * - calls_rarely, descend, sums: functions that call only on some paths (their entries
+ *   are deferred until they call): one that calls every tenth time, a recursion whose
+ *   innermost call does not call (its inclusive counts are its outermost caller's), and
+ *   one whose loop without calls runs before a call made on some paths only. */
 #include "common.h"
 #include "../../crates/kage-rt/include/kage.h"
 #include <setjmp.h>
@@ -111,6 +115,50 @@ NOINLINE void calls_leaves(int n) {
   for (int k = 0; k < n; k++) leaf_sum(k);
 }
 
+volatile int h[8];
+
+NOINLINE void rare_callee(int i) { g[53] = i; }
+
+/* One load; every tenth call a store and a call (one store in rare_callee). */
+NOINLINE int rarely_calls(int k) {
+  int x = h[k & 7];
+  if (k % 10 == 0) {
+    g[50] = x;
+    rare_callee(k);
+  }
+  return x;
+}
+
+NOINLINE void calls_rarely(int n) {
+  int s = 0;
+  for (int k = 0; k < n; k++) s += rarely_calls(k);
+  g[51] = s;                   /* one store */
+}
+
+/* One load; but at 0, a call and a store after it (no tail call). */
+NOINLINE int descend(int n) {
+  int here = h[n & 7];
+  if (n == 0) return here;
+  int below = descend(n - 1);
+  g[52] = below;
+  return here + below;
+}
+
+/* n loads in a loop without calls; a call when their sum (h[i] = i) is odd. */
+NOINLINE int sum_then_maybe_call(int n) {
+  int s = 0;
+  PLAIN_LOOP
+  for (int i = 0; i < n; i++) s += h[i & 7];
+  if (s & 1) rare_callee(s);
+  return s;
+}
+
+NOINLINE void sums(void) {
+  int s = 0;
+  for (int n = 1; n <= 4; n++) s += sum_then_maybe_call(n);
+  g[54] = s;                   /* one store */
+}
+
 NOINLINE void leaves_by_exit(void) {
   g[30] = 1;
   g[31] = 2;
@@ -127,5 +175,9 @@ int main(int argc, char **argv) {
   calls_pick(100);
   probes(100);
   calls_leaves(100);
+  for (int i = 0; i < 8; i++) h[i] = i;
+  calls_rarely(100);
+  printf("%d\n", descend(3));
+  sums();
   leaves_by_exit();
 }

@@ -341,6 +341,38 @@ fn count_build_notes_a_loop_kept_in_locals_in_its_preheader() {
     assert!(flush.contains("store atomic ptr null"), "{flush}");
 }
 
+/// In a count build, a function that can return without calling (`get` in `deferred.ll`)
+/// defers its entry: the thread's records at once (`__kage_count_quiet_enter`), its
+/// activation only right before its call (`__kage_count_materialize`), its own counts in
+/// locals, reported at its return (`__kage_count_leave`). One that always calls pushes its
+/// activation at its entry.
+#[test]
+fn count_build_defers_the_entry_of_a_function_that_may_return_without_calling() {
+    let ir = instrument_in(Mode::Counts, "deferred.ll");
+    let get = function_body(&ir, "get");
+    assert!(get.contains("@__kage_count_quiet_enter("), "{get}");
+    assert!(!get.contains("@__kage_count_enter("), "{get}");
+    let lines: Vec<&str> = get.lines().map(str::trim).collect();
+    let call = lines.iter().position(|l| l.contains("@slow(")).unwrap();
+    assert!(
+        lines[call - 1].contains("@__kage_count_materialize("),
+        "{get}"
+    );
+    let leaves = lines
+        .iter()
+        .filter(|l| l.contains("@__kage_count_leave("))
+        .count();
+    assert_eq!(leaves, 1, "{get}");
+    // The quiet path's load goes to the locals: nothing atomic but the running region.
+    assert!(
+        !get.contains("atomicrmw") && !get.contains("atomic i64"),
+        "{get}"
+    );
+    let always = function_body(&ir, "always");
+    assert!(always.contains("@__kage_count_enter("), "{always}");
+    assert!(!always.contains("@__kage_count_quiet_enter("), "{always}");
+}
+
 /// In a count build, a function without calls (`sum2d`, a loop nest, in `nested_loops.ll`)
 /// is one tree kept in locals: no activation, no region change in the records; its entry
 /// counts the function's instance, each header an instance of its body, each loop's entry

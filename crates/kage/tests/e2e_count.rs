@@ -314,6 +314,36 @@ fn inline_counts_are_exact_where_blocks_are_left_early_or_counting_switches() {
             c(250, 100, 1000, 400),
             c(0, 0, 0, 0),
         );
+        // Deferred entries: 100 loads, and every tenth call a store and rare_callee's.
+        assert_counts(
+            func(report, "rarely_calls"),
+            100,
+            c(100, 20, 400, 80),
+            c(100, 10, 400, 40),
+        );
+        assert_counts(
+            func(report, "calls_rarely"),
+            1,
+            c(100, 21, 400, 84),
+            c(0, 1, 0, 4),
+        );
+        // descend(3): 4 instances, 4 loads, 3 stores; recursion counts once.
+        assert_counts(func(report, "descend"), 4, c(4, 3, 16, 12), c(4, 3, 16, 12));
+        // sum_then_maybe_call(1..=4): 1 + 2 + 3 + 4 loads in its loop; sums 0, 1, 3, 6 make
+        // two calls of rare_callee (12 in all).
+        let summed = func(report, "sum_then_maybe_call");
+        assert_counts(summed, 4, c(10, 2, 40, 8), c(0, 0, 0, 0));
+        assert_eq!(
+            stats(body_of(report, only_loop(report, summed))).instances,
+            10
+        );
+        assert_counts(func(report, "sums"), 1, c(10, 3, 40, 12), c(0, 1, 0, 4));
+        assert_counts(
+            func(report, "rare_callee"),
+            12,
+            c(0, 12, 0, 48),
+            c(0, 12, 0, 48),
+        );
         // exit() leaves the block after both stores.
         assert_counts(
             func(report, "leaves_by_exit"),

@@ -19,6 +19,8 @@ use crate::ir::{self, RuntimeFunction};
 use crate::plan::FunctionPlan;
 use crate::regions::RegionTable;
 
+/// A promoted tree's locals: per region, its instances, loads, stores, bytes read and bytes
+/// written (`i64` allocas, zero outside the tree).
 pub(super) struct TreeLocals(Vec<[LLVMValueRef; 5]>);
 
 /// Builds one function's inline code at the builder's position.
@@ -37,6 +39,37 @@ pub(super) struct Emitter<'a> {
     pub(super) locals: &'a [TreeLocals],
     /// Each tree's report helper.
     pub(super) flushes: &'a [RuntimeFunction],
+    /// The function's entry, when it is deferred until it needs its activation.
+    pub(super) deferred: Option<&'a DeferredEntry>,
+    /// Per tree: its report leaves the thread's totals in the deferred function's locals.
+    pub(super) pending_trees: &'a [bool],
+}
+
+/// A function whose activation is pushed only when it first needs one
+/// ([`Inline::quiet_enter`]): before a call, a region that is counted in records, or a block
+/// the runtime changes. Until then (and for an instance that never needs one) its own
+/// counts, and the accesses of the trees directly under it, wait in locals; a return that
+/// finds no activation reports them as a promoted tree would, the function's own record
+/// included.
+pub(super) struct DeferredEntry {
+    /// `i1` local: the activation was pushed.
+    flag: LLVMValueRef,
+    /// `ptr` local: the thread's records of the module.
+    records: LLVMValueRef,
+    /// `i32` local: the activation, once pushed.
+    activation: LLVMValueRef,
+    /// `i64` locals: the function's own loads, stores, bytes read and written, not masked
+    /// yet; then what the trees directly under it added (masked), for the thread's totals.
+    own: [LLVMValueRef; 4],
+    pending: [LLVMValueRef; 4],
+    module: LLVMValueRef,
+    /// The function's table entry.
+    function: LLVMValueRef,
+    frame: LLVMValueRef,
+    /// Byte offset of the function's record in the module's records.
+    offset: LLVMValueRef,
+    materialize: RuntimeFunction,
+    leave: RuntimeFunction,
 }
 
 impl Emitter<'_> {
@@ -52,15 +85,45 @@ impl Emitter<'_> {
 
     /// The record of tree node `node` (not in a promoted function).
     unsafe fn record(&self, node: usize) -> LLVMValueRef {
-        self.record_in(
-            self.records.expect("records outside promoted functions"),
-            node,
-        )
+        let records = match self.deferred {
+            Some(d) => self.plain_load(self.inline.ptr_type, d.records),
+            None => self.records.expect("records outside promoted functions"),
+        };
+        self.record_in(records, node)
     }
 
     unsafe fn activation(&self) -> LLVMValueRef {
-        self.activation
-            .expect("an activation outside promoted functions")
+        match self.deferred {
+            Some(d) => self.plain_load(self.inline.i32_type, d.activation),
+            None => self
+                .activation
+                .expect("an activation outside promoted functions"),
+        }
+    }
+
+    unsafe fn plain_load(&self, ty: LLVMTypeRef, local: LLVMValueRef) -> LLVMValueRef {
+        LLVMBuildLoad2(self.builder, ty, local, c"".as_ptr())
+    }
+
+    /// A deferred function pushes its activation if it has not yet, and reports the counts
+    /// waiting in its locals (the thread's totals must have them before a region opens or
+    /// another function starts).
+    pub(super) unsafe fn materialize(&self) {
+        let Some(d) = self.deferred else {
+            return;
+        };
+        let mut args = vec![
+            d.module,
+            d.function,
+            d.frame,
+            d.offset,
+            d.flag,
+            d.records,
+            d.activation,
+        ];
+        args.extend(d.own);
+        args.extend(d.pending);
+        d.materialize.call(self.builder, &mut args);
     }
 
     pub(super) unsafe fn change(&self, c: &Change) {
@@ -68,6 +131,9 @@ impl Emitter<'_> {
             self.flush(j);
         }
         let t = &c.records;
+        if !t.opens.is_empty() || t.iteration.is_some() {
+            self.materialize();
+        }
         for &node in &t.closes {
             self.inline
                 .close
@@ -116,24 +182,41 @@ impl Emitter<'_> {
 
     /// Tree `j`'s report (when it ran: an exit block may also be reached from outside it).
     pub(super) unsafe fn flush(&self, j: usize) {
-        let records = match self.records {
-            Some(records) => records,
-            None => self
+        let records = match (self.deferred, self.records) {
+            (Some(d), _) => self.plain_load(self.inline.ptr_type, d.records),
+            (None, Some(records)) => records,
+            (None, None) => self
                 .inline
                 .records
                 .call(self.builder, &mut [self.table.module_global]),
         };
         let mut args = vec![self.record_in(records, self.trees[j].root)];
         args.extend(self.locals[j].0.iter().flatten().copied());
+        if let Some(d) = self.deferred.filter(|_| self.pending_trees[j]) {
+            args.extend(d.pending);
+        }
         self.flushes[j].call(self.builder, &mut args);
+        if let Some(d) = self.deferred {
+            // The function runs on: it is the tree a fault would name until it is pushed.
+            let pushed = self.plain_load(LLVMInt1TypeInContext(self.context()), d.flag);
+            let null = LLVMConstPointerNull(self.inline.ptr_type);
+            let running = LLVMBuildSelect(self.builder, pushed, null, d.function, c"".as_ptr());
+            self.inline.set_running(self.builder, running);
+        }
+    }
+
+    unsafe fn context(&self) -> llvm_sys::prelude::LLVMContextRef {
+        LLVMGetModuleContext(self.inline.module)
     }
 
     /// `__kage_count_arrive` (a promoted function has no activation, and no block that
     /// needs it: see [`place`]).
     pub(super) unsafe fn arrive(&self, region: LLVMValueRef, lp: Option<LLVMValueRef>) {
-        let Some(activation) = self.activation else {
+        if self.activation.is_none() && self.deferred.is_none() {
             return;
-        };
+        }
+        self.materialize();
+        let activation = self.activation();
         let ptr_type = LLVMTypeOf(region);
         let lp = lp.unwrap_or_else(|| LLVMConstPointerNull(ptr_type));
         self.inline
@@ -150,6 +233,13 @@ impl Emitter<'_> {
     /// A return: `open` (the block's region and those around it, innermost first) close,
     /// and the activation is popped.
     pub(super) unsafe fn exit(&self, open: &[usize]) {
+        if let Some(d) = self.deferred.filter(|_| open == [0]) {
+            let mut args = vec![d.offset, d.flag, d.records, d.activation];
+            args.extend(d.own);
+            args.extend(d.pending);
+            d.leave.call(self.builder, &mut args);
+            return;
+        }
         self.inline
             .exit_check
             .call(self.builder, &mut [self.activation()]);
@@ -165,6 +255,14 @@ impl Emitter<'_> {
     /// gate; in a promoted tree (`tree`), to the node's locals.
     pub(super) unsafe fn add(&self, counts: &SegmentCounts, node: usize, tree: Option<usize>) {
         let values = counts.values(self.builder, self.inline.i64_type);
+        if let Some(d) = self.deferred.filter(|_| node == 0 && tree.is_none()) {
+            for (k, value) in values.iter().enumerate() {
+                if let Some(value) = *value {
+                    self.inline.add_plain(self.builder, d.own[k], value);
+                }
+            }
+            return;
+        }
         if tree.is_some() {
             if let Some(local) = self.local(node) {
                 for (k, value) in values.iter().enumerate() {
@@ -214,9 +312,6 @@ impl Emitter<'_> {
     }
 }
 
-/// What is added to `__kage_count` at one place: constants (a segment's), or the length of
-/// an `llvm.mem*` call of run-time length.
-
 impl SegmentCounts {
     /// The values to add to loads, stores, bytes read and bytes written, at the builder's
     /// position (where the run-time lengths are defined).
@@ -263,7 +358,6 @@ impl SegmentCounts {
 }
 
 /// The runtime's count symbols and the inline helpers, declared and defined once per
-
 /// module.
 pub(super) struct Inline {
     /// `__kage_count`.
@@ -285,6 +379,8 @@ pub(super) struct Inline {
     resume: RuntimeFunction,
     /// `ptr __kage_count_records(ptr module)`.
     records: RuntimeFunction,
+    /// Defined with the module's first deferred function.
+    quiet_enter: std::cell::OnceCell<RuntimeFunction>,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
     ptr_type: LLVMTypeRef,
@@ -357,6 +453,7 @@ impl Inline {
             exit_check: RuntimeFunction::helper(null, null_type),
             pop: RuntimeFunction::helper(null, null_type),
             records: RuntimeFunction::helper(null, null_type),
+            quiet_enter: std::cell::OnceCell::new(),
             arrive: RuntimeFunction::declare(module, &symbols::COUNT_ARRIVE),
             resume: RuntimeFunction::declare(module, &symbols::COUNT_RESUME),
             i32_type: LLVMInt32TypeInContext(context),
@@ -492,8 +589,10 @@ impl Inline {
         plan: &FunctionPlan,
         tree: &PromotedTree,
         counts: &[[bool; 4]],
+        pending: bool,
     ) -> RuntimeFunction {
-        let mut params = vec![self.ptr_type; 1 + tree.len * 5];
+        let own_params = 1 + tree.len * 5;
+        let mut params = vec![self.ptr_type; own_params + if pending { 4 } else { 0 }];
         let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
         let (h, ty) = HelperBuilder::new(self.module, "__kage_count_flush", void, &mut params);
         let b = h.builder;
@@ -573,10 +672,15 @@ impl Inline {
             LLVMBuildBr(b, next);
             LLVMPositionBuilderAtEnd(b, next);
         }
+        // The thread's totals; under a deferred function, its locals hold them for now.
         let totals = self.address(b, self.totals);
         for (k, value) in inclusive[0].iter().enumerate() {
             if let Some(value) = *value {
-                ir::add_relaxed(b, self.cell(b, totals, k), value);
+                if pending {
+                    self.add_plain(b, h.param((own_params + k) as u32), value);
+                } else {
+                    ir::add_relaxed(b, self.cell(b, totals, k), value);
+                }
             }
         }
         for i in 0..tree.len {
@@ -693,20 +797,7 @@ impl Inline {
         function: LLVMValueRef,
         index: u32,
     ) -> (LLVMValueRef, LLVMValueRef) {
-        let frame_type = LLVMFunctionType(self.ptr_type, std::ptr::null_mut(), 0, 0);
-        let name = c"llvm.addressofreturnaddress.p0";
-        let mut intrinsic = LLVMGetNamedFunction(self.module, name.as_ptr());
-        if intrinsic.is_null() {
-            intrinsic = LLVMAddFunction(self.module, name.as_ptr(), frame_type);
-        }
-        let frame = LLVMBuildCall2(
-            builder,
-            frame_type,
-            intrinsic,
-            std::ptr::null_mut(),
-            0,
-            c"".as_ptr(),
-        );
+        let frame = self.frame_address(builder);
         let offset = LLVMConstInt(self.i64_type, index as u64 * WORDS as u64 * 8, 0);
         let pair = self
             .enter
@@ -743,12 +834,56 @@ impl Inline {
         let room = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntULT, top, capacity, c"".as_ptr());
         let ok = LLVMBuildAnd(b, same, room, c"".as_ptr());
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_records, slow), 1 << 20, 1);
-        // The activation below must be a live caller: its frame above this one's.
         LLVMPositionBuilderAtEnd(b, has_records);
+        self.check_live_caller(&h, thread, top, frame, check_frame, fast, slow);
+        LLVMPositionBuilderAtEnd(b, fast);
+        LLVMBuildBr(b, join);
+        LLVMPositionBuilderAtEnd(b, slow);
+        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
+        let prepared = prepare.call(b, &mut [module, frame]);
+        LLVMBuildBr(b, join);
+        LLVMPositionBuilderAtEnd(b, join);
+        let records = self.phi(b, self.ptr_type, [(records, fast), (prepared, slow)]);
+        let top = self.push_and_open(b, thread, records, function, frame, offset);
+        let undef = LLVMGetUndef(pair_type);
+        let pair = LLVMBuildInsertValue(b, undef, records, 0, c"".as_ptr());
+        let pair = LLVMBuildInsertValue(b, pair, top, 1, c"".as_ptr());
+        LLVMBuildRet(b, pair);
+        h.finish(ty)
+    }
+
+    unsafe fn phi<const N: usize>(
+        &self,
+        b: LLVMBuilderRef,
+        ty: LLVMTypeRef,
+        incoming: [(LLVMValueRef, LLVMBasicBlockRef); N],
+    ) -> LLVMValueRef {
+        let phi = LLVMBuildPhi(b, ty, c"".as_ptr());
+        let mut values = incoming.map(|(v, _)| v);
+        let mut blocks = incoming.map(|(_, block)| block);
+        LLVMAddIncoming(phi, values.as_mut_ptr(), blocks.as_mut_ptr(), N as u32);
+        phi
+    }
+
+    /// In the builder's block: on to `live` when the activation below (of `top`) is a live
+    /// caller, its frame above `frame` (or there is none), else to `slow`; `check` is a
+    /// new block of `h` for the comparison.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn check_live_caller(
+        &self,
+        h: &HelperBuilder,
+        thread: LLVMValueRef,
+        top: LLVMValueRef,
+        frame: LLVMValueRef,
+        check: LLVMBasicBlockRef,
+        live: LLVMBasicBlockRef,
+        slow: LLVMBasicBlockRef,
+    ) {
+        let b = h.builder;
         let zero32 = LLVMConstInt(self.i32_type, 0, 0);
         let first = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, top, zero32, c"".as_ptr());
-        LLVMBuildCondBr(b, first, fast, check_frame);
-        LLVMPositionBuilderAtEnd(b, check_frame);
+        LLVMBuildCondBr(b, first, live, check);
+        LLVMPositionBuilderAtEnd(b, check);
         let activations = self.load(b, self.ptr_type, self.field(b, thread, ACTIVATIONS));
         let below = LLVMBuildSub(
             b,
@@ -769,30 +904,30 @@ impl Inline {
         );
         let caller_frame = self.load(b, self.i64_type, ir::byte_gep(b, activations, below_offset));
         let own_frame = LLVMBuildPtrToInt(b, frame, self.i64_type, c"".as_ptr());
-        let live = LLVMBuildICmp(
+        let is_live = LLVMBuildICmp(
             b,
             LLVMIntPredicate::LLVMIntUGT,
             caller_frame,
             own_frame,
             c"".as_ptr(),
         );
-        ir::set_branch_weights(LLVMBuildCondBr(b, live, fast, slow), 1 << 20, 1);
-        LLVMPositionBuilderAtEnd(b, fast);
-        LLVMBuildBr(b, join);
-        LLVMPositionBuilderAtEnd(b, slow);
-        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
-        let prepared = prepare.call(b, &mut [module, frame]);
-        LLVMBuildBr(b, join);
-        // Push the activation: written, counted, written again (a signal handler running
-        // between may have used the slot).
-        LLVMPositionBuilderAtEnd(b, join);
-        let records = {
-            let phi = LLVMBuildPhi(b, self.ptr_type, c"".as_ptr());
-            let mut values = [records, prepared];
-            let mut blocks = [fast, slow];
-            LLVMAddIncoming(phi, values.as_mut_ptr(), blocks.as_mut_ptr(), 2);
-            phi
-        };
+        ir::set_branch_weights(LLVMBuildCondBr(b, is_live, live, slow), 1 << 20, 1);
+    }
+
+    /// Pushes an activation of `function` (there is room) and opens its record (at
+    /// `offset` in `records`). Returns the activation's index; leaves the builder in a new
+    /// block.
+    unsafe fn push_and_open(
+        &self,
+        b: LLVMBuilderRef,
+        thread: LLVMValueRef,
+        records: LLVMValueRef,
+        function: LLVMValueRef,
+        frame: LLVMValueRef,
+        offset: LLVMValueRef,
+    ) -> LLVMValueRef {
+        // Written, counted, written again (a signal handler running between may have used
+        // the slot).
         let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
         let activations = self.load(b, self.ptr_type, self.field(b, thread, ACTIVATIONS));
         let at = LLVMBuildMul(
@@ -811,10 +946,260 @@ impl Inline {
         self.store(b, function, activation);
         self.store(b, own_frame, frame_field);
         self.open_at(b, ir::byte_gep(b, records, offset));
-        let undef = LLVMGetUndef(pair_type);
-        let pair = LLVMBuildInsertValue(b, undef, records, 0, c"".as_ptr());
-        let pair = LLVMBuildInsertValue(b, pair, top, 1, c"".as_ptr());
-        LLVMBuildRet(b, pair);
+        top
+    }
+
+    /// `ptr __kage_count_quiet_enter(ptr module, ptr frame)`: a deferred function's entry,
+    /// the thread's records of the module; `__kage_count_prepare` when the inline checks
+    /// fail, or when activations left by a `longjmp` lie above the caller's (as at an entry
+    /// that pushes).
+    unsafe fn define_quiet_enter(&self) -> RuntimeFunction {
+        let mut params = [self.ptr_type, self.ptr_type];
+        let (h, ty) = HelperBuilder::new(
+            self.module,
+            "__kage_count_quiet_enter",
+            self.ptr_type,
+            &mut params,
+        );
+        let b = h.builder;
+        let (module, frame) = (h.param(0), h.param(1));
+        let (has_records, check, fast, slow) = (
+            h.block(c"records"),
+            h.block(c"frame"),
+            h.block(c"fast"),
+            h.block(c"slow"),
+        );
+        let thread = self.address(b, self.thread);
+        let (records, same) = self.checked_records(&h, thread, module, slow);
+        ir::set_branch_weights(LLVMBuildCondBr(b, same, has_records, slow), 1 << 20, 1);
+        LLVMPositionBuilderAtEnd(b, has_records);
+        let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
+        self.check_live_caller(&h, thread, top, frame, check, fast, slow);
+        LLVMPositionBuilderAtEnd(b, fast);
+        LLVMBuildRet(b, records);
+        LLVMPositionBuilderAtEnd(b, slow);
+        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
+        let prepared = prepare.call(b, &mut [module, frame]);
+        LLVMBuildRet(b, prepared);
+        h.finish(ty)
+    }
+
+    /// A deferred function's locals, zero, at the builder's position (the entry block's
+    /// start), and its entry at `entry_at`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn deferred_entry(
+        &self,
+        b: LLVMBuilderRef,
+        entry_at: LLVMValueRef,
+        module: LLVMValueRef,
+        function: LLVMValueRef,
+        index: u32,
+        own: [bool; 4],
+        pending: [bool; 4],
+    ) -> DeferredEntry {
+        let context = LLVMGetModuleContext(self.module);
+        let bool_type = LLVMInt1TypeInContext(context);
+        let local = |ty: LLVMTypeRef, init: LLVMValueRef| {
+            let local = LLVMBuildAlloca(b, ty, c"kage.deferred".as_ptr());
+            LLVMBuildStore(b, init, local);
+            local
+        };
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let flag = local(bool_type, LLVMConstInt(bool_type, 0, 0));
+        let records = local(self.ptr_type, LLVMConstPointerNull(self.ptr_type));
+        let activation = local(self.i32_type, LLVMConstInt(self.i32_type, 0, 0));
+        let own_locals = std::array::from_fn(|_| local(self.i64_type, zero));
+        let pending_locals = std::array::from_fn(|_| local(self.i64_type, zero));
+        LLVMPositionBuilderBefore(b, entry_at);
+        let frame = self.frame_address(b);
+        let quiet_enter = self.quiet_enter.get_or_init(|| self.define_quiet_enter());
+        let entered = quiet_enter.call(b, &mut [module, frame]);
+        LLVMBuildStore(b, entered, records);
+        self.set_running(b, function);
+        DeferredEntry {
+            flag,
+            records,
+            activation,
+            own: own_locals,
+            pending: pending_locals,
+            module,
+            function,
+            frame,
+            offset: LLVMConstInt(self.i64_type, index as u64 * WORDS as u64 * 8, 0),
+            materialize: self.define_materialize(own, pending),
+            leave: self.define_leave(own, pending),
+        }
+    }
+
+    /// `llvm.addressofreturnaddress`: the frame of the function being built.
+    unsafe fn frame_address(&self, builder: LLVMBuilderRef) -> LLVMValueRef {
+        let frame_type = LLVMFunctionType(self.ptr_type, std::ptr::null_mut(), 0, 0);
+        let name = c"llvm.addressofreturnaddress.p0";
+        let mut intrinsic = LLVMGetNamedFunction(self.module, name.as_ptr());
+        if intrinsic.is_null() {
+            intrinsic = LLVMAddFunction(self.module, name.as_ptr(), frame_type);
+        }
+        LLVMBuildCall2(
+            builder,
+            frame_type,
+            intrinsic,
+            std::ptr::null_mut(),
+            0,
+            c"".as_ptr(),
+        )
+    }
+
+    /// The deferred helpers' parameters after their first `fixed`: the flag, records and
+    /// activation locals, then the own and pending locals.
+    fn deferred_params(&self, fixed: &[LLVMTypeRef]) -> Vec<LLVMTypeRef> {
+        let mut params = fixed.to_vec();
+        params.extend([self.ptr_type; 3 + 8]);
+        params
+    }
+
+    /// In helper `h`, whose parameters from `first` are [`deferred_params`]'s: the own
+    /// counts (masked) to the function's self counts at `record`, own and pending to the
+    /// thread's totals, both zeroed. Returns what went to the totals.
+    ///
+    /// [`deferred_params`]: Self::deferred_params
+    unsafe fn report_waiting(
+        &self,
+        h: &HelperBuilder,
+        first: u32,
+        record: LLVMValueRef,
+        own: [bool; 4],
+        pending: [bool; 4],
+    ) -> [Option<LLVMValueRef>; 4] {
+        let b = h.builder;
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let mask = self.gate_mask(b);
+        let totals = self.address(b, self.totals);
+        std::array::from_fn(|k| {
+            let own_local = h.param(first + 3 + k as u32);
+            let pending_local = h.param(first + 7 + k as u32);
+            let own_value = own[k].then(|| {
+                let value = LLVMBuildLoad2(b, self.i64_type, own_local, c"".as_ptr());
+                let masked = LLVMBuildAnd(b, value, mask, c"".as_ptr());
+                self.add_word(b, record, SELF + k, masked);
+                LLVMBuildStore(b, zero, own_local);
+                masked
+            });
+            let pending_value = pending[k].then(|| {
+                let value = LLVMBuildLoad2(b, self.i64_type, pending_local, c"".as_ptr());
+                LLVMBuildStore(b, zero, pending_local);
+                value
+            });
+            let total = match (own_value, pending_value) {
+                (Some(a), Some(c)) => Some(LLVMBuildAdd(b, a, c, c"".as_ptr())),
+                (a, c) => a.or(c),
+            };
+            if let Some(total) = total {
+                ir::add_relaxed(b, self.cell(b, totals, k), total);
+            }
+            total
+        })
+    }
+
+    /// `void __kage_count_materialize(ptr module, ptr function, ptr frame, i64 offset,
+    /// locals...)`: pushes the deferred function's activation and opens its record if it
+    /// has not yet, then reports what waits in its locals.
+    unsafe fn define_materialize(&self, own: [bool; 4], pending: [bool; 4]) -> RuntimeFunction {
+        let fixed = [self.ptr_type, self.ptr_type, self.ptr_type, self.i64_type];
+        let mut params = self.deferred_params(&fixed);
+        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
+        let (h, ty) =
+            HelperBuilder::new(self.module, "__kage_count_materialize", void, &mut params);
+        let b = h.builder;
+        let (module, function, frame, offset) = (h.param(0), h.param(1), h.param(2), h.param(3));
+        let (flag, records_local, activation_local) = (h.param(4), h.param(5), h.param(6));
+        let (push, has_room, slow, join, report) = (
+            h.block(c"push"),
+            h.block(c"room"),
+            h.block(c"slow"),
+            h.block(c"join"),
+            h.block(c"report"),
+        );
+        let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
+        let pushed = LLVMBuildLoad2(b, bool_type, flag, c"".as_ptr());
+        LLVMBuildCondBr(b, pushed, report, push);
+        LLVMPositionBuilderAtEnd(b, push);
+        let thread = self.address(b, self.thread);
+        let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
+        let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
+        let capacity = self.load(b, self.i32_type, self.field(b, thread, CAPACITY));
+        let room = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntULT, top, capacity, c"".as_ptr());
+        ir::set_branch_weights(LLVMBuildCondBr(b, room, has_room, slow), 1 << 20, 1);
+        LLVMPositionBuilderAtEnd(b, has_room);
+        LLVMBuildBr(b, join);
+        LLVMPositionBuilderAtEnd(b, slow);
+        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
+        let prepared = prepare.call(b, &mut [module, frame]);
+        LLVMBuildBr(b, join);
+        LLVMPositionBuilderAtEnd(b, join);
+        let records = self.phi(b, self.ptr_type, [(records, has_room), (prepared, slow)]);
+        let index = self.push_and_open(b, thread, records, function, frame, offset);
+        LLVMBuildStore(b, records, records_local);
+        LLVMBuildStore(b, index, activation_local);
+        LLVMBuildStore(b, LLVMConstInt(bool_type, 1, 0), flag);
+        self.set_running(b, LLVMConstPointerNull(self.ptr_type));
+        LLVMBuildBr(b, report);
+        LLVMPositionBuilderAtEnd(b, report);
+        let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
+        let record = ir::byte_gep(b, records, offset);
+        self.report_waiting(&h, 4, record, own, pending);
+        LLVMBuildRetVoid(b);
+        h.finish(ty)
+    }
+
+    /// `void __kage_count_leave(i64 offset, locals...)`: a deferred function returns. If it
+    /// pushed its activation, as any return (after the report of its locals); else its
+    /// record counts the instance, its own counts and its inclusive ones (unless it is open
+    /// further up the stack: recursion counts once), and the thread's totals what waited.
+    unsafe fn define_leave(&self, own: [bool; 4], pending: [bool; 4]) -> RuntimeFunction {
+        let mut params = self.deferred_params(&[self.i64_type]);
+        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
+        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_leave", void, &mut params);
+        let b = h.builder;
+        let offset = h.param(0);
+        let (flag, records_local, activation_local) = (h.param(1), h.param(2), h.param(3));
+        let (pushed_block, quiet, outermost, done) = (
+            h.block(c"pushed"),
+            h.block(c"quiet"),
+            h.block(c"outermost"),
+            h.block(c"done"),
+        );
+        let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
+        let pushed = LLVMBuildLoad2(b, bool_type, flag, c"".as_ptr());
+        LLVMBuildCondBr(b, pushed, pushed_block, quiet);
+        LLVMPositionBuilderAtEnd(b, pushed_block);
+        let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
+        let record = ir::byte_gep(b, records, offset);
+        self.report_waiting(&h, 1, record, own, pending);
+        let activation = LLVMBuildLoad2(b, self.i32_type, activation_local, c"".as_ptr());
+        self.exit_check.call(b, &mut [activation]);
+        self.close.call(b, &mut [record]);
+        self.pop.call(b, &mut [activation]);
+        LLVMBuildRetVoid(b);
+        LLVMPositionBuilderAtEnd(b, quiet);
+        let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
+        let record = ir::byte_gep(b, records, offset);
+        self.add_word(b, record, INSTANCES, LLVMConstInt(self.i64_type, 1, 0));
+        let totals = self.report_waiting(&h, 1, record, own, pending);
+        let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
+        let depth = self.load(b, self.i64_type, depth_field);
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let none_open = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
+        LLVMBuildCondBr(b, none_open, outermost, done);
+        LLVMPositionBuilderAtEnd(b, outermost);
+        for (k, total) in totals.iter().enumerate() {
+            if let Some(total) = *total {
+                self.add_word(b, record, INCLUSIVE + k, total);
+            }
+        }
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+        self.set_running(b, LLVMConstPointerNull(self.ptr_type));
+        LLVMBuildRetVoid(b);
         h.finish(ty)
     }
 

@@ -189,6 +189,15 @@ unsafe fn instrument_function(
             }
         }
     }
+    let cut_in_own_code: Vec<LLVMValueRef> = (segments.iter())
+        .filter(|s| tree.block_region[s.block] == 0 && crate::segments::is_cut(s.end))
+        .map(|s| s.end)
+        .collect();
+    let deferrable = !whole_function
+        && plan.resume_points.is_empty()
+        && !start_code.iter().any(|(_, code)| code.is_none())
+        && !cmpxchgs.iter().any(|&(_, _, b)| tree.block_region[b] == 0)
+        && returns_quietly(plan, &tree_of, &trees, &cut_in_own_code, &exits);
     let locations = HookLocations::new(module, plan.func);
     let position = |at: LLVMValueRef| {
         LLVMPositionBuilderBefore(builder, at);
@@ -201,20 +210,6 @@ unsafe fn instrument_function(
         .iter()
         .map(|t| inline.tree_locals(builder, t.len))
         .collect();
-    // The function's entry: its activation and region (a promoted function has neither).
-    position(entry_at);
-    let function = region_index(0);
-    let (records, activation) = if whole_function {
-        (None, None)
-    } else {
-        let (records, activation) = inline.enter(
-            builder,
-            table.module_global,
-            table.region_ptr(function),
-            function,
-        );
-        (Some(records), Some(activation))
-    };
     // Which of each region's own counters its segments may add to.
     let mut counted = vec![[false; 4]; tree.nodes.len()];
     for segment in &segments {
@@ -232,8 +227,47 @@ unsafe fn instrument_function(
             }
         }
     }
-    let flushes: Vec<RuntimeFunction> = (trees.iter())
-        .map(|t| inline.define_flush(plan, t, &counted))
+    // Trees directly under a deferred function leave their accesses in its locals.
+    let under_function = |t: &regions::PromotedTree| tree.nodes[t.root].parent == Some(0);
+    let function = region_index(0);
+    let deferred = deferrable.then(|| {
+        let mut pending = [false; 4];
+        for t in trees.iter().filter(|t| under_function(t)) {
+            for node in &counted[t.root..t.root + t.len] {
+                for k in 0..4 {
+                    pending[k] |= node[k];
+                }
+            }
+        }
+        inline.deferred_entry(
+            builder,
+            entry_at,
+            table.module_global,
+            table.region_ptr(function),
+            function,
+            counted[0],
+            pending,
+        )
+    });
+    // The function's entry: its activation and region (a promoted function has neither,
+    // a deferred one pushes them when it needs them).
+    position(entry_at);
+    let (records, activation) = if whole_function || deferred.is_some() {
+        (None, None)
+    } else {
+        let (records, activation) = inline.enter(
+            builder,
+            table.module_global,
+            table.region_ptr(function),
+            function,
+        );
+        (Some(records), Some(activation))
+    };
+    let pending_trees: Vec<bool> = (trees.iter())
+        .map(|t| deferred.is_some() && under_function(t))
+        .collect();
+    let flushes: Vec<RuntimeFunction> = (trees.iter().zip(&pending_trees))
+        .map(|(t, &pending)| inline.define_flush(plan, t, &counted, pending))
         .collect();
     let at = Emitter {
         inline,
@@ -245,6 +279,8 @@ unsafe fn instrument_function(
         trees: &trees,
         locals: &locals,
         flushes: &flushes,
+        deferred: deferred.as_ref(),
+        pending_trees: &pending_trees,
     };
     for (b, code) in &start_code {
         let Some(start) = (if *b == 0 {
@@ -293,6 +329,12 @@ unsafe fn instrument_function(
         LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(inst));
         at.cmpxchg(inst, size, tree.block_region[block]);
     }
+    for &call in &cut_in_own_code {
+        if deferred.is_some() {
+            position(call);
+            at.materialize();
+        }
+    }
     for (terminator, c) in &edge_code {
         position(*terminator);
         at.change(c);
@@ -307,9 +349,51 @@ unsafe fn instrument_function(
     }
 }
 
-/// A promoted tree's locals: per region, its instances, loads, stores, bytes read and bytes
-/// written (`i64` allocas, zero outside the tree).
+/// Whether a function can return without a call, without opening a region counted in
+/// records: it then defers its entry ([`emit::DeferredEntry`]). Its own code may run
+/// promoted trees directly under it.
+///
+/// # Safety
+/// `plan` must describe a live function that nothing was inserted into yet.
+unsafe fn returns_quietly(
+    plan: &FunctionPlan,
+    tree_of: &[Option<usize>],
+    trees: &[regions::PromotedTree],
+    cut_in_own_code: &[LLVMValueRef],
+    exits: &[(LLVMValueRef, usize)],
+) -> bool {
+    let tree = plan.tree();
+    let n = plan.cfg.blocks.len();
+    let mut has_cut = vec![false; n];
+    for &call in cut_in_own_code {
+        let block = LLVMGetInstructionParent(call);
+        if let Some(b) = plan.cfg.blocks.iter().position(|&x| x == block) {
+            has_cut[b] = true;
+        }
+    }
+    let passable = |b: usize| {
+        let region = tree.block_region[b];
+        match tree_of[region] {
+            Some(j) => tree.nodes[trees[j].root].parent == Some(0),
+            None => region == 0 && !has_cut[b],
+        }
+    };
+    let mut seen = vec![false; n];
+    let mut stack = vec![0usize];
+    while let Some(b) = stack.pop() {
+        if seen[b] || !plan.forest.reachable[b] || !passable(b) {
+            continue;
+        }
+        seen[b] = true;
+        stack.extend(plan.cfg.successors[b].iter().copied().filter(|&s| s < n));
+    }
+    exits
+        .iter()
+        .any(|&(_, b)| seen[b] && tree.block_region[b] == 0)
+}
 
+/// What is added to `__kage_count` at one place: constants (a segment's), or the length of
+/// an `llvm.mem*` call of run-time length.
 #[derive(Default)]
 struct SegmentCounts {
     /// Loads, stores, bytes read, bytes written, as `__kage_count` orders them.
