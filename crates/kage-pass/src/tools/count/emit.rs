@@ -1100,6 +1100,37 @@ impl Inline {
         })
     }
 
+    /// [`report_waiting`](Self::report_waiting) when anything waits (after the function's
+    /// first push, its locals are often zero: then not even the gate is read).
+    unsafe fn report_any_waiting(
+        &self,
+        h: &HelperBuilder,
+        first: u32,
+        record: LLVMValueRef,
+        own: [bool; 4],
+        pending: [bool; 4],
+    ) {
+        let b = h.builder;
+        let (report, done) = (h.block(c"waiting"), h.block(c"reported"));
+        let mut any = LLVMConstInt(self.i64_type, 0, 0);
+        for k in 0..4 {
+            for (counted, at) in [(own[k], 3), (pending[k], 7)] {
+                if counted {
+                    let local = h.param(first + at + k as u32);
+                    let value = LLVMBuildLoad2(b, self.i64_type, local, c"".as_ptr());
+                    any = LLVMBuildOr(b, any, value, c"".as_ptr());
+                }
+            }
+        }
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let waiting = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, any, zero, c"".as_ptr());
+        LLVMBuildCondBr(b, waiting, report, done);
+        LLVMPositionBuilderAtEnd(b, report);
+        self.report_waiting(h, first, record, own, pending);
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+    }
+
     /// `void __kage_count_materialize(ptr module, ptr function, ptr frame, i64 offset,
     /// locals...)`: pushes the deferred function's activation and opens its record if it
     /// has not yet, then reports what waits in its locals.
@@ -1174,7 +1205,7 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, pushed_block);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
         let record = ir::byte_gep(b, records, offset);
-        self.report_waiting(&h, 1, record, own, pending);
+        self.report_any_waiting(&h, 1, record, own, pending);
         let activation = LLVMBuildLoad2(b, self.i32_type, activation_local, c"".as_ptr());
         self.exit_check.call(b, &mut [activation]);
         self.close.call(b, &mut [record]);
