@@ -45,6 +45,15 @@ pub(super) struct Emitter<'a> {
     pub(super) pending_trees: &'a [bool],
 }
 
+/// What a push needs: the module, the function's table entry, its frame, and its record's
+/// byte offset in the module's records.
+struct Push {
+    module: LLVMValueRef,
+    function: LLVMValueRef,
+    frame: LLVMValueRef,
+    offset: LLVMValueRef,
+}
+
 /// A function whose activation is pushed only when it first needs one
 /// ([`Inline::quiet_enter`]): before a call, a region that is counted in records, or a block
 /// the runtime changes. Until then (and for an instance that never needs one) its own
@@ -829,22 +838,18 @@ impl Inline {
         let thread = self.address(b, self.thread);
         // The module's records, the epoch, and room for an activation.
         let (records, same) = self.checked_records(&h, thread, module, slow);
-        let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
-        let capacity = self.load(b, self.i32_type, self.field(b, thread, CAPACITY));
-        let room = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntULT, top, capacity, c"".as_ptr());
+        let (top, room) = self.room(b, thread);
         let ok = LLVMBuildAnd(b, same, room, c"".as_ptr());
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_records, slow), 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, has_records);
         self.check_live_caller(&h, thread, top, frame, check_frame, fast, slow);
-        LLVMPositionBuilderAtEnd(b, fast);
-        LLVMBuildBr(b, join);
-        LLVMPositionBuilderAtEnd(b, slow);
-        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
-        let prepared = prepare.call(b, &mut [module, frame]);
-        LLVMBuildBr(b, join);
-        LLVMPositionBuilderAtEnd(b, join);
-        let records = self.phi(b, self.ptr_type, [(records, fast), (prepared, slow)]);
-        let top = self.push_and_open(b, thread, records, function, frame, offset);
+        let push = Push {
+            module,
+            function,
+            frame,
+            offset,
+        };
+        let (records, top) = self.push_or_prepare(&h, thread, records, &push, [fast, slow, join]);
         let undef = LLVMGetUndef(pair_type);
         let pair = LLVMBuildInsertValue(b, undef, records, 0, c"".as_ptr());
         let pair = LLVMBuildInsertValue(b, pair, top, 1, c"".as_ptr());
@@ -912,6 +917,41 @@ impl Inline {
             c"".as_ptr(),
         );
         ir::set_branch_weights(LLVMBuildCondBr(b, is_live, live, slow), 1 << 20, 1);
+    }
+
+    /// The thread's number of activations, and whether there is room for one more.
+    unsafe fn room(&self, b: LLVMBuilderRef, thread: LLVMValueRef) -> (LLVMValueRef, LLVMValueRef) {
+        let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
+        let capacity = self.load(b, self.i32_type, self.field(b, thread, CAPACITY));
+        let room = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntULT, top, capacity, c"".as_ptr());
+        (top, room)
+    }
+
+    /// In helper `h`, whose checks branch to `fast` (with `records`) or `slow` (empty
+    /// blocks) and leave `join` empty: `slow` asks `__kage_count_prepare`, and `join`
+    /// pushes the activation and opens the function's record ([`push_and_open`]), where
+    /// the builder is left. Returns the records and the activation's index.
+    ///
+    /// [`push_and_open`]: Self::push_and_open
+    unsafe fn push_or_prepare(
+        &self,
+        h: &HelperBuilder,
+        thread: LLVMValueRef,
+        records: LLVMValueRef,
+        push: &Push,
+        [fast, slow, join]: [LLVMBasicBlockRef; 3],
+    ) -> (LLVMValueRef, LLVMValueRef) {
+        let b = h.builder;
+        LLVMPositionBuilderAtEnd(b, fast);
+        LLVMBuildBr(b, join);
+        LLVMPositionBuilderAtEnd(b, slow);
+        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
+        let prepared = prepare.call(b, &mut [push.module, push.frame]);
+        LLVMBuildBr(b, join);
+        LLVMPositionBuilderAtEnd(b, join);
+        let records = self.phi(b, self.ptr_type, [(records, fast), (prepared, slow)]);
+        let index = self.push_and_open(b, thread, records, push.function, push.frame, push.offset);
+        (records, index)
     }
 
     /// Pushes an activation of `function` (there is room) and opens its record (at
@@ -1049,19 +1089,29 @@ impl Inline {
         )
     }
 
-    /// The deferred helpers' parameters after their first `fixed`: the flag, records and
-    /// activation locals, then the own and pending locals.
-    fn deferred_params(&self, fixed: &[LLVMTypeRef]) -> Vec<LLVMTypeRef> {
+    /// A deferred function's helper `name`, whose parameters after the `fixed` ones are the
+    /// flag, records and activation locals, then the own and pending locals; the builder at
+    /// its entry, where the flag (whether the function pushed its activation) is loaded.
+    unsafe fn deferred_helper(
+        &self,
+        name: &str,
+        fixed: &[LLVMTypeRef],
+    ) -> (HelperBuilder, LLVMTypeRef, LLVMValueRef) {
         let mut params = fixed.to_vec();
         params.extend([self.ptr_type; 3 + 8]);
-        params
+        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
+        let (h, ty) = HelperBuilder::new(self.module, name, void, &mut params);
+        let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
+        let flag = h.param(fixed.len() as u32);
+        let pushed = LLVMBuildLoad2(h.builder, bool_type, flag, c"".as_ptr());
+        (h, ty, pushed)
     }
 
-    /// In helper `h`, whose parameters from `first` are [`deferred_params`]'s: the own
+    /// In helper `h`, whose parameters from `first` are [`deferred_helper`]'s: the own
     /// counts (masked) to the function's self counts at `record`, own and pending to the
     /// thread's totals, both zeroed. Returns what went to the totals.
     ///
-    /// [`deferred_params`]: Self::deferred_params
+    /// [`deferred_helper`]: Self::deferred_helper
     unsafe fn report_waiting(
         &self,
         h: &HelperBuilder,
@@ -1136,10 +1186,7 @@ impl Inline {
     /// has not yet, then reports what waits in its locals.
     unsafe fn define_materialize(&self, own: [bool; 4], pending: [bool; 4]) -> RuntimeFunction {
         let fixed = [self.ptr_type, self.ptr_type, self.ptr_type, self.i64_type];
-        let mut params = self.deferred_params(&fixed);
-        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
-        let (h, ty) =
-            HelperBuilder::new(self.module, "__kage_count_materialize", void, &mut params);
+        let (h, ty, pushed) = self.deferred_helper("__kage_count_materialize", &fixed);
         let b = h.builder;
         let (module, function, frame, offset) = (h.param(0), h.param(1), h.param(2), h.param(3));
         let (flag, records_local, activation_local) = (h.param(4), h.param(5), h.param(6));
@@ -1150,25 +1197,21 @@ impl Inline {
             h.block(c"join"),
             h.block(c"report"),
         );
-        let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
-        let pushed = LLVMBuildLoad2(b, bool_type, flag, c"".as_ptr());
+        let bool_type = LLVMTypeOf(pushed);
         LLVMBuildCondBr(b, pushed, report, push);
         LLVMPositionBuilderAtEnd(b, push);
         let thread = self.address(b, self.thread);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
-        let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
-        let capacity = self.load(b, self.i32_type, self.field(b, thread, CAPACITY));
-        let room = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntULT, top, capacity, c"".as_ptr());
+        let (_, room) = self.room(b, thread);
         ir::set_branch_weights(LLVMBuildCondBr(b, room, has_room, slow), 1 << 20, 1);
-        LLVMPositionBuilderAtEnd(b, has_room);
-        LLVMBuildBr(b, join);
-        LLVMPositionBuilderAtEnd(b, slow);
-        let prepare = RuntimeFunction::declare(self.module, &symbols::COUNT_PREPARE);
-        let prepared = prepare.call(b, &mut [module, frame]);
-        LLVMBuildBr(b, join);
-        LLVMPositionBuilderAtEnd(b, join);
-        let records = self.phi(b, self.ptr_type, [(records, has_room), (prepared, slow)]);
-        let index = self.push_and_open(b, thread, records, function, frame, offset);
+        let push = Push {
+            module,
+            function,
+            frame,
+            offset,
+        };
+        let (records, index) =
+            self.push_or_prepare(&h, thread, records, &push, [has_room, slow, join]);
         LLVMBuildStore(b, records, records_local);
         LLVMBuildStore(b, index, activation_local);
         LLVMBuildStore(b, LLVMConstInt(bool_type, 1, 0), flag);
@@ -1187,20 +1230,16 @@ impl Inline {
     /// record counts the instance, its own counts and its inclusive ones (unless it is open
     /// further up the stack: recursion counts once), and the thread's totals what waited.
     unsafe fn define_leave(&self, own: [bool; 4], pending: [bool; 4]) -> RuntimeFunction {
-        let mut params = self.deferred_params(&[self.i64_type]);
-        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
-        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_leave", void, &mut params);
+        let (h, ty, pushed) = self.deferred_helper("__kage_count_leave", &[self.i64_type]);
         let b = h.builder;
         let offset = h.param(0);
-        let (flag, records_local, activation_local) = (h.param(1), h.param(2), h.param(3));
+        let (records_local, activation_local) = (h.param(2), h.param(3));
         let (pushed_block, quiet, outermost, done) = (
             h.block(c"pushed"),
             h.block(c"quiet"),
             h.block(c"outermost"),
             h.block(c"done"),
         );
-        let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
-        let pushed = LLVMBuildLoad2(b, bool_type, flag, c"".as_ptr());
         LLVMBuildCondBr(b, pushed, pushed_block, quiet);
         LLVMPositionBuilderAtEnd(b, pushed_block);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
