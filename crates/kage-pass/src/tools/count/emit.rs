@@ -204,14 +204,16 @@ impl Emitter<'_> {
         if let Some(d) = self.deferred.filter(|_| self.pending_trees[j]) {
             args.extend(d.pending);
         }
+        let null = LLVMConstPointerNull(self.inline.ptr_type);
+        args.push(match self.deferred {
+            Some(d) => {
+                // The function runs on: it is the tree a fault would name until it is pushed.
+                let pushed = self.plain_load(LLVMInt1TypeInContext(self.context()), d.flag);
+                LLVMBuildSelect(self.builder, pushed, null, d.function, c"".as_ptr())
+            }
+            None => null,
+        });
         self.flushes[j].call(self.builder, &mut args);
-        if let Some(d) = self.deferred {
-            // The function runs on: it is the tree a fault would name until it is pushed.
-            let pushed = self.plain_load(LLVMInt1TypeInContext(self.context()), d.flag);
-            let null = LLVMConstPointerNull(self.inline.ptr_type);
-            let running = LLVMBuildSelect(self.builder, pushed, null, d.function, c"".as_ptr());
-            self.inline.set_running(self.builder, running);
-        }
     }
 
     unsafe fn context(&self) -> llvm_sys::prelude::LLVMContextRef {
@@ -586,13 +588,15 @@ impl Inline {
     }
 
     /// Promoted tree `tree`'s report, `void __kage_count_flush(ptr root_record, ptr
-    /// locals...)` (five locals per region: instances, loads, stores, bytes read, bytes
-    /// written): when it ran (its root's instances are not 0), each region's instances and
-    /// self counts go to its record, the tree's accesses to the thread's totals, each
-    /// region's subtree's accesses to its inclusive counts (no region of a tree is ever open
-    /// around it: opening it again would take a call); the locals are zeroed. `counts[node]`
-    /// says which of a region's own counters its segments may add to: the others are
-    /// left alone.
+    /// locals..., [ptr pending...,] ptr running_after)` (five locals per region: instances,
+    /// loads, stores, bytes read, bytes written; the deferred function's four pending totals
+    /// when `pending`; what `__kage_count_running` becomes): when it ran (its root's
+    /// instances are not 0), each region's instances and self counts go to its record, the
+    /// tree's accesses to the thread's totals (or the pending ones), each region's subtree's
+    /// accesses to its inclusive counts (no region of a tree is ever open around it:
+    /// opening it again would take a call); the locals are zeroed. `counts[node]` says
+    /// which of a region's own counters its segments may add to: the others are left
+    /// alone.
     pub(super) unsafe fn define_flush(
         &self,
         plan: &FunctionPlan,
@@ -601,7 +605,8 @@ impl Inline {
         pending: bool,
     ) -> RuntimeFunction {
         let own_params = 1 + tree.len * 5;
-        let mut params = vec![self.ptr_type; own_params + if pending { 4 } else { 0 }];
+        let running_after = own_params + if pending { 4 } else { 0 };
+        let mut params = vec![self.ptr_type; running_after + 1];
         let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
         let (h, ty) = HelperBuilder::new(self.module, "__kage_count_flush", void, &mut params);
         let b = h.builder;
@@ -609,8 +614,9 @@ impl Inline {
         let local = |i: usize, w: usize| h.param(1 + (i * 5 + w) as u32);
         let (ran, done) = (h.block(c"ran"), h.block(c"done"));
         let zero = LLVMConstInt(self.i64_type, 0, 0);
-        // Whether or not the tree ran, none runs now (trees do not nest).
-        self.set_running(b, LLVMConstPointerNull(self.ptr_type));
+        // Whether or not the tree ran, it runs no more (trees do not nest): the function
+        // around it does, if it has not pushed its activation, else none.
+        self.set_running(b, h.param(running_after as u32));
         let load = |at: LLVMValueRef| {
             let v = LLVMBuildLoad2(b, self.i64_type, at, c"".as_ptr());
             LLVMSetAlignment(v, 8);
@@ -1025,15 +1031,16 @@ impl Inline {
     }
 
     /// A deferred function's locals, zero, at the builder's position (the entry block's
-    /// start), and its entry at `entry_at`.
+    /// start), and its entry at `entry_at` (`function`: its table entry and index), which
+    /// notes it as running unless a tree that does starts right after (`note_running`).
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn deferred_entry(
         &self,
         b: LLVMBuilderRef,
         entry_at: LLVMValueRef,
         module: LLVMValueRef,
-        function: LLVMValueRef,
-        index: u32,
+        (function, index): (LLVMValueRef, u32),
+        note_running: bool,
         own: [bool; 4],
         pending: [bool; 4],
     ) -> DeferredEntry {
@@ -1055,7 +1062,9 @@ impl Inline {
         let quiet_enter = self.quiet_enter.get_or_init(|| self.define_quiet_enter());
         let entered = quiet_enter.call(b, &mut [module, frame]);
         LLVMBuildStore(b, entered, records);
-        self.set_running(b, function);
+        if note_running {
+            self.set_running(b, function);
+        }
         DeferredEntry {
             flag,
             records,

@@ -239,12 +239,19 @@ unsafe fn instrument_function(
                 }
             }
         }
+        // A tree that starts with the entry block notes itself as running at once.
+        let tree_starts = (start_code.iter()).any(|(b, code)| {
+            *b == 0
+                && code.as_ref().is_some_and(|c| {
+                    (c.counted.iter()).any(|node| trees.iter().any(|t| t.root == *node))
+                })
+        });
         inline.deferred_entry(
             builder,
             entry_at,
             table.module_global,
-            table.region_ptr(function),
-            function,
+            (table.region_ptr(function), function),
+            !tree_starts,
             counted[0],
             pending,
         )
