@@ -346,7 +346,10 @@ fn count_build_notes_a_loop_kept_in_locals_in_its_preheader() {
     let flush = function_body(&ir, "__kage_count_flush");
     let last = flush.lines().next().unwrap().split("ptr %").last().unwrap();
     let last = last.split(')').next().unwrap();
-    assert!(flush.contains(&format!("store atomic ptr %{last}, ")), "{flush}");
+    assert!(
+        flush.contains(&format!("store atomic ptr %{last}, ")),
+        "{flush}"
+    );
 }
 
 /// In a count build, a function that can return without calling (`get` in `deferred.ll`)

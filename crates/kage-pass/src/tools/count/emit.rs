@@ -607,8 +607,7 @@ impl Inline {
         let own_params = 1 + tree.len * 5;
         let running_after = own_params + if pending { 4 } else { 0 };
         let mut params = vec![self.ptr_type; running_after + 1];
-        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
-        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_flush", void, &mut params);
+        let (h, ty) = self.void_helper("__kage_count_flush", &mut params);
         let b = h.builder;
         let root_record = h.param(0);
         let local = |i: usize, w: usize| h.param(1 + (i * 5 + w) as u32);
@@ -707,6 +706,16 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, done);
         LLVMBuildRetVoid(b);
         h.finish(ty)
+    }
+
+    /// A helper `name` returning nothing (see [`HelperBuilder::new`]).
+    unsafe fn void_helper(
+        &self,
+        name: &str,
+        params: &mut [LLVMTypeRef],
+    ) -> (HelperBuilder, LLVMTypeRef) {
+        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
+        HelperBuilder::new(self.module, name, void, params)
     }
 
     /// `llvm.threadlocal.address(global)`.
@@ -1108,8 +1117,7 @@ impl Inline {
     ) -> (HelperBuilder, LLVMTypeRef, LLVMValueRef) {
         let mut params = fixed.to_vec();
         params.extend([self.ptr_type; 3 + 8]);
-        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
-        let (h, ty) = HelperBuilder::new(self.module, name, void, &mut params);
+        let (h, ty) = self.void_helper(name, &mut params);
         let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
         let flag = h.param(fixed.len() as u32);
         let pushed = LLVMBuildLoad2(h.builder, bool_type, flag, c"".as_ptr());
@@ -1311,8 +1319,7 @@ impl Inline {
     /// `void __kage_count_open(ptr record)`.
     unsafe fn define_open(&self) -> RuntimeFunction {
         let mut params = [self.ptr_type];
-        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
-        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_open", void, &mut params);
+        let (h, ty) = self.void_helper("__kage_count_open", &mut params);
         self.open_at(h.builder, h.param(0));
         LLVMBuildRetVoid(h.builder);
         h.finish(ty)
@@ -1322,8 +1329,7 @@ impl Inline {
     /// the last one adds the totals to the inclusive counts.
     unsafe fn define_close(&self) -> RuntimeFunction {
         let mut params = [self.ptr_type];
-        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
-        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_close", void, &mut params);
+        let (h, ty) = self.void_helper("__kage_count_close", &mut params);
         let b = h.builder;
         let record = h.param(0);
         let (open, last, done) = (h.block(c"open"), h.block(c"last"), h.block(c"done"));
@@ -1366,9 +1372,7 @@ impl Inline {
     /// innermost open region.
     unsafe fn define_set_current(&self) -> RuntimeFunction {
         let mut params = [self.i32_type, self.ptr_type];
-        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
-        let (h, ty) =
-            HelperBuilder::new(self.module, "__kage_count_set_current", void, &mut params);
+        let (h, ty) = self.void_helper("__kage_count_set_current", &mut params);
         let b = h.builder;
         let at = self.activation(b, h.param(0));
         self.store(b, h.param(1), at);
@@ -1380,8 +1384,7 @@ impl Inline {
     /// above this one are closed (`__kage_count_unwind`).
     unsafe fn define_exit_check(&self) -> RuntimeFunction {
         let mut params = [self.i32_type];
-        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
-        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_exit_check", void, &mut params);
+        let (h, ty) = self.void_helper("__kage_count_exit_check", &mut params);
         let b = h.builder;
         let (slow, done) = (h.block(c"slow"), h.block(c"done"));
         let index = h.param(0);
@@ -1402,8 +1405,7 @@ impl Inline {
     /// `void __kage_count_pop(i32 activation)`: the activation ends.
     unsafe fn define_pop(&self) -> RuntimeFunction {
         let mut params = [self.i32_type];
-        let void = LLVMVoidTypeInContext(LLVMGetModuleContext(self.module));
-        let (h, ty) = HelperBuilder::new(self.module, "__kage_count_pop", void, &mut params);
+        let (h, ty) = self.void_helper("__kage_count_pop", &mut params);
         let b = h.builder;
         let thread = self.address(b, self.thread);
         self.store(b, h.param(0), self.field(b, thread, TOP));
