@@ -149,14 +149,22 @@ pub fn build(i: ReportInput<'_>) -> RuntimeReport<'_> {
 
 /// An hcpa report carries its plan (docs/hcpa.md, "The planner"), made for this machine's
 /// cores with the default thresholds as it is written (`kage report --cores` plans again).
-/// The plan needs every region's statistics at once: made here, where the tool is done.
+/// The plan needs every region's statistics at once: made here, where the tool is done. It
+/// reads the regions' static fields and their statistics, not their metrics: each region's
+/// entry is made, read and stripped of its metrics in turn, so that a big program's metric
+/// maps (SQLite's 18,500 regions: 15 MB) are never all alive at once.
 fn add_hcpa_plan(report: &mut RuntimeReport<'_>) {
     if report.tool != "hcpa" {
         return;
     }
-    let regions: Vec<Region> = (0..report.regions.regions.len())
-        .map(|id| report.regions.entry(id))
-        .collect();
+    let mut stats = Vec::with_capacity(report.regions.regions.len());
+    let mut regions = Vec::with_capacity(report.regions.regions.len());
+    for id in 0..report.regions.regions.len() {
+        let mut region = report.regions.entry(id);
+        stats.push(kage_report::HcpaStats::of(&region));
+        region.metrics = serde_json::Map::new();
+        regions.push(region);
+    }
     let whole = ReportOf {
         format: report.format.clone(),
         version: report.version,
@@ -174,9 +182,14 @@ fn add_hcpa_plan(report: &mut RuntimeReport<'_>) {
     };
     // A malformed hcpa part is the tool's bug: the report goes out without a plan, and
     // `kage report` says what is wrong with it.
-    if let Ok(plan) = kage_report::plan(&whole, &kage_report::PlanOptions::for_this_machine()) {
-        report.tool_data.extend(plan.to_tool_data());
-    }
+    let Ok(mut hcpa) = whole.hcpa() else { return };
+    let Ok(stats) = stats.into_iter().collect::<Result<Vec<_>, _>>() else {
+        return;
+    };
+    hcpa.regions = stats;
+    let options = kage_report::PlanOptions::for_this_machine();
+    let plan = kage_report::plan_regions(&whole.regions, &hcpa, &options);
+    report.tool_data.extend(plan.to_tool_data());
 }
 
 /// Expands the `output=` template: `%e` executable name, `%p` pid, `%%` a percent sign.

@@ -16,6 +16,12 @@
 //!   more, its first eighth): it is better kept as it is (the caller remembers this in a
 //!   per-table bit and does not try again).
 //!
+//! A table that LZ4 cannot halve may still be *narrow* ([`NarrowTable`]): HCPA's timestamps
+//! are 64-bit, but a page's tags at one level usually lie within `2^32` of each other (times
+//! since an instance's start, in cost units). Such a table keeps each tag as a 32-bit
+//! offset from a base: half the bytes, read and written in place like a plain table (no
+//! unpacking), until a store writes a tag out of its range.
+//!
 //! Unpacking restores every tag exactly. Which tables stay unpacked is decided by a
 //! [`Clock`] list of level tables (second chance): touching a listed level table sets its
 //! reference bit; one not listed is listed and unpacked, and the list evicts (packs) the
@@ -50,6 +56,93 @@ impl PackedTable {
     }
 }
 
+/// A tag table of 64-bit tags that all lie in `base .. base + 2^32`, stored as 32-bit
+/// offsets from `base`: 4 KiB for a page of 1024 granules, one block of the runtime
+/// allocator's largest class. `base` is a multiple of `2^16` below `2^48` (0 when every tag
+/// is below `2^32`, so later small tags fit too), kept as `base_high = base >> 16` in 32
+/// bits: a level holds the two fields apart and still fits in 24 bytes, and reads and writes
+/// them in place with [`narrow_get`] and [`narrow_set`].
+#[derive(Debug)]
+pub struct NarrowTable {
+    pub offsets: Box<[u32]>,
+    pub base_high: u32,
+}
+
+/// `base = base_high << BASE_SHIFT`.
+const BASE_SHIFT: u32 = 16;
+
+impl NarrowTable {
+    /// `tags` narrow, or `None` when the tags are not wider than 32 bits (nothing to gain)
+    /// or do not fit in one range.
+    pub fn of<T: Tag>(tags: &[T]) -> Option<Self> {
+        if T::BYTES <= size_of::<u32>() {
+            return None;
+        }
+        let (low, high) = tags.iter().fold((u64::MAX, 0), |(low, high), tag| {
+            let bits = tag.to_bits();
+            (low.min(bits), high.max(bits))
+        });
+        let base_high = if high <= u64::from(u32::MAX) {
+            0
+        } else {
+            u32::try_from(low >> BASE_SHIFT).ok()?
+        };
+        let base = narrow_base(base_high);
+        if high - base > u64::from(u32::MAX) {
+            return None;
+        }
+        Some(Self {
+            offsets: tags
+                .iter()
+                .map(|tag| (tag.to_bits() - base) as u32)
+                .collect(),
+            base_high,
+        })
+    }
+
+    /// A table of `units` zero tags (base 0), or `None` when `T` is not wider than 32 bits.
+    pub fn zeroed<T: Tag>(units: usize) -> Option<Self> {
+        (T::BYTES > size_of::<u32>()).then(|| Self {
+            offsets: vec![0; units].into_boxed_slice(),
+            base_high: 0,
+        })
+    }
+}
+
+/// The base of a narrow table.
+#[inline]
+pub fn narrow_base(base_high: u32) -> u64 {
+    u64::from(base_high) << BASE_SHIFT
+}
+
+/// The tag at `offset` of a narrow table.
+#[inline]
+pub fn narrow_get<T: Tag>(offsets: &[u32], base_high: u32, offset: usize) -> T {
+    T::from_bits(narrow_base(base_high) + u64::from(offsets[offset]))
+}
+
+/// Stores `tag` at `offset` of a narrow table if it is in the table's range; returns whether
+/// it was.
+#[inline]
+pub fn narrow_set<T: Tag>(offsets: &mut [u32], base_high: u32, offset: usize, tag: T) -> bool {
+    let Some(narrow) = tag.to_bits().checked_sub(narrow_base(base_high)) else {
+        return false;
+    };
+    let Ok(narrow) = u32::try_from(narrow) else {
+        return false;
+    };
+    offsets[offset] = narrow;
+    true
+}
+
+/// Every tag of a narrow table, into `out` (as long as the table).
+pub fn narrow_widen_into<T: Tag>(offsets: &[u32], base_high: u32, out: &mut [T]) {
+    let base = narrow_base(base_high);
+    for (slot, &narrow) in out.iter_mut().zip(offsets) {
+        *slot = T::from_bits(base + u64::from(narrow));
+    }
+}
+
 /// What [`Packer::pack`] made of a table.
 #[derive(Debug)]
 pub enum Packing<T> {
@@ -79,16 +172,41 @@ fn above_at<T: Tag>(above: Option<&[T]>, index: usize) -> T {
 impl Packer {
     /// Packs `table`; `above` holds the level above's tags (`None`: all default).
     pub fn pack<T: Tag>(&mut self, table: &[T], above: Option<&[T]>) -> Packing<T> {
-        debug_assert!(above.is_none_or(|above| above.len() == table.len()));
-        let first = table[0].delta_from(above_at(above, 0));
+        self.pack_tags(table.len(), |index| table[index], above, INCOMPRESSIBLE)
+    }
+
+    /// Packs a narrow table, as [`pack`](Packer::pack) does a plain one; LZ4 must then
+    /// halve the narrow form, not the plain one.
+    pub fn pack_narrow<T: Tag>(
+        &mut self,
+        offsets: &[u32],
+        base_high: u32,
+        above: Option<&[T]>,
+    ) -> Packing<T> {
+        let tag_at = |index| narrow_get(offsets, base_high, index);
+        self.pack_tags(offsets.len(), tag_at, above, 2 * INCOMPRESSIBLE)
+    }
+
+    /// Packs the `len` tags `tag_at(0..len)`; LZ4 output must be at most `1 / shrink` of the
+    /// plain form.
+    fn pack_tags<T: Tag>(
+        &mut self,
+        len: usize,
+        tag_at: impl Fn(usize) -> T,
+        above: Option<&[T]>,
+        shrink: usize,
+    ) -> Packing<T> {
+        debug_assert!(above.is_none_or(|above| above.len() == len));
+        let first = tag_at(0).delta_from(above_at(above, 0));
         let (mut constant, mut plain_zeros, mut delta_zeros) = (true, 0usize, 0usize);
-        for (index, &tag) in table.iter().enumerate() {
+        for index in 0..len {
+            let tag = tag_at(index);
             let delta = tag.delta_from(above_at(above, index));
             constant &= delta == first;
             plain_zeros += (tag == T::default()) as usize;
             delta_zeros += (delta == T::default()) as usize;
         }
-        if plain_zeros == table.len() {
+        if plain_zeros == len {
             return Packing::Absent;
         }
         if constant {
@@ -96,17 +214,17 @@ impl Packer {
         }
         let delta = above.is_some() && delta_zeros >= plain_zeros;
         self.raw.clear();
-        self.raw.resize(table.len() * T::BYTES, 0);
+        self.raw.resize(len * T::BYTES, 0);
         let out = self.raw.chunks_exact_mut(T::BYTES);
         match above {
             Some(above) if delta => {
-                for ((bytes, &tag), &above) in out.zip(table).zip(above) {
-                    tag.delta_from(above).write_le(bytes);
+                for ((index, bytes), &above) in out.enumerate().zip(above) {
+                    tag_at(index).delta_from(above).write_le(bytes);
                 }
             }
             _ => {
-                for (bytes, &tag) in out.zip(table) {
-                    tag.delta_from(T::default()).write_le(bytes);
+                for (index, bytes) in out.enumerate() {
+                    tag_at(index).delta_from(T::default()).write_le(bytes);
                 }
             }
         }
@@ -120,13 +238,13 @@ impl Packer {
             let sample = &self.raw[..self.raw.len() / 8];
             let written = lz4_flex::block::compress_into(sample, &mut self.compressed)
                 .expect("kage-vsm: LZ4 output buffer sized by its bound");
-            if written * INCOMPRESSIBLE > sample.len() {
+            if written * shrink > sample.len() {
                 return Packing::Incompressible;
             }
         }
         let written = lz4_flex::block::compress_into(&self.raw, &mut self.compressed[1..])
             .expect("kage-vsm: LZ4 output buffer sized by its bound");
-        if written * INCOMPRESSIBLE > self.raw.len() {
+        if written * shrink > self.raw.len() {
             return Packing::Incompressible;
         }
         self.compressed[0] = delta as u8;
@@ -416,5 +534,48 @@ mod tests {
         assert_eq!(clock.insert(5), (0, Some(1)));
         assert_eq!(clock.insert(6), (1, Some(2)));
         assert_eq!(clock.len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod narrow_tests {
+    use super::*;
+
+    #[test]
+    fn small_tags_keep_base_zero_and_wide_ones_their_least_aligned() {
+        let small = NarrowTable::of(&[0u64, 5, u64::from(u32::MAX)]).expect("fits");
+        assert_eq!(small.base_high, 0);
+        assert_eq!(narrow_get::<u64>(&small.offsets, 0, 2), u64::from(u32::MAX));
+        let high = (1u64 << 40) + 0x1_2345;
+        let NarrowTable {
+            mut offsets,
+            base_high,
+        } = NarrowTable::of(&[high + 9, high, high + 7]).expect("fits");
+        let base = narrow_base(base_high);
+        assert_eq!(base, (1 << 40) + 0x1_0000, "the least tag, 2^16 aligned");
+        let mut out = [0u64; 3];
+        narrow_widen_into(&offsets, base_high, &mut out);
+        assert_eq!(out, [high + 9, high, high + 7]);
+        // In range: stored; below the base or past 2^32 above it: refused, unchanged.
+        assert!(narrow_set(&mut offsets, base_high, 1, high + 3));
+        assert!(narrow_set(&mut offsets, base_high, 0, base));
+        assert!(!narrow_set(&mut offsets, base_high, 1, base - 1));
+        assert!(!narrow_set(&mut offsets, base_high, 1, base + (1 << 32)));
+        assert_eq!(narrow_get::<u64>(&offsets, base_high, 1), high + 3);
+        assert_eq!(narrow_get::<u64>(&offsets, base_high, 0), base);
+    }
+
+    #[test]
+    fn tags_spanning_more_than_32_bits_or_no_wider_than_32_are_not_narrowed() {
+        assert!(NarrowTable::of(&[0u64, 1 << 32]).is_none());
+        assert!(NarrowTable::of(&[1u64 << 40, (1 << 40) + (1 << 32)]).is_none());
+        assert!(
+            NarrowTable::of(&[u64::MAX - 5, u64::MAX]).is_none(),
+            "base beyond 2^48"
+        );
+        assert!(NarrowTable::of(&[1u32, 2]).is_none());
+        assert!(NarrowTable::of(&[true, false]).is_none());
+        assert!(NarrowTable::zeroed::<u32>(4).is_none());
+        assert_eq!(NarrowTable::zeroed::<u64>(4).expect("u64").offsets.len(), 4);
     }
 }

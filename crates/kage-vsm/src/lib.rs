@@ -85,6 +85,10 @@ pub trait Tag: Copy + Eq + Default + fmt::Debug + Send + 'static {
     fn write_le(self, out: &mut [u8]);
     /// Reads what [`write_le`](Tag::write_le) wrote.
     fn read_le(bytes: &[u8]) -> Self;
+    /// The tag as an unsigned number (for tags narrower than 64 bits, zero-extended).
+    fn to_bits(self) -> u64;
+    /// Inverse of [`to_bits`](Tag::to_bits) (`bits` must be one of its results).
+    fn from_bits(bits: u64) -> Self;
 }
 
 /// The 1-bit presence tag of the footprint profiler. Stored in one byte (Rust's `bool`),
@@ -108,6 +112,14 @@ impl Tag for bool {
     fn read_le(bytes: &[u8]) -> Self {
         bytes[0] != 0
     }
+    #[inline]
+    fn to_bits(self) -> u64 {
+        self as u64
+    }
+    #[inline]
+    fn from_bits(bits: u64) -> Self {
+        bits != 0
+    }
 }
 
 macro_rules! integer_tag {
@@ -129,6 +141,14 @@ macro_rules! integer_tag {
             #[inline]
             fn read_le(bytes: &[u8]) -> Self {
                 <$t>::from_le_bytes(bytes.try_into().expect("Tag::BYTES bytes"))
+            }
+            #[inline]
+            fn to_bits(self) -> u64 {
+                self as u64
+            }
+            #[inline]
+            fn from_bits(bits: u64) -> Self {
+                bits as $t
             }
         }
     )*};
@@ -303,6 +323,8 @@ pub struct Stats {
     pub packed_tables: usize,
     /// Bytes of LZ4-compressed tag tables.
     pub packed_bytes: usize,
+    /// Tag tables currently stored narrow (4 bytes a tag, [`compress::NarrowTable`]).
+    pub narrow_tables: usize,
     /// Tag tables packed so far (to a constant, LZ4, or released as all default).
     pub packs: u64,
     /// Tag tables decompressed so far.

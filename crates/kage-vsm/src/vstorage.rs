@@ -15,8 +15,11 @@
 //! found the next time the page is fetched from, evicted to or packed.
 //!
 //! With compression (which also collects dead levels), each level of a level table is one
-//! of: absent (all default), a tag table, a constant difference from the level above, or a
-//! tag table compressed with LZ4 ([`compress`]). A page goes on the clock list when it gets
+//! of: absent (all default), a tag table, a narrow tag table (64-bit tags in one 32-bit
+//! range, as 32-bit offsets: [`NarrowTable`]), a constant difference from the level above,
+//! or a tag table compressed with LZ4 ([`compress`]). New and unpacked tables of 64-bit tags
+//! are made narrow when their tags allow; a narrow table is read and written in place like
+//! a plain one, and a store out of its range makes it plain. A page goes on the clock list when it gets
 //! a tag table not yet tried for packing (a store made one, or it was unpacked); only pages
 //! off the list hold compressed tables: touching such a page validates it (dropping dead
 //! levels unopened), unpacks what is left and lists it. The clock list's victim is
@@ -24,7 +27,8 @@
 //! to pack or unpack (constants, incompressible tables) stay off the list, so accessing
 //! them costs no list work. A constant level is read and written where it is, in
 //! O(1) from the level above (a store that breaks the constant turns it back into a table),
-//! so it never needs unpacking; a table LZ4 cannot halve is marked incompressible and kept.
+//! so it never needs unpacking; a table LZ4 cannot halve (a narrow one: halve again) is made
+//! narrow if it is not already and its tags allow, marked incompressible and kept.
 //! The list's capacity adapts to the re-decompression rate: every 4 × capacity storage
 //! accesses it grows by a quarter (up to 8× [`Config::victim_tables`]) when more than 1 in
 //! 128 of them had to unpack something, and shrinks by an eighth (down to an eighth of it)
@@ -35,7 +39,9 @@
 //! [`Config::free_tables`]: crate::Config::free_tables
 //! [`Config::victim_tables`]: crate::Config::victim_tables
 
-use crate::compress::{Clock, PackedTable, Packer, Packing};
+use crate::compress::{
+    narrow_get, narrow_set, narrow_widen_into, Clock, NarrowTable, PackedTable, Packer, Packing,
+};
 use crate::page_table::PageTable;
 use crate::strided::{slice_bytes, Addressing};
 use crate::{max_valid_level, Config, Stats, Tag};
@@ -59,6 +65,14 @@ enum Level<T> {
         tags: Box<[T]>,
         incompressible: bool,
     },
+    /// A tag table whose tags lie in one 32-bit range ([`NarrowTable`]'s fields, kept
+    /// apart so that a level fits in 24 bytes), at half the bytes, read and written in
+    /// place; `incompressible` as for a table.
+    Narrow {
+        offsets: Box<[u32]>,
+        base_high: u32,
+        incompressible: bool,
+    },
     /// Every tag is `T::undelta(delta, above)`, `above` being the level above's tag.
     Constant(T),
     /// A compressed tag table (only in pages off the clock list).
@@ -76,6 +90,9 @@ impl<T: Tag> Level<T> {
             Level::Absent => T::default(),
             Level::Table { tags, .. } => tags[offset],
             Level::Constant(delta) => T::undelta(*delta, above),
+            Level::Narrow {
+                offsets, base_high, ..
+            } => narrow_get(offsets, *base_high, offset),
             Level::Packed(_) => unreachable!("kage-vsm: packed level in a listed page"),
         }
     }
@@ -121,6 +138,8 @@ struct Tables<T> {
     gc: bool,
     /// Dead levels leave the level table (else their tables are scrubbed in place).
     collect: bool,
+    /// New and unpacked tables are made narrow when their tags allow (with compression).
+    narrow: bool,
     /// Tag tables in level tables.
     in_use: usize,
     free: Vec<Box<[T]>>,
@@ -131,6 +150,8 @@ struct Tables<T> {
     constant_tables: usize,
     packed_tables: usize,
     packed_bytes: usize,
+    narrow_tables: usize,
+    narrow_bytes: usize,
 }
 
 /// Compression state: the clock list, the packer and the list's adaptation.
@@ -188,6 +209,32 @@ impl<T: Tag> Tables<T> {
         }
     }
 
+    /// A new level holding `tags`: narrow when allowed and they fit (the table goes back to
+    /// the free list), else the table.
+    fn table_level(&mut self, tags: Box<[T]>) -> Level<T> {
+        match self.narrow.then(|| NarrowTable::of(&tags)).flatten() {
+            Some(table) => {
+                self.give(tags);
+                self.narrow_level(table)
+            }
+            None => Level::Table {
+                tags,
+                incompressible: false,
+            },
+        }
+    }
+
+    /// A level holding `table`, counted.
+    fn narrow_level(&mut self, table: NarrowTable) -> Level<T> {
+        self.narrow_tables += 1;
+        self.narrow_bytes += slice_bytes::<u32>(table.offsets.len());
+        Level::Narrow {
+            offsets: table.offsets,
+            base_high: table.base_high,
+            incompressible: false,
+        }
+    }
+
     /// Releases whatever a level holds.
     fn release(&mut self, level: Level<T>) {
         match level {
@@ -197,6 +244,10 @@ impl<T: Tag> Tables<T> {
             Level::Packed(packed) => {
                 self.packed_tables -= 1;
                 self.packed_bytes -= packed.heap_bytes();
+            }
+            Level::Narrow { offsets, .. } => {
+                self.narrow_tables -= 1;
+                self.narrow_bytes -= slice_bytes::<u32>(offsets.len());
             }
         }
     }
@@ -254,9 +305,9 @@ impl<T: Tag> Tables<T> {
         }
     }
 
-    /// Stores `tag` at `offset` of level `level` of `levels`, which is absent or constant
-    /// and does not hold `tag` there already; `above` is the new tag of the level above
-    /// there. Returns whether it made a table.
+    /// Stores `tag` at `offset` of level `level` of `levels`, which is absent, constant or
+    /// narrow and does not hold `tag` there already; `above` is the new tag of the level
+    /// above there. Returns whether it made a table.
     #[inline(never)]
     fn store_other(
         &mut self,
@@ -269,6 +320,13 @@ impl<T: Tag> Tables<T> {
     ) -> bool {
         match levels[level] {
             Level::Absent if tag != T::default() => {
+                let zeroed = self.narrow.then(|| NarrowTable::zeroed::<T>(self.units));
+                if let Some(mut table) = zeroed.flatten() {
+                    if narrow_set(&mut table.offsets, table.base_high, offset, tag) {
+                        levels[level] = self.narrow_level(table);
+                        return true;
+                    }
+                }
                 let mut table = self.take();
                 table[offset] = tag;
                 levels[level] = Level::Table {
@@ -278,10 +336,31 @@ impl<T: Tag> Tables<T> {
                 true
             }
             Level::Constant(delta) if T::undelta(delta, above) != tag => {
-                self.materialize(levels, level, scratch);
-                if let Level::Table { tags, .. } = &mut levels[level] {
-                    tags[offset] = tag;
+                let mut tags = self.constant_tags(levels, level, delta, scratch);
+                tags[offset] = tag;
+                levels[level] = self.table_level(tags);
+                true
+            }
+            Level::Narrow {
+                ref mut offsets,
+                base_high,
+                ..
+            } => {
+                if narrow_set(offsets, base_high, offset, tag) {
+                    return false;
                 }
+                // Out of its range: a plain table again, to be judged afresh when cold.
+                let mut tags = self.take_unscrubbed();
+                narrow_widen_into(offsets, base_high, &mut tags);
+                tags[offset] = tag;
+                let narrow = std::mem::replace(
+                    &mut levels[level],
+                    Level::Table {
+                        tags,
+                        incompressible: false,
+                    },
+                );
+                self.release(narrow);
                 true
             }
             Level::Absent | Level::Constant(_) => false,
@@ -290,23 +369,23 @@ impl<T: Tag> Tables<T> {
         }
     }
 
-    /// Turns constant level `level` back into a tag table (a store broke the constant).
+    /// The tags of constant level `level` (difference `delta` from the level above) as a
+    /// table, for a store that breaks the constant; the level is no longer counted as one.
     #[cold]
-    fn materialize(&mut self, levels: &mut [Level<T>], level: usize, scratch: &mut Vec<T>) {
-        let (upper, rest) = levels.split_at_mut(level);
-        let Level::Constant(delta) = rest[0] else {
-            unreachable!("materializing a constant level")
-        };
-        let above = level_values(upper, self.units, scratch);
+    fn constant_tags(
+        &mut self,
+        levels: &[Level<T>],
+        level: usize,
+        delta: T,
+        scratch: &mut Vec<T>,
+    ) -> Box<[T]> {
+        let above = level_values(&levels[..level], self.units, scratch);
         let mut tags = self.take_unscrubbed();
         for (index, tag) in tags.iter_mut().enumerate() {
             *tag = T::undelta(delta, above.map_or(T::default(), |above| above[index]));
         }
         self.constant_tables -= 1;
-        rest[0] = Level::Table {
-            tags,
-            incompressible: false,
-        };
+        tags
     }
 
     fn heap_bytes(&self) -> usize {
@@ -314,6 +393,7 @@ impl<T: Tag> Tables<T> {
             + self.free.capacity() * size_of::<Box<[T]>>()
             + self.level_bytes
             + self.packed_bytes
+            + self.narrow_bytes
     }
 }
 
@@ -336,6 +416,14 @@ fn level_values<'a, T: Tag>(
         Some(Level::Table { tags, .. }) => {
             scratch.clear();
             scratch.extend_from_slice(tags);
+            base.expect("some") + 1
+        }
+        Some(Level::Narrow {
+            offsets, base_high, ..
+        }) => {
+            scratch.clear();
+            scratch.resize(units, T::default());
+            narrow_widen_into(offsets, *base_high, scratch);
             base.expect("some") + 1
         }
         _ => {
@@ -406,7 +494,9 @@ impl Compression {
     }
 
     /// Packs every tag table of a level table (none packed) into its cheapest form,
-    /// deepest first, so that each is encoded against the level above as it still is.
+    /// deepest first, so that each is encoded against the level above as it still is. A
+    /// table LZ4 cannot halve (a narrow one: halve again) is kept narrow if its tags allow,
+    /// else plain, and is not tried again.
     fn pack<T: Tag>(
         &mut self,
         levels: &mut Vec<Level<T>>,
@@ -415,15 +505,22 @@ impl Compression {
     ) {
         for level in (0..levels.len()).rev() {
             let (upper, rest) = levels.split_at_mut(level);
-            let Level::Table {
-                tags,
-                incompressible: false,
-            } = &rest[0]
-            else {
-                continue;
+            let packing = match &rest[0] {
+                Level::Table {
+                    tags,
+                    incompressible: false,
+                } => (self.packer).pack(tags, level_values(upper, tables.units, scratch)),
+                Level::Narrow {
+                    offsets,
+                    base_high,
+                    incompressible: false,
+                } => {
+                    let above = level_values(upper, tables.units, scratch);
+                    self.packer.pack_narrow(offsets, *base_high, above)
+                }
+                _ => continue,
             };
-            let above = level_values(upper, tables.units, scratch);
-            let packed = match self.packer.pack(tags, above) {
+            let packed = match packing {
                 Packing::Absent => Level::Absent,
                 Packing::Constant(delta) => {
                     tables.constant_tables += 1;
@@ -435,8 +532,19 @@ impl Compression {
                     Level::Packed(packed)
                 }
                 Packing::Incompressible => {
-                    if let Level::Table { incompressible, .. } = &mut rest[0] {
-                        *incompressible = true;
+                    let narrow = match &rest[0] {
+                        Level::Table { tags, .. } => NarrowTable::of(tags),
+                        _ => None,
+                    };
+                    if let Some(table) = narrow {
+                        let narrow = tables.narrow_level(table);
+                        let table = std::mem::replace(&mut rest[0], narrow);
+                        tables.release(table);
+                    }
+                    match &mut rest[0] {
+                        Level::Table { incompressible, .. } => *incompressible = true,
+                        Level::Narrow { incompressible, .. } => *incompressible = true,
+                        _ => {}
                     }
                     continue;
                 }
@@ -469,13 +577,8 @@ impl Compression {
             };
             let mut tags = tables.take_unscrubbed();
             self.packer.unpack(packed, above, &mut tags);
-            let packed = std::mem::replace(
-                &mut rest[0],
-                Level::Table {
-                    tags,
-                    incompressible: false,
-                },
-            );
+            let unpacked_level = tables.table_level(tags);
+            let packed = std::mem::replace(&mut rest[0], unpacked_level);
             tables.release(packed);
             unpacked += 1;
         }
@@ -495,6 +598,7 @@ impl<T: Tag> VStorage<T> {
                 units: addressing.units(),
                 gc,
                 collect: gc || compress,
+                narrow: compress,
                 in_use: 0,
                 free: Vec::new(),
                 free_max: if gc { config.free_tables } else { 0 },
@@ -503,6 +607,8 @@ impl<T: Tag> VStorage<T> {
                 constant_tables: 0,
                 packed_tables: 0,
                 packed_bytes: 0,
+                narrow_tables: 0,
+                narrow_bytes: 0,
             },
             compression: compress.then(|| Compression {
                 clock: Clock::new(config.victim_tables),
@@ -593,9 +699,12 @@ impl<T: Tag> VStorage<T> {
             if let Level::Table { tags, .. } = entry {
                 tags[offset] = tag;
             } else {
-                let unchanged = match *entry {
-                    Level::Constant(delta) => T::undelta(delta, above) == tag,
+                let unchanged = match entry {
+                    Level::Constant(delta) => T::undelta(*delta, above) == tag,
                     Level::Absent => tag == T::default(),
+                    Level::Narrow {
+                        offsets, base_high, ..
+                    } => narrow_set(offsets, *base_high, offset, tag),
                     _ => false,
                 };
                 if !unchanged
@@ -697,6 +806,7 @@ impl<T: Tag> VStorage<T> {
             constant_tables: self.tables.constant_tables,
             packed_tables: self.tables.packed_tables,
             packed_bytes: self.tables.packed_bytes,
+            narrow_tables: self.tables.narrow_tables,
             packs,
             unpacks,
             victim_tables,
@@ -736,7 +846,7 @@ mod tests {
     }
 
     /// The forms of page `page_no`'s levels: `-` absent, `T` table, `I` incompressible
-    /// table, `C` constant, `P` packed.
+    /// table, `N` narrow table, `n` incompressible narrow table, `C` constant, `P` packed.
     fn forms<T: Tag>(storage: &VStorage<T>, page_no: u64) -> String {
         let page = storage.pages.get(page_no).expect("page");
         page.levels
@@ -750,6 +860,11 @@ mod tests {
                 Level::Table { .. } => 'I',
                 Level::Constant(_) => 'C',
                 Level::Packed(_) => 'P',
+                Level::Narrow {
+                    incompressible: false,
+                    ..
+                } => 'N',
+                Level::Narrow { .. } => 'n',
             })
             .collect()
     }
@@ -820,7 +935,7 @@ mod tests {
             storage.store(unit, current, &vector);
             expected.push(vector);
         }
-        assert_eq!(forms(&storage, 0), "TTTT");
+        assert_eq!(forms(&storage, 0), "TTTN");
         storage.store(64, current, &[1]); // page 1 is listed: page 0 is packed
         assert_eq!(forms(&storage, 0), "ICCP");
         let stats = storage.stats();
@@ -829,16 +944,17 @@ mod tests {
             (2, 1, 3)
         );
         assert_eq!(
-            stats.tag_tables - stats.free_tables,
-            1 + 1,
-            "the incompressible table and page 1's"
+            (stats.tag_tables - stats.free_tables, stats.narrow_tables),
+            (1, 1),
+            "the incompressible table; page 1's is narrow"
         );
         assert!(stats.packed_bytes > 0 && stats.packed_bytes < 64 * 8 / 4);
-        // Back on the list (page 1 packed in turn): only the LZ4 table is unpacked.
+        // Back on the list (page 1 packed in turn): only the LZ4 table is unpacked, narrow
+        // as its tags allow.
         let mut out = [0; 5];
         assert_eq!(storage.fetch(3, current, &mut out), 4);
         assert_eq!(out[..4], expected[3]);
-        assert_eq!(forms(&storage, 0), "ICCT");
+        assert_eq!(forms(&storage, 0), "ICCN");
         assert_eq!(storage.stats().unpacks, 1);
         for (unit, vector) in expected.iter().enumerate() {
             assert_eq!(storage.fetch(unit as u64, current, &mut out), 4);
@@ -847,11 +963,11 @@ mod tests {
         // A store consistent with the constants keeps them; one that is not turns the
         // broken level back into a table, and the others still read right.
         storage.store(7, current, &[11, 11, 16, 0]);
-        assert_eq!(forms(&storage, 0), "ICCT");
+        assert_eq!(forms(&storage, 0), "ICCN");
         expected[7] = [11, 11, 16, 0];
         storage.store(9, current, &[12, 13, 18, 1]);
         expected[9] = [12, 13, 18, 1];
-        assert_eq!(forms(&storage, 0), "ITCT");
+        assert_eq!(forms(&storage, 0), "ITCN");
         assert_eq!(storage.stats().constant_tables, 1);
         for (unit, vector) in expected.iter().enumerate() {
             assert_eq!(storage.fetch(unit as u64, current, &mut out), 4);
@@ -895,9 +1011,9 @@ mod tests {
         assert_eq!(out, [7, 7, 7]);
         storage.store(6, current, &[7, 7, 7]);
         assert!(!listed(&storage, 0) && listed(&storage, 1));
-        // A store that breaks one makes a table, and the page goes back on the list.
+        // A store that breaks one makes a (narrow) table, and the page goes back on the list.
         storage.store(6, current, &[7, 8, 8]);
-        assert_eq!(forms(&storage, 0), "CTC");
+        assert_eq!(forms(&storage, 0), "CNC");
         assert!(listed(&storage, 0) && !listed(&storage, 1));
         assert_eq!(storage.stats().unpacks, 0);
         for unit in 0..64 {
@@ -914,6 +1030,7 @@ mod tests {
             units,
             gc: true,
             collect: true,
+            narrow: true,
             in_use: 2,
             free: Vec::new(),
             free_max: 8,
@@ -922,6 +1039,8 @@ mod tests {
             constant_tables: 0,
             packed_tables: 0,
             packed_bytes: 0,
+            narrow_tables: 0,
+            narrow_bytes: 0,
         };
         let mut compression = Compression {
             clock: Clock::new(1),
@@ -933,31 +1052,126 @@ mod tests {
             packs: 0,
             unpacks: 0,
         };
-        // Both tables are all 7s (constant), but the first is marked incompressible.
-        let table = || vec![7u64; units].into_boxed_slice();
+        // Levels 0 and 1, all 7s, would be constant but are marked incompressible: not
+        // tried again. Level 2, all 7s and never tried, is constant (delta 0 from level 1);
+        // level 3, 32-bit noise, is narrowed (LZ4 cannot halve it) and marked.
+        let sevens = || vec![7u64; units].into_boxed_slice();
+        let mut x = 0x9e37_79b9u32;
+        let noise = (0..units)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                u64::from(x)
+            })
+            .collect::<Box<[u64]>>();
+        let narrow_sevens = |incompressible| {
+            let table = NarrowTable::of(&sevens()).expect("narrow");
+            Level::Narrow {
+                offsets: table.offsets,
+                base_high: table.base_high,
+                incompressible,
+            }
+        };
+        tables.narrow_tables = 2;
+        tables.narrow_bytes = 2 * units * 4;
         let mut levels = vec![
             Level::Table {
-                tags: table(),
+                tags: sevens(),
                 incompressible: true,
             },
+            narrow_sevens(true),
+            narrow_sevens(false),
             Level::Table {
-                tags: table(),
+                tags: noise,
                 incompressible: false,
             },
         ];
         compression.pack(&mut levels, &mut tables, &mut Vec::new());
-        assert!(matches!(
-            levels[0],
-            Level::Table {
-                incompressible: true,
-                ..
-            }
-        ));
-        assert!(matches!(levels[1], Level::Constant(0)));
+        let forms: String = levels
+            .iter()
+            .map(|level| match level {
+                Level::Table {
+                    incompressible: true,
+                    ..
+                } => 'I',
+                Level::Narrow {
+                    incompressible: true,
+                    ..
+                } => 'n',
+                Level::Constant(0) => 'C',
+                _ => '?',
+            })
+            .collect();
+        assert_eq!(forms, "InCn");
         assert_eq!(
-            (compression.packs, tables.in_use, tables.constant_tables),
-            (1, 1, 1)
+            (
+                compression.packs,
+                tables.in_use,
+                tables.constant_tables,
+                tables.narrow_tables
+            ),
+            (1, 1, 1, 2)
         );
+        assert_eq!(tables.narrow_bytes, 2 * units * 4);
+    }
+
+    #[test]
+    fn a_narrow_table_is_read_and_written_in_place_until_a_tag_leaves_its_range() {
+        let config = Config {
+            table_bits: 6,
+            ..config()
+        };
+        let versions = versions(2);
+        let current = versions.as_slice();
+        let mut storage = VStorage::<u64>::new(&config, true, true);
+        let listed = |storage: &VStorage<u64>, page: u64| {
+            storage.pages.get(page).unwrap().clock_slot != NOT_LISTED
+        };
+        let check = |storage: &mut VStorage<u64>, expected: &[[u64; 2]]| {
+            let mut out = [0; 2];
+            for (unit, vector) in expected.iter().enumerate() {
+                assert_eq!(storage.fetch(unit as u64, current, &mut out), 2);
+                assert_eq!(&out, vector, "unit {unit}");
+            }
+        };
+        // Level 0: 31-bit noise (LZ4 cannot even halve its narrow form); level 1: level 0
+        // plus 5. New tables are narrow.
+        let mut x = 0x9e37_79b9u32;
+        let mut expected = Vec::new();
+        for unit in 0..64u64 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let vector = [u64::from(x >> 1), u64::from(x >> 1) + 5];
+            storage.store(unit, current, &vector);
+            expected.push(vector);
+        }
+        assert_eq!(forms(&storage, 0), "NN");
+        assert_eq!(storage.stats().narrow_tables, 2);
+        storage.store(64, current, &[1]); // lists page 1, packs page 0
+        assert_eq!(forms(&storage, 0), "nC");
+        assert!(!listed(&storage, 0));
+        check(&mut storage, &expected);
+        assert_eq!(storage.stats().unpacks, 0);
+        // A tag in range is written in place: no new table, no listing.
+        expected[3] = [17, 22];
+        storage.store(3, current, &expected[3]);
+        assert_eq!(forms(&storage, 0), "nC");
+        assert!(!listed(&storage, 0));
+        // Breaking the constant below a narrow level makes a narrow table of it, derived
+        // through the narrow level.
+        expected[4] = [18, 24];
+        storage.store(4, current, &expected[4]);
+        assert_eq!(forms(&storage, 0), "nN");
+        assert!(listed(&storage, 0));
+        check(&mut storage, &expected);
+        // A tag out of the range turns a narrow level back into a plain table.
+        expected[5] = [1 << 40, (1 << 40) + 5];
+        storage.store(5, current, &expected[5]);
+        assert_eq!(forms(&storage, 0), "TT");
+        assert_eq!(storage.stats().narrow_tables, 0);
+        check(&mut storage, &expected);
     }
 
     #[test]
@@ -978,7 +1192,7 @@ mod tests {
         let mut out = [0; 2];
         assert_eq!(storage.fetch(1, versions.as_slice(), &mut out), 1);
         assert_eq!(out[0], 1);
-        assert_eq!(forms(&storage, 0), "T");
+        assert_eq!(forms(&storage, 0), "N");
         let stats = storage.stats();
         assert_eq!(stats.unpacks, 1, "only level 0");
         assert_eq!(stats.packed_tables, 1, "page 1's level 0, packed in turn");
@@ -988,38 +1202,42 @@ mod tests {
     fn the_clock_list_grows_when_pages_keep_coming_back_and_shrinks_when_not() {
         let config = Config {
             victim_tables: 8,
+            table_bits: 6,
             ..config()
         };
         let versions = versions(2);
         let current = versions.as_slice();
         let mut storage = VStorage::<u64>::new(&config, true, true);
         let mut out = [0; 2];
-        // 40 pages whose level 1 is sparse (LZ4), visited round-robin: every listing of a
-        // page that was packed unpacks it.
+        // 40 pages whose levels are sparse (LZ4 shrinks them to a quarter of their narrow
+        // form), visited round-robin: every listing of a page that was packed unpacks it.
         for round in 0..30u64 {
             for page in 0..40u64 {
-                storage.store(page * 4, current, &[round + 1, round + page]);
+                storage.store(page * 64, current, &[round + 1, round + page]);
             }
         }
         let grown = storage.stats().victim_tables;
         assert!(grown > 8 && grown <= 64, "{grown}");
         for page in 0..40u64 {
-            assert_eq!(storage.fetch(page * 4, current, &mut out), 2);
+            assert_eq!(storage.fetch(page * 64, current, &mut out), 2);
             assert_eq!(out, [30, 29 + page]);
         }
-        // Pages whose levels are all constant never need unpacking: the list shrinks to an
-        // eighth of its initial size, packing what it drops.
-        let unpacks = storage.stats().unpacks;
-        for round in 0..100u64 {
-            for unit in 400..1600u64 {
-                storage.store(unit, current, &[round + 1, round + 1]);
+        // Pages whose levels are all constant (once written whole) never need unpacking:
+        // the list shrinks to an eighth of its initial size, packing what it drops.
+        let mut unpacks = 0;
+        for round in 0..100 {
+            for unit in 4096..5296u64 {
+                storage.store(unit, current, &[7, 7]);
+            }
+            if round == 0 {
+                unpacks = storage.stats().unpacks;
             }
         }
         assert_eq!(storage.stats().unpacks, unpacks);
         assert_eq!(storage.stats().victim_tables, 1);
         assert!(storage.compression.as_ref().unwrap().clock.len() <= 1);
         for page in 0..40u64 {
-            assert_eq!(storage.fetch(page * 4, current, &mut out), 2);
+            assert_eq!(storage.fetch(page * 64, current, &mut out), 2);
             assert_eq!(out, [30, 29 + page]);
         }
     }

@@ -192,24 +192,27 @@ fn paper_worked_example_on_every_kind() {
     }
 }
 
-/// The compression paths the differential runs rely on do run: with tiny structures, tag
-/// tables become constants and LZ4 tables, are unpacked again, and the clock list both grows
-/// and shrinks, all while matching the model.
-#[test]
-fn compression_paths_are_exercised() {
+/// Runs `program` on the compressed VSM under `config` and on the model, asserting that they
+/// agree at every step; returns the largest numbers of constant, LZ4 and narrow tables seen,
+/// the clock list's capacities and the final counters.
+fn run_compressed(
+    config: &Config,
+    program: &[Op],
+) -> (
+    usize,
+    usize,
+    usize,
+    std::collections::BTreeSet<usize>,
+    kage_vsm::Stats,
+) {
     use common::{apply, Model};
     use kage_vsm::{AnyVsm, VectorShadow, VsmKind};
-    let config = Config {
-        victim_tables: 2,
-        ..compressible_config()
-    };
-    let mut rng = Rng(0x00c0_ffee);
-    let program = random_program(&mut rng, 30_000, 4096);
     let mut model = Model::<u64>::new(config.granularity);
-    let mut vsm = AnyVsm::<u64>::new(VsmKind::Compress, &config);
+    let mut vsm = AnyVsm::<u64>::new(VsmKind::Compress, config);
     let (mut touched, mut expected, mut got) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut constants, mut packed, mut lists) = (0, 0, std::collections::BTreeSet::new());
-    for op in &program {
+    let (mut constants, mut packed, mut narrow) = (0, 0, 0);
+    let mut lists = std::collections::BTreeSet::new();
+    for op in program {
         let before = touched.len();
         expected.clear();
         got.clear();
@@ -220,9 +223,24 @@ fn compression_paths_are_exercised() {
         let stats = vsm.stats();
         constants = constants.max(stats.constant_tables);
         packed = packed.max(stats.packed_tables);
+        narrow = narrow.max(stats.narrow_tables);
         lists.insert(stats.victim_tables);
     }
-    let stats = vsm.stats();
+    (constants, packed, narrow, lists, vsm.stats())
+}
+
+/// The compression paths the differential runs rely on do run: with tiny structures, tag
+/// tables become constants and LZ4 tables, are unpacked again, and the clock list both grows
+/// and shrinks, all while matching the model.
+#[test]
+fn compression_paths_are_exercised() {
+    let config = Config {
+        victim_tables: 2,
+        ..compressible_config()
+    };
+    let mut rng = Rng(0x00c0_ffee);
+    let program = random_program(&mut rng, 30_000, 4096);
+    let (constants, packed, _, lists, stats) = run_compressed(&config, &program);
     assert!(
         constants > 0 && packed > 0,
         "{constants} constant, {packed} LZ4 tables"
@@ -235,4 +253,47 @@ fn compression_paths_are_exercised() {
         lists.len() > 2 && lists.contains(&1),
         "the list's capacities: {lists:?}"
     );
+}
+
+/// Dense pages of 32-bit tags, as HCPA's times are, become narrow tables (LZ4 cannot halve
+/// them); updates that multiply tags push some out of the 32-bit range, turning their tables
+/// back into plain ones; all while matching the model.
+#[test]
+fn narrow_tables_match_the_model() {
+    let config = Config {
+        victim_tables: 2,
+        ..compressible_config()
+    };
+    let mut rng = Rng(0x0dd_ba11);
+    let mut program = Vec::new();
+    for _ in 0..4000 {
+        let page = rng.below(4) * 512;
+        program.push(match rng.below(8) {
+            0 if rng.below(16) == 0 => Op::Enter(1 + rng.below(3) as u8),
+            1 if rng.below(16) == 0 => Op::Exit(1 + rng.below(3) as u8),
+            2 if rng.below(16) == 0 => Op::Cycle(1),
+            3 if rng.below(4) == 0 => Op::Update {
+                at: (1, page + rng.below(64) * 8),
+                count: 1 + rng.below(4) as u8,
+                stride: 8,
+                by: rng.below(100),
+            },
+            4 => Op::Read {
+                at: (1, page),
+                count: 64,
+                stride: 8,
+            },
+            _ => Op::Write {
+                at: (1, page + rng.below(64) * 8),
+                count: 1,
+                stride: 8,
+                levels: (255, 255),
+                tag: rng.next() >> 32,
+                hook: false,
+            },
+        });
+    }
+    program.push(Op::Sweep);
+    let (_, _, narrow, _, stats) = run_compressed(&config, &program);
+    assert!(narrow > 0, "no narrow table: {stats:?}");
 }
