@@ -10,5 +10,5 @@ pub mod read;
 pub mod render;
 
 pub use model::*;
-pub use planner::{plan, plan_regions};
+pub use planner::{plan, plan_regions, plan_shapes};
 pub use read::{parse_report, read_report, ReadError};

@@ -8,12 +8,14 @@
 //! names the first copy of its source region in the report it was made from (in a report
 //! that is already by source, the source region itself).
 //!
-//! The planner is pure: the runtime calls [`plan_regions`] when it writes an hcpa report, and
+//! The planner is pure: the runtime calls [`plan_shapes`] when it writes an hcpa report, and
 //! `kage report` calls [`plan`] (through [`Report::replan`]) when the report has no plan or is
 //! asked for other options.
 
-use crate::model::source::hcpa_by_source;
-use crate::model::{Hcpa, HcpaError, HcpaStats, Plan, PlanOptions, PlanRow, Region, RegionKind};
+use crate::model::source::{hcpa_by_source, shapes};
+use crate::model::{
+    Hcpa, HcpaError, HcpaStats, Plan, PlanOptions, PlanRow, Region, RegionKind, RegionShape,
+};
 use crate::Report;
 use std::cmp::Ordering;
 
@@ -50,6 +52,11 @@ impl Report {
 /// `work(program) / (work(program) − Σ saving)` over it and the rows above it, at most
 /// `cores`.
 pub fn plan_regions(regions: &[Region], hcpa: &Hcpa, options: &PlanOptions) -> Plan {
+    plan_shapes(&shapes(regions), hcpa, options)
+}
+
+/// [`plan_regions`] on the regions' shapes ([`Region::shape`]): all the planner reads.
+pub fn plan_shapes(regions: &[RegionShape], hcpa: &Hcpa, options: &PlanOptions) -> Plan {
     let options = PlanOptions {
         cores: options.cores.max(1),
         ..*options
@@ -555,7 +562,7 @@ mod tests {
         assert!(close(plan.rows[0].self_parallelism, 940.0 / 56.0));
         assert!(close(plan.rows[0].coverage, 0.94));
         // The same report by source: the same plan, named by source ids (the loop is 2).
-        let source = hcpa_by_source(&regions, &hcpa.regions, 1000);
+        let source = hcpa_by_source(&shapes(&regions), &hcpa.regions, 1000);
         assert_eq!(source.of, [0, 1, 2, 2, 1, 2]);
         assert_eq!(source.first, [0, 1, 2]);
         let joined = source.stats[2].as_ref().unwrap();

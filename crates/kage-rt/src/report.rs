@@ -149,46 +149,32 @@ pub fn build(i: ReportInput<'_>) -> RuntimeReport<'_> {
 
 /// An hcpa report carries its plan (docs/hcpa.md, "The planner"), made for this machine's
 /// cores with the default thresholds as it is written (`kage report --cores` plans again).
-/// The plan needs every region's statistics at once: made here, where the tool is done. It
-/// reads the regions' static fields and their statistics, not their metrics: each region's
-/// entry is made, read and stripped of its metrics in turn, so that a big program's metric
-/// maps (SQLite's 18,500 regions: 15 MB) are never all alive at once.
+/// The plan needs every region's statistics at once: made here, where the tool is done. The
+/// planner reads the regions' shapes ([`kage_report::RegionShape`], borrowed from the
+/// registry) and their statistics, each read from its region's metrics in turn: a big
+/// program's entries (SQLite's 18,500 regions) are never all alive at once.
 fn add_hcpa_plan(report: &mut RuntimeReport<'_>) {
     if report.tool != "hcpa" {
         return;
     }
-    let mut stats = Vec::with_capacity(report.regions.regions.len());
-    let mut regions = Vec::with_capacity(report.regions.regions.len());
-    for id in 0..report.regions.regions.len() {
-        let mut region = report.regions.entry(id);
-        stats.push(kage_report::HcpaStats::of(&region));
-        region.metrics = serde_json::Map::new();
-        regions.push(region);
-    }
-    let whole = ReportOf {
-        format: report.format.clone(),
-        version: report.version,
-        tool: report.tool.clone(),
-        program: String::new(),
-        args: Vec::new(),
-        pid: report.pid,
-        forked_from: report.forked_from,
-        end: report.end,
-        complete: report.complete,
-        threads: report.threads,
-        options: BTreeMap::new(),
-        regions,
-        tool_data: report.tool_data.clone(),
-    };
+    let entries = &report.regions;
+    let stats = (0..entries.regions.len())
+        .map(|id| kage_report::HcpaStats::of_metrics(id as u32, &(entries.fields)(id)))
+        .collect::<Result<Vec<_>, _>>();
     // A malformed hcpa part is the tool's bug: the report goes out without a plan, and
     // `kage report` says what is wrong with it.
-    let Ok(mut hcpa) = whole.hcpa() else { return };
-    let Ok(stats) = stats.into_iter().collect::<Result<Vec<_>, _>>() else {
+    let Ok(stats) = stats else { return };
+    let Ok(hcpa) = kage_report::Hcpa::from_parts(&report.tool_data, stats) else {
         return;
     };
-    hcpa.regions = stats;
+    let shapes: Vec<kage_report::RegionShape> = (entries.regions.iter().enumerate())
+        .map(|(id, r)| {
+            let names = (&*r.name, &*r.symbol, &*r.file);
+            kage_report::RegionShape::new(id as u32, r.kind, r.parent, r.line, names)
+        })
+        .collect();
     let options = kage_report::PlanOptions::for_this_machine();
-    let plan = kage_report::plan_regions(&whole.regions, &hcpa, &options);
+    let plan = kage_report::plan_shapes(&shapes, &hcpa, &options);
     report.tool_data.extend(plan.to_tool_data());
 }
 
@@ -388,39 +374,50 @@ mod tests {
 
     #[test]
     fn build_and_write_round_trip() {
-        let regions = vec![
-            RegionInfo {
-                kind: RegionKind::Function,
-                name: "main".into(),
-                symbol: "main".into(),
-                file: "/a.c".into(),
-                line: 3,
-                end_line: 9,
-                parent: None,
-                func: 0,
-                code: 0,
-                inlined_at: None,
-            },
-            RegionInfo {
-                kind: RegionKind::Loop,
-                name: "main".into(),
-                symbol: "main".into(),
-                file: "/a.c".into(),
-                line: 4,
-                end_line: 6,
-                parent: Some(0),
-                func: 0,
-                code: 0,
-                inlined_at: None,
-            },
-        ];
+        // The tool counts only in registered regions: a module of its own (a function, its
+        // loop and the loop's body), whose global ids follow what other tests registered.
+        let module = crate::registry::tests::table(
+            &[
+                (kage_abi::RegionKind::Function as u32, kage_abi::NONE),
+                (kage_abi::RegionKind::Loop as u32, 0),
+                (kage_abi::RegionKind::LoopBody as u32, 1),
+            ],
+            "round_trip.c",
+        );
+        // SAFETY: a complete module table, leaked.
+        let base = unsafe {
+            crate::registry::register(module);
+            (*(*module).regions).global_id
+        };
+        let info = |kind, line, parent| RegionInfo {
+            kind,
+            name: "main".into(),
+            symbol: "main".into(),
+            file: "/a.c".into(),
+            line,
+            end_line: line + 5,
+            parent,
+            func: base,
+            code: 0,
+            inlined_at: None,
+        };
+        let mut regions: Vec<RegionInfo> = (0..base)
+            .map(|id| RegionInfo {
+                func: id,
+                ..info(RegionKind::Function, 1, None)
+            })
+            .collect();
+        regions.push(info(RegionKind::Function, 3, None));
+        regions.push(info(RegionKind::Loop, 4, Some(base)));
+        regions.push(info(RegionKind::LoopBody, 4, Some(base + 1)));
+        let count = regions.len();
         let tool: &'static crate::tools::count::CountTool =
             Box::leak(Box::new(crate::tools::count::CountTool::new()));
         use crate::tool::Tool;
         let mut t = tool.new_thread();
-        t.enter(0);
+        t.enter(base);
         t.access(0, 4, false);
-        t.exit(0);
+        t.exit(base);
         let r = build(ReportInput {
             tool: "count",
             program: "/bin/x".into(),
@@ -432,21 +429,21 @@ mod tests {
             threads: 1,
             options: crate::options::Options::default().to_map(),
             regions: &regions,
-            results: tool.finish(2),
+            results: tool.finish(count),
         });
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.json");
         write(p.to_str().unwrap(), &r, 5).unwrap();
         let back = kage_report::read_report(&p).unwrap();
         // What was read is what was built: every field, and each region's entry.
-        assert_eq!(back.regions.len(), 2);
+        assert_eq!(back.regions.len(), count);
         for (id, region) in back.regions.iter().enumerate() {
             assert_eq!(*region, r.regions.entry(id));
         }
         let written = serde_json::to_value(&r).unwrap();
         assert_eq!(serde_json::to_value(&back).unwrap(), written);
-        assert_eq!(back.regions[1].parent, Some(0));
-        let s = kage_report::CountStats::of(&back.regions[0]).unwrap();
+        assert_eq!(back.regions[base as usize + 1].parent, Some(base));
+        let s = kage_report::CountStats::of(&back.regions[base as usize]).unwrap();
         assert_eq!(
             (s.instances, s.inclusive.loads, s.exclusive.bytes_read),
             (1, 1, 4)

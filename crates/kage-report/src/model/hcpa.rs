@@ -211,18 +211,20 @@ const HCPA_PATH: &str = "\"hcpa\"";
 impl HcpaStats {
     /// Reads a region's `"hcpa"` object: `None` for a region that never ran (no object).
     pub fn of(region: &Region) -> Result<Option<HcpaStats>, HcpaError> {
-        let object = match region.metrics.get(HCPA_KEY) {
+        Self::of_metrics(region.id, &region.metrics)
+    }
+
+    /// [`of`](HcpaStats::of) from region `id`'s metrics.
+    pub fn of_metrics(
+        id: u32,
+        metrics: &Map<String, Value>,
+    ) -> Result<Option<HcpaStats>, HcpaError> {
+        let object = match metrics.get(HCPA_KEY) {
             None | Some(Value::Null) => return Ok(None),
             Some(Value::Object(object)) => object,
-            Some(_) => {
-                return Err(HcpaError::invalid(
-                    Some(region.id),
-                    HCPA_KEY,
-                    "not an object",
-                ))
-            }
+            Some(_) => return Err(HcpaError::invalid(Some(id), HCPA_KEY, "not an object")),
         };
-        let id = Some(region.id);
+        let id = Some(id);
         let field =
             |name: &str| -> Result<u64, HcpaError> { sub_field(object, id, HCPA_PATH, name) };
         let ratio = |name: &str| -> Result<f64, HcpaError> {
@@ -259,7 +261,20 @@ impl HcpaStats {
 impl Hcpa {
     /// Reads the hcpa fields of a report: the top-level `"hcpa"` object and every region's.
     pub fn from_report(report: &Report) -> Result<Hcpa, HcpaError> {
-        let object = match report.tool_data.get(HCPA_KEY) {
+        let mut hcpa = Self::from_parts(&report.tool_data, Vec::new())?;
+        hcpa.regions = (report.regions.iter())
+            .map(HcpaStats::of)
+            .collect::<Result<_, _>>()?;
+        Ok(hcpa)
+    }
+
+    /// The top-level `"hcpa"` object of a report's `tool_data`, with each region's
+    /// statistics, by id.
+    pub fn from_parts(
+        tool_data: &Map<String, Value>,
+        regions: Vec<Option<HcpaStats>>,
+    ) -> Result<Hcpa, HcpaError> {
+        let object = match tool_data.get(HCPA_KEY) {
             Some(Value::Object(object)) => object,
             Some(_) => return Err(HcpaError::invalid(None, HCPA_KEY, "not an object")),
             None => return Err(HcpaError::missing(None, HCPA_KEY)),
@@ -279,9 +294,7 @@ impl Hcpa {
             },
             costs: sub_field(object, None, HCPA_PATH, "costs")?,
             threads: sub_field(object, None, HCPA_PATH, "threads")?,
-            regions: (report.regions.iter())
-                .map(HcpaStats::of)
-                .collect::<Result<_, _>>()?,
+            regions,
         })
     }
 

@@ -17,11 +17,58 @@ use serde_json::{json, Map, Value};
 use super::{CountStats, FootprintStats, HcpaStats, Region, RegionKind, Report};
 use super::{COUNT_TOOL, FOOTPRINT_TOOL, HCPA_KEY, HCPA_TOOL, PLAN_KEY, WORKING_SET_TOOL};
 
+/// What joining copies and planning read of a static region: its place in the region tree
+/// and what names its source region, borrowed (a runtime with thousands of regions plans
+/// without copying their strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegionShape<'a> {
+    pub id: u32,
+    pub kind: RegionKind,
+    pub parent: Option<u32>,
+    pub line: u32,
+    /// A function's linkage name, or its name when it has none.
+    pub function: &'a str,
+    pub file: &'a str,
+}
+
+impl<'a> RegionShape<'a> {
+    /// The shape of a region with these fields (as [`Region`] names them).
+    pub fn new(
+        id: u32,
+        kind: RegionKind,
+        parent: Option<u32>,
+        line: u32,
+        (name, symbol, file): (&'a str, &'a str, &'a str),
+    ) -> Self {
+        RegionShape {
+            id,
+            kind,
+            parent,
+            line,
+            function: if symbol.is_empty() { name } else { symbol },
+            file,
+        }
+    }
+}
+
+impl Region {
+    /// What [`Report::by_source`] and the planner read of the region.
+    pub fn shape(&self) -> RegionShape<'_> {
+        let names = (&*self.name, &*self.symbol, &*self.file);
+        RegionShape::new(self.id, self.kind, self.parent, self.line, names)
+    }
+}
+
+/// The shapes of `regions`.
+pub(crate) fn shapes(regions: &[Region]) -> Vec<RegionShape<'_>> {
+    regions.iter().map(Region::shape).collect()
+}
+
 /// What makes two regions one source region.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Key {
+enum Key<'a> {
     /// A function, by its linkage name (its name when it has none) and file.
-    Function { symbol: String, file: String },
+    Function { symbol: &'a str, file: &'a str },
     /// A loop of source region `parent`, by its first line.
     Loop { parent: u32, line: u32 },
     /// The body of source loop `lp`.
@@ -30,19 +77,15 @@ enum Key {
 
 /// [`Report::source_ids`] of a list of regions (ids equal to indices, parents before
 /// children, as [`crate::read_report`] checks).
-pub(crate) fn source_ids_of(regions: &[Region]) -> (Vec<u32>, usize) {
+pub(crate) fn source_ids_of(regions: &[RegionShape]) -> (Vec<u32>, usize) {
     let mut ids: HashMap<Key, u32> = HashMap::new();
     let mut of = Vec::with_capacity(regions.len());
     for region in regions {
         let parent_source = |of: &Vec<u32>| region.parent.and_then(|p| of.get(p as usize).copied());
         let key = match region.kind {
             RegionKind::Function => Key::Function {
-                symbol: if region.symbol.is_empty() {
-                    region.name.clone()
-                } else {
-                    region.symbol.clone()
-                },
-                file: region.file.clone(),
+                symbol: region.function,
+                file: region.file,
             },
             RegionKind::Loop => Key::Loop {
                 parent: parent_source(&of).unwrap_or(u32::MAX),
@@ -62,7 +105,7 @@ impl Report {
     /// The source region of each static region, by id, and how many source regions there
     /// are. Source ids follow the static ids' order (a report without copies keeps its ids).
     pub fn source_ids(&self) -> (Vec<u32>, usize) {
-        source_ids_of(&self.regions)
+        source_ids_of(&shapes(&self.regions))
     }
 
     /// The report with its compiler's copies of a region joined into one source region each
@@ -112,6 +155,7 @@ impl Report {
 
     /// The tool fields of one source region's `copies`.
     fn joined_metrics(&self, copies: &[&Region], of: &[u32]) -> Map<String, Value> {
+        let copy_shapes: Vec<RegionShape> = copies.iter().map(|r| r.shape()).collect();
         if self.tool == HCPA_TOOL {
             // Even one copy's parents are renamed.
             return join_hcpa_metrics(self, copies, of)
@@ -132,43 +176,52 @@ impl Report {
                     joined.exclusive.add(&stats.exclusive);
                     // A copy inside another copy (a recursion inlined into itself) is
                     // already in that one's inclusive counters.
-                    if !inside_a_copy(&self.regions, region, of) {
+                    if !inside_a_copy(parent_in(&self.regions), region.shape(), of) {
                         joined.inclusive.add(&stats.inclusive);
                     }
                 }
-                joined.instances = joined_instances(copies, &instances);
+                joined.instances = joined_instances(&copy_shapes, &instances);
                 match serde_json::to_value(joined) {
                     Ok(Value::Object(map)) => map,
                     _ => copies[0].metrics.clone(),
                 }
             }
-            FOOTPRINT_TOOL => join_footprints(copies).unwrap_or_else(|| copies[0].metrics.clone()),
+            FOOTPRINT_TOOL => {
+                join_footprints(copies, &copy_shapes).unwrap_or_else(|| copies[0].metrics.clone())
+            }
             _ => copies[0].metrics.clone(),
         }
     }
 }
 
 /// Whether a static ancestor of `region` has the same source region.
-fn inside_a_copy(regions: &[Region], region: &Region, of: &[u32]) -> bool {
+fn inside_a_copy(parent_of: impl Fn(u32) -> Option<u32>, region: RegionShape, of: &[u32]) -> bool {
     let source = of[region.id as usize];
     let mut at = region.parent;
     while let Some(p) = at {
         if of.get(p as usize) == Some(&source) {
             return true;
         }
-        at = regions
-            .get(p as usize)
-            .filter(|r| r.id == p)
-            .and_then(|r| r.parent);
+        at = parent_of(p);
     }
     false
+}
+
+/// The static parent of region `id` of `regions`, for [`inside_a_copy`].
+fn parent_in(regions: &[Region]) -> impl Fn(u32) -> Option<u32> + '_ {
+    |id| {
+        regions
+            .get(id as usize)
+            .filter(|r| r.id == id)
+            .and_then(|r| r.parent)
+    }
 }
 
 /// The instances of a source region whose copies ran `instances` times each. Copies in
 /// different places (inlined at several call sites) add up; loops that are copies in the
 /// same place (a vector body and its remainder, split by the optimiser) run one after the
 /// other for each run of the source loop, so the one that ran most stands for them.
-fn joined_instances(copies: &[&Region], instances: &[u64]) -> u64 {
+fn joined_instances(copies: &[RegionShape], instances: &[u64]) -> u64 {
     let mut per_place: Vec<(Option<u32>, u64)> = Vec::new();
     for (region, &n) in copies.iter().zip(instances) {
         let place = (region.kind == RegionKind::Loop)
@@ -187,7 +240,7 @@ fn joined_instances(copies: &[&Region], instances: &[u64]) -> u64 {
 
 /// The `"footprint"` object of several copies: instances added, averages weighted by
 /// instances, extremes over the copies that ran.
-fn join_footprints(copies: &[&Region]) -> Option<Map<String, Value>> {
+fn join_footprints(copies: &[&Region], shapes: &[RegionShape]) -> Option<Map<String, Value>> {
     let stats: Vec<FootprintStats> = (copies.iter())
         .map(|r| FootprintStats::of(r))
         .collect::<Result<_, _>>()
@@ -204,7 +257,7 @@ fn join_footprints(copies: &[&Region]) -> Option<Map<String, Value>> {
     let min = |f: fn(&FootprintStats) -> u64| ran.iter().map(|s| f(s)).min().unwrap_or(0);
     let max = |f: fn(&FootprintStats) -> u64| ran.iter().map(|s| f(s)).max().unwrap_or(0);
     let joined = FootprintStats {
-        instances: joined_instances(copies, &counted),
+        instances: joined_instances(shapes, &counted),
         avg_bytes: weighted(|s| s.avg_bytes),
         min_bytes: min(|s| s.min_bytes),
         max_bytes: max(|s| s.max_bytes),
@@ -229,19 +282,19 @@ fn join_footprints(copies: &[&Region]) -> Option<Map<String, Value>> {
 /// path), `coverage` as work / `program_work` (the copies' sum when that is 0); `parents`
 /// become source ids (sorted, each once), `parents_truncated` is true when any copy's is.
 pub(crate) fn join_hcpa(
-    regions: &[Region],
-    copies: &[&Region],
+    parent_of: impl Fn(u32) -> Option<u32>,
+    copies: &[RegionShape],
     stats: &[Option<&HcpaStats>],
     of: &[u32],
     program_work: u64,
 ) -> Option<HcpaStats> {
-    let ran: Vec<(&Region, &HcpaStats)> = (copies.iter().zip(stats))
+    let ran: Vec<(RegionShape, &HcpaStats)> = (copies.iter().zip(stats))
         .filter_map(|(&region, stats)| stats.map(|s| (region, s)))
         .collect();
     if ran.is_empty() {
         return None;
     }
-    let (ran_regions, instances): (Vec<&Region>, Vec<u64>) =
+    let (ran_regions, instances): (Vec<RegionShape>, Vec<u64>) =
         ran.iter().map(|&(r, s)| (r, s.instances)).unzip();
     let mut joined = HcpaStats {
         instances: joined_instances(&ran_regions, &instances),
@@ -252,7 +305,7 @@ pub(crate) fn join_hcpa(
     let mut weighted_work = 0.0;
     for &(region, s) in &ran {
         joined.self_work += s.self_work;
-        if !inside_a_copy(regions, region, of) {
+        if !inside_a_copy(&parent_of, region, of) {
             joined.work += s.work;
             joined.critical_path += s.critical_path;
             coverage += s.coverage;
@@ -303,7 +356,8 @@ fn join_hcpa_metrics(
         .unwrap_or(0);
     let refs: Vec<Option<&HcpaStats>> = stats.iter().map(Option::as_ref).collect();
     let mut metrics = copies[0].metrics.clone();
-    match join_hcpa(&report.regions, copies, &refs, of, program_work) {
+    let copies: Vec<RegionShape> = copies.iter().map(|r| r.shape()).collect();
+    match join_hcpa(parent_in(&report.regions), &copies, &refs, of, program_work) {
         Some(joined) => metrics.insert(HCPA_KEY.into(), joined.to_value()),
         None => metrics.remove(HCPA_KEY),
     };
@@ -320,21 +374,26 @@ pub(crate) struct HcpaBySource {
 }
 
 pub(crate) fn hcpa_by_source(
-    regions: &[Region],
+    regions: &[RegionShape],
     stats: &[Option<HcpaStats>],
     program_work: u64,
 ) -> HcpaBySource {
     let (of, count) = source_ids_of(regions);
-    let mut members: Vec<Vec<&Region>> = vec![Vec::new(); count];
+    let mut members: Vec<Vec<RegionShape>> = vec![Vec::new(); count];
     for (region, &source) in regions.iter().zip(&of) {
-        members[source as usize].push(region);
+        members[source as usize].push(*region);
     }
+    let parent_of = |id: u32| {
+        (regions.get(id as usize))
+            .filter(|r| r.id == id)
+            .and_then(|r| r.parent)
+    };
     let joined = (members.iter())
         .map(|copies| {
             let refs: Vec<Option<&HcpaStats>> = (copies.iter())
                 .map(|r| stats.get(r.id as usize).and_then(Option::as_ref))
                 .collect();
-            join_hcpa(regions, copies, &refs, &of, program_work)
+            join_hcpa(parent_of, copies, &refs, &of, program_work)
         })
         .collect();
     HcpaBySource {
