@@ -783,9 +783,9 @@ impl Engine {
     /// `__kage_hcpa_arg`: argument `index` of the innermost pending call has the time
     /// `max(cands)` (ignored unless that call was made at this depth and not entered yet).
     pub fn arg(&mut self, index: u32, cands: &[Candidate]) {
-        let frame = self.current_frame();
-        let a = self.gather(frame, cands);
-        self.finish(NONE, frame, a, 0);
+        // As a `ts` to no slot (on the lane paths), which leaves the time in `t`.
+        self.ts(NONE, cands);
+        let a = self.analysed.len();
         let depth = self.levels.len();
         let Some(p) = self.pending.last_mut() else {
             return;
@@ -815,9 +815,10 @@ impl Engine {
     /// `__kage_hcpa_return`: the returned value has the time `max(cands)`, for the caller
     /// whose pending call made this activation's frame (at the caller's levels).
     pub fn ret(&mut self, cands: &[Candidate]) {
+        // As a `ts` to no slot (on the lane paths), which leaves the time in `t`.
+        self.ts(NONE, cands);
+        let a = self.analysed.len();
         let frame = self.current_frame();
-        let a = self.gather(frame, cands);
-        self.finish(NONE, frame, a, 0);
         let Some((index, serial)) = frame.and_then(|(_, f)| f.call) else {
             return;
         };
