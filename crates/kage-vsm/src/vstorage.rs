@@ -837,6 +837,19 @@ mod tests {
         }
     }
 
+    /// [`config`] with tag tables of 64 units (LZ4 can halve them).
+    fn config_64() -> Config {
+        Config {
+            table_bits: 6,
+            ..config()
+        }
+    }
+
+    /// Whether page `page` is on the clock list.
+    fn listed(storage: &VStorage<u64>, page: u64) -> bool {
+        storage.pages.get(page).unwrap().clock_slot != NOT_LISTED
+    }
+
     fn versions(depth: usize) -> VersionStack {
         let mut versions = VersionStack::new();
         (0..depth).for_each(|_| {
@@ -915,10 +928,7 @@ mod tests {
 
     #[test]
     fn each_tag_table_takes_its_own_form_and_comes_back_exactly() {
-        let config = Config {
-            table_bits: 6,
-            ..config()
-        };
+        let config = config_64();
         let versions = versions(5);
         let current = versions.as_slice();
         let mut storage = VStorage::<u64>::new(&config, true, true);
@@ -987,16 +997,10 @@ mod tests {
 
     #[test]
     fn pages_with_nothing_to_pack_stay_off_the_list() {
-        let config = Config {
-            table_bits: 6,
-            ..config()
-        };
+        let config = config_64();
         let versions = versions(3);
         let current = versions.as_slice();
         let mut storage = VStorage::<u64>::new(&config, true, true);
-        let listed = |storage: &VStorage<u64>, page: u64| {
-            storage.pages.get(page).unwrap().clock_slot != NOT_LISTED
-        };
         // One timestamp per store at every level: level 0 all 7s, the others constants.
         for unit in 0..64 {
             storage.store(unit, current, &[7, 7, 7]);
@@ -1118,16 +1122,10 @@ mod tests {
 
     #[test]
     fn a_narrow_table_is_read_and_written_in_place_until_a_tag_leaves_its_range() {
-        let config = Config {
-            table_bits: 6,
-            ..config()
-        };
+        let config = config_64();
         let versions = versions(2);
         let current = versions.as_slice();
         let mut storage = VStorage::<u64>::new(&config, true, true);
-        let listed = |storage: &VStorage<u64>, page: u64| {
-            storage.pages.get(page).unwrap().clock_slot != NOT_LISTED
-        };
         let check = |storage: &mut VStorage<u64>, expected: &[[u64; 2]]| {
             let mut out = [0; 2];
             for (unit, vector) in expected.iter().enumerate() {
@@ -1176,10 +1174,7 @@ mod tests {
 
     #[test]
     fn dead_packed_levels_are_dropped_without_unpacking() {
-        let config = Config {
-            table_bits: 6,
-            ..config()
-        };
+        let config = config_64();
         let mut versions = versions(3);
         let mut storage = VStorage::<u64>::new(&config, true, true);
         storage.store(0, versions.as_slice(), &[1, 2, 0]);
