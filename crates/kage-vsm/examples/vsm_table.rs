@@ -149,7 +149,7 @@ struct Options {
 
 fn table<T: BenchTag>(label: &str, sizes: &[(Pattern, u64)], config: &Config, options: &Options) {
     println!("\n### {label}\n");
-    println!("| pattern | kind | ns/access | runs | × baseline time | peak heap MiB | VStorage peak MiB | bytes/addr (peak) | bytes/addr (end) | × baseline memory | VCache hits | constant / LZ4 tables (end) | list (end) |");
+    println!("| pattern | kind | ns/access | runs | × baseline time | peak heap MiB | VStorage peak MiB | bytes/addr (peak) | bytes/addr (end) | × baseline memory | VCache hits | constant / LZ4 / narrow tables (end) | list (end) |");
     println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     let budget = Duration::from_secs(if options.quick { 5 } else { 20 });
     for &(pattern, words) in sizes
@@ -175,7 +175,7 @@ fn table<T: BenchTag>(label: &str, sizes: &[(Pattern, u64)], config: &Config, op
                 row.stats.victim_tables.to_string()
             };
             println!(
-                "| {} | {} | {:.1} | {} | {:.2} | {:.1} | {} | {:.1} | {:.1} | {:.3} | {} | {} / {} | {} |",
+                "| {} | {} | {:.1} | {} | {:.2} | {:.1} | {} | {:.1} | {:.1} | {:.3} | {} | {} / {} / {} | {} |",
                 pattern.name(),
                 kind,
                 row.ns,
@@ -192,6 +192,7 @@ fn table<T: BenchTag>(label: &str, sizes: &[(Pattern, u64)], config: &Config, op
                 hit_rate,
                 row.stats.constant_tables,
                 row.stats.packed_tables,
+                row.stats.narrow_tables,
                 list,
             );
         }
