@@ -155,7 +155,6 @@ impl Report {
 
     /// The tool fields of one source region's `copies`.
     fn joined_metrics(&self, copies: &[&Region], of: &[u32]) -> Map<String, Value> {
-        let copy_shapes: Vec<RegionShape> = copies.iter().map(|r| r.shape()).collect();
         if self.tool == HCPA_TOOL {
             // Even one copy's parents are renamed.
             return join_hcpa_metrics(self, copies, of)
@@ -180,15 +179,14 @@ impl Report {
                         joined.inclusive.add(&stats.inclusive);
                     }
                 }
-                joined.instances = joined_instances(&copy_shapes, &instances);
+                let places = copies.iter().map(|r| (r.kind, r.parent));
+                joined.instances = joined_instances(places, &instances);
                 match serde_json::to_value(joined) {
                     Ok(Value::Object(map)) => map,
                     _ => copies[0].metrics.clone(),
                 }
             }
-            FOOTPRINT_TOOL => {
-                join_footprints(copies, &copy_shapes).unwrap_or_else(|| copies[0].metrics.clone())
-            }
+            FOOTPRINT_TOOL => join_footprints(copies).unwrap_or_else(|| copies[0].metrics.clone()),
             _ => copies[0].metrics.clone(),
         }
     }
@@ -221,12 +219,13 @@ fn parent_in(regions: &[Region]) -> impl Fn(u32) -> Option<u32> + '_ {
 /// different places (inlined at several call sites) add up; loops that are copies in the
 /// same place (a vector body and its remainder, split by the optimiser) run one after the
 /// other for each run of the source loop, so the one that ran most stands for them.
-fn joined_instances(copies: &[RegionShape], instances: &[u64]) -> u64 {
+fn joined_instances(
+    copies: impl Iterator<Item = (RegionKind, Option<u32>)>,
+    instances: &[u64],
+) -> u64 {
     let mut per_place: Vec<(Option<u32>, u64)> = Vec::new();
-    for (region, &n) in copies.iter().zip(instances) {
-        let place = (region.kind == RegionKind::Loop)
-            .then_some(region.parent)
-            .flatten();
+    for ((kind, parent), &n) in copies.zip(instances) {
+        let place = (kind == RegionKind::Loop).then_some(parent).flatten();
         match per_place
             .iter_mut()
             .find(|(p, _)| place.is_some() && *p == place)
@@ -240,7 +239,7 @@ fn joined_instances(copies: &[RegionShape], instances: &[u64]) -> u64 {
 
 /// The `"footprint"` object of several copies: instances added, averages weighted by
 /// instances, extremes over the copies that ran.
-fn join_footprints(copies: &[&Region], shapes: &[RegionShape]) -> Option<Map<String, Value>> {
+fn join_footprints(copies: &[&Region]) -> Option<Map<String, Value>> {
     let stats: Vec<FootprintStats> = (copies.iter())
         .map(|r| FootprintStats::of(r))
         .collect::<Result<_, _>>()
@@ -257,7 +256,7 @@ fn join_footprints(copies: &[&Region], shapes: &[RegionShape]) -> Option<Map<Str
     let min = |f: fn(&FootprintStats) -> u64| ran.iter().map(|s| f(s)).min().unwrap_or(0);
     let max = |f: fn(&FootprintStats) -> u64| ran.iter().map(|s| f(s)).max().unwrap_or(0);
     let joined = FootprintStats {
-        instances: joined_instances(shapes, &counted),
+        instances: joined_instances(copies.iter().map(|r| (r.kind, r.parent)), &counted),
         avg_bytes: weighted(|s| s.avg_bytes),
         min_bytes: min(|s| s.min_bytes),
         max_bytes: max(|s| s.max_bytes),
@@ -297,7 +296,7 @@ pub(crate) fn join_hcpa(
     let (ran_regions, instances): (Vec<RegionShape>, Vec<u64>) =
         ran.iter().map(|&(r, s)| (r, s.instances)).unzip();
     let mut joined = HcpaStats {
-        instances: joined_instances(&ran_regions, &instances),
+        instances: joined_instances(ran_regions.iter().map(|r| (r.kind, r.parent)), &instances),
         ..HcpaStats::default()
     };
     let mut coverage = 0.0;
