@@ -19,10 +19,10 @@
 //! range, as 32-bit offsets: [`NarrowTable`]), a constant difference from the level above,
 //! or a tag table compressed with LZ4 ([`compress`]). New and unpacked tables of 64-bit tags
 //! are made narrow when their tags allow; a narrow table is read and written in place like
-//! a plain one, and a store out of its range makes it plain. A page goes on the clock list when it gets
-//! a tag table not yet tried for packing (a store made one, or it was unpacked); only pages
-//! off the list hold compressed tables: touching such a page validates it (dropping dead
-//! levels unopened), unpacks what is left and lists it. The clock list's victim is
+//! a plain one, and a store out of its range makes it plain. A page goes on the clock list
+//! when it gets a tag table not yet tried for packing (a store made one, or it was
+//! unpacked); only pages off the list hold compressed tables: touching such a page validates
+//! it (dropping dead levels unopened), unpacks what is left and lists it. The clock list's victim is
 //! validated and each of its tag tables packed into the cheapest form. Pages with nothing
 //! to pack or unpack (constants, incompressible tables) stay off the list, so accessing
 //! them costs no list work. A constant level is read and written where it is, in
