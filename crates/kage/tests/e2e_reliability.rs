@@ -174,12 +174,29 @@ fn a_static_program_links_and_is_measured() {
 
 /// Runs `exe args` with its report at `report`; returns the exit status.
 fn run_status(exe: &Path, args: &[&str], report: &Path) -> std::process::ExitStatus {
-    Command::new(exe)
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(exe);
+    command
         .args(args)
-        .env("KAGE_OPTIONS", format!("output={}", report.display()))
-        .output()
-        .unwrap()
-        .status
+        .env("KAGE_OPTIONS", format!("output={}", report.display()));
+    // The program starts with every signal's default action, unblocked, whatever the test
+    // harness inherited (under `nohup`, SIGHUP is ignored, and an ignored signal is left
+    // ignored by the runtime and by `exec`).
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in 1..=libc::SIGRTMAX() {
+                if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    command.output().unwrap().status
 }
 
 /// Three threads with regions open (waiting forever) when the main thread calls `exit()` or
