@@ -23,6 +23,21 @@ use crate::regions::RegionTable;
 /// written (`i64` allocas, zero outside the tree).
 pub(super) struct TreeLocals(Vec<[LLVMValueRef; 5]>);
 
+/// What a tree's report visits its regions with ([`Inline::flush_region`]).
+struct FlushSite<'a> {
+    helper: &'a HelperBuilder,
+    /// The tree root's record; the others follow it.
+    root_record: LLVMValueRef,
+    /// `__kage_gate`'s mask, read once per report.
+    mask: LLVMValueRef,
+    /// Per region of the tree: which of its own counters its segments may add to.
+    counts: &'a [[bool; 4]],
+    /// Per region of the tree: its children (local indices).
+    children: &'a [Vec<usize>],
+    /// The local of region `i`'s word `w` (instances, loads, stores, bytes read, written).
+    local: &'a dyn Fn(usize, usize) -> LLVMValueRef,
+}
+
 /// Builds one function's inline code at the builder's position.
 pub(super) struct Emitter<'a> {
     pub(super) inline: &'a Inline,
@@ -632,63 +647,30 @@ impl Inline {
         LLVMBuildCondBr(b, none, done, ran);
         LLVMPositionBuilderAtEnd(b, ran);
         let mask = self.gate_mask(b);
-        let own: Vec<[Option<LLVMValueRef>; 4]> = (0..tree.len)
-            .map(|i| {
-                std::array::from_fn(|k| {
-                    counts[tree.root + i][k]
-                        .then(|| LLVMBuildAnd(b, load(local(i, 1 + k)), mask, c"".as_ptr()))
-                })
-            })
-            .collect();
-        // Subtree sums: children come after their parents (pre-order).
-        let mut inclusive = own.clone();
+        // Each region's children in the tree (local indices; pre-order, so a subtree is
+        // contiguous and a parent comes before its children).
         let nodes = &plan.tree().nodes;
-        for i in (1..tree.len).rev() {
+        let mut children = vec![Vec::new(); tree.len];
+        for i in 1..tree.len {
             if let Some(parent) = nodes[tree.root + i]
                 .parent
                 .and_then(|p| p.checked_sub(tree.root))
             {
-                for k in 0..4 {
-                    inclusive[parent][k] = match (inclusive[parent][k], inclusive[i][k]) {
-                        (Some(a), Some(c)) => Some(LLVMBuildAdd(b, a, c, c"".as_ptr())),
-                        (a, c) => a.or(c),
-                    };
-                }
+                children[parent].push(i);
             }
         }
-        let instances: Vec<LLVMValueRef> = (0..tree.len).map(|i| load(local(i, 0))).collect();
-        for i in 0..tree.len {
-            // A region that did not run has nothing to add, and neither have those in it.
-            let (ran_here, next) = (h.block(c"region"), h.block(c"next"));
-            let ran_it = LLVMBuildICmp(
-                b,
-                LLVMIntPredicate::LLVMIntNE,
-                instances[i],
-                zero,
-                c"".as_ptr(),
-            );
-            LLVMBuildCondBr(b, ran_it, ran_here, next);
-            LLVMPositionBuilderAtEnd(b, ran_here);
-            let record = ir::byte_gep(
-                b,
-                root_record,
-                LLVMConstInt(self.i64_type, (i * WORDS * 8) as u64, 0),
-            );
-            self.add_word(b, record, INSTANCES, instances[i]);
-            for k in 0..4 {
-                if let Some(value) = own[i][k] {
-                    self.add_word(b, record, SELF + k, value);
-                }
-                if let Some(value) = inclusive[i][k] {
-                    self.add_word(b, record, INCLUSIVE + k, value);
-                }
-            }
-            LLVMBuildBr(b, next);
-            LLVMPositionBuilderAtEnd(b, next);
-        }
+        let site = FlushSite {
+            helper: &h,
+            root_record,
+            mask,
+            counts: &counts[tree.root..tree.root + tree.len],
+            children: &children,
+            local: &local,
+        };
+        let inclusive = self.flush_region(&site, 0, self.tree_own(&site, 0));
         // The thread's totals; under a deferred function, its locals hold them for now.
         let totals = self.address(b, self.totals);
-        for (k, value) in inclusive[0].iter().enumerate() {
+        for (k, value) in inclusive.iter().enumerate() {
             if let Some(value) = *value {
                 if pending {
                     self.add_plain(b, h.param((own_params + k) as u32), value);
@@ -706,6 +688,109 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, done);
         LLVMBuildRetVoid(b);
         h.finish(ty)
+    }
+
+    /// Tree region `i`'s own counts, masked by the gate, at the builder's position (0 when
+    /// it did not run: its locals are 0).
+    unsafe fn tree_own(&self, site: &FlushSite, i: usize) -> [Option<LLVMValueRef>; 4] {
+        let b = site.helper.builder;
+        std::array::from_fn(|k| {
+            site.counts[i][k].then(|| {
+                let v = LLVMBuildLoad2(b, self.i64_type, (site.local)(i, 1 + k), c"".as_ptr());
+                LLVMSetAlignment(v, 8);
+                LLVMBuildAnd(b, v, site.mask, c"".as_ptr())
+            })
+        })
+    }
+
+    /// Adds tree region `i`'s instances, its self counts `own` and its inclusive counts to
+    /// its record, visiting the children that ran on the way (a region that did not run
+    /// has nothing to add, and neither have those in it: the report's work follows what
+    /// ran, not the tree's size); returns its inclusive counts. The builder is in a block
+    /// where region `i` ran, and is left at the end of the visit. A leaf child's counts are
+    /// summed whether it ran or not (they are 0 if not): only its record's update is
+    /// skipped.
+    unsafe fn flush_region(
+        &self,
+        site: &FlushSite,
+        i: usize,
+        own: [Option<LLVMValueRef>; 4],
+    ) -> [Option<LLVMValueRef>; 4] {
+        let b = site.helper.builder;
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let record = ir::byte_gep(
+            b,
+            site.root_record,
+            LLVMConstInt(self.i64_type, (i * WORDS * 8) as u64, 0),
+        );
+        let instances = LLVMBuildLoad2(b, self.i64_type, (site.local)(i, 0), c"".as_ptr());
+        LLVMSetAlignment(instances, 8);
+        self.add_word(b, record, INSTANCES, instances);
+        for (k, value) in own.iter().enumerate() {
+            if let Some(value) = *value {
+                self.add_word(b, record, SELF + k, value);
+            }
+        }
+        let mut inclusive = own;
+        for &c in &site.children[i] {
+            let leaf = site.children[c].is_empty();
+            let own_c = if leaf {
+                self.tree_own(site, c)
+            } else {
+                [None; 4]
+            };
+            let instances_c = LLVMBuildLoad2(b, self.i64_type, (site.local)(c, 0), c"".as_ptr());
+            LLVMSetAlignment(instances_c, 8);
+            let ran = LLVMBuildICmp(
+                b,
+                LLVMIntPredicate::LLVMIntNE,
+                instances_c,
+                zero,
+                c"".as_ptr(),
+            );
+            let before = LLVMGetInsertBlock(b);
+            let (visit, after) = (site.helper.block(c"region"), site.helper.block(c"next"));
+            LLVMBuildCondBr(b, ran, visit, after);
+            LLVMPositionBuilderAtEnd(b, visit);
+            let of_child = if leaf {
+                self.flush_region(site, c, own_c)
+            } else {
+                let own_c = self.tree_own(site, c);
+                self.flush_region(site, c, own_c)
+            };
+            let visited = LLVMGetInsertBlock(b);
+            LLVMBuildBr(b, after);
+            LLVMPositionBuilderAtEnd(b, after);
+            // The child's subtree sums: a leaf's whether it ran or not, else 0 when it did
+            // not run (phis first in the block).
+            let sums = if leaf {
+                own_c
+            } else {
+                of_child.map(|value| {
+                    value.map(|value| {
+                        let phi = LLVMBuildPhi(b, self.i64_type, c"".as_ptr());
+                        let mut values = [value, zero];
+                        let mut blocks = [visited, before];
+                        LLVMAddIncoming(phi, values.as_mut_ptr(), blocks.as_mut_ptr(), 2);
+                        phi
+                    })
+                })
+            };
+            for (sum, value) in inclusive.iter_mut().zip(sums) {
+                if let Some(value) = value {
+                    *sum = Some(match *sum {
+                        Some(sum) => LLVMBuildAdd(b, sum, value, c"".as_ptr()),
+                        None => value,
+                    });
+                }
+            }
+        }
+        for (k, value) in inclusive.iter().enumerate() {
+            if let Some(value) = *value {
+                self.add_word(b, record, INCLUSIVE + k, value);
+            }
+        }
+        inclusive
     }
 
     /// A helper `name` returning nothing (see [`HelperBuilder::new`]).

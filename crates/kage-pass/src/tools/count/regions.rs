@@ -260,8 +260,9 @@ pub(super) unsafe fn promoted_trees(
     trees
 }
 
-/// The most regions a promoted tree holds: its report at each exit costs a few
-/// instructions per region.
+/// The most regions a promoted tree holds: its locals stay live while it runs (more spill
+/// to the stack), and its report at each exit checks each child of a region that ran.
+/// Measured: 64 gives zstd 0.6% more instructions than 16.
 pub(super) const MAX_PROMOTED: usize = 16;
 
 /// `t` with the regions of promoted trees (`tree_of`: each node's tree) counted in locals;
