@@ -14,12 +14,36 @@
 
 use crate::options::Options;
 use crate::registry::Instrumentations;
+use kage_report::CountStats;
 use serde_json::{Map, Value};
 
 /// The fields flattened into a region's entry, by global region id: made as the report is
 /// written, from the tool's own compact per-region data (a JSON map for each of thousands
 /// of regions, all at once, would be megabytes of the program's peak memory).
-pub type RegionFields = Box<dyn Fn(usize) -> Map<String, Value>>;
+pub type RegionFields = Box<dyn Fn(usize) -> RegionMembers>;
+
+/// The members a tool adds to one region's entry.
+pub enum RegionMembers {
+    /// The count tool's counters, written as members directly: the default tool's report
+    /// has an entry for every registered region (SQLite's 18,500), and making a JSON map
+    /// for each was most of the time its report took.
+    Count(CountStats),
+    /// Any other tool's members (none: an empty map).
+    Map(Map<String, Value>),
+}
+
+impl RegionMembers {
+    /// The members as a JSON map, as the report model holds them.
+    pub fn into_map(self) -> Map<String, Value> {
+        match self {
+            RegionMembers::Count(stats) => match serde_json::to_value(stats) {
+                Ok(Value::Object(map)) => map,
+                _ => Map::new(),
+            },
+            RegionMembers::Map(map) => map,
+        }
+    }
+}
 
 /// What a tool adds to the report.
 pub struct ToolResults {
@@ -33,7 +57,7 @@ impl Default for ToolResults {
     /// No field in any region, none at the top.
     fn default() -> Self {
         ToolResults {
-            regions: Box::new(|_| Map::new()),
+            regions: Box::new(|_| RegionMembers::Map(Map::new())),
             top: Map::new(),
         }
     }

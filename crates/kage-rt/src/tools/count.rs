@@ -27,7 +27,7 @@ use crate::chunked::bump;
 use crate::gate::{self, ThreadState};
 use crate::registry;
 use crate::sync::SpinLock;
-use crate::tool::{ThreadTool, Tool, ToolResults};
+use crate::tool::{RegionMembers, ThreadTool, Tool, ToolResults};
 use kage_abi::count::{
     ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CURRENT, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES,
     MAX_MODULES, OWNER, RECORDS, SELF, THREAD_WORDS, TOP, WORDS,
@@ -1021,7 +1021,10 @@ impl Tool for CountTool {
         top.insert("totals".into(), Value::Object(to_map(totals)));
         top.insert("unattributed".into(), Value::Object(to_map(unattributed)));
         ToolResults {
-            regions: Box::new(move |id| regions.get(id).map_or_else(Map::new, to_map)),
+            regions: Box::new(move |id| match regions.get(id) {
+                Some(&stats) => RegionMembers::Count(stats),
+                None => RegionMembers::Map(Map::new()),
+            }),
             top,
         }
     }

@@ -22,7 +22,7 @@ use crate::gate;
 use crate::options::{parse_bool, OptionDef, Options};
 use crate::registry::{self, Instrumentations};
 use crate::sync::SpinLock;
-use crate::tool::{ThreadTool, Tool, ToolResults};
+use crate::tool::{RegionMembers, ThreadTool, Tool, ToolResults};
 use kage_abi::{symbols, Instrumentation, RegionKind};
 use kage_vsm::footprint::{Footprint, FpConfig, FpKind};
 use kage_vsm::Granularity;
@@ -591,7 +591,7 @@ impl Tool for FootprintTool {
         top.insert("loop_bodies".into(), json!(settings.bodies));
         top.insert("untracked_instances".into(), json!(totals.untracked));
         ToolResults {
-            regions: Box::new(fields),
+            regions: Box::new(move |id| RegionMembers::Map(fields(id))),
             top,
         }
     }
@@ -832,7 +832,7 @@ mod tests {
     }
 
     fn fp(res: &ToolResults, r: usize) -> Value {
-        (res.regions)(r)["footprint"].clone()
+        (res.regions)(r).into_map()["footprint"].clone()
     }
 
     #[test]

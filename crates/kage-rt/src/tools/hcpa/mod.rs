@@ -28,7 +28,7 @@ use crate::chunked::{bump, Chunked};
 use crate::options::{OptionDef, Options};
 use crate::registry::{self, Instrumentations};
 use crate::sync::SpinLock;
-use crate::tool::{ThreadTool, Tool, ToolResults};
+use crate::tool::{RegionMembers, ThreadTool, Tool, ToolResults};
 use engine::{Engine, EngineConfig, InstanceStats, LevelKind, MAX_DEPTH_LIMIT};
 use kage_abi::{Instrumentation, RegionKind};
 use kage_vsm::VsmKind;
@@ -433,7 +433,7 @@ impl Tool for HcpaTool {
             }),
         );
         ToolResults {
-            regions: Box::new(fields),
+            regions: Box::new(move |id| RegionMembers::Map(fields(id))),
             top,
         }
     }

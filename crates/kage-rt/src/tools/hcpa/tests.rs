@@ -446,6 +446,7 @@ fn engine_of(t: &mut Box<dyn ThreadTool>) -> &mut Engine {
 
 fn hcpa(res: &ToolResults, region: usize) -> Value {
     (res.regions)(region)
+        .into_map()
         .get("hcpa")
         .cloned()
         .unwrap_or(Value::Null)

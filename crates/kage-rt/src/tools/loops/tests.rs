@@ -634,7 +634,7 @@ fn the_report_lists_every_nest_that_ran() {
             ]
         }})
     );
-    assert!((results.regions)(0).is_empty());
+    assert!((results.regions)(0).into_map().is_empty());
 }
 
 /// A forked child's report starts at the fork, and sampling with it; the other threads'
