@@ -931,6 +931,7 @@ impl CountTool {
                 }
             }
         }
+        derive_inclusive(&mut regions, |gid| registry::meta(gid).map(|m| m.parent));
         (regions, totals, unattributed)
     }
 
@@ -968,6 +969,44 @@ impl CountTool {
             part.start_running();
         }
         part
+    }
+}
+
+/// The inclusive counts the inline code leaves to the report: a region kept in locals (a
+/// promoted tree's, docs/abi.md) adds no inclusive counts to its record, and its inclusive
+/// counts are its self counts plus its children's inclusive counts (nothing in a tree
+/// calls out). Each counter left 0 is derived so, children first (a child's global id is
+/// above its parent's). Exact for every other region too: a counter whose inclusive count
+/// is 0 counted nothing while the region was open, neither in the region nor in the
+/// regions nested in it. `parent_of` gives a region's parent's global id ([`NONE`]: none).
+fn derive_inclusive(regions: &mut [CountStats], parent_of: impl Fn(u32) -> Option<u32>) {
+    let mut below = vec![[0u64; 4]; regions.len()];
+    for gid in (0..regions.len()).rev() {
+        let s = &mut regions[gid];
+        let mut inclusive = [
+            s.inclusive.loads,
+            s.inclusive.stores,
+            s.inclusive.bytes_read,
+            s.inclusive.bytes_written,
+        ];
+        let own = [
+            s.exclusive.loads,
+            s.exclusive.stores,
+            s.exclusive.bytes_read,
+            s.exclusive.bytes_written,
+        ];
+        for k in 0..4 {
+            if inclusive[k] == 0 {
+                inclusive[k] = own[k] + below[gid][k];
+            }
+        }
+        s.inclusive = counters(inclusive);
+        let parent = parent_of(gid as u32).filter(|&p| p != NONE && (p as usize) < gid);
+        if let Some(p) = parent {
+            for k in 0..4 {
+                below[p as usize][k] += inclusive[k];
+            }
+        }
     }
 }
 
@@ -1422,5 +1461,42 @@ mod tests {
         assert_eq!(r[4].inclusive, c(1, 0, 8, 0));
         assert_eq!(r[3].inclusive, c(1, 0, 8, 0));
         assert_eq!(r[0].inclusive, c(1, 0, 8, 0), "main is still open");
+    }
+
+    #[test]
+    fn inclusive_counts_left_to_the_report_are_derived_from_self_counts() {
+        let stats = |inclusive: [u64; 4], own: [u64; 4]| CountStats {
+            instances: 1,
+            inclusive: counters(inclusive),
+            exclusive: counters(own),
+        };
+        // 0: a function counted in records, 1: a loop kept in locals, 2: its body, 3: an
+        // inlined call in the body, 4: another function, recursive through its two inlined
+        // calls 5 and 6 (5's inclusive holds 6's inner instance: the children's sum exceeds
+        // the function's own, which counts the recursion once).
+        let parents = [NONE, 0, 1, 2, NONE, 4, 4];
+        let mut regions = vec![
+            stats([40, 4, 320, 32], [10, 1, 80, 8]),
+            stats([0; 4], [0; 4]),
+            stats([0; 4], [5, 0, 40, 0]),
+            stats([0; 4], [3, 2, 24, 16]),
+            stats([9, 0, 72, 0], [1, 0, 8, 0]),
+            stats([8, 0, 64, 0], [2, 0, 16, 0]),
+            stats([6, 0, 48, 0], [6, 0, 48, 0]),
+        ];
+        derive_inclusive(&mut regions, |gid| parents.get(gid as usize).copied());
+        let inclusive: Vec<Counters> = regions.iter().map(|s| s.inclusive).collect();
+        assert_eq!(
+            inclusive,
+            [
+                counters([40, 4, 320, 32]),
+                counters([8, 2, 64, 16]),
+                counters([8, 2, 64, 16]),
+                counters([3, 2, 24, 16]),
+                counters([9, 0, 72, 0]),
+                counters([8, 0, 64, 0]),
+                counters([6, 0, 48, 0]),
+            ]
+        );
     }
 }

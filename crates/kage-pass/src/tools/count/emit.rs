@@ -607,9 +607,10 @@ impl Inline {
     /// loads, stores, bytes read, bytes written; the deferred function's four pending totals
     /// when `pending`; what `__kage_count_running` becomes): when it ran (its root's
     /// instances are not 0), each region's instances and self counts go to its record, the
-    /// tree's accesses to the thread's totals (or the pending ones), each region's subtree's
-    /// accesses to its inclusive counts (no region of a tree is ever open around it:
-    /// opening it again would take a call); the locals are zeroed. `counts[node]` says
+    /// tree's accesses to the thread's totals (or the pending ones); the report derives
+    /// each region's inclusive counts from the self counts (no region of a tree is ever
+    /// open around it: opening it again would take a call); the locals are zeroed.
+    /// `counts[node]` says
     /// which of a region's own counters its segments may add to: the others are left
     /// alone.
     pub(super) unsafe fn define_flush(
@@ -703,10 +704,11 @@ impl Inline {
         })
     }
 
-    /// Adds tree region `i`'s instances, its self counts `own` and its inclusive counts to
-    /// its record, visiting the children that ran on the way (a region that did not run
-    /// has nothing to add, and neither have those in it: the report's work follows what
-    /// ran, not the tree's size); returns its inclusive counts. The builder is in a block
+    /// Adds tree region `i`'s instances and its self counts `own` to its record, visiting
+    /// the children that ran on the way (a region that did not run has nothing to add, and
+    /// neither have those in it: the report's work follows what ran, not the tree's size);
+    /// returns its subtree's accesses. Its inclusive counts are left to the report, which
+    /// derives them from the self counts (a tree's regions never call out). The builder is in a block
     /// where region `i` ran, and is left at the end of the visit. A leaf child's counts are
     /// summed whether it ran or not (they are 0 if not): only its record's update is
     /// skipped.
@@ -783,11 +785,6 @@ impl Inline {
                         None => value,
                     });
                 }
-            }
-        }
-        for (k, value) in inclusive.iter().enumerate() {
-            if let Some(value) = *value {
-                self.add_word(b, record, INCLUSIVE + k, value);
             }
         }
         inclusive
