@@ -610,9 +610,8 @@ impl Inline {
     /// tree's accesses to the thread's totals (or the pending ones); the report derives
     /// each region's inclusive counts from the self counts (no region of a tree is ever
     /// open around it: opening it again would take a call); the locals are zeroed.
-    /// `counts[node]` says
-    /// which of a region's own counters its segments may add to: the others are left
-    /// alone.
+    /// `counts[node]` says which of a region's own counters its segments may add to: the
+    /// others are left alone.
     pub(super) unsafe fn define_flush(
         &self,
         plan: &FunctionPlan,
@@ -668,10 +667,10 @@ impl Inline {
             children: &children,
             local: &local,
         };
-        let inclusive = self.flush_region(&site, 0, self.tree_own(&site, 0));
+        let accesses = self.flush_region(&site, 0, self.tree_own(&site, 0));
         // The thread's totals; under a deferred function, its locals hold them for now.
         let totals = self.address(b, self.totals);
-        for (k, value) in inclusive.iter().enumerate() {
+        for (k, value) in accesses.iter().enumerate() {
             if let Some(value) = *value {
                 if pending {
                     self.add_plain(b, h.param((own_params + k) as u32), value);
@@ -708,10 +707,10 @@ impl Inline {
     /// the children that ran on the way (a region that did not run has nothing to add, and
     /// neither have those in it: the report's work follows what ran, not the tree's size);
     /// returns its subtree's accesses. Its inclusive counts are left to the report, which
-    /// derives them from the self counts (a tree's regions never call out). The builder is in a block
-    /// where region `i` ran, and is left at the end of the visit. A leaf child's counts are
-    /// summed whether it ran or not (they are 0 if not): only its record's update is
-    /// skipped.
+    /// derives them from the self counts (a tree's regions never call out). The builder is
+    /// in a block where region `i` ran, and is left at the end of the visit. A leaf child's
+    /// counts are summed whether it ran or not (they are 0 if not): only its record's
+    /// update is skipped.
     unsafe fn flush_region(
         &self,
         site: &FlushSite,
@@ -733,14 +732,10 @@ impl Inline {
                 self.add_word(b, record, SELF + k, value);
             }
         }
-        let mut inclusive = own;
+        let mut subtree = own;
         for &c in &site.children[i] {
             let leaf = site.children[c].is_empty();
-            let own_c = if leaf {
-                self.tree_own(site, c)
-            } else {
-                [None; 4]
-            };
+            let leaf_own = leaf.then(|| self.tree_own(site, c));
             let instances_c = LLVMBuildLoad2(b, self.i64_type, (site.local)(c, 0), c"".as_ptr());
             LLVMSetAlignment(instances_c, 8);
             let ran = LLVMBuildICmp(
@@ -754,18 +749,14 @@ impl Inline {
             let (visit, after) = (site.helper.block(c"region"), site.helper.block(c"next"));
             LLVMBuildCondBr(b, ran, visit, after);
             LLVMPositionBuilderAtEnd(b, visit);
-            let of_child = if leaf {
-                self.flush_region(site, c, own_c)
-            } else {
-                let own_c = self.tree_own(site, c);
-                self.flush_region(site, c, own_c)
-            };
+            let own_c = leaf_own.unwrap_or_else(|| self.tree_own(site, c));
+            let of_child = self.flush_region(site, c, own_c);
             let visited = LLVMGetInsertBlock(b);
             LLVMBuildBr(b, after);
             LLVMPositionBuilderAtEnd(b, after);
             // The child's subtree sums: a leaf's whether it ran or not, else 0 when it did
             // not run (phis first in the block).
-            let sums = if leaf {
+            let sums = if let Some(own_c) = leaf_own {
                 own_c
             } else {
                 of_child.map(|value| {
@@ -778,7 +769,7 @@ impl Inline {
                     })
                 })
             };
-            for (sum, value) in inclusive.iter_mut().zip(sums) {
+            for (sum, value) in subtree.iter_mut().zip(sums) {
                 if let Some(value) = value {
                     *sum = Some(match *sum {
                         Some(sum) => LLVMBuildAdd(b, sum, value, c"".as_ptr()),
@@ -787,7 +778,7 @@ impl Inline {
                 }
             }
         }
-        inclusive
+        subtree
     }
 
     /// A helper `name` returning nothing (see [`HelperBuilder::new`]).
