@@ -36,12 +36,17 @@ impl RegionMembers {
     /// The members as a JSON map, as the report model holds them.
     pub fn into_map(self) -> Map<String, Value> {
         match self {
-            RegionMembers::Count(stats) => match serde_json::to_value(stats) {
-                Ok(Value::Object(map)) => map,
-                _ => Map::new(),
-            },
+            RegionMembers::Count(stats) => to_map(stats),
             RegionMembers::Map(map) => map,
         }
+    }
+}
+
+/// `v` as a JSON map (empty when it does not serialise to an object).
+pub fn to_map<T: serde::Serialize>(v: T) -> Map<String, Value> {
+    match serde_json::to_value(v) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
     }
 }
 

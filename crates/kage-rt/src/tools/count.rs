@@ -27,7 +27,7 @@ use crate::chunked::bump;
 use crate::gate::{self, ThreadState};
 use crate::registry;
 use crate::sync::SpinLock;
-use crate::tool::{RegionMembers, ThreadTool, Tool, ToolResults};
+use crate::tool::{to_map, RegionMembers, ThreadTool, Tool, ToolResults};
 use kage_abi::count::{
     ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CURRENT, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES,
     MAX_MODULES, OWNER, RECORDS, SELF, THREAD_WORDS, TOP, WORDS,
@@ -1016,13 +1016,6 @@ fn counters(a: [u64; 4]) -> Counters {
         stores: a[STORES],
         bytes_read: a[BYTES_READ],
         bytes_written: a[BYTES_WRITTEN],
-    }
-}
-
-fn to_map<T: serde::Serialize>(v: T) -> Map<String, Value> {
-    match serde_json::to_value(v) {
-        Ok(Value::Object(m)) => m,
-        _ => Map::new(),
     }
 }
 
