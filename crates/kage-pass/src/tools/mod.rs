@@ -43,8 +43,8 @@ pub trait Tool {
     unsafe fn instrument(&self, module: LLVMModuleRef, plans: &[FunctionPlan], table: &RegionTable);
 
     /// Whether the module needs the clean-up passes the C++ shim runs after inlining the
-    /// `alwaysinline` helpers (src/shim.cpp): promoting the helpers' locals to registers
-    /// and merging their repeated loads.
+    /// `alwaysinline` helpers (src/shim.cpp): promoting the helpers' locals to registers,
+    /// merging their repeated loads and threading their branches.
     fn needs_cleanup(&self) -> bool {
         false
     }
