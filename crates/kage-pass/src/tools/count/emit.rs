@@ -28,8 +28,6 @@ struct FlushSite<'a> {
     helper: &'a HelperBuilder,
     /// The tree root's record; the others follow it.
     root_record: LLVMValueRef,
-    /// `__kage_gate`'s mask, read once per report.
-    mask: LLVMValueRef,
     /// Per region of the tree: which of its own counters its segments may add to.
     counts: &'a [[bool; 4]],
     /// Per region of the tree: its children (local indices).
@@ -645,8 +643,13 @@ impl Inline {
             c"".as_ptr(),
         );
         LLVMBuildCondBr(b, none, done, ran);
+        // Counting switched off (`__kage_gate`): the regions' instances still count, their
+        // accesses are dropped; a branch to a report of the instances alone, rather than a
+        // mask on each count.
         LLVMPositionBuilderAtEnd(b, ran);
-        let mask = self.gate_mask(b);
+        let (counting, closed, zero_locals) =
+            (h.block(c"counting"), h.block(c"closed"), h.block(c"zero"));
+        LLVMBuildCondBr(b, self.gate_open(b), counting, closed);
         // Each region's children in the tree (local indices; pre-order, so a subtree is
         // contiguous and a parent comes before its children).
         let nodes = &plan.tree().nodes;
@@ -659,26 +662,34 @@ impl Inline {
                 children[parent].push(i);
             }
         }
-        let site = FlushSite {
-            helper: &h,
-            root_record,
-            mask,
-            counts: &counts[tree.root..tree.root + tree.len],
-            children: &children,
-            local: &local,
-        };
-        let accesses = self.flush_region(&site, 0, self.tree_own(&site, 0));
-        // The thread's totals; under a deferred function, its locals hold them for now.
-        let totals = self.address(b, self.totals);
-        for (k, value) in accesses.iter().enumerate() {
-            if let Some(value) = *value {
-                if pending {
-                    self.add_plain(b, h.param((own_params + k) as u32), value);
-                } else {
-                    ir::add_relaxed(b, self.cell(b, totals, k), value);
+        let no_counts = vec![[false; 4]; tree.len];
+        for (block, counts) in [
+            (counting, &counts[tree.root..tree.root + tree.len]),
+            (closed, &no_counts[..]),
+        ] {
+            LLVMPositionBuilderAtEnd(b, block);
+            let site = FlushSite {
+                helper: &h,
+                root_record,
+                counts,
+                children: &children,
+                local: &local,
+            };
+            let accesses = self.flush_region(&site, 0, self.tree_own(&site, 0));
+            // The thread's totals; under a deferred function, its locals hold them for now.
+            let totals = self.address(b, self.totals);
+            for (k, value) in accesses.iter().enumerate() {
+                if let Some(value) = *value {
+                    if pending {
+                        self.add_plain(b, h.param((own_params + k) as u32), value);
+                    } else {
+                        ir::add_relaxed(b, self.cell(b, totals, k), value);
+                    }
                 }
             }
+            LLVMBuildBr(b, zero_locals);
         }
+        LLVMPositionBuilderAtEnd(b, zero_locals);
         for i in 0..tree.len {
             for w in 0..5 {
                 LLVMSetAlignment(LLVMBuildStore(b, zero, local(i, w)), 8);
@@ -690,15 +701,15 @@ impl Inline {
         h.finish(ty)
     }
 
-    /// Tree region `i`'s own counts, masked by the gate, at the builder's position (0 when
-    /// it did not run: its locals are 0).
+    /// Tree region `i`'s own counts at the builder's position (0 when it did not run: its
+    /// locals are 0).
     unsafe fn tree_own(&self, site: &FlushSite, i: usize) -> [Option<LLVMValueRef>; 4] {
         let b = site.helper.builder;
         std::array::from_fn(|k| {
             site.counts[i][k].then(|| {
                 let v = LLVMBuildLoad2(b, self.i64_type, (site.local)(i, 1 + k), c"".as_ptr());
                 LLVMSetAlignment(v, 8);
-                LLVMBuildAnd(b, v, site.mask, c"".as_ptr())
+                v
             })
         })
     }
@@ -853,19 +864,24 @@ impl Inline {
         ir::add_relaxed(builder, cell, value);
     }
 
-    /// `mask`: all ones while `__kage_gate` is 0, else 0.
-    unsafe fn gate_mask(&self, builder: LLVMBuilderRef) -> LLVMValueRef {
+    /// Whether counting is on: `__kage_gate` is 0 (an `i1`).
+    unsafe fn gate_open(&self, builder: LLVMBuilderRef) -> LLVMValueRef {
         let gate = LLVMBuildLoad2(builder, self.i32_type, self.gate, c"".as_ptr());
         LLVMSetOrdering(gate, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
         LLVMSetAlignment(gate, 4);
         let zero = LLVMConstInt(self.i32_type, 0, 0);
-        let open = LLVMBuildICmp(
+        LLVMBuildICmp(
             builder,
             LLVMIntPredicate::LLVMIntEQ,
             gate,
             zero,
             c"".as_ptr(),
-        );
+        )
+    }
+
+    /// `mask`: all ones while counting is on, else 0.
+    unsafe fn gate_mask(&self, builder: LLVMBuilderRef) -> LLVMValueRef {
+        let open = self.gate_open(builder);
         LLVMBuildSExt(builder, open, self.i64_type, c"".as_ptr())
     }
 
