@@ -30,6 +30,8 @@ struct FlushSite<'a> {
     root_record: LLVMValueRef,
     /// Per region of the tree: which of its own counters its segments may add to.
     counts: &'a [[bool; 4]],
+    /// Per region of the tree: its uniform load and store sizes, whose bytes are derived.
+    sizes: &'a [[Option<u64>; 2]],
     /// Per region of the tree: its children (local indices).
     children: &'a [Vec<usize>],
     /// The local of region `i`'s word `w` (instances, loads, stores, bytes read, written).
@@ -50,6 +52,9 @@ pub(super) struct Emitter<'a> {
     pub(super) base: u32,
     pub(super) trees: &'a [PromotedTree],
     pub(super) locals: &'a [TreeLocals],
+    /// Per region: its uniform load and store sizes; a tree's region then counts no bytes in
+    /// locals, its report derives them from its loads and stores.
+    pub(super) sizes: &'a [[Option<u64>; 2]],
     /// Each tree's report helper.
     pub(super) flushes: &'a [RuntimeFunction],
     /// The function's entry, when it is deferred until it needs its activation.
@@ -289,8 +294,13 @@ impl Emitter<'_> {
         }
         if tree.is_some() {
             if let Some(local) = self.local(node) {
+                let derived = |k: usize| match k {
+                    BYTES_READ => self.sizes[node][0].is_some(),
+                    BYTES_WRITTEN => self.sizes[node][1].is_some(),
+                    _ => false,
+                };
                 for (k, value) in values.iter().enumerate() {
-                    if let Some(value) = *value {
+                    if let (Some(value), false) = (*value, derived(k)) {
                         self.inline.add_plain(self.builder, local[1 + k], value);
                     }
                 }
@@ -615,6 +625,7 @@ impl Inline {
         plan: &FunctionPlan,
         tree: &PromotedTree,
         counts: &[[bool; 4]],
+        sizes: &[[Option<u64>; 2]],
         pending: bool,
     ) -> RuntimeFunction {
         let own_params = 1 + tree.len * 5;
@@ -672,6 +683,7 @@ impl Inline {
                 helper: &h,
                 root_record,
                 counts,
+                sizes: &sizes[tree.root..tree.root + tree.len],
                 children: &children,
                 local: &local,
             };
@@ -702,14 +714,26 @@ impl Inline {
     }
 
     /// Tree region `i`'s own counts at the builder's position (0 when it did not run: its
-    /// locals are 0).
+    /// locals are 0); bytes of a uniform size are its loads (stores) times the size.
     unsafe fn tree_own(&self, site: &FlushSite, i: usize) -> [Option<LLVMValueRef>; 4] {
         let b = site.helper.builder;
+        let load = |k: usize| {
+            let v = LLVMBuildLoad2(b, self.i64_type, (site.local)(i, 1 + k), c"".as_ptr());
+            LLVMSetAlignment(v, 8);
+            v
+        };
+        let accesses = [LOADS, STORES].map(|k| site.counts[i][k].then(|| load(k)));
         std::array::from_fn(|k| {
-            site.counts[i][k].then(|| {
-                let v = LLVMBuildLoad2(b, self.i64_type, (site.local)(i, 1 + k), c"".as_ptr());
-                LLVMSetAlignment(v, 8);
-                v
+            site.counts[i][k].then(|| match (k, site.sizes[i]) {
+                (BYTES_READ, [Some(size), _]) | (BYTES_WRITTEN, [_, Some(size)]) => {
+                    let n = accesses[k - BYTES_READ].expect("bytes counted without accesses");
+                    LLVMBuildMul(b, n, LLVMConstInt(self.i64_type, size, 0), c"".as_ptr())
+                }
+                _ => accesses
+                    .get(k)
+                    .copied()
+                    .flatten()
+                    .unwrap_or_else(|| load(k)),
             })
         })
     }

@@ -227,6 +227,9 @@ unsafe fn instrument_function(
             }
         }
     }
+    // A region whose loads all read the same number of bytes (stores: write) needs no local
+    // for its bytes in a tree: its report derives them from the loads (stores).
+    let sizes = uniform_sizes(&segments, &tree.block_region, tree.nodes.len());
     // Trees directly under a deferred function leave their accesses in its locals.
     let under_function = |t: &regions::PromotedTree| tree.nodes[t.root].parent == Some(0);
     let function = region_index(0);
@@ -274,7 +277,7 @@ unsafe fn instrument_function(
         .map(|t| deferred.is_some() && under_function(t))
         .collect();
     let flushes: Vec<RuntimeFunction> = (trees.iter().zip(&pending_trees))
-        .map(|(t, &pending)| inline.define_flush(plan, t, &counted, pending))
+        .map(|(t, &pending)| inline.define_flush(plan, t, &counted, &sizes, pending))
         .collect();
     let at = Emitter {
         inline,
@@ -285,6 +288,7 @@ unsafe fn instrument_function(
         base: plan.slots.base,
         trees: &trees,
         locals: &locals,
+        sizes: &sizes,
         flushes: &flushes,
         deferred: deferred.as_ref(),
         pending_trees: &pending_trees,
@@ -354,6 +358,51 @@ unsafe fn instrument_function(
             at.exit(&path_up(&tree.nodes, tree.block_region[block], None));
         }
     }
+}
+
+/// Per region of the function: the bytes every one of its loads reads (`[0]`) and every
+/// one of its stores writes (`[1]`), when its segments' constant counts all have the same
+/// ratio of bytes to accesses (none of run-time length); `None` otherwise, and for a
+/// region without loads (stores).
+///
+/// # Safety
+/// The segments' values must be live.
+unsafe fn uniform_sizes(
+    segments: &[crate::segments::Segment],
+    block_region: &[usize],
+    regions: usize,
+) -> Vec<[Option<u64>; 2]> {
+    // Per region and direction: unseen (`None`), one ratio, or mixed (`Some(None)`).
+    let mut seen: Vec<[Option<Option<u64>>; 2]> = vec![[None; 2]; regions];
+    for segment in segments {
+        let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
+        let node = &mut seen[block_region[segment.block]];
+        for (d, (accesses, bytes)) in [(LOADS, BYTES_READ), (STORES, BYTES_WRITTEN)]
+            .into_iter()
+            .enumerate()
+        {
+            let (n, b) = (constant.constant[accesses], constant.constant[bytes]);
+            let ratio = (n > 0 && b % n == 0).then(|| b / n);
+            if n > 0 {
+                node[d] = match node[d] {
+                    None => Some(ratio),
+                    Some(seen) if seen == ratio => Some(seen),
+                    Some(_) => Some(None),
+                };
+            }
+        }
+        for (_, counts) in dynamic {
+            for &(_, reads) in &counts.dynamic {
+                if reads {
+                    node[0] = Some(None);
+                }
+                node[1] = Some(None);
+            }
+        }
+    }
+    seen.into_iter()
+        .map(|node| node.map(Option::flatten))
+        .collect()
 }
 
 /// Whether a function can return without a call, without opening a region counted in
