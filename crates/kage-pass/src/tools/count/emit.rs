@@ -724,16 +724,15 @@ impl Inline {
         };
         let accesses = [LOADS, STORES].map(|k| site.counts[i][k].then(|| load(k)));
         std::array::from_fn(|k| {
-            site.counts[i][k].then(|| match (k, site.sizes[i]) {
-                (BYTES_READ, [Some(size), _]) | (BYTES_WRITTEN, [_, Some(size)]) => {
-                    let n = accesses[k - BYTES_READ].expect("bytes counted without accesses");
-                    LLVMBuildMul(b, n, LLVMConstInt(self.i64_type, size, 0), c"".as_ptr())
-                }
-                _ => accesses
-                    .get(k)
-                    .copied()
-                    .flatten()
-                    .unwrap_or_else(|| load(k)),
+            site.counts[i][k].then(|| match k {
+                LOADS | STORES => accesses[k].expect("a counted counter"),
+                _ => match site.sizes[i][k - BYTES_READ] {
+                    Some(size) => {
+                        let n = accesses[k - BYTES_READ].expect("bytes without accesses");
+                        LLVMBuildMul(b, n, LLVMConstInt(self.i64_type, size, 0), c"".as_ptr())
+                    }
+                    None => load(k),
+                },
             })
         })
     }

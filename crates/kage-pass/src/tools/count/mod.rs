@@ -210,10 +210,13 @@ unsafe fn instrument_function(
         .iter()
         .map(|t| inline.tree_locals(builder, t.len))
         .collect();
+    // Each segment's counts: its constants, and the `llvm.mem*` of run-time length in it.
+    let segment_counts: Vec<_> = (segments.iter())
+        .map(|segment| SegmentCounts::of(&segment.accesses))
+        .collect();
     // Which of each region's own counters its segments may add to.
     let mut counted = vec![[false; 4]; tree.nodes.len()];
-    for segment in &segments {
-        let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
+    for (segment, (constant, dynamic)) in segments.iter().zip(&segment_counts) {
         let node = &mut counted[tree.block_region[segment.block]];
         for k in 0..4 {
             node[k] |= constant.constant[k] != 0;
@@ -229,7 +232,12 @@ unsafe fn instrument_function(
     }
     // A region whose loads all read the same number of bytes (stores: write) needs no local
     // for its bytes in a tree: its report derives them from the loads (stores).
-    let sizes = uniform_sizes(&segments, &tree.block_region, tree.nodes.len());
+    let sizes = uniform_sizes(
+        &segments,
+        &segment_counts,
+        &tree.block_region,
+        tree.nodes.len(),
+    );
     // Trees directly under a deferred function leave their accesses in its locals.
     let under_function = |t: &regions::PromotedTree| tree.nodes[t.root].parent == Some(0);
     let function = region_index(0);
@@ -319,16 +327,15 @@ unsafe fn instrument_function(
         position(inst);
         at.resume(table.region_ptr(region_index(tree.block_region[block])));
     }
-    for segment in &segments {
-        let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
+    for (segment, (constant, dynamic)) in segments.iter().zip(&segment_counts) {
         let region = tree.block_region[segment.block];
         if !constant.is_empty() {
             position(segment.start);
-            at.add(&constant, region, owner(segment.block));
+            at.add(constant, region, owner(segment.block));
         }
         for (inst, counts) in dynamic {
-            position(inst);
-            at.add(&counts, region, owner(segment.block));
+            position(*inst);
+            at.add(counts, region, owner(segment.block));
         }
     }
     for &(inst, size, block) in &cmpxchgs {
@@ -365,17 +372,16 @@ unsafe fn instrument_function(
 /// ratio of bytes to accesses (none of run-time length); `None` otherwise, and for a
 /// region without loads (stores).
 ///
-/// # Safety
-/// The segments' values must be live.
-unsafe fn uniform_sizes(
+/// `counts` are the segments' ([`SegmentCounts::of`]).
+fn uniform_sizes(
     segments: &[crate::segments::Segment],
+    counts: &[(SegmentCounts, Vec<(LLVMValueRef, SegmentCounts)>)],
     block_region: &[usize],
     regions: usize,
 ) -> Vec<[Option<u64>; 2]> {
     // Per region and direction: unseen (`None`), one ratio, or mixed (`Some(None)`).
     let mut seen: Vec<[Option<Option<u64>>; 2]> = vec![[None; 2]; regions];
-    for segment in segments {
-        let (constant, dynamic) = SegmentCounts::of(&segment.accesses);
+    for (segment, (constant, dynamic)) in segments.iter().zip(counts) {
         let node = &mut seen[block_region[segment.block]];
         for (d, (accesses, bytes)) in [(LOADS, BYTES_READ), (STORES, BYTES_WRITTEN)]
             .into_iter()
