@@ -16,7 +16,10 @@
  * - calls_rarely, descend, sums: functions that call only on some paths (their entries
  *   are deferred until they call): one that calls every tenth time, a recursion whose
  *   innermost call does not call (its inclusive counts are its outermost caller's), and
- *   one whose loop without calls runs before a call made on some paths only. */
+ *   one whose loop without calls runs before a call made on some paths only;
+ * - calls_inl_rarely, descend_inl: the same inlined (their regions are deferred until
+ *   they call): a helper that calls every tenth time, inlined into a loop, and a recursion
+ *   through an inlined helper whose innermost instance does not call. */
 #include "common.h"
 #include "../../crates/kage-rt/include/kage.h"
 #include <setjmp.h>
@@ -159,6 +162,41 @@ NOINLINE void sums(void) {
   g[54] = s;                   /* one store */
 }
 
+NOINLINE void rare_callee2(int i) { g[58] = i; }
+
+/* Inlined: one load; every tenth call a store and a call (one store in rare_callee2). */
+static inline __attribute__((always_inline)) int inl_rarely(int k) {
+  int x = h[k & 7];
+  if (k % 10 == 0) {
+    g[55] = x;
+    rare_callee2(k);
+  }
+  return x;
+}
+
+NOINLINE void calls_inl_rarely(int n) {
+  int s = 0;
+  for (int k = 0; k < n; k++) s += inl_rarely(k);
+  g[56] = s;                   /* one store */
+}
+
+NOINLINE int descend_inl(int n);
+
+/* Inlined: one load; but at 0, a call and a store after it. */
+static inline __attribute__((always_inline)) int step(int n) {
+  int here = h[n & 7];
+  if (n == 0) return here;
+  int below = descend_inl(n - 1);
+  g[57] = below;
+  return here + below;
+}
+
+/* The inlined step, then a load of its own. */
+NOINLINE int descend_inl(int n) {
+  int r = step(n);
+  return r + h[1];
+}
+
 NOINLINE void leaves_by_exit(void) {
   g[30] = 1;
   g[31] = 2;
@@ -179,5 +217,7 @@ int main(int argc, char **argv) {
   calls_rarely(100);
   printf("%d\n", descend(3));
   sums();
+  calls_inl_rarely(100);
+  printf("%d\n", descend_inl(3));
   leaves_by_exit();
 }

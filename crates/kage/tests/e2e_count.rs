@@ -344,6 +344,39 @@ fn inline_counts_are_exact_where_blocks_are_left_early_or_counting_switches() {
             c(0, 12, 0, 48),
             c(0, 12, 0, 48),
         );
+        // The same inlined (deferred regions): 100 instances of inl_rarely, 100 loads, and
+        // every tenth a store and rare_callee2's; descend_inl(3) through the inlined step:
+        // recursion counts once (step's inclusive counts are its outermost instance's: all
+        // but the outermost descend_inl's own load).
+        let sum_of = |name: &str| {
+            (report.regions.iter())
+                .filter(|r| r.name == name && r.kind == RegionKind::Function)
+                .fold(
+                    (0, Counters::default(), Counters::default()),
+                    |(n, mut i, mut e), r| {
+                        i.add(&stats(r).inclusive);
+                        e.add(&stats(r).exclusive);
+                        (n + stats(r).instances, i, e)
+                    },
+                )
+        };
+        assert_eq!(
+            sum_of("inl_rarely"),
+            (100, c(100, 20, 400, 80), c(100, 10, 400, 40))
+        );
+        assert_counts(
+            func(report, "calls_inl_rarely"),
+            1,
+            c(100, 21, 400, 84),
+            c(0, 1, 0, 4),
+        );
+        assert_eq!(sum_of("step"), (4, c(7, 3, 28, 12), c(4, 3, 16, 12)));
+        assert_counts(
+            func(report, "descend_inl"),
+            4,
+            c(8, 3, 32, 12),
+            c(4, 0, 16, 0),
+        );
         // exit() leaves the block after both stores.
         assert_counts(
             func(report, "leaves_by_exit"),

@@ -13,10 +13,11 @@ use llvm_sys::prelude::{
 };
 use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate};
 
-use super::regions::{Change, PromotedTree};
+use super::regions::{path_up, Change, PromotedTree};
 use super::{SegmentCounts, BYTES_READ, BYTES_WRITTEN, LOADS, STORES};
 use crate::ir::{self, RuntimeFunction};
 use crate::plan::FunctionPlan;
+use crate::region_tree::Node;
 use crate::regions::RegionTable;
 
 /// A promoted tree's locals: per region, its instances, loads, stores, bytes read and bytes
@@ -59,8 +60,13 @@ pub(super) struct Emitter<'a> {
     pub(super) flushes: &'a [RuntimeFunction],
     /// The function's entry, when it is deferred until it needs its activation.
     pub(super) deferred: Option<&'a DeferredEntry>,
-    /// Per tree: its report leaves the thread's totals in the deferred function's locals.
-    pub(super) pending_trees: &'a [bool],
+    /// Per tree: the locals its report leaves the thread's totals in (its parent's, when
+    /// that is deferred).
+    pub(super) tree_pending: &'a [Option<[LLVMValueRef; 4]>],
+    /// The function's regions (tree nodes).
+    pub(super) nodes: &'a [Node],
+    /// Per region: its deferral, when it is deferred.
+    pub(super) deferred_regions: &'a [Option<DeferredRegion>],
 }
 
 /// What a push needs: the module, the function's table entry, its frame, and its record's
@@ -88,7 +94,7 @@ pub(super) struct DeferredEntry {
     /// `i64` locals: the function's own loads, stores, bytes read and written, not masked
     /// yet; then what the trees directly under it added (masked), for the thread's totals.
     own: [LLVMValueRef; 4],
-    pending: [LLVMValueRef; 4],
+    pub(super) pending: [LLVMValueRef; 4],
     module: LLVMValueRef,
     /// The function's table entry.
     function: LLVMValueRef,
@@ -97,6 +103,32 @@ pub(super) struct DeferredEntry {
     offset: LLVMValueRef,
     materialize: RuntimeFunction,
     leave: RuntimeFunction,
+}
+
+/// An inlined call whose record opens only when it needs to (docs/abi.md, "Deferred
+/// regions"): before a call in its own code, or before a region counted in records opens
+/// (or iterates) inside it. Until then its own counts, and the accesses of the trees and
+/// deferred regions directly under it, wait in locals; leaving it unopened reports them as
+/// a promoted tree's root would.
+pub(super) struct DeferredRegion {
+    /// `i1` local: its record is open.
+    flag: LLVMValueRef,
+    /// `i64` locals: its own loads, stores, bytes read and written, not masked yet; then
+    /// what the trees and deferred regions directly under it added, for the thread's totals.
+    pub(super) own: [LLVMValueRef; 4],
+    pub(super) pending: [LLVMValueRef; 4],
+    /// The parent's pending locals, when the parent is deferred: where a quiet leave puts
+    /// the thread's totals.
+    parent_pending: Option<[LLVMValueRef; 4]>,
+    open: RuntimeFunction,
+    leave: RuntimeFunction,
+}
+
+/// A deferred region's locals, before its helpers are chosen.
+pub(super) struct DeferredLocals {
+    flag: LLVMValueRef,
+    own: [LLVMValueRef; 4],
+    pending: [LLVMValueRef; 4],
 }
 
 impl Emitter<'_> {
@@ -153,34 +185,107 @@ impl Emitter<'_> {
         d.materialize.call(self.builder, &mut args);
     }
 
+    fn deferred_region(&self, node: usize) -> Option<&DeferredRegion> {
+        self.deferred_regions.get(node)?.as_ref()
+    }
+
+    /// The table entry of tree node `node`.
+    unsafe fn entry(&self, node: usize) -> LLVMValueRef {
+        self.table.region_ptr(self.base + node as u32)
+    }
+
+    /// Before a call in the own code of `node`, or a region counted in records opening
+    /// under it: the function's activation, then each deferred region around `node` and
+    /// `node` itself (outermost first) open in records, what waited in their locals
+    /// reported.
+    pub(super) unsafe fn materialize_down_to(&self, node: usize) {
+        self.materialize();
+        for &n in path_up(self.nodes, node, None).iter().rev() {
+            if let Some(d) = self.deferred_region(n) {
+                let mut args = vec![self.record(n), self.activation(), self.entry(n), d.flag];
+                args.extend(d.own);
+                args.extend(d.pending);
+                d.open.call(self.builder, &mut args);
+            }
+        }
+    }
+
+    /// Deferred region `node` is left: closed if it was opened, else reported as a tree's
+    /// root.
+    unsafe fn leave_deferred(&self, node: usize, d: &DeferredRegion) {
+        let parent = self.nodes[node]
+            .parent
+            .expect("a deferred region has a parent");
+        let mut args = vec![
+            self.record(node),
+            self.activation(),
+            self.entry(parent),
+            d.flag,
+        ];
+        args.extend(d.own);
+        args.extend(d.pending);
+        args.extend(d.parent_pending.into_iter().flatten());
+        d.leave.call(self.builder, &mut args);
+    }
+
     pub(super) unsafe fn change(&self, c: &Change) {
         if let Some(j) = c.flush {
             self.flush(j);
         }
         let t = &c.records;
-        if !t.opens.is_empty() || t.iteration.is_some() {
-            self.materialize();
-        }
+        let counted_in_records = |node: &usize| self.deferred_region(*node).is_none();
+        // Whether a region counted in records closes or opens: the activation's innermost
+        // region changes. (A deferred region's leave sets it if it was opened.)
+        let mut moved = false;
         for &node in &t.closes {
-            self.inline
-                .close
-                .call(self.builder, &mut [self.record(node)]);
+            match self.deferred_region(node) {
+                Some(d) => self.leave_deferred(node, d),
+                None => {
+                    self.inline
+                        .close
+                        .call(self.builder, &mut [self.record(node)]);
+                    moved = true;
+                }
+            }
+        }
+        // A record opening takes the thread's totals: what waits around it is reported
+        // first. (A loop body counted in records iterates only inside its loop's record,
+        // which opened them all.)
+        if let Some(first) = t.opens.iter().copied().find(counted_in_records) {
+            match self.nodes[first].parent {
+                Some(parent) => self.materialize_down_to(parent),
+                None => self.materialize(),
+            }
         }
         if let Some(body) = t.iteration {
             let one = LLVMConstInt(self.inline.i64_type, 1, 0);
             self.inline
                 .add_word(self.builder, self.record(body), INSTANCES, one);
         }
-        for &node in &t.opens {
+        // Deferred regions opened on this edge open nothing yet (those above a region
+        // counted in records were opened just above).
+        for &node in t.opens.iter().filter(|n| counted_in_records(n)) {
             self.inline
                 .open
                 .call(self.builder, &mut [self.record(node)]);
+            moved = true;
         }
-        if !t.closes.is_empty() || !t.opens.is_empty() {
-            let entry = self.table.region_ptr(self.base + t.target as u32);
+        if moved {
+            // The innermost region open in records: the last opened, else the target's
+            // closest one not opened on this edge.
+            let mut target = t.target;
+            if let Some(&last) = t.opens.iter().rev().find(|n| counted_in_records(n)) {
+                target = last;
+            } else {
+                while self.deferred_region(target).is_some() && t.opens.contains(&target) {
+                    target = self.nodes[target]
+                        .parent
+                        .expect("a deferred region has a parent");
+                }
+            }
             self.inline
                 .set_current
-                .call(self.builder, &mut [self.activation(), entry]);
+                .call(self.builder, &mut [self.activation(), self.entry(target)]);
         }
         for &node in &c.counted {
             // A tree's root starts: the thread notes it, for a fatal signal's report.
@@ -219,8 +324,8 @@ impl Emitter<'_> {
         };
         let mut args = vec![self.record_in(records, self.trees[j].root)];
         args.extend(self.locals[j].0.iter().flatten().copied());
-        if let Some(d) = self.deferred.filter(|_| self.pending_trees[j]) {
-            args.extend(d.pending);
+        if let Some(pending) = self.tree_pending[j] {
+            args.extend(pending);
         }
         let null = LLVMConstPointerNull(self.inline.ptr_type);
         args.push(match self.deferred {
@@ -262,7 +367,17 @@ impl Emitter<'_> {
     /// A return: `open` (the block's region and those around it, innermost first) close,
     /// and the activation is popped.
     pub(super) unsafe fn exit(&self, open: &[usize]) {
-        if let Some(d) = self.deferred.filter(|_| open == [0]) {
+        // Deferred regions, innermost first, then the function.
+        let waiting = open
+            .iter()
+            .take_while(|&&n| self.deferred_region(n).is_some());
+        if let Some(d) = self
+            .deferred
+            .filter(|_| open[waiting.clone().count()..] == [0])
+        {
+            for &node in waiting {
+                self.leave_deferred(node, self.deferred_region(node).expect("deferred"));
+            }
             let mut args = vec![d.offset, d.flag, d.records, d.activation];
             args.extend(d.own);
             args.extend(d.pending);
@@ -273,9 +388,14 @@ impl Emitter<'_> {
             .exit_check
             .call(self.builder, &mut [self.activation()]);
         for &node in open {
-            self.inline
-                .close
-                .call(self.builder, &mut [self.record(node)]);
+            match self.deferred_region(node) {
+                Some(d) => self.leave_deferred(node, d),
+                None => {
+                    self.inline
+                        .close
+                        .call(self.builder, &mut [self.record(node)]);
+                }
+            }
         }
         self.inline.pop.call(self.builder, &mut [self.activation()]);
     }
@@ -285,6 +405,14 @@ impl Emitter<'_> {
     pub(super) unsafe fn add(&self, counts: &SegmentCounts, node: usize, tree: Option<usize>) {
         let values = counts.values(self.builder, self.inline.i64_type);
         if let Some(d) = self.deferred.filter(|_| node == 0 && tree.is_none()) {
+            for (k, value) in values.iter().enumerate() {
+                if let Some(value) = *value {
+                    self.inline.add_plain(self.builder, d.own[k], value);
+                }
+            }
+            return;
+        }
+        if let Some(d) = self.deferred_region(node).filter(|_| tree.is_none()) {
             for (k, value) in values.iter().enumerate() {
                 if let Some(value) = *value {
                     self.inline.add_plain(self.builder, d.own[k], value);
@@ -415,11 +543,17 @@ pub(super) struct Inline {
     records: RuntimeFunction,
     /// Defined with the module's first deferred function.
     quiet_enter: std::cell::OnceCell<RuntimeFunction>,
+    /// Deferred regions' open and leave helpers, by the locals they add to (own, pending)
+    /// and whether a quiet leave adds to the parent's locals.
+    deferred_helpers: std::cell::RefCell<DeferredHelpers>,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
     ptr_type: LLVMTypeRef,
     module: LLVMModuleRef,
 }
+
+type DeferredHelpers =
+    std::collections::HashMap<([bool; 4], [bool; 4], bool), (RuntimeFunction, RuntimeFunction)>;
 
 /// One helper's blocks, built in order.
 pub(super) struct HelperBuilder {
@@ -488,6 +622,7 @@ impl Inline {
             pop: RuntimeFunction::helper(null, null_type),
             records: RuntimeFunction::helper(null, null_type),
             quiet_enter: std::cell::OnceCell::new(),
+            deferred_helpers: Default::default(),
             arrive: RuntimeFunction::declare(module, &symbols::COUNT_ARRIVE),
             resume: RuntimeFunction::declare(module, &symbols::COUNT_RESUME),
             i32_type: LLVMInt32TypeInContext(context),
@@ -1236,26 +1371,25 @@ impl Inline {
         (h, ty, pushed)
     }
 
-    /// In helper `h`, whose parameters from `first` are [`deferred_helper`]'s: the own
-    /// counts (masked) to the function's self counts at `record`, own and pending to the
-    /// thread's totals, both zeroed. Returns what went to the totals.
-    ///
-    /// [`deferred_helper`]: Self::deferred_helper
+    /// In helper `h`, whose parameters from `own_at` are the own and then the pending locals
+    /// (four each): the own counts (masked) to the self counts at `record`, own and pending
+    /// to the thread's totals (or, `to`, to the locals that are parameters from there on),
+    /// both zeroed. Returns what went to the totals.
     unsafe fn report_waiting(
         &self,
         h: &HelperBuilder,
-        first: u32,
+        own_at: u32,
         record: LLVMValueRef,
-        own: [bool; 4],
-        pending: [bool; 4],
+        (own, pending): ([bool; 4], [bool; 4]),
+        to: Option<u32>,
     ) -> [Option<LLVMValueRef>; 4] {
         let b = h.builder;
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let mask = self.gate_mask(b);
         let totals = self.address(b, self.totals);
         std::array::from_fn(|k| {
-            let own_local = h.param(first + 3 + k as u32);
-            let pending_local = h.param(first + 7 + k as u32);
+            let own_local = h.param(own_at + k as u32);
+            let pending_local = h.param(own_at + 4 + k as u32);
             let own_value = own[k].then(|| {
                 let value = LLVMBuildLoad2(b, self.i64_type, own_local, c"".as_ptr());
                 let masked = LLVMBuildAnd(b, value, mask, c"".as_ptr());
@@ -1273,29 +1407,32 @@ impl Inline {
                 (a, c) => a.or(c),
             };
             if let Some(total) = total {
-                ir::add_relaxed(b, self.cell(b, totals, k), total);
+                match to {
+                    Some(at) => self.add_plain(b, h.param(at + k as u32), total),
+                    None => ir::add_relaxed(b, self.cell(b, totals, k), total),
+                }
             }
             total
         })
     }
 
-    /// [`report_waiting`](Self::report_waiting) when anything waits (after the function's
-    /// first push, its locals are often zero: then not even the gate is read).
+    /// [`report_waiting`](Self::report_waiting) to the thread's totals, when anything waits
+    /// (after the first push or open, the locals are often zero: then not even the gate is
+    /// read).
     unsafe fn report_any_waiting(
         &self,
         h: &HelperBuilder,
-        first: u32,
+        own_at: u32,
         record: LLVMValueRef,
-        own: [bool; 4],
-        pending: [bool; 4],
+        (own, pending): ([bool; 4], [bool; 4]),
     ) {
         let b = h.builder;
         let (report, done) = (h.block(c"waiting"), h.block(c"reported"));
         let mut any = LLVMConstInt(self.i64_type, 0, 0);
         for k in 0..4 {
-            for (counted, at) in [(own[k], 3), (pending[k], 7)] {
+            for (counted, at) in [(own[k], 0), (pending[k], 4)] {
                 if counted {
-                    let local = h.param(first + at + k as u32);
+                    let local = h.param(own_at + at + k as u32);
                     let value = LLVMBuildLoad2(b, self.i64_type, local, c"".as_ptr());
                     any = LLVMBuildOr(b, any, value, c"".as_ptr());
                 }
@@ -1303,9 +1440,21 @@ impl Inline {
         }
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let waiting = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, any, zero, c"".as_ptr());
-        LLVMBuildCondBr(b, waiting, report, done);
+        let (quiet, report) = (h.block(c"none"), report);
+        LLVMBuildCondBr(b, waiting, report, quiet);
         LLVMPositionBuilderAtEnd(b, report);
-        self.report_waiting(h, first, record, own, pending);
+        self.report_waiting(h, own_at, record, (own, pending), None);
+        LLVMBuildBr(b, done);
+        // The locals are 0 on both ways out, stored so that once promoted to registers they
+        // are constants (nothing stays live across the calls that follow).
+        LLVMPositionBuilderAtEnd(b, quiet);
+        for k in 0..4 {
+            for (counted, at) in [(own[k], 0), (pending[k], 4)] {
+                if counted {
+                    LLVMBuildStore(b, zero, h.param(own_at + at + k as u32));
+                }
+            }
+        }
         LLVMBuildBr(b, done);
         LLVMPositionBuilderAtEnd(b, done);
     }
@@ -1327,7 +1476,12 @@ impl Inline {
             h.block(c"report"),
         );
         let bool_type = LLVMTypeOf(pushed);
-        LLVMBuildCondBr(b, pushed, report, push);
+        let already = h.block(c"already");
+        LLVMBuildCondBr(b, pushed, already, push);
+        // (It is 1 already; stored so that once promoted to a register it is a constant.)
+        LLVMPositionBuilderAtEnd(b, already);
+        LLVMBuildStore(b, LLVMConstInt(bool_type, 1, 0), flag);
+        LLVMBuildBr(b, report);
         LLVMPositionBuilderAtEnd(b, push);
         let thread = self.address(b, self.thread);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
@@ -1349,7 +1503,7 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, report);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
         let record = ir::byte_gep(b, records, offset);
-        self.report_waiting(&h, 4, record, own, pending);
+        self.report_waiting(&h, 7, record, (own, pending), None);
         LLVMBuildRetVoid(b);
         h.finish(ty)
     }
@@ -1373,7 +1527,7 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, pushed_block);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
         let record = ir::byte_gep(b, records, offset);
-        self.report_any_waiting(&h, 1, record, own, pending);
+        self.report_any_waiting(&h, 4, record, (own, pending));
         let activation = LLVMBuildLoad2(b, self.i32_type, activation_local, c"".as_ptr());
         self.exit_check.call(b, &mut [activation]);
         self.close.call(b, &mut [record]);
@@ -1383,7 +1537,7 @@ impl Inline {
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
         let record = ir::byte_gep(b, records, offset);
         self.add_word(b, record, INSTANCES, LLVMConstInt(self.i64_type, 1, 0));
-        let totals = self.report_waiting(&h, 1, record, own, pending);
+        let totals = self.report_waiting(&h, 4, record, (own, pending), None);
         let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
         let depth = self.load(b, self.i64_type, depth_field);
         let zero = LLVMConstInt(self.i64_type, 0, 0);
@@ -1398,6 +1552,132 @@ impl Inline {
         LLVMBuildBr(b, done);
         LLVMPositionBuilderAtEnd(b, done);
         self.set_running(b, LLVMConstPointerNull(self.ptr_type));
+        LLVMBuildRetVoid(b);
+        h.finish(ty)
+    }
+
+    /// A deferred region's locals (flag, own, pending), zero, at the builder's position (the
+    /// entry block's start, before anything but allocas: mem2reg promotes only those).
+    pub(super) unsafe fn deferred_locals(&self, b: LLVMBuilderRef) -> DeferredLocals {
+        let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
+        let local = |ty: LLVMTypeRef, init: LLVMValueRef| {
+            let local = LLVMBuildAlloca(b, ty, c"kage.deferred".as_ptr());
+            LLVMBuildStore(b, init, local);
+            local
+        };
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        DeferredLocals {
+            flag: local(bool_type, LLVMConstInt(bool_type, 0, 0)),
+            own: std::array::from_fn(|_| local(self.i64_type, zero)),
+            pending: std::array::from_fn(|_| local(self.i64_type, zero)),
+        }
+    }
+
+    /// A deferred region with `locals` ([`Self::deferred_locals`]) and its helpers. `own`
+    /// and `pending` say which of its locals are added to; `parent_pending`: its parent's
+    /// pending locals, when the parent is deferred.
+    pub(super) unsafe fn deferred_region(
+        &self,
+        locals: DeferredLocals,
+        own: [bool; 4],
+        pending: [bool; 4],
+        parent_pending: Option<[LLVMValueRef; 4]>,
+    ) -> DeferredRegion {
+        let key = (own, pending, parent_pending.is_some());
+        let (open, leave) = *(self.deferred_helpers.borrow_mut().entry(key)).or_insert_with(|| {
+            (
+                self.define_open_deferred(own, pending),
+                self.define_leave_deferred(own, pending, parent_pending.is_some()),
+            )
+        });
+        DeferredRegion {
+            flag: locals.flag,
+            own: locals.own,
+            pending: locals.pending,
+            parent_pending,
+            open,
+            leave,
+        }
+    }
+
+    /// `void __kage_count_open_deferred(ptr record, i32 activation, ptr region, ptr flag,
+    /// ptr own..., ptr pending...)`: opens a deferred region's record if it is not open
+    /// (the region becomes the activation's innermost), then reports what waits in its
+    /// locals.
+    unsafe fn define_open_deferred(&self, own: [bool; 4], pending: [bool; 4]) -> RuntimeFunction {
+        let mut params = [self.ptr_type; 12];
+        params[1] = self.i32_type;
+        let (h, ty) = self.void_helper("__kage_count_open_deferred", &mut params);
+        let b = h.builder;
+        let (record, activation, region, flag) = (h.param(0), h.param(1), h.param(2), h.param(3));
+        let (open, already) = (h.block(c"open"), h.block(c"already"));
+        let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
+        let opened = LLVMBuildLoad2(b, bool_type, flag, c"".as_ptr());
+        LLVMBuildCondBr(b, opened, already, open);
+        LLVMPositionBuilderAtEnd(b, open);
+        self.open_at(b, record);
+        LLVMBuildStore(b, LLVMConstInt(bool_type, 1, 0), flag);
+        self.set_current.call(b, &mut [activation, region]);
+        self.report_waiting(&h, 4, record, (own, pending), None);
+        LLVMBuildRetVoid(b);
+        LLVMPositionBuilderAtEnd(b, already);
+        // (It is 1 already; stored so that once promoted to a register it is a constant.)
+        LLVMBuildStore(b, LLVMConstInt(bool_type, 1, 0), flag);
+        self.report_any_waiting(&h, 4, record, (own, pending));
+        LLVMBuildRetVoid(b);
+        h.finish(ty)
+    }
+
+    /// `void __kage_count_leave_deferred(ptr record, i32 activation, ptr parent, ptr flag,
+    /// ptr own..., ptr pending..., [ptr parent_pending...])`: a deferred region is left. If
+    /// its record is open: what waits reported, the record closed, `parent` the
+    /// activation's innermost region. Else its record counts the instance, its own counts
+    /// and its inclusive ones (unless it is open further up the stack), and the thread's
+    /// totals (or the parent's pending locals) what waited.
+    unsafe fn define_leave_deferred(
+        &self,
+        own: [bool; 4],
+        pending: [bool; 4],
+        to_parent: bool,
+    ) -> RuntimeFunction {
+        let mut params = vec![self.ptr_type; if to_parent { 16 } else { 12 }];
+        params[1] = self.i32_type;
+        let (h, ty) = self.void_helper("__kage_count_leave_deferred", &mut params);
+        let b = h.builder;
+        let (record, activation, parent, flag) = (h.param(0), h.param(1), h.param(2), h.param(3));
+        let (opened_block, quiet, outermost, done) = (
+            h.block(c"opened"),
+            h.block(c"quiet"),
+            h.block(c"outermost"),
+            h.block(c"done"),
+        );
+        let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
+        let opened = LLVMBuildLoad2(b, bool_type, flag, c"".as_ptr());
+        LLVMBuildCondBr(b, opened, opened_block, quiet);
+        LLVMPositionBuilderAtEnd(b, opened_block);
+        self.report_any_waiting(&h, 4, record, (own, pending));
+        self.close.call(b, &mut [record]);
+        self.set_current.call(b, &mut [activation, parent]);
+        LLVMBuildStore(b, LLVMConstInt(bool_type, 0, 0), flag);
+        LLVMBuildRetVoid(b);
+        LLVMPositionBuilderAtEnd(b, quiet);
+        // (It is 0 already; stored so that once promoted to a register it is a constant.)
+        LLVMBuildStore(b, LLVMConstInt(bool_type, 0, 0), flag);
+        self.add_word(b, record, INSTANCES, LLVMConstInt(self.i64_type, 1, 0));
+        let totals = self.report_waiting(&h, 4, record, (own, pending), to_parent.then_some(12));
+        let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
+        let depth = self.load(b, self.i64_type, depth_field);
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let none_open = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
+        LLVMBuildCondBr(b, none_open, outermost, done);
+        LLVMPositionBuilderAtEnd(b, outermost);
+        for (k, total) in totals.iter().enumerate() {
+            if let Some(total) = *total {
+                self.add_word(b, record, INCLUSIVE + k, total);
+            }
+        }
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
         LLVMBuildRetVoid(b);
         h.finish(ty)
     }

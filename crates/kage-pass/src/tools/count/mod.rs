@@ -39,6 +39,7 @@ use crate::debuginfo::HookLocations;
 use crate::hooks::{self, Hooks, Inserter};
 use crate::ir::{self, RuntimeFunction};
 use crate::plan::FunctionPlan;
+use crate::region_tree::NodeKind;
 use crate::regions::RegionTable;
 use crate::segments::function_segments;
 use emit::{Emitter, Inline, TreeLocals};
@@ -189,15 +190,36 @@ unsafe fn instrument_function(
             }
         }
     }
-    let cut_in_own_code: Vec<LLVMValueRef> = (segments.iter())
-        .filter(|s| tree.block_region[s.block] == 0 && crate::segments::is_cut(s.end))
-        .map(|s| s.end)
+    let dynamic_blocks: Vec<usize> = (start_code.iter())
+        .filter(|(_, code)| code.is_none())
+        .map(|&(b, _)| b)
+        .collect();
+    let mut cut_blocks = vec![false; n];
+    for s in segments.iter().filter(|s| crate::segments::is_cut(s.end)) {
+        cut_blocks[s.block] = true;
+    }
+    let deferred_nodes = deferred_regions(
+        plan,
+        &tree_of,
+        &trees,
+        &cut_blocks,
+        &dynamic_blocks,
+        &predecessors,
+        &exits,
+        &cmpxchgs,
+    );
+    // The calls before which the function's activation, or a deferred region's record, must
+    // be open: those in the own code of the function and of deferred regions.
+    let deferred_cuts: Vec<(LLVMValueRef, usize)> = (segments.iter())
+        .filter(|s| crate::segments::is_cut(s.end))
+        .map(|s| (s.end, tree.block_region[s.block]))
+        .filter(|&(_, region)| region == 0 || deferred_nodes[region])
         .collect();
     let deferrable = !whole_function
         && plan.resume_points.is_empty()
-        && !start_code.iter().any(|(_, code)| code.is_none())
+        && dynamic_blocks.is_empty()
         && !cmpxchgs.iter().any(|&(_, _, b)| tree.block_region[b] == 0)
-        && returns_quietly(plan, &tree_of, &trees, &cut_in_own_code, &exits);
+        && returns_quietly(plan, &tree_of, &trees, &deferred_nodes, &cut_blocks, &exits);
     let locations = HookLocations::new(module, plan.func);
     let position = |at: LLVMValueRef| {
         LLVMPositionBuilderBefore(builder, at);
@@ -209,6 +231,9 @@ unsafe fn instrument_function(
     let locals: Vec<TreeLocals> = trees
         .iter()
         .map(|t| inline.tree_locals(builder, t.len))
+        .collect();
+    let deferred_locals: Vec<Option<emit::DeferredLocals>> = (deferred_nodes.iter())
+        .map(|&d| d.then(|| inline.deferred_locals(builder)))
         .collect();
     // Each segment's counts: its constants, and the `llvm.mem*` of run-time length in it.
     let segment_counts: Vec<_> = (segments.iter())
@@ -238,18 +263,28 @@ unsafe fn instrument_function(
         &tree.block_region,
         tree.nodes.len(),
     );
-    // Trees directly under a deferred function leave their accesses in its locals.
-    let under_function = |t: &regions::PromotedTree| tree.nodes[t.root].parent == Some(0);
-    let function = region_index(0);
-    let deferred = deferrable.then(|| {
-        let mut pending = [false; 4];
-        for t in trees.iter().filter(|t| under_function(t)) {
+    // What the pending locals of a deferred function or region receive: the counts of the
+    // trees and deferred regions directly under it.
+    let mut pending_of = vec![[false; 4]; tree.nodes.len()];
+    for t in &trees {
+        if let Some(parent) = tree.nodes[t.root].parent {
             for node in &counted[t.root..t.root + t.len] {
                 for k in 0..4 {
-                    pending[k] |= node[k];
+                    pending_of[parent][k] |= node[k];
                 }
             }
         }
+    }
+    for i in (1..tree.nodes.len()).rev().filter(|&i| deferred_nodes[i]) {
+        let parent = tree.nodes[i]
+            .parent
+            .expect("a deferred region has a parent");
+        for k in 0..4 {
+            pending_of[parent][k] |= counted[i][k] | pending_of[i][k];
+        }
+    }
+    let function = region_index(0);
+    let deferred = deferrable.then(|| {
         // A tree that starts with the entry block notes itself as running at once.
         let tree_starts = (start_code.iter()).any(|(b, code)| {
             *b == 0
@@ -264,9 +299,25 @@ unsafe fn instrument_function(
             (table.region_ptr(function), function),
             !tree_starts,
             counted[0],
-            pending,
+            pending_of[0],
         )
     });
+    // Deferred regions, parents first (their children's quiet leaves add to their locals).
+    let mut deferred_regions: Vec<Option<emit::DeferredRegion>> = Vec::new();
+    for (i, locals) in deferred_locals.into_iter().enumerate() {
+        let region = locals.map(|locals| {
+            let parent = tree.nodes[i]
+                .parent
+                .expect("a deferred region has a parent");
+            let parent_pending = match (parent, &deferred) {
+                (0, Some(d)) => Some(d.pending),
+                (0, None) => None,
+                _ => deferred_regions[parent].as_ref().map(|r| r.pending),
+            };
+            inline.deferred_region(locals, counted[i], pending_of[i], parent_pending)
+        });
+        deferred_regions.push(region);
+    }
     // The function's entry: its activation and region (a promoted function has neither,
     // a deferred one pushes them when it needs them).
     position(entry_at);
@@ -281,11 +332,16 @@ unsafe fn instrument_function(
         );
         (Some(records), Some(activation))
     };
-    let pending_trees: Vec<bool> = (trees.iter())
-        .map(|t| deferred.is_some() && under_function(t))
+    // Trees directly under a deferred function or region leave their accesses in its locals.
+    let tree_pending: Vec<Option<[LLVMValueRef; 4]>> = (trees.iter())
+        .map(|t| match (tree.nodes[t.root].parent, &deferred) {
+            (Some(0), Some(d)) => Some(d.pending),
+            (Some(0), None) | (None, _) => None,
+            (Some(parent), _) => deferred_regions[parent].as_ref().map(|r| r.pending),
+        })
         .collect();
-    let flushes: Vec<RuntimeFunction> = (trees.iter().zip(&pending_trees))
-        .map(|(t, &pending)| inline.define_flush(plan, t, &counted, &sizes, pending))
+    let flushes: Vec<RuntimeFunction> = (trees.iter().zip(&tree_pending))
+        .map(|(t, pending)| inline.define_flush(plan, t, &counted, &sizes, pending.is_some()))
         .collect();
     let at = Emitter {
         inline,
@@ -299,7 +355,9 @@ unsafe fn instrument_function(
         sizes: &sizes,
         flushes: &flushes,
         deferred: deferred.as_ref(),
-        pending_trees: &pending_trees,
+        tree_pending: &tree_pending,
+        nodes: &tree.nodes,
+        deferred_regions: &deferred_regions,
     };
     for (b, code) in &start_code {
         let Some(start) = (if *b == 0 {
@@ -347,8 +405,11 @@ unsafe fn instrument_function(
         LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(inst));
         at.cmpxchg(inst, size, tree.block_region[block]);
     }
-    for &call in &cut_in_own_code {
-        if deferred.is_some() {
+    for &(call, region) in &deferred_cuts {
+        if region != 0 {
+            position(call);
+            at.materialize_down_to(region);
+        } else if deferred.is_some() {
             position(call);
             at.materialize();
         }
@@ -413,7 +474,7 @@ fn uniform_sizes(
 
 /// Whether a function can return without a call, without opening a region counted in
 /// records: it then defers its entry ([`emit::DeferredEntry`]). Its own code may run
-/// promoted trees directly under it.
+/// promoted trees and deferred regions (and promoted trees in those) under it.
 ///
 /// # Safety
 /// `plan` must describe a live function that nothing was inserted into yet.
@@ -421,24 +482,24 @@ unsafe fn returns_quietly(
     plan: &FunctionPlan,
     tree_of: &[Option<usize>],
     trees: &[regions::PromotedTree],
-    cut_in_own_code: &[LLVMValueRef],
+    deferred_nodes: &[bool],
+    cut_blocks: &[bool],
     exits: &[(LLVMValueRef, usize)],
 ) -> bool {
     let tree = plan.tree();
     let n = plan.cfg.blocks.len();
-    let mut has_cut = vec![false; n];
-    for &call in cut_in_own_code {
-        let block = LLVMGetInstructionParent(call);
-        if let Some(b) = plan.cfg.blocks.iter().position(|&x| x == block) {
-            has_cut[b] = true;
-        }
-    }
     let passable = |b: usize| {
         let region = tree.block_region[b];
-        match tree_of[region] {
-            Some(j) => tree.nodes[trees[j].root].parent == Some(0),
-            None => region == 0 && !has_cut[b],
-        }
+        let outside_trees = match tree_of[region] {
+            Some(j) => tree.nodes[trees[j].root].parent,
+            None if cut_blocks[b] => None,
+            None => Some(region),
+        };
+        outside_trees.is_some_and(|r| {
+            path_up(&tree.nodes, r, Some(0))
+                .iter()
+                .all(|&x| deferred_nodes[x])
+        })
     };
     let mut seen = vec![false; n];
     let mut stack = vec![0usize];
@@ -449,9 +510,110 @@ unsafe fn returns_quietly(
         seen[b] = true;
         stack.extend(plan.cfg.successors[b].iter().copied().filter(|&s| s < n));
     }
-    exits
-        .iter()
-        .any(|&(_, b)| seen[b] && tree.block_region[b] == 0)
+    exits.iter().any(|&(_, b)| {
+        let region = tree.block_region[b];
+        seen[b]
+            && tree_of[region].is_none()
+            && path_up(&tree.nodes, region, Some(0))
+                .iter()
+                .all(|&x| deferred_nodes[x])
+    })
+}
+
+/// The inlined calls whose records open only when they need to ([`emit::DeferredRegion`]):
+/// those not in a promoted tree, in a function without resume points (a `longjmp` or an
+/// exception would leave their flags stale), with no block in or right after them whose
+/// regions the runtime changes (it does not see the flags), and no `cmpxchg` in their own
+/// code (it adds to the thread's totals directly).
+#[allow(clippy::too_many_arguments)]
+fn deferred_regions(
+    plan: &FunctionPlan,
+    tree_of: &[Option<usize>],
+    trees: &[regions::PromotedTree],
+    cut_blocks: &[bool],
+    dynamic_blocks: &[usize],
+    predecessors: &[Vec<usize>],
+    exits: &[(LLVMValueRef, usize)],
+    cmpxchgs: &[(LLVMValueRef, u64, usize)],
+) -> Vec<bool> {
+    let tree = plan.tree();
+    let nodes = &tree.nodes;
+    if !plan.resume_points.is_empty() {
+        return vec![false; nodes.len()];
+    }
+    let mut deferred: Vec<bool> = (nodes.iter().zip(tree_of))
+        .map(|(node, in_tree)| matches!(node.kind, NodeKind::Inlined(_)) && in_tree.is_none())
+        .collect();
+    let mut not_around = |b: usize| {
+        for node in path_up(nodes, tree.block_region[b], None) {
+            deferred[node] = false;
+        }
+    };
+    for &b in dynamic_blocks {
+        not_around(b);
+        predecessors[b].iter().for_each(|&p| not_around(p));
+    }
+    for &(_, _, b) in cmpxchgs {
+        deferred[tree.block_region[b]] = false;
+    }
+    // Only a region that some instances pass through without a call, and without opening a
+    // region counted in records, gains from waiting: innermost first, as that depends on
+    // which regions under it wait.
+    let mut size = vec![1usize; nodes.len()];
+    for i in (1..nodes.len()).rev() {
+        if let Some(parent) = nodes[i].parent {
+            size[parent] += size[i];
+        }
+    }
+    let mut node_blocks = vec![Vec::new(); nodes.len()];
+    for b in (0..tree.block_region.len()).filter(|&b| plan.forest.reachable[b]) {
+        node_blocks[tree.block_region[b]].push(b);
+    }
+    for d in (1..nodes.len()).rev() {
+        if !deferred[d] {
+            continue;
+        }
+        let inside = |b: usize| (d..d + size[d]).contains(&tree.block_region[b]);
+        // Regions waiting down to `d` (itself assumed to).
+        let waiting_up_to_d = |mut r: usize| loop {
+            if r == d {
+                break true;
+            }
+            if !deferred[r] {
+                break false;
+            }
+            r = nodes[r].parent.expect("a region under d has a parent");
+        };
+        let passable = |b: usize| match tree_of[tree.block_region[b]] {
+            Some(j) => nodes[trees[j].root]
+                .parent
+                .is_some_and(|p| waiting_up_to_d(p)),
+            None => !cut_blocks[b] && waiting_up_to_d(tree.block_region[b]),
+        };
+        let blocks: Vec<usize> = (d..d + size[d])
+            .flat_map(|r| node_blocks[r].iter().copied())
+            .collect();
+        let mut seen = vec![false; tree.block_region.len()];
+        let mut stack: Vec<usize> = (blocks.iter().copied())
+            .filter(|&b| b == 0 || predecessors[b].iter().any(|&p| !inside(p)))
+            .collect();
+        let mut quiet = false;
+        while let Some(b) = stack.pop() {
+            if seen[b] || !passable(b) {
+                continue;
+            }
+            seen[b] = true;
+            let successors = &plan.cfg.successors[b];
+            let returns = exits.iter().any(|&(_, e)| e == b);
+            if returns || successors.iter().any(|&s| s < seen.len() && !inside(s)) {
+                quiet = true;
+                break;
+            }
+            stack.extend(successors.iter().copied().filter(|&s| s < seen.len()));
+        }
+        deferred[d] = quiet;
+    }
+    deferred
 }
 
 /// What is added to `__kage_count` at one place: constants (a segment's), or the length of
