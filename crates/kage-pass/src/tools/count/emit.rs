@@ -546,6 +546,10 @@ pub(super) struct Inline {
     /// Deferred regions' open and leave helpers, by the locals they add to (own, pending)
     /// and whether a quiet leave adds to the parent's locals.
     deferred_helpers: std::cell::RefCell<DeferredHelpers>,
+    /// Deferred functions' materialize and leave helpers, by the locals they add to.
+    deferred_entry_helpers: std::cell::RefCell<
+        std::collections::HashMap<([bool; 4], [bool; 4]), (RuntimeFunction, RuntimeFunction)>,
+    >,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
     ptr_type: LLVMTypeRef,
@@ -623,6 +627,7 @@ impl Inline {
             records: RuntimeFunction::helper(null, null_type),
             quiet_enter: std::cell::OnceCell::new(),
             deferred_helpers: Default::default(),
+            deferred_entry_helpers: Default::default(),
             arrive: RuntimeFunction::declare(module, &symbols::COUNT_ARRIVE),
             resume: RuntimeFunction::declare(module, &symbols::COUNT_RESUME),
             i32_type: LLVMInt32TypeInContext(context),
@@ -1321,6 +1326,14 @@ impl Inline {
         if note_running {
             self.set_running(b, function);
         }
+        let (materialize, leave) = *(self.deferred_entry_helpers.borrow_mut())
+            .entry((own, pending))
+            .or_insert_with(|| {
+                (
+                    self.define_materialize(own, pending),
+                    self.define_leave(own, pending),
+                )
+            });
         DeferredEntry {
             flag,
             records,
@@ -1331,8 +1344,8 @@ impl Inline {
             function,
             frame,
             offset: LLVMConstInt(self.i64_type, index as u64 * WORDS as u64 * 8, 0),
-            materialize: self.define_materialize(own, pending),
-            leave: self.define_leave(own, pending),
+            materialize,
+            leave,
         }
     }
 
