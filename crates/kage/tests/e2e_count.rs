@@ -5,7 +5,7 @@
 
 mod e2e_support;
 use e2e_support::*;
-use kage_report::{Counters, RegionKind};
+use kage_report::{read_report, Counters, RegionKind};
 
 #[test]
 fn counts_are_exact_at_o2() {
@@ -390,5 +390,50 @@ fn inline_counts_are_exact_where_blocks_are_left_early_or_counting_switches() {
     for (x, y) in a.regions.iter().zip(&b.regions) {
         assert_eq!((&x.name, x.line), (&y.name, y.line));
         assert_eq!(stats(x), stats(y), "{} line {}", x.name, x.line);
+    }
+}
+
+#[test]
+fn deferred_regions_count_as_a_call_per_access_on_random_paths() {
+    let work = Work::new();
+    for level in ["-O2", "-O3"] {
+        let inline = work.build("count_deferred.c", &[level]);
+        let calls = work.build_for_every_tool("count_deferred.c", &[level]);
+        let run = |exe: &std::path::Path| {
+            let path = work.path("deferred.json");
+            let _ = std::fs::remove_file(&path);
+            let out = work.run_with_options(exe, &[], &format!("output={}", path.display()));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (
+                out.stdout,
+                read_report(&path).unwrap_or_else(|e| panic!("{e}")),
+            )
+        };
+        let (a_out, a) = run(&inline);
+        let (b_out, b) = run(&calls);
+        // The same program output, the same counts in every region.
+        assert_eq!(a_out, b_out);
+        assert_totals_consistent(&a);
+        assert_eq!(a.count_totals(), b.count_totals(), "{level}");
+        assert_eq!(a.regions.len(), b.regions.len());
+        for (x, y) in a.regions.iter().zip(&b.regions) {
+            assert_eq!((&x.name, x.line), (&y.name, y.line));
+            assert_eq!(stats(x), stats(y), "{level}: {} line {}", x.name, x.line);
+        }
+        // The helpers ran as regions of their own, on both kinds of paths.
+        let instances = |name: &str| -> u64 {
+            (a.regions.iter())
+                .filter(|r| r.name == name && r.kind == RegionKind::Function)
+                .map(|r| stats(r).instances)
+                .sum()
+        };
+        for helper in ["inner", "middle", "scan", "early", "rec_step", "switching"] {
+            assert!(instances(helper) > 100, "{level}: {helper}");
+        }
+        assert!(instances("sink") > 100, "{level}");
     }
 }
