@@ -228,6 +228,23 @@ impl Emitter<'_> {
         d.leave.call(self.builder, &mut args);
     }
 
+    /// Region `node` (not in a tree) closes: a deferred one is left; whether a record
+    /// closed for sure.
+    unsafe fn close(&self, node: usize) -> bool {
+        match self.deferred_region(node) {
+            Some(d) => {
+                self.leave_deferred(node, d);
+                false
+            }
+            None => {
+                self.inline
+                    .close
+                    .call(self.builder, &mut [self.record(node)]);
+                true
+            }
+        }
+    }
+
     pub(super) unsafe fn change(&self, c: &Change) {
         if let Some(j) = c.flush {
             self.flush(j);
@@ -238,15 +255,7 @@ impl Emitter<'_> {
         // region changes. (A deferred region's leave sets it if it was opened.)
         let mut moved = false;
         for &node in &t.closes {
-            match self.deferred_region(node) {
-                Some(d) => self.leave_deferred(node, d),
-                None => {
-                    self.inline
-                        .close
-                        .call(self.builder, &mut [self.record(node)]);
-                    moved = true;
-                }
-            }
+            moved |= self.close(node);
         }
         // A record opening takes the thread's totals: what waits around it is reported
         // first. (A loop body counted in records iterates only inside its loop's record,
@@ -388,14 +397,7 @@ impl Emitter<'_> {
             .exit_check
             .call(self.builder, &mut [self.activation()]);
         for &node in open {
-            match self.deferred_region(node) {
-                Some(d) => self.leave_deferred(node, d),
-                None => {
-                    self.inline
-                        .close
-                        .call(self.builder, &mut [self.record(node)]);
-                }
-            }
+            self.close(node);
         }
         self.inline.pop.call(self.builder, &mut [self.activation()]);
     }
@@ -547,9 +549,7 @@ pub(super) struct Inline {
     /// and whether a quiet leave adds to the parent's locals.
     deferred_helpers: std::cell::RefCell<DeferredHelpers>,
     /// Deferred functions' materialize and leave helpers, by the locals they add to.
-    deferred_entry_helpers: std::cell::RefCell<
-        std::collections::HashMap<([bool; 4], [bool; 4]), (RuntimeFunction, RuntimeFunction)>,
-    >,
+    deferred_entry_helpers: std::cell::RefCell<DeferredEntryHelpers>,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
     ptr_type: LLVMTypeRef,
@@ -558,6 +558,8 @@ pub(super) struct Inline {
 
 type DeferredHelpers =
     std::collections::HashMap<([bool; 4], [bool; 4], bool), (RuntimeFunction, RuntimeFunction)>;
+type DeferredEntryHelpers =
+    std::collections::HashMap<([bool; 4], [bool; 4]), (RuntimeFunction, RuntimeFunction)>;
 
 /// One helper's blocks, built in order.
 pub(super) struct HelperBuilder {
@@ -1530,12 +1532,7 @@ impl Inline {
         let b = h.builder;
         let offset = h.param(0);
         let (records_local, activation_local) = (h.param(2), h.param(3));
-        let (pushed_block, quiet, outermost, done) = (
-            h.block(c"pushed"),
-            h.block(c"quiet"),
-            h.block(c"outermost"),
-            h.block(c"done"),
-        );
+        let (pushed_block, quiet) = (h.block(c"pushed"), h.block(c"quiet"));
         LLVMBuildCondBr(b, pushed, pushed_block, quiet);
         LLVMPositionBuilderAtEnd(b, pushed_block);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
@@ -1549,21 +1546,7 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, quiet);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
         let record = ir::byte_gep(b, records, offset);
-        self.add_word(b, record, INSTANCES, LLVMConstInt(self.i64_type, 1, 0));
-        let totals = self.report_waiting(&h, 4, record, (own, pending), None);
-        let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
-        let depth = self.load(b, self.i64_type, depth_field);
-        let zero = LLVMConstInt(self.i64_type, 0, 0);
-        let none_open = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
-        LLVMBuildCondBr(b, none_open, outermost, done);
-        LLVMPositionBuilderAtEnd(b, outermost);
-        for (k, total) in totals.iter().enumerate() {
-            if let Some(total) = *total {
-                self.add_word(b, record, INCLUSIVE + k, total);
-            }
-        }
-        LLVMBuildBr(b, done);
-        LLVMPositionBuilderAtEnd(b, done);
+        self.report_unopened(&h, record, (own, pending), None);
         self.set_running(b, LLVMConstPointerNull(self.ptr_type));
         LLVMBuildRetVoid(b);
         h.finish(ty)
@@ -1613,20 +1596,40 @@ impl Inline {
         }
     }
 
+    /// A deferred region's helper `name`, with parameters `(ptr record, i32 activation, ptr
+    /// region, ptr flag, ptr own..., ptr pending...)` and, `to_parent`, the parent's pending
+    /// locals; its entry branches on the flag (the record is open) to the first of the two
+    /// blocks returned, else to the second.
+    unsafe fn deferred_region_helper(
+        &self,
+        name: &str,
+        to_parent: bool,
+    ) -> (
+        HelperBuilder,
+        LLVMTypeRef,
+        [LLVMValueRef; 4],
+        [LLVMBasicBlockRef; 2],
+    ) {
+        let mut params = vec![self.ptr_type; if to_parent { 16 } else { 12 }];
+        params[1] = self.i32_type;
+        let (h, ty) = self.void_helper(name, &mut params);
+        let fixed = [h.param(0), h.param(1), h.param(2), h.param(3)];
+        let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
+        let opened = LLVMBuildLoad2(h.builder, bool_type, fixed[3], c"".as_ptr());
+        let blocks = [h.block(c"opened"), h.block(c"unopened")];
+        LLVMBuildCondBr(h.builder, opened, blocks[0], blocks[1]);
+        (h, ty, fixed, blocks)
+    }
+
     /// `void __kage_count_open_deferred(ptr record, i32 activation, ptr region, ptr flag,
     /// ptr own..., ptr pending...)`: opens a deferred region's record if it is not open
     /// (the region becomes the activation's innermost), then reports what waits in its
     /// locals.
     unsafe fn define_open_deferred(&self, own: [bool; 4], pending: [bool; 4]) -> RuntimeFunction {
-        let mut params = [self.ptr_type; 12];
-        params[1] = self.i32_type;
-        let (h, ty) = self.void_helper("__kage_count_open_deferred", &mut params);
+        let (h, ty, [record, activation, region, flag], [already, open]) =
+            self.deferred_region_helper("__kage_count_open_deferred", false);
         let b = h.builder;
-        let (record, activation, region, flag) = (h.param(0), h.param(1), h.param(2), h.param(3));
-        let (open, already) = (h.block(c"open"), h.block(c"already"));
         let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
-        let opened = LLVMBuildLoad2(b, bool_type, flag, c"".as_ptr());
-        LLVMBuildCondBr(b, opened, already, open);
         LLVMPositionBuilderAtEnd(b, open);
         self.open_at(b, record);
         LLVMBuildStore(b, LLVMConstInt(bool_type, 1, 0), flag);
@@ -1653,20 +1656,10 @@ impl Inline {
         pending: [bool; 4],
         to_parent: bool,
     ) -> RuntimeFunction {
-        let mut params = vec![self.ptr_type; if to_parent { 16 } else { 12 }];
-        params[1] = self.i32_type;
-        let (h, ty) = self.void_helper("__kage_count_leave_deferred", &mut params);
+        let (h, ty, [record, activation, parent, flag], [opened_block, quiet]) =
+            self.deferred_region_helper("__kage_count_leave_deferred", to_parent);
         let b = h.builder;
-        let (record, activation, parent, flag) = (h.param(0), h.param(1), h.param(2), h.param(3));
-        let (opened_block, quiet, outermost, done) = (
-            h.block(c"opened"),
-            h.block(c"quiet"),
-            h.block(c"outermost"),
-            h.block(c"done"),
-        );
         let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
-        let opened = LLVMBuildLoad2(b, bool_type, flag, c"".as_ptr());
-        LLVMBuildCondBr(b, opened, opened_block, quiet);
         LLVMPositionBuilderAtEnd(b, opened_block);
         self.report_any_waiting(&h, 4, record, (own, pending));
         self.close.call(b, &mut [record]);
@@ -1676,8 +1669,26 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, quiet);
         // (It is 0 already; stored so that once promoted to a register it is a constant.)
         LLVMBuildStore(b, LLVMConstInt(bool_type, 0, 0), flag);
+        self.report_unopened(&h, record, (own, pending), to_parent.then_some(12));
+        LLVMBuildRetVoid(b);
+        h.finish(ty)
+    }
+
+    /// In a deferred function's or region's helper (own and pending locals from parameter
+    /// 4): an instance that never opened its record, reported as a tree's root would be: an
+    /// instance, what waited ([`Self::report_waiting`], to `to`), and its inclusive counts
+    /// unless it is open further up the stack (recursion counts once). Ends in a new block.
+    unsafe fn report_unopened(
+        &self,
+        h: &HelperBuilder,
+        record: LLVMValueRef,
+        waiting: ([bool; 4], [bool; 4]),
+        to: Option<u32>,
+    ) {
+        let b = h.builder;
+        let (outermost, done) = (h.block(c"outermost"), h.block(c"done"));
         self.add_word(b, record, INSTANCES, LLVMConstInt(self.i64_type, 1, 0));
-        let totals = self.report_waiting(&h, 4, record, (own, pending), to_parent.then_some(12));
+        let totals = self.report_waiting(h, 4, record, waiting, to);
         let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
         let depth = self.load(b, self.i64_type, depth_field);
         let zero = LLVMConstInt(self.i64_type, 0, 0);
@@ -1691,8 +1702,6 @@ impl Inline {
         }
         LLVMBuildBr(b, done);
         LLVMPositionBuilderAtEnd(b, done);
-        LLVMBuildRetVoid(b);
-        h.finish(ty)
     }
 
     /// Opens an instance of the record at `record`: instances + 1, open instances + 1, and

@@ -585,9 +585,7 @@ fn deferred_regions(
             r = nodes[r].parent.expect("a region under d has a parent");
         };
         let passable = |b: usize| match tree_of[tree.block_region[b]] {
-            Some(j) => nodes[trees[j].root]
-                .parent
-                .is_some_and(|p| waiting_up_to_d(p)),
+            Some(j) => nodes[trees[j].root].parent.is_some_and(&waiting_up_to_d),
             None => !cut_blocks[b] && waiting_up_to_d(tree.block_region[b]),
         };
         let blocks: Vec<usize> = (d..d + size[d])
