@@ -107,7 +107,7 @@ pub(super) struct DeferredEntry {
 
 /// An inlined call whose record opens only when it needs to (docs/abi.md, "Deferred
 /// regions"): before a call in its own code, or before a region counted in records opens
-/// (or iterates) inside it. Until then its own counts, and the accesses of the trees and
+/// inside it. Until then its own counts, and the accesses of the trees and
 /// deferred regions directly under it, wait in locals; leaving it unopened reports them as
 /// a promoted tree's root would.
 pub(super) struct DeferredRegion {
@@ -115,7 +115,7 @@ pub(super) struct DeferredRegion {
     flag: LLVMValueRef,
     /// `i64` locals: its own loads, stores, bytes read and written, not masked yet; then
     /// what the trees and deferred regions directly under it added, for the thread's totals.
-    pub(super) own: [LLVMValueRef; 4],
+    own: [LLVMValueRef; 4],
     pub(super) pending: [LLVMValueRef; 4],
     /// The parent's pending locals, when the parent is deferred: where a quiet leave puts
     /// the thread's totals.

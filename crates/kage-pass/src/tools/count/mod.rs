@@ -559,16 +559,12 @@ fn deferred_regions(
     // Only a region that some instances pass through without a call, and without opening a
     // region counted in records, gains from waiting: innermost first, as that depends on
     // which regions under it wait.
-    let mut size = vec![1usize; nodes.len()];
-    for i in (1..nodes.len()).rev() {
-        if let Some(parent) = nodes[i].parent {
-            size[parent] += size[i];
-        }
-    }
-    let mut node_blocks = vec![Vec::new(); nodes.len()];
-    for b in (0..tree.block_region.len()).filter(|&b| plan.forest.reachable[b]) {
-        node_blocks[tree.block_region[b]].push(b);
-    }
+    let size = regions::subtree_sizes(nodes);
+    let node_blocks = regions::blocks_by_region(plan);
+    let mut returns = vec![false; tree.block_region.len()];
+    exits.iter().for_each(|&(_, b)| returns[b] = true);
+    // Blocks seen by the search, cleared after each.
+    let mut seen = vec![false; tree.block_region.len()];
     for d in (1..nodes.len()).rev() {
         if !deferred[d] {
             continue;
@@ -591,24 +587,25 @@ fn deferred_regions(
         let blocks: Vec<usize> = (d..d + size[d])
             .flat_map(|r| node_blocks[r].iter().copied())
             .collect();
-        let mut seen = vec![false; tree.block_region.len()];
         let mut stack: Vec<usize> = (blocks.iter().copied())
             .filter(|&b| b == 0 || predecessors[b].iter().any(|&p| !inside(p)))
             .collect();
+        let mut visited = Vec::new();
         let mut quiet = false;
         while let Some(b) = stack.pop() {
             if seen[b] || !passable(b) {
                 continue;
             }
             seen[b] = true;
+            visited.push(b);
             let successors = &plan.cfg.successors[b];
-            let returns = exits.iter().any(|&(_, e)| e == b);
-            if returns || successors.iter().any(|&s| s < seen.len() && !inside(s)) {
+            if returns[b] || successors.iter().any(|&s| s < seen.len() && !inside(s)) {
                 quiet = true;
                 break;
             }
             stack.extend(successors.iter().copied().filter(|&s| s < seen.len()));
         }
+        visited.into_iter().for_each(|b| seen[b] = false);
         deferred[d] = quiet;
     }
     deferred

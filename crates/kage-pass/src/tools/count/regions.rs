@@ -170,7 +170,6 @@ pub(super) unsafe fn promoted_trees(
 ) -> Vec<PromotedTree> {
     let n = plan.cfg.blocks.len();
     let nodes = &plan.tree().nodes;
-    let block_region = &plan.tree().block_region;
     let mut busy = vec![false; n];
     let mut returns = vec![false; n];
     let block_of = |inst: LLVMValueRef| {
@@ -212,16 +211,8 @@ pub(super) unsafe fn promoted_trees(
                     .any(|i| crate::segments::is_cut(i))
         })
         .collect();
-    let mut size = vec![1usize; nodes.len()];
-    for i in (1..nodes.len()).rev() {
-        if let Some(parent) = nodes[i].parent {
-            size[parent] += size[i];
-        }
-    }
-    let mut node_blocks = vec![Vec::new(); nodes.len()];
-    for b in (0..n).filter(|&b| plan.forest.reachable[b]) {
-        node_blocks[block_region[b]].push(b);
-    }
+    let size = subtree_sizes(nodes);
+    let node_blocks = blocks_by_region(plan);
     let try_tree = |root: usize| -> Option<PromotedTree> {
         let whole_function = match nodes[root].kind {
             NodeKind::Loop(_) | NodeKind::Inlined(_) => false,
@@ -258,6 +249,28 @@ pub(super) unsafe fn promoted_trees(
         }
     }
     trees
+}
+
+/// Each region's number of regions in its subtree, itself included (the nodes are in
+/// pre-order: a subtree is the nodes `i..i + size[i]`).
+pub(super) fn subtree_sizes(nodes: &[Node]) -> Vec<usize> {
+    let mut size = vec![1usize; nodes.len()];
+    for i in (1..nodes.len()).rev() {
+        if let Some(parent) = nodes[i].parent {
+            size[parent] += size[i];
+        }
+    }
+    size
+}
+
+/// Each region's reachable blocks.
+pub(super) fn blocks_by_region(plan: &FunctionPlan) -> Vec<Vec<usize>> {
+    let tree = plan.tree();
+    let mut node_blocks = vec![Vec::new(); tree.nodes.len()];
+    for b in (0..plan.cfg.blocks.len()).filter(|&b| plan.forest.reachable[b]) {
+        node_blocks[tree.block_region[b]].push(b);
+    }
+    node_blocks
 }
 
 /// The most regions a promoted tree holds: its locals stay live while it runs (more spill
