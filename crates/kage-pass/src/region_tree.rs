@@ -75,6 +75,21 @@ pub struct RegionTree {
     pub loop_node: Vec<usize>,
 }
 
+impl RegionTree {
+    /// Whether `inner` is `outer` or lies inside it: control going from a block of `inner`
+    /// to a block of `outer` enters no new region instance.
+    pub fn encloses(&self, outer: usize, inner: usize) -> bool {
+        let mut at = Some(inner);
+        while let Some(node) = at {
+            if node == outer {
+                return true;
+            }
+            at = self.nodes[node].parent;
+        }
+        false
+    }
+}
+
 /// The chain of inlined calls each block's code comes from: the one most of its located
 /// instructions have (the first of equally common ones); a block without any located
 /// instruction takes the longest prefix its already visited predecessors share, in reverse

@@ -292,6 +292,38 @@ fn footprints_and_working_set_attribution_follow_the_source_functions() {
 }
 
 #[test]
+fn an_inlined_callee_footprint_holds_what_its_caller_touched_before_the_call() {
+    // `pick` re-reads the 8 bytes `main` read right before calling it: its instance touched
+    // them whatever `main` did (a build that leaves the reads out as already reported,
+    // since `main` reported them first on the path, gives 0 bytes).
+    let work = Work::new();
+    for level in LEVELS {
+        let exe = work.build_with_env("inlined/reread.c", &[level], &[("KAGE_TOOL", "footprint")]);
+        let path = work.path(&format!("reread{level}.json"));
+        let out = work.run_with_options(&exe, &[], &format!("output={}", path.display()));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report = kage_report::read_report(&path).unwrap_or_else(|e| panic!("{e}"));
+        let footprint = report.footprint().unwrap();
+        let picks = copies(&report, "pick");
+        let instances: u64 = picks.iter().map(|r| footprint.stats(r.id).instances).sum();
+        assert_eq!(instances, 1, "{level}");
+        for region in picks.iter().filter(|r| footprint.stats(r.id).instances > 0) {
+            let bytes = footprint.stats(region.id).max_bytes;
+            if level == "-O0" {
+                // Its locals (`k`, `s`) on the stack come on top.
+                assert!(bytes >= 8, "{level}: {bytes}");
+            } else {
+                assert_eq!(bytes, 8, "{level}");
+            }
+        }
+    }
+}
+
+#[test]
 fn views_join_the_copies_of_a_source_region_unless_asked_not_to() {
     let work = Work::new();
     let exe = work.build("inlined/inl.c", &["-O2"]);

@@ -24,7 +24,8 @@
 //!   instance may begin) are tracked; a range they cover is left out. Calls do not end
 //!   what is tracked (see above) except calls to `returns_twice` functions, and neither do
 //!   loop exits (`__kage_settle` ends a loop instance; what it touched counts for its parent).
-//!   Landing pads start afresh too.
+//!   Landing pads start afresh too, and so does every edge into an inlined call (its
+//!   instance begins there and has touched nothing yet), as leaving one does not.
 //! - **Hoisted loops** ([`crate::hoist`], [`Coverage::Bytes`](crate::hoist::Coverage)):
 //!   per chunk of iterations, see [`emit_hoisted`].
 //! - **The access count.** Every group adds the number of accesses it stands for to the
@@ -210,16 +211,28 @@ unsafe fn plan_reports(
     for segment in &segments {
         by_block[segment.block].push(segment);
     }
+    let tree = plan.tree();
     let mut out = Vec::new();
     // What each block leaves reported, for its successors; `None` until visited.
     let mut reported_at_end: Vec<Option<Marked<LLVMValueRef>>> = vec![None; plan.cfg.blocks.len()];
     for &b in &checkpoints.order {
         let block = plan.cfg.blocks[b];
+        let nothing = Marked::default();
         let mut reported = if checkpoints.at_start[b] || ir::is_landing_pad(block) {
             Marked::default()
         } else {
+            // An edge into a new instance (an inlined call entered) brings nothing: what
+            // was reported before belongs to instances the new one is not part of.
             let predecessors = checkpoints.predecessors[b].iter();
-            Marked::meet_all(predecessors.filter_map(|&p| reported_at_end[p].as_ref()))
+            Marked::meet_all(predecessors.filter_map(|&p| {
+                let known = reported_at_end[p].as_ref()?;
+                let region = |block: usize| tree.block_region[block];
+                Some(if tree.encloses(region(b), region(p)) {
+                    known
+                } else {
+                    &nothing
+                })
+            }))
         };
         for segment in &by_block[b] {
             let accesses: Vec<&Access> = (segment.accesses.iter())
