@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 11;
+pub const VERSION: u32 = 12;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -981,6 +981,15 @@ pub mod symbols {
     pub type FpStrided = unsafe extern "C" fn(*const c_void, u64, u64, u64);
     /// `void __kage_fp_range(const void *addr, uint64_t len)` (the runtime's C part).
     pub const FP_RANGE: Symbol = function("__kage_fp_range", &[Ptr, I64], &[Footprint]);
+    /// `void __kage_fp_leaf_enter(struct kage_region *r, void *frame)` (the runtime's C
+    /// part): control is in a block of the leaf inlined call `r` of the activation whose
+    /// return address is at `frame` (docs/abi.md, "Footprint instrumentation"); a new
+    /// instance unless that activation's instance of `r` is the one open.
+    pub const FP_LEAF_ENTER: Symbol = function("__kage_fp_leaf_enter", &[Ptr, Ptr], &[Footprint]);
+    /// `void __kage_fp_leaf_end(void *frame, struct kage_region *keep)` (the runtime's C
+    /// part): the activation's open leaf inlined call, if any, has ended, unless it is
+    /// `keep`'s (null: none is kept), whose block this is.
+    pub const FP_LEAF_END: Symbol = function("__kage_fp_leaf_end", &[Ptr, Ptr], &[Footprint]);
     /// `__thread uint64_t __kage_fp_accesses`.
     pub const FP_ACCESSES: Symbol = Symbol::Global {
         name: "__kage_fp_accesses",
@@ -1176,6 +1185,8 @@ pub mod symbols {
         GATE,
         FP_STRIDED,
         FP_RANGE,
+        FP_LEAF_ENTER,
+        FP_LEAF_END,
         FP_ACCESSES,
         WS_SHADOW_OFFSET,
         WS_BUDGET,

@@ -40,7 +40,7 @@ pub unsafe fn insert(
         .filter(|(k, _)| !skipped_loops.contains(k))
         .filter_map(|(k, lp)| Some((ir::first_insertion_point(plan.cfg.blocks[lp.header])?, k)))
         .collect();
-    let settles: Vec<_> = (plan.settle_points().into_iter())
+    let settles: Vec<_> = (plan.settle_points_folding(skipped.folded).into_iter())
         .filter_map(|(block, region)| {
             Some((ir::first_insertion_point(plan.cfg.blocks[block])?, region))
         })
@@ -69,6 +69,9 @@ pub unsafe fn insert(
 pub struct Skipped<'a> {
     /// Loops without `__kage_loop_iter`.
     pub loops: &'a [usize],
+    /// Regions (nodes of the plan's tree, without children) no `__kage_settle` enters or
+    /// leaves: their blocks count as their parents'.
+    pub folded: &'a [usize],
 }
 
 /// The runtime's region hooks and `__kage_cmpxchg`, declared from [`kage_abi::symbols`].
@@ -213,15 +216,24 @@ impl<'a> Inserter<'a> {
     unsafe fn frame_hook(&mut self, hook: RuntimeFunction, region: u32, at: LLVMValueRef) {
         self.position_before(at);
         let region_ptr = self.table.region_ptr(region);
-        let frame = LLVMBuildCall2(
+        let frame = self.frame_address();
+        hook.call(self.builder, &mut [region_ptr, frame]);
+    }
+
+    /// At the builder's position: the current activation's frame address (where its
+    /// return address lives), which identifies the activation to the runtime.
+    ///
+    /// # Safety
+    /// The builder must be positioned in the function this inserter was made for.
+    pub unsafe fn frame_address(&mut self) -> LLVMValueRef {
+        LLVMBuildCall2(
             self.builder,
             self.hooks.frame_address_type,
             self.hooks.frame_address,
             std::ptr::null_mut(),
             0,
             c"".as_ptr(),
-        );
-        hook.call(self.builder, &mut [region_ptr, frame]);
+        )
     }
 
     /// `__kage_cmpxchg(ptr, size, stored)` right after the `cmpxchg` `inst`, with its own

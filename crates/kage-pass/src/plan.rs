@@ -161,7 +161,27 @@ impl FunctionPlan {
     /// Where `__kage_settle` goes: the first insertion point of each block listed, with the
     /// table index of the region it settles to ([`region_tree::settle_points`]).
     pub fn settle_points(&self) -> Vec<(usize, u32)> {
-        (region_tree::settle_points(&self.tree, &self.forest, &self.cfg.successors).into_iter())
+        self.settle_points_folding(&[])
+    }
+
+    /// [`settle_points`](Self::settle_points) with the blocks of the regions `folded`
+    /// (nodes of [`tree`](Self::tree) without children) counted as their parents': a tool
+    /// that reports those regions itself.
+    pub fn settle_points_folding(&self, folded: &[usize]) -> Vec<(usize, u32)> {
+        let folded_tree;
+        let tree = if folded.is_empty() {
+            &self.tree
+        } else {
+            let mut t = self.tree.clone();
+            for region in &mut t.block_region {
+                while folded.contains(region) {
+                    *region = t.nodes[*region].parent.unwrap_or(0);
+                }
+            }
+            folded_tree = t;
+            &folded_tree
+        };
+        (region_tree::settle_points(tree, &self.forest, &self.cfg.successors).into_iter())
             .map(|(block, node)| (block, self.slots.base + node as u32))
             .collect()
     }

@@ -78,6 +78,10 @@ _Atomic uint64_t *kage_fp_accesses_slot(void) { return &__kage_fp_accesses; }
 struct kage_fp_buffer {
   uint64_t len;
   _Atomic uint64_t limit;
+  /* Non-zero while __kage_fp_range appends: a signal handler that interrupts it then
+   * reports its own ranges directly (writing the entry being written would tear it), and
+   * the runtime, draining the buffer at the handler's events, leaves `len` as it is. */
+  uint64_t appending;
   uint64_t ranges[2 * KAGE_FP_BUFFER];
 };
 __attribute__((tls_model("initial-exec")))
@@ -90,13 +94,21 @@ void __kage_fp_strided(const void *addr, uint64_t width, uint64_t stride, uint64
  * runtime event. */
 void __kage_fp_range(const void *addr, uint64_t len) {
   struct kage_fp_buffer *b = &kage_fp_buffer;
-  uint64_t n = b->len;
-  if (__builtin_expect(n < atomic_load_explicit(&b->limit, memory_order_relaxed) && len != 0, 1)) {
-    uint64_t first = (uint64_t)(uintptr_t)addr;
-    b->ranges[2 * n] = first;
-    b->ranges[2 * n + 1] = first + (len - 1);
-    b->len = n + 1;
-    return;
+  if (__builtin_expect(!b->appending, 1)) {
+    b->appending = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    uint64_t n = b->len;
+    if (__builtin_expect(n < atomic_load_explicit(&b->limit, memory_order_relaxed) && len != 0, 1)) {
+      uint64_t first = (uint64_t)(uintptr_t)addr;
+      b->ranges[2 * n] = first;
+      b->ranges[2 * n + 1] = first + (len - 1);
+      b->len = n + 1;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      b->appending = 0;
+      return;
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    b->appending = 0;
   }
   __kage_fp_strided(addr, len, 0, 1);
 }
@@ -104,6 +116,54 @@ void __kage_fp_range(const void *addr, uint64_t len) {
 /* The calling thread's buffer, for the runtime (its limit settable by other threads). */
 struct kage_fp_buffer *kage_fp_buffer_slot(void) { return &kage_fp_buffer; }
 uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
+
+/* The footprint tool's open leaf inlined call on this thread ("Footprint instrumentation"):
+ * its region entry (null: none), its activation (the `frame` of its hooks) and where its
+ * ranges begin in kage_fp_buffer; and how many leaves an event made levels of the tool's
+ * (the tool keeps them: a call inside a leaf, a signal handler interrupting one). */
+struct kage_fp_leaf {
+  const void *entry;
+  const void *frame;
+  uint64_t mark;
+  uint64_t levels;
+};
+__attribute__((tls_model("initial-exec")))
+static __thread struct kage_fp_leaf kage_fp_leaf;
+
+/* The tool's part (crates/kage-rt/src/tools/footprint.rs): ends the open leaf's instance
+ * (counted, the slot freed) and the activation's leaf that is a level, if any, unless it is
+ * `keep`'s. */
+void __kage_fp_leaf_close(const void *frame, const void *keep);
+/* The same for another leaf than `entry` of the activation: 0 when `entry`'s instance
+ * begins, 1 when it goes on (the activation's leaf that is a level is `entry`'s), 2 when the
+ * runtime did not run (busy under a signal handler, or ended): the slot is left alone. */
+uint32_t __kage_fp_leaf_resume(const void *entry, const void *frame);
+
+/* Control is in a block of the leaf inlined call `entry` of the activation at `frame`: its
+ * instance open goes on, or a new one begins (ending another's first). */
+void __kage_fp_leaf_enter(const void *entry, const void *frame) {
+  struct kage_fp_leaf *l = &kage_fp_leaf;
+  if (l->entry == entry && l->frame == frame)
+    return;
+  if ((l->entry || l->levels) && __kage_fp_leaf_resume(entry, frame) != 0)
+    return;
+  l->mark = kage_fp_buffer.len;
+  l->frame = frame;
+  /* A handler that interrupts here sees no leaf open until the rest is set. */
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  l->entry = entry;
+}
+
+/* Control left the activation's open leaf inlined call, if any, unless it is `keep`'s (a
+ * block of `keep` that other leaves lead to as well). */
+void __kage_fp_leaf_end(const void *frame, const void *keep) {
+  struct kage_fp_leaf *l = &kage_fp_leaf;
+  if ((l->entry && (l->entry != keep || l->frame != frame)) || l->levels)
+    __kage_fp_leaf_close(frame, keep);
+}
+
+/* The calling thread's leaf slot, for the runtime. */
+struct kage_fp_leaf *kage_fp_leaf_slot(void) { return &kage_fp_leaf; }
 
 /* Defined by kage-cc's link (`--defsym`, as an alias of __kage_register_module) when some of
  * the program's object files were compiled without Kage; see crates/kage/src/cc/objects.rs. */

@@ -323,6 +323,116 @@ fn an_inlined_callee_footprint_holds_what_its_caller_touched_before_the_call() {
     }
 }
 
+/// Builds `tests/c/inlined/<source>` at `level` for `build_tool`, runs it with `options`
+/// and reads its report.
+fn footprint_report(
+    work: &Work,
+    source: &str,
+    level: &str,
+    build_tool: &str,
+    options: &str,
+) -> Report {
+    let exe = work.build_with_env(
+        &format!("inlined/{source}"),
+        &[level],
+        &[("KAGE_TOOL", build_tool)],
+    );
+    let path = work.path(&format!("{source}{level}{build_tool}.json"));
+    let out = work.run_with_options(&exe, &[], &format!("{options}:output={}", path.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kage_report::read_report(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn leaf_inlined_calls_measured_without_events_match_a_build_with_every_event() {
+    // `leaves.c` touches globals only, so a footprint build (leaf inlined calls counted
+    // from the ranges they reported, with no region event unless one comes while they run)
+    // and a build with the region hooks and a call per access (every inlined call entered
+    // and left through the runtime's region stack) must agree on every region: instances
+    // and bytes. The shapes: a leaf at a function's entry, two in a row, a leaf whose rare
+    // call recurses into its own function, one reporting more ranges than the runtime's
+    // buffer holds, a return inside a leaf.
+    let work = Work::new();
+    for level in ["-O2", "-O3"] {
+        let fast = footprint_report(&work, "leaves.c", level, "footprint", "tool=footprint");
+        let every = footprint_report(&work, "leaves.c", level, "count-calls", "tool=footprint");
+        let (a, b) = (fast.footprint().unwrap(), every.footprint().unwrap());
+        assert_eq!(fast.regions.len(), every.regions.len(), "{level}");
+        for region in &fast.regions {
+            let (x, y) = (a.stats(region.id), b.stats(region.id));
+            assert_eq!(
+                (x.instances, x.min_bytes, x.max_bytes, x.avg_bytes),
+                (y.instances, y.min_bytes, y.max_bytes, y.avg_bytes),
+                "{level}: {} at line {}",
+                region.name,
+                region.line
+            );
+        }
+        assert_eq!(a.total_bytes, b.total_bytes, "{level}");
+        // The shapes are there: `api` ran 3000 times from `main` and 188 from `note`'s
+        // recursion, each with its leaves; `scatter` wrote its 40 variables of 4 bytes.
+        let instances = |name: &str| -> u64 {
+            copies(&fast, name)
+                .iter()
+                .map(|r| a.stats(r.id).instances)
+                .sum()
+        };
+        assert_eq!(instances("api"), 3188, "{level}");
+        assert_eq!(instances("slot"), 3188, "{level}");
+        assert_eq!(instances("maybe_note"), 3188, "{level}");
+        let scatter = copies(&fast, "scatter");
+        assert!(
+            scatter.iter().any(|r| a.stats(r.id).max_bytes == 160),
+            "{level}"
+        );
+    }
+}
+
+#[test]
+fn leaf_inlined_calls_interrupted_by_a_signal_handler_count_each_call_once() {
+    // A profiling timer interrupts `api`'s leaves (and the runtime) again and again; the
+    // handler has a leaf of its own. Every leaf instance is counted once, whatever was
+    // interrupted; the handler's regions count together (both or neither: a handler that
+    // interrupts the runtime itself is not measured). Several runs: where the signals land
+    // varies (a range half-written into the runtime's buffer by interrupted code once made
+    // the shadow cover gigabytes).
+    let work = Work::new();
+    let exe = work.build_with_env(
+        "inlined/leaves_signal.c",
+        &["-O2"],
+        &[("KAGE_TOOL", "footprint")],
+    );
+    for run in 0..3 {
+        let path = work.path(&format!("signal{run}.json"));
+        let out = work.run_with_options(&exe, &[], &format!("output={}", path.display()));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let ticks: u64 = stdout.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let report = kage_report::read_report(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(report.complete);
+        let footprint = report.footprint().unwrap();
+        let instances = |name: &str| -> u64 {
+            copies(&report, name)
+                .iter()
+                .map(|r| footprint.stats(r.id).instances)
+                .sum()
+        };
+        for name in ["api", "slot", "twice"] {
+            assert_eq!(instances(name), 2_000_000, "run {run}: {name}");
+        }
+        assert_eq!(instances("tick"), instances("on_tick"), "run {run}");
+        assert!(instances("on_tick") <= ticks, "run {run}: {ticks} ticks");
+    }
+}
+
 #[test]
 fn views_join_the_copies_of_a_source_region_unless_asked_not_to() {
     let work = Work::new();

@@ -39,9 +39,11 @@ use std::collections::HashSet;
 
 use kage_abi::{symbols, Instrumentation};
 use llvm_sys::core::*;
-use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use llvm_sys::prelude::{
+    LLVMBasicBlockRef, LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
+};
 use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
-use llvm_sys::LLVMIntPredicate;
+use llvm_sys::{LLVMIntPredicate, LLVMOpcode};
 
 use super::{Settings, Tool};
 use crate::access::{Access, Length, Range};
@@ -51,6 +53,7 @@ use crate::hoist::{self, Coverage, HoistPlan};
 use crate::hooks::{self, Hooks, Inserter};
 use crate::ir::{self, RuntimeFunction};
 use crate::plan::FunctionPlan;
+use crate::region_tree::NodeKind;
 use crate::regions::RegionTable;
 use crate::segments::{function_segments, plan_marks, Mark, Segment};
 
@@ -86,11 +89,36 @@ impl Tool for Footprint {
                 .flat_map(|h| h.accesses.iter().copied())
                 .collect();
             let reports = plan_reports(plan, &hoisted_accesses, data_layout);
+            let leaves = Leaves::find(plan, &hoisted_loops);
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
             let skipped = hooks::Skipped {
                 loops: &hoisted_loops,
+                folded: &leaves.regions,
             };
+            // Taken before anything is inserted: a leaf's entry goes after the settle there.
+            let leaf_entries: Vec<(LLVMValueRef, u32)> = (leaves.entries.iter())
+                .filter_map(|&(block, node)| {
+                    let at = ir::first_insertion_point(plan.cfg.blocks[block])?;
+                    Some((at, plan.slots.base + node as u32))
+                })
+                .collect();
+            let leaf_exits: Vec<LLVMValueRef> = (plan.exits.iter().copied())
+                .filter(|&at| leaves.holds(plan, LLVMGetInstructionParent(at)))
+                .collect();
+            let entry_at = ir::first_insertion_point(plan.cfg.blocks[0]);
+            let mut frame = std::ptr::null_mut();
             hooks::insert(plan, &mut ins, &skipped, |ins| {
+                if let (false, Some(at)) = (leaves.regions.is_empty(), entry_at) {
+                    // After `__kage_func_enter`, before every leaf hook (the entry block
+                    // dominates them).
+                    ins.position_before(at);
+                    frame = ins.frame_address();
+                }
+                for &(at, region) in &leaf_entries {
+                    ins.position_before(at);
+                    rt.leaf_enter
+                        .call(builder, &mut [table.region_ptr(region), frame]);
+                }
                 for access in &plan.accesses {
                     if let Access::CmpXchg { inst, ptr, size } = *access {
                         if !hoisted_accesses.contains(&inst) {
@@ -100,6 +128,12 @@ impl Tool for Footprint {
                 }
                 let mut position = |at: LLVMValueRef| ins.position_before(at);
                 emit_reports(&reports, &rt, builder, &mut position);
+                // After the reports, before `__kage_func_exit`.
+                for &at in &leaf_exits {
+                    ins.position_before(at);
+                    rt.leaf_end
+                        .call(builder, &mut [frame, LLVMConstNull(LLVMTypeOf(frame))]);
+                }
             });
             // Last: each helper call goes before the hooks already at its header's start.
             for h in &hoisted {
@@ -107,13 +141,163 @@ impl Tool for Footprint {
                 let mut position = |at: LLVMValueRef| ins.position_before(at);
                 emit_hoisted(h, builder, &mut position, &rt, hooks.loop_iter, region);
             }
+            // Before everything else at the start of a block a leaf leads to.
+            for &block in &leaves.after {
+                if let Some(at) = ir::first_insertion_point(plan.cfg.blocks[block]) {
+                    ins.position_before(at);
+                    // A block of a leaf keeps its own instance, coming from its own block.
+                    let keep = match leaves.leaf_of[block] {
+                        Some(node) => table.region_ptr(plan.slots.base + node as u32),
+                        None => LLVMConstNull(LLVMTypeOf(frame)),
+                    };
+                    rt.leaf_end.call(builder, &mut [frame, keep]);
+                }
+            }
         }
         LLVMDisposeBuilder(builder);
     }
 }
 
+/// The leaf inlined calls of a function (docs/abi.md, "Footprint instrumentation"):
+/// inlined calls with no region inside, whose code has no cycle, no `invoke` or `callbr`
+/// (plain calls are fine), and holds no loop header, resume point, `cmpxchg` or hoisted
+/// loop. They get no `__kage_settle` (their blocks count as their parents'):
+/// `__kage_fp_leaf_enter(r)` starts each block entered from outside (after any settle
+/// there), and `__kage_fp_leaf_end()` each block they lead to (before any hook there) and
+/// each return in them, so that the runtime counts an instance from the ranges it
+/// reported, without a region event (unless an event comes while it runs: a call it
+/// makes, a signal handler).
+struct Leaves {
+    /// The leaves (nodes of the plan's tree).
+    regions: Vec<usize>,
+    /// Each leaf's blocks entered from outside it, with the leaf.
+    entries: Vec<(usize, usize)>,
+    /// The blocks a leaf's block leads to, but its own.
+    after: Vec<usize>,
+    /// Each block's leaf, if it is one's.
+    leaf_of: Vec<Option<usize>>,
+}
+
+impl Leaves {
+    /// # Safety
+    /// `plan` must describe a live function not yet changed.
+    unsafe fn find(plan: &FunctionPlan, hoisted_loops: &[usize]) -> Leaves {
+        let tree = plan.tree();
+        let n = plan.cfg.blocks.len();
+        let reachable = &plan.forest.reachable;
+        let mut candidate: Vec<bool> = (tree.nodes.iter())
+            .map(|node| matches!(node.kind, NodeKind::Inlined(_)))
+            .collect();
+        for node in &tree.nodes {
+            if let Some(parent) = node.parent {
+                candidate[parent] = false;
+            }
+        }
+        let cmpxchg_blocks: HashSet<LLVMBasicBlockRef> = (plan.accesses.iter())
+            .filter_map(|a| match *a {
+                Access::CmpXchg { inst, .. } => Some(LLVMGetInstructionParent(inst)),
+                _ => None,
+            })
+            .collect();
+        let disqualified = |b: usize| -> bool {
+            plan.forest.is_header(b)
+                || plan.resume_points.iter().any(|&(_, rb)| rb == b)
+                || (hoisted_loops.iter()).any(|&k| plan.forest.loops[k].blocks.contains(&b))
+                || cmpxchg_blocks.contains(&plan.cfg.blocks[b])
+                || (ir::instructions(plan.cfg.blocks[b]).into_iter())
+                    .any(|i| ir::is_call_site(i) && ir::opcode(i) != LLVMOpcode::LLVMCall)
+        };
+        for b in (0..n).filter(|&b| reachable[b]) {
+            let node = tree.block_region[b];
+            if candidate[node] && disqualified(b) {
+                candidate[node] = false;
+            }
+        }
+        // No cycle within a leaf: an edge to a block of the same leaf that a depth-first
+        // search of its blocks is still inside.
+        let (mut state, mut stack) = (vec![0u8; n], Vec::new());
+        for start in 0..n {
+            if !reachable[start] || !candidate[tree.block_region[start]] || state[start] != 0 {
+                continue;
+            }
+            let node = tree.block_region[start];
+            state[start] = 1;
+            stack.push((start, 0));
+            while let Some(&mut (b, ref mut next)) = stack.last_mut() {
+                let succs = &plan.cfg.successors[b];
+                if let Some(&s) = succs.get(*next) {
+                    *next += 1;
+                    if s < n && tree.block_region[s] == node {
+                        match state[s] {
+                            0 => {
+                                state[s] = 1;
+                                stack.push((s, 0));
+                            }
+                            1 => candidate[node] = false,
+                            _ => {}
+                        }
+                    }
+                } else {
+                    state[b] = 2;
+                    stack.pop();
+                }
+            }
+        }
+        let leaf_of: Vec<Option<usize>> = (0..n)
+            .map(|b| {
+                let node = tree.block_region[b];
+                (reachable[b] && candidate[node]).then_some(node)
+            })
+            .collect();
+        let (mut entries, mut after) = (Vec::new(), Vec::new());
+        let mut predecessors = vec![Vec::new(); n];
+        for (p, succs) in plan.cfg.successors.iter().enumerate() {
+            if reachable[p] {
+                for &s in succs.iter().filter(|&&s| s < n) {
+                    predecessors[s].push(p);
+                }
+            }
+        }
+        for b in (0..n).filter(|&b| reachable[b]) {
+            let preds = &predecessors[b];
+            // Another leaf's instance ends here: before any region event at the block's
+            // start (a settle to this leaf's parent among them).
+            if preds
+                .iter()
+                .any(|&p| leaf_of[p].is_some() && leaf_of[p] != leaf_of[b])
+            {
+                after.push(b);
+            }
+            if let Some(node) = leaf_of[b] {
+                if b == 0 || preds.iter().any(|&p| leaf_of[p] != Some(node)) {
+                    entries.push((b, node));
+                }
+            }
+        }
+        Leaves {
+            regions: (0..tree.nodes.len())
+                .filter(|&k| candidate[k] && leaf_of.contains(&Some(k)))
+                .collect(),
+            entries,
+            after,
+            leaf_of,
+        }
+    }
+
+    /// Whether `block` is a leaf's.
+    ///
+    /// # Safety
+    /// `block` must be a block of `plan`'s function.
+    unsafe fn holds(&self, plan: &FunctionPlan, block: LLVMBasicBlockRef) -> bool {
+        (plan.cfg.blocks.iter().position(|&b| b == block))
+            .is_some_and(|b| self.leaf_of[b].is_some())
+    }
+}
+
 /// The runtime's footprint symbols, declared in one module.
 struct FpRuntime {
+    leaf_enter: RuntimeFunction,
+    leaf_end: RuntimeFunction,
     strided: RuntimeFunction,
     /// The thread-local access counter.
     accesses: LLVMValueRef,
@@ -129,6 +313,8 @@ impl FpRuntime {
     unsafe fn declare(module: LLVMModuleRef) -> Self {
         let context = LLVMGetModuleContext(module);
         FpRuntime {
+            leaf_enter: RuntimeFunction::declare(module, &symbols::FP_LEAF_ENTER),
+            leaf_end: RuntimeFunction::declare(module, &symbols::FP_LEAF_END),
             strided: RuntimeFunction::declare(module, &symbols::FP_STRIDED),
             accesses: ir::declare_runtime_global(module, &symbols::FP_ACCESSES),
             range: RuntimeFunction::declare(module, &symbols::FP_RANGE),

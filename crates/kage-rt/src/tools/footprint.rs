@@ -24,7 +24,7 @@ use crate::registry::{self, Instrumentations};
 use crate::sync::SpinLock;
 use crate::tool::{RegionMembers, ThreadTool, Tool, ToolResults};
 use kage_abi::{symbols, Instrumentation, RegionKind};
-use kage_vsm::footprint::{Footprint, FpConfig, FpKind};
+use kage_vsm::footprint::{Footprint, FpConfig, FpKind, Touched};
 use kage_vsm::Granularity;
 #[cfg(test)]
 use serde_json::Value;
@@ -118,6 +118,71 @@ extern "C" {
     fn kage_fp_buffer_slot() -> *mut RangeBuffer;
     /// csrc/tls.c: the ranges the buffer holds.
     fn kage_fp_buffer_capacity() -> u64;
+    /// csrc/tls.c: the calling thread's open leaf inlined call.
+    fn kage_fp_leaf_slot() -> *mut LeafSlot;
+}
+
+/// `struct kage_fp_leaf` (csrc/tls.c): the thread's open leaf inlined call (docs/abi.md,
+/// "Footprint instrumentation"), which `__kage_fp_leaf_enter` opens: its region entry (null
+/// when none), its activation, where its ranges begin in the range buffer; and how many
+/// leaves are levels of the tool's (`FootprintThread::leaf_levels`).
+#[repr(C)]
+struct LeafSlot {
+    entry: *const c_void,
+    frame: *const c_void,
+    mark: u64,
+    levels: u64,
+}
+
+/// The open leaf inlined call of the activation at `frame`, if any and not `keep`'s, has
+/// ended (called by `__kage_fp_leaf_end`, csrc/tls.c): its instance is counted as a region
+/// exit would count it, from the ranges it reported, which stay in the buffer for the
+/// regions around it. When the runtime does not run the event (the analysis has ended, or
+/// this is a signal handler interrupting the runtime: the handler's leaves are not
+/// measured, as its other events are not), the activation's open leaf is forgotten.
+///
+/// # Safety
+/// Called from the runtime's C part on the calling thread; `frame` and `keep` are only
+/// compared.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_fp_leaf_close(frame: *const c_void, keep: *const c_void) {
+    let mut ran = false;
+    gate::region_event(|_, tool| {
+        ran = true;
+        if let Some(t) = footprint_part(tool) {
+            t.leaf_close(frame, keep);
+        }
+    });
+    // Not run: a leaf of this activation that `__kage_fp_leaf_enter` opened meanwhile (a
+    // handler's) goes unmeasured; another's (the code the handler interrupted) stays.
+    let leaf = &mut *kage_fp_leaf_slot();
+    if !ran && leaf.frame == frame && leaf.entry != keep {
+        leaf.entry = std::ptr::null();
+    }
+}
+
+/// `__kage_fp_leaf_enter(entry, frame)` found a leaf open or a leaf that is a level: ends
+/// them unless the latter is `entry`'s in the activation at `frame`, whose instance goes on.
+/// Returns 0 when `entry`'s instance begins, 1 when it goes on, 2 when the runtime did not
+/// run the event (then nothing changes, and the leaf is not measured).
+///
+/// # Safety
+/// Called from the runtime's C part on the calling thread; `entry` and `frame` are only
+/// compared.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_fp_leaf_resume(entry: *const c_void, frame: *const c_void) -> u32 {
+    let mut answer = 2;
+    gate::region_event(|_, tool| {
+        if let Some(t) = footprint_part(tool) {
+            answer = u32::from(t.leaf_resume(entry, frame));
+        }
+    });
+    answer
+}
+
+/// The thread's part of the footprint tool, if that is the tool.
+fn footprint_part(tool: &mut dyn ThreadTool) -> Option<&mut FootprintThread> {
+    tool.as_any_mut()?.downcast_mut::<FootprintThread>()
 }
 
 /// `struct kage_fp_buffer` (csrc/tls.c): the ranges (first byte, last byte) that
@@ -127,6 +192,9 @@ extern "C" {
 struct RangeBuffer {
     len: u64,
     limit: AtomicU64,
+    /// Non-zero while `__kage_fp_range` appends (the owner is a signal handler's events
+    /// interrupting it).
+    appending: u64,
     /// `kage_fp_buffer_capacity()` pairs.
     ranges: [u64; 0],
 }
@@ -190,11 +258,13 @@ impl BufferSlot {
         }
     }
 
-    /// Owner only: takes the buffered ranges, in order.
-    fn drain(&self, mut each: impl FnMut(u64, u64)) {
+    /// Owner only: takes the buffered ranges, in order. Returns how many stay (the buffer
+    /// is emptied unless a signal handler's events interrupted `__kage_fp_range`, which
+    /// sets the length it read: those already taken are taken again, and change nothing).
+    fn drain(&self, mut each: impl FnMut(u64, u64)) -> u64 {
         let buffer = self.buffer.load(Relaxed);
         if buffer.is_null() {
-            return;
+            return 0;
         }
         // SAFETY: the owner's own buffer; only the owner (inline, or here) writes `len`
         // and the ranges.
@@ -204,7 +274,27 @@ impl BufferSlot {
             for i in 0..len {
                 each(*ranges.add(2 * i), *ranges.add(2 * i + 1));
             }
+            if std::ptr::read_volatile(std::ptr::addr_of!((*buffer).appending)) != 0 {
+                return len as u64;
+            }
             (*buffer).len = 0;
+            0
+        }
+    }
+
+    /// Owner only: the buffered ranges from the `from`th on, in order, left in the buffer.
+    fn peek_from(&self, from: u64, mut each: impl FnMut(u64, u64)) {
+        let buffer = self.buffer.load(Relaxed);
+        if buffer.is_null() {
+            return;
+        }
+        // SAFETY: as in `drain`.
+        unsafe {
+            let len = (*buffer).len.min(self.capacity) as usize;
+            let ranges = std::ptr::addr_of!((*buffer).ranges) as *const u64;
+            for i in (from as usize).min(len)..len {
+                each(*ranges.add(2 * i), *ranges.add(2 * i + 1));
+            }
         }
     }
 
@@ -335,6 +425,15 @@ pub struct FootprintThread {
     config: FpConfig,
     /// Open regions this tool tracks: (region, whether it has a shadow level).
     open: Vec<(u32, bool)>,
+    /// The thread's leaf slot (csrc/tls.c).
+    leaf: *mut LeafSlot,
+    /// Ranges the open leaf reported before the buffer was drained under it (when full).
+    leaf_side: Vec<(u64, u64)>,
+    /// Leaves that became levels (an event came while they ran: a call they made, a
+    /// signal handler): (entry, activation, the length of `open` with it innermost).
+    leaf_levels: Vec<(*const c_void, *const c_void, usize)>,
+    /// The slot's `levels` while another part (a coroutine context's) runs on the thread.
+    saved_levels: u64,
     /// The heap bytes last added to the tool's sum.
     heap: u64,
     bodies: bool,
@@ -377,6 +476,12 @@ impl FootprintTool {
             fp: Some(fp),
             config: settings.config,
             open: Vec::with_capacity(64),
+            // SAFETY: the calling thread's slot, which lives as long as the thread (a
+            // context's part runs on its thread only).
+            leaf: unsafe { kage_fp_leaf_slot() },
+            leaf_side: Vec::with_capacity(2 * 32),
+            leaf_levels: Vec::new(),
+            saved_levels: 0,
             heap,
             bodies: settings.bodies,
         })
@@ -623,62 +728,122 @@ impl FootprintThread {
     #[inline]
     fn drain(&mut self) {
         let Some(fp) = self.fp.as_mut() else { return };
-        self.s
-            .buffer
-            .drain(|first, last| fp.access(first, last.wrapping_sub(first).wrapping_add(1)));
-    }
-
-    /// Applies the tool's latest reset if this thread has not yet.
-    fn sync_epoch(&mut self) {
-        let e = self.tool.epoch.load(Acquire);
-        if self.s.epoch.load(Relaxed) != e {
-            self.zero();
-            self.s.epoch.store(e, Release);
-        }
-    }
-
-    /// Statistics and shadow start anew; the open regions stay open, as if entered now.
-    fn zero(&mut self) {
-        self.s.regions.zero();
-        for a in [
-            &self.s.accesses,
-            &self.s.total_locations,
-            &self.s.total_lines,
-            &self.s.max_depth,
-            &self.s.untracked,
-        ] {
-            a.store(0, Relaxed);
-        }
-        self.s.inline.zero();
-        self.s.buffer.clear();
-        let mut fp = Footprint::new(self.config);
-        for _ in self.open.iter().filter(|(_, tracked)| *tracked) {
-            fp.enter();
-        }
-        fp.take_changed();
-        let now = fp.heap_bytes() as u64;
-        self.fp = Some(fp);
-        self.tool.heap_change(self.heap, now);
-        self.heap = now;
-    }
-
-    fn is_tracked_kind(&self, region: u32) -> bool {
-        self.bodies || registry::meta(region).is_none_or(|m| m.kind != RegionKind::LoopBody)
-    }
-}
-
-impl ThreadTool for FootprintThread {
-    fn enter(&mut self, region: u32) {
-        self.sync_epoch();
-        if !self.is_tracked_kind(region) {
+        // SAFETY: the thread's slot; only this thread writes it.
+        let leaf = unsafe { &mut *self.leaf };
+        if leaf.entry.is_null() {
+            self.s
+                .buffer
+                .drain(|first, last| fp.access(first, last.wrapping_sub(first).wrapping_add(1)));
             return;
         }
+        // The open leaf's ranges are its own too: kept for its close.
+        let (side, mark) = (&mut self.leaf_side, leaf.mark);
+        let mut at = 0;
+        leaf.mark = self.s.buffer.drain(|first, last| {
+            if at >= mark {
+                side.push((first, last));
+            }
+            at += 1;
+            fp.access(first, last.wrapping_sub(first).wrapping_add(1))
+        });
+    }
+
+    /// Whether a leaf is open (not a level).
+    fn leaf_pending(&self) -> bool {
+        // SAFETY: the thread's slot.
+        !unsafe { (*self.leaf).entry }.is_null()
+    }
+
+    /// `__kage_fp_leaf_end(frame, keep)`.
+    fn leaf_close(&mut self, frame: *const c_void, keep: *const c_void) {
+        // SAFETY: the thread's slot.
+        let leaf = unsafe { &*self.leaf };
+        if !leaf.entry.is_null() && (leaf.entry != keep || leaf.frame != frame) {
+            self.close_pending_leaf();
+        }
+        if let Some(&(entry, at, depth)) = self.leaf_levels.last() {
+            if at == frame && depth == self.open.len() && entry != keep {
+                self.exit_leaf_level();
+            }
+        }
+    }
+
+    /// `__kage_fp_leaf_enter(entry, frame)` found a leaf open or a leaf level.
+    fn leaf_resume(&mut self, entry: *const c_void, frame: *const c_void) -> bool {
+        if self.leaf_pending() {
+            self.close_pending_leaf();
+        }
+        match self.leaf_levels.last() {
+            Some(&(e, at, depth)) if at == frame && depth == self.open.len() => {
+                if e == entry {
+                    return true;
+                }
+                self.exit_leaf_level();
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Counts the open leaf's instance from the ranges it reported, and frees the slot.
+    fn close_pending_leaf(&mut self) {
+        // SAFETY: the thread's slot; only this thread writes it.
+        let leaf = unsafe { &mut *self.leaf };
+        let (entry, mark) = (leaf.entry, leaf.mark);
+        leaf.entry = std::ptr::null();
+        // SAFETY: `__kage_fp_leaf_enter` was given a registered module's entry.
+        let Some(region) = (unsafe { registry::global_id(entry as *mut kage_abi::Region) }) else {
+            self.leaf_side.clear();
+            return;
+        };
+        self.sync_epoch();
+        let Some(fp) = self.fp.as_ref() else { return };
+        let depth = self.open.len() as u64 + 1;
+        if depth > self.s.max_depth.load(Relaxed) {
+            self.s.max_depth.store(depth, Relaxed);
+        }
+        if !fp.can_enter() {
+            bump(&self.s.untracked, 1);
+            self.leaf_side.clear();
+            return;
+        }
+        self.s
+            .buffer
+            .peek_from(mark, |first, last| self.leaf_side.push((first, last)));
+        let touched = fp.touched_by(&mut self.leaf_side);
+        self.leaf_side.clear();
+        self.record(region, touched);
+    }
+
+    /// An event inside the open leaf (a call it makes, a signal handler interrupting it,
+    /// a switch to another context): it becomes a level of its own, entered with what it
+    /// reported so far, exited at its end (`leaf_close`) or when a region around it exits
+    /// first ([`exit`](ThreadTool::exit)).
+    fn materialize_leaf(&mut self) {
+        // What the buffer holds belongs to the level open now (the leaf's parent) too.
         self.drain();
-        let tracked = self.fp.as_mut().is_some_and(|fp| fp.enter());
-        if !tracked {
+        // SAFETY: the thread's slot; only this thread writes it.
+        let leaf = unsafe { &mut *self.leaf };
+        let (entry, frame) = (leaf.entry, leaf.frame);
+        leaf.entry = std::ptr::null();
+        // SAFETY: `__kage_fp_leaf_enter` was given a registered module's entry.
+        let Some(region) = (unsafe { registry::global_id(entry as *mut kage_abi::Region) }) else {
+            self.leaf_side.clear();
+            return;
+        };
+        let Some(fp) = self.fp.as_mut() else { return };
+        let tracked = fp.enter();
+        if tracked {
+            for &(first, last) in &self.leaf_side {
+                fp.access(first, last.wrapping_sub(first).wrapping_add(1));
+            }
+        } else {
             bump(&self.s.untracked, 1);
         }
+        self.leaf_side.clear();
         self.open.push((region, tracked));
+        self.leaf_levels.push((entry, frame, self.open.len()));
+        leaf.levels = self.leaf_levels.len() as u64;
         let depth = self.open.len() as u64;
         if depth > self.s.max_depth.load(Relaxed) {
             self.s.max_depth.store(depth, Relaxed);
@@ -686,26 +851,16 @@ impl ThreadTool for FootprintThread {
         self.sync_heap();
     }
 
-    fn exit(&mut self, region: u32) {
-        self.sync_epoch();
-        if !self.is_tracked_kind(region) {
-            return;
-        }
-        if self.open.last().map(|o| o.0) != Some(region) {
-            debug_assert!(false, "unbalanced exit of region {region}");
-            return;
-        }
-        self.drain();
-        let Some((_, tracked)) = self.open.pop() else {
-            return;
-        };
-        if !tracked {
-            return;
-        }
-        let Some(fp) = self.fp.as_mut() else { return };
-        let touched = fp.exit();
-        self.publish_totals();
-        self.sync_heap();
+    /// The innermost leaf level, innermost in `open`, exits.
+    fn exit_leaf_level(&mut self) {
+        self.leaf_levels.pop();
+        // SAFETY: the thread's slot; only this thread writes it.
+        unsafe { (*self.leaf).levels = self.leaf_levels.len() as u64 };
+        self.exit_innermost();
+    }
+
+    /// Folds an instance of `region` that touched `touched` into its record.
+    fn record(&mut self, region: u32, touched: Touched) {
         // SAFETY: only the owner thread allocates this thread's chunks.
         let Some(rec) = (unsafe { self.s.regions.get_or_alloc(region as usize) }) else {
             return;
@@ -731,6 +886,111 @@ impl ThreadTool for FootprintThread {
         fold(MAX_LINES, touched.lines, false);
     }
 
+    /// The innermost tracked-kind region of `open` exits.
+    fn exit_innermost(&mut self) {
+        self.drain();
+        let Some((region, tracked)) = self.open.pop() else {
+            return;
+        };
+        if !tracked {
+            return;
+        }
+        let Some(fp) = self.fp.as_mut() else { return };
+        let touched = fp.exit();
+        self.publish_totals();
+        self.sync_heap();
+        self.record(region, touched);
+    }
+
+    /// Applies the tool's latest reset if this thread has not yet.
+    fn sync_epoch(&mut self) {
+        let e = self.tool.epoch.load(Acquire);
+        if self.s.epoch.load(Relaxed) != e {
+            self.zero();
+            self.s.epoch.store(e, Release);
+        }
+    }
+
+    /// Statistics and shadow start anew; the open regions stay open, as if entered now.
+    fn zero(&mut self) {
+        self.s.regions.zero();
+        for a in [
+            &self.s.accesses,
+            &self.s.total_locations,
+            &self.s.total_lines,
+            &self.s.max_depth,
+            &self.s.untracked,
+        ] {
+            a.store(0, Relaxed);
+        }
+        self.s.inline.zero();
+        self.s.buffer.clear();
+        // An open leaf goes on, as if entered now.
+        self.leaf_side.clear();
+        // SAFETY: the thread's slot; only this thread writes it.
+        unsafe { (*self.leaf).mark = 0 };
+        let mut fp = Footprint::new(self.config);
+        for _ in self.open.iter().filter(|(_, tracked)| *tracked) {
+            fp.enter();
+        }
+        fp.take_changed();
+        let now = fp.heap_bytes() as u64;
+        self.fp = Some(fp);
+        self.tool.heap_change(self.heap, now);
+        self.heap = now;
+    }
+
+    fn is_tracked_kind(&self, region: u32) -> bool {
+        self.bodies || registry::meta(region).is_none_or(|m| m.kind != RegionKind::LoopBody)
+    }
+}
+
+impl ThreadTool for FootprintThread {
+    fn enter(&mut self, region: u32) {
+        self.sync_epoch();
+        if !self.is_tracked_kind(region) {
+            return;
+        }
+        if self.leaf_pending() {
+            self.materialize_leaf();
+        }
+        self.drain();
+        let tracked = self.fp.as_mut().is_some_and(|fp| fp.enter());
+        if !tracked {
+            bump(&self.s.untracked, 1);
+        }
+        self.open.push((region, tracked));
+        let depth = self.open.len() as u64;
+        if depth > self.s.max_depth.load(Relaxed) {
+            self.s.max_depth.store(depth, Relaxed);
+        }
+        self.sync_heap();
+    }
+
+    fn exit(&mut self, region: u32) {
+        self.sync_epoch();
+        if !self.is_tracked_kind(region) {
+            return;
+        }
+        // A leaf ends before the region around it (left by `exit`, a `longjmp` or an
+        // exception out of a call it made).
+        if self.leaf_pending() {
+            self.close_pending_leaf();
+        }
+        while self
+            .leaf_levels
+            .last()
+            .is_some_and(|&(_, _, depth)| depth == self.open.len())
+        {
+            self.exit_leaf_level();
+        }
+        if self.open.last().map(|o| o.0) != Some(region) {
+            debug_assert!(false, "unbalanced exit of region {region}");
+            return;
+        }
+        self.exit_innermost();
+    }
+
     #[inline]
     fn access(&mut self, addr: usize, size: u64, _write: bool) {
         bump(&self.s.accesses, 1);
@@ -743,6 +1003,19 @@ impl ThreadTool for FootprintThread {
     fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
         // Called when the buffer is full, among others.
         self.drain();
+        if self.leaf_pending() {
+            // The open leaf's range that did not fit in the buffer.
+            let first = addr as u64;
+            if count == 1 || stride <= width {
+                let len = (count - 1).saturating_mul(stride).saturating_add(width);
+                self.leaf_side.push((first, first.saturating_add(len - 1)));
+            } else {
+                for k in 0..count {
+                    let at = first.wrapping_add(k.wrapping_mul(stride));
+                    self.leaf_side.push((at, at.saturating_add(width - 1)));
+                }
+            }
+        }
         if let Some(fp) = self.fp.as_mut() {
             fp.access_strided(addr as u64, width, stride, count);
         }
@@ -760,16 +1033,39 @@ impl ThreadTool for FootprintThread {
     }
 
     fn suspend(&mut self) {
+        // The thread's slot goes to the other part: an open leaf (a call it made switched
+        // contexts) becomes a level of this part's, and the count of its levels is kept.
+        if self.leaf_pending() {
+            self.materialize_leaf();
+        }
+        // SAFETY: the thread's slot; only this thread writes it.
+        let leaf = unsafe { &mut *self.leaf };
+        self.saved_levels = std::mem::take(&mut leaf.levels);
         self.drain();
         self.suspended = true;
     }
 
     fn resume(&mut self) {
         self.suspended = false;
+        // SAFETY: the thread's slot; only this thread writes it.
+        unsafe { (*self.leaf).levels = std::mem::take(&mut self.saved_levels) };
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
     }
 
     fn thread_exit(&mut self) {
         let running = !self.suspended;
+        if running {
+            // Left by a fatal signal's report, or `exit` in a call a leaf made.
+            if self.leaf_pending() {
+                self.close_pending_leaf();
+            }
+            while !self.leaf_levels.is_empty() {
+                self.exit_leaf_level();
+            }
+        }
         if running {
             self.drain();
         }

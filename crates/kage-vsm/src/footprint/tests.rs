@@ -86,3 +86,33 @@ fn nested_regions_count_inclusively() {
         assert_eq!(fp.total(), outer, "{kind}");
     }
 }
+
+#[test]
+fn touched_by_counts_as_an_entered_and_exited_leaf() {
+    // Random byte ranges, overlapping and touching, at each granularity: the leaf's count
+    // without entering it equals entering, accessing and exiting.
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for location_shift in [0, 3, 6] {
+        for _ in 0..200 {
+            let config = FpConfig {
+                location_shift,
+                ..small(FpKind::DEFAULT)
+            };
+            let n = 1 + rng.next() % 40;
+            let mut ranges: Vec<(u64, u64)> = (0..n)
+                .map(|_| {
+                    let first = 4096 + rng.next() % 600;
+                    (first, first + rng.next() % 70)
+                })
+                .collect();
+            let mut fp = Footprint::new(config);
+            assert!(fp.enter());
+            assert!(fp.enter());
+            for &(first, last) in &ranges {
+                fp.access(first, last - first + 1);
+            }
+            let entered = fp.exit();
+            assert_eq!(fp.touched_by(&mut ranges), entered, "{location_shift}");
+        }
+    }
+}
