@@ -119,13 +119,14 @@ uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
 
 /* The footprint tool's open leaf inlined call on this thread ("Footprint instrumentation"):
  * its region entry (null: none), its activation (the `frame` of its hooks) and where its
- * ranges begin in kage_fp_buffer; and how many leaves an event made levels of the tool's
- * (the tool keeps them: a call inside a leaf, a signal handler interrupting one). */
+ * ranges begin in kage_fp_buffer; and the activation of the innermost leaf an event made a
+ * level of the tool's (null: none; the tool keeps them: a leaf that calls, one a signal
+ * handler interrupts). */
 struct kage_fp_leaf {
   const void *entry;
   const void *frame;
   uint64_t mark;
-  uint64_t levels;
+  const void *level_frame;
 };
 __attribute__((tls_model("initial-exec")))
 static __thread struct kage_fp_leaf kage_fp_leaf;
@@ -145,7 +146,7 @@ void __kage_fp_leaf_enter(const void *entry, const void *frame) {
   struct kage_fp_leaf *l = &kage_fp_leaf;
   if (l->entry == entry && l->frame == frame)
     return;
-  if ((l->entry || l->levels) && __kage_fp_leaf_resume(entry, frame) != 0)
+  if ((l->entry || l->level_frame == frame) && __kage_fp_leaf_resume(entry, frame) != 0)
     return;
   l->mark = kage_fp_buffer.len;
   l->frame = frame;
@@ -158,7 +159,7 @@ void __kage_fp_leaf_enter(const void *entry, const void *frame) {
  * block of `keep` that other leaves lead to as well). */
 void __kage_fp_leaf_end(const void *frame, const void *keep) {
   struct kage_fp_leaf *l = &kage_fp_leaf;
-  if ((l->entry && (l->entry != keep || l->frame != frame)) || l->levels)
+  if ((l->entry && (l->entry != keep || l->frame != frame)) || l->level_frame == frame)
     __kage_fp_leaf_close(frame, keep);
 }
 

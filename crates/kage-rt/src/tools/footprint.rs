@@ -124,14 +124,15 @@ extern "C" {
 
 /// `struct kage_fp_leaf` (csrc/tls.c): the thread's open leaf inlined call (docs/abi.md,
 /// "Footprint instrumentation"), which `__kage_fp_leaf_enter` opens: its region entry (null
-/// when none), its activation, where its ranges begin in the range buffer; and how many
-/// leaves are levels of the tool's (`FootprintThread::leaf_levels`).
+/// when none), its activation, where its ranges begin in the range buffer; and the
+/// activation of the innermost leaf that is a level of the tool's
+/// (`FootprintThread::leaf_levels`; null when none).
 #[repr(C)]
 struct LeafSlot {
     entry: *const c_void,
     frame: *const c_void,
     mark: u64,
-    levels: u64,
+    level_frame: *const c_void,
 }
 
 /// The open leaf inlined call of the activation at `frame`, if any and not `keep`'s, has
@@ -432,8 +433,9 @@ pub struct FootprintThread {
     /// Leaves that became levels (an event came while they ran: a call they made, a
     /// signal handler): (entry, activation, the length of `open` with it innermost).
     leaf_levels: Vec<(*const c_void, *const c_void, usize)>,
-    /// The slot's `levels` while another part (a coroutine context's) runs on the thread.
-    saved_levels: u64,
+    /// The slot's `level_frame` while another part (a coroutine context's) runs on the
+    /// thread.
+    saved_level_frame: *const c_void,
     /// The heap bytes last added to the tool's sum.
     heap: u64,
     bodies: bool,
@@ -481,7 +483,7 @@ impl FootprintTool {
             leaf: unsafe { kage_fp_leaf_slot() },
             leaf_side: Vec::with_capacity(2 * 32),
             leaf_levels: Vec::new(),
-            saved_levels: 0,
+            saved_level_frame: std::ptr::null(),
             heap,
             bodies: settings.bodies,
         })
@@ -843,7 +845,7 @@ impl FootprintThread {
         self.leaf_side.clear();
         self.open.push((region, tracked));
         self.leaf_levels.push((entry, frame, self.open.len()));
-        leaf.levels = self.leaf_levels.len() as u64;
+        leaf.level_frame = frame;
         let depth = self.open.len() as u64;
         if depth > self.s.max_depth.load(Relaxed) {
             self.s.max_depth.store(depth, Relaxed);
@@ -854,8 +856,9 @@ impl FootprintThread {
     /// The innermost leaf level, innermost in `open`, exits.
     fn exit_leaf_level(&mut self) {
         self.leaf_levels.pop();
+        let below = self.leaf_levels.last().map_or(std::ptr::null(), |l| l.1);
         // SAFETY: the thread's slot; only this thread writes it.
-        unsafe { (*self.leaf).levels = self.leaf_levels.len() as u64 };
+        unsafe { (*self.leaf).level_frame = below };
         self.exit_innermost();
     }
 
@@ -1034,13 +1037,13 @@ impl ThreadTool for FootprintThread {
 
     fn suspend(&mut self) {
         // The thread's slot goes to the other part: an open leaf (a call it made switched
-        // contexts) becomes a level of this part's, and the count of its levels is kept.
+        // contexts) becomes a level of this part's, and the activation of its innermost leaf level is kept.
         if self.leaf_pending() {
             self.materialize_leaf();
         }
         // SAFETY: the thread's slot; only this thread writes it.
         let leaf = unsafe { &mut *self.leaf };
-        self.saved_levels = std::mem::take(&mut leaf.levels);
+        self.saved_level_frame = std::mem::replace(&mut leaf.level_frame, std::ptr::null());
         self.drain();
         self.suspended = true;
     }
@@ -1048,7 +1051,10 @@ impl ThreadTool for FootprintThread {
     fn resume(&mut self) {
         self.suspended = false;
         // SAFETY: the thread's slot; only this thread writes it.
-        unsafe { (*self.leaf).levels = std::mem::take(&mut self.saved_levels) };
+        unsafe {
+            (*self.leaf).level_frame =
+                std::mem::replace(&mut self.saved_level_frame, std::ptr::null())
+        };
     }
 
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
