@@ -10,7 +10,7 @@
 #include "../common/textgen.h"
 
 int main(int argc, char **argv) {
-  size_t size = (size_t)(argc > 1 ? atof(argv[1]) : 24) * 1024 * 1024;
+  size_t size = (size_t)((argc > 1 ? atof(argv[1]) : 24) * 1024 * 1024);
   unsigned char *input = malloc(size), *output = malloc(size);
   size_t bound = ZSTD_compressBound(size);
   unsigned char *compressed = malloc(bound);
