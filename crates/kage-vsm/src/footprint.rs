@@ -319,40 +319,15 @@ impl Footprint {
     /// parent does not see them: the caller reports them with [`access`](Self::access).
     pub fn touched_by(&self, ranges: &mut [(u64, u64)]) -> Touched {
         let shift = self.unit_shift();
-        let per_line = self.units_per_line_shift();
         for r in ranges.iter_mut() {
             *r = (r.0 >> shift, r.1 >> shift);
         }
         ranges.sort_unstable();
-        let mut touched = Touched::default();
-        // The run of units being merged, and the last line counted.
-        let mut run: Option<(u64, u64)> = None;
-        let mut counted_to: Option<u64> = None;
-        let mut add_run = |first: u64, last: u64| {
-            touched.locations += last - first + 1;
-            let (mut from, to) = (first >> per_line, last >> per_line);
-            if let Some(c) = counted_to {
-                from = from.max(c + 1);
-            }
-            if to >= from {
-                touched.lines += to - from + 1;
-                counted_to = Some(to);
-            }
-        };
+        let mut runs = deferred::Runs::new(self.units_per_line_shift());
         for &(first, last) in ranges.iter() {
-            run = match run {
-                Some((a, b)) if first <= b.saturating_add(1) => Some((a, b.max(last))),
-                Some((a, b)) => {
-                    add_run(a, b);
-                    Some((first, last))
-                }
-                None => Some((first, last)),
-            };
+            runs.add(first, last);
         }
-        if let Some((a, b)) = run {
-            add_run(a, b);
-        }
-        touched
+        runs.finish()
     }
 
     /// Enters a region. Returns `false`, changing nothing, when [`MAX_LEVELS`] are active.

@@ -229,8 +229,18 @@ fn cpp_lambdas_templates_and_members_inlined_keep_their_names_and_lines() {
 
 /// Builds `tests/c/inlined/inl.c` for `tool` at `level` and runs it with `options`.
 fn tool_report(work: &Work, tool: &str, level: &str, options: &str) -> Report {
-    let exe = work.build_with_env("inlined/inl.c", &[level], &[("KAGE_TOOL", tool)]);
-    let path = work.path(&format!("{tool}{level}.json"));
+    built_report(work, "inl.c", level, tool, options)
+}
+
+/// Builds `tests/c/inlined/<source>` at `level` for `build_tool`, runs it with `options`
+/// and reads its report.
+fn built_report(work: &Work, source: &str, level: &str, build_tool: &str, options: &str) -> Report {
+    let exe = work.build_with_env(
+        &format!("inlined/{source}"),
+        &[level],
+        &[("KAGE_TOOL", build_tool)],
+    );
+    let path = work.path(&format!("{source}{level}{build_tool}.json"));
     let out = work.run_with_options(&exe, &[], &format!("{options}:output={}", path.display()));
     assert!(
         out.status.success(),
@@ -298,15 +308,7 @@ fn an_inlined_callee_footprint_holds_what_its_caller_touched_before_the_call() {
     // since `main` reported them first on the path, gives 0 bytes).
     let work = Work::new();
     for level in LEVELS {
-        let exe = work.build_with_env("inlined/reread.c", &[level], &[("KAGE_TOOL", "footprint")]);
-        let path = work.path(&format!("reread{level}.json"));
-        let out = work.run_with_options(&exe, &[], &format!("output={}", path.display()));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report = kage_report::read_report(&path).unwrap_or_else(|e| panic!("{e}"));
+        let report = built_report(&work, "reread.c", level, "footprint", "tool=footprint");
         let footprint = report.footprint().unwrap();
         let picks = copies(&report, "pick");
         let instances: u64 = picks.iter().map(|r| footprint.stats(r.id).instances).sum();
@@ -323,30 +325,6 @@ fn an_inlined_callee_footprint_holds_what_its_caller_touched_before_the_call() {
     }
 }
 
-/// Builds `tests/c/inlined/<source>` at `level` for `build_tool`, runs it with `options`
-/// and reads its report.
-fn footprint_report(
-    work: &Work,
-    source: &str,
-    level: &str,
-    build_tool: &str,
-    options: &str,
-) -> Report {
-    let exe = work.build_with_env(
-        &format!("inlined/{source}"),
-        &[level],
-        &[("KAGE_TOOL", build_tool)],
-    );
-    let path = work.path(&format!("{source}{level}{build_tool}.json"));
-    let out = work.run_with_options(&exe, &[], &format!("{options}:output={}", path.display()));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    kage_report::read_report(&path).unwrap_or_else(|e| panic!("{e}"))
-}
-
 #[test]
 fn leaf_inlined_calls_measured_without_events_match_a_build_with_every_event() {
     // `leaves.c` touches globals only, so a footprint build (leaf inlined calls counted
@@ -358,8 +336,8 @@ fn leaf_inlined_calls_measured_without_events_match_a_build_with_every_event() {
     // buffer holds, a return inside a leaf.
     let work = Work::new();
     for level in ["-O2", "-O3"] {
-        let fast = footprint_report(&work, "leaves.c", level, "footprint", "tool=footprint");
-        let every = footprint_report(&work, "leaves.c", level, "count-calls", "tool=footprint");
+        let fast = built_report(&work, "leaves.c", level, "footprint", "tool=footprint");
+        let every = built_report(&work, "leaves.c", level, "count-calls", "tool=footprint");
         let (a, b) = (fast.footprint().unwrap(), every.footprint().unwrap());
         assert_eq!(fast.regions.len(), every.regions.len(), "{level}");
         for region in &fast.regions {

@@ -787,15 +787,24 @@ impl FootprintThread {
         }
     }
 
-    /// Counts the open leaf's instance from the ranges it reported, and frees the slot.
-    fn close_pending_leaf(&mut self) {
+    /// Frees the slot of the open leaf: its region (`None`, its ranges forgotten, for an
+    /// entry no module registered), entry, activation and mark.
+    fn take_leaf(&mut self) -> Option<(u32, *const c_void, *const c_void, u64)> {
         // SAFETY: the thread's slot; only this thread writes it.
         let leaf = unsafe { &mut *self.leaf };
-        let (entry, mark) = (leaf.entry, leaf.mark);
+        let (entry, frame, mark) = (leaf.entry, leaf.frame, leaf.mark);
         leaf.entry = std::ptr::null();
         // SAFETY: `__kage_fp_leaf_enter` was given a registered module's entry.
-        let Some(region) = (unsafe { registry::global_id(entry as *mut kage_abi::Region) }) else {
+        let region = unsafe { registry::global_id(entry as *mut kage_abi::Region) };
+        if region.is_none() {
             self.leaf_side.clear();
+        }
+        Some((region?, entry, frame, mark))
+    }
+
+    /// Counts the open leaf's instance from the ranges it reported, and frees the slot.
+    fn close_pending_leaf(&mut self) {
+        let Some((region, _, _, mark)) = self.take_leaf() else {
             return;
         };
         self.sync_epoch();
@@ -824,13 +833,7 @@ impl FootprintThread {
     fn materialize_leaf(&mut self) {
         // What the buffer holds belongs to the level open now (the leaf's parent) too.
         self.drain();
-        // SAFETY: the thread's slot; only this thread writes it.
-        let leaf = unsafe { &mut *self.leaf };
-        let (entry, frame) = (leaf.entry, leaf.frame);
-        leaf.entry = std::ptr::null();
-        // SAFETY: `__kage_fp_leaf_enter` was given a registered module's entry.
-        let Some(region) = (unsafe { registry::global_id(entry as *mut kage_abi::Region) }) else {
-            self.leaf_side.clear();
+        let Some((region, entry, frame, _)) = self.take_leaf() else {
             return;
         };
         let Some(fp) = self.fp.as_mut() else { return };
@@ -845,7 +848,8 @@ impl FootprintThread {
         self.leaf_side.clear();
         self.open.push((region, tracked));
         self.leaf_levels.push((entry, frame, self.open.len()));
-        leaf.level_frame = frame;
+        // SAFETY: the thread's slot; only this thread writes it.
+        unsafe { (*self.leaf).level_frame = frame };
         let depth = self.open.len() as u64;
         if depth > self.s.max_depth.load(Relaxed) {
             self.s.max_depth.store(depth, Relaxed);

@@ -455,28 +455,70 @@ fn one_row_pattern(spans: &[Span]) -> Option<Row> {
     Some(row)
 }
 
-/// The distinct units and lines of `spans` (sorted by `first`, as [`coalesce`] leaves them).
-fn union_size(spans: &[Span], per_line: u32) -> Touched {
-    let mut touched = Touched::default();
-    // Lines are counted once, however many ranges share them (runs come in order).
-    let mut counted_to: Option<u64> = None;
-    let mut add_run = |first: u64, last: u64| {
-        touched.locations += last - first + 1;
-        let (mut from, to) = (first >> per_line, last >> per_line);
-        if let Some(c) = counted_to {
+/// Counts the distinct units and lines of unit ranges given in the order of their first
+/// units, overlapping or not.
+pub(super) struct Runs {
+    touched: Touched,
+    per_line: u32,
+    /// The run being merged.
+    run: Option<(u64, u64)>,
+    /// The last line counted: lines are counted once, however many runs share them.
+    counted_to: Option<u64>,
+}
+
+impl Runs {
+    /// `per_line`: log2 of the units per line.
+    pub(super) fn new(per_line: u32) -> Self {
+        Runs {
+            touched: Touched::default(),
+            per_line,
+            run: None,
+            counted_to: None,
+        }
+    }
+
+    /// Units `first..=last`, `first` no lower than any added before.
+    #[inline]
+    pub(super) fn add(&mut self, first: u64, last: u64) {
+        self.run = match self.run {
+            Some((a, b)) if first <= b.saturating_add(1) => Some((a, b.max(last))),
+            Some((a, b)) => {
+                self.count(a, b);
+                Some((first, last))
+            }
+            None => Some((first, last)),
+        };
+    }
+
+    fn count(&mut self, first: u64, last: u64) {
+        self.touched.locations += last - first + 1;
+        let (mut from, to) = (first >> self.per_line, last >> self.per_line);
+        if let Some(c) = self.counted_to {
             from = from.max(c + 1);
         }
         if to >= from {
-            touched.lines += to - from + 1;
-            counted_to = Some(to);
+            self.touched.lines += to - from + 1;
+            self.counted_to = Some(to);
         }
-    };
+    }
+
+    pub(super) fn finish(mut self) -> Touched {
+        if let Some((a, b)) = self.run.take() {
+            self.count(a, b);
+        }
+        self.touched
+    }
+}
+
+/// The distinct units and lines of `spans` (sorted by `first`, as [`coalesce`] leaves them).
+fn union_size(spans: &[Span], per_line: u32) -> Touched {
+    let mut runs = Runs::new(per_line);
     if spans.iter().all(|s| s.count == 1) {
         // Coalesced ranges are disjoint and in order.
         for s in spans {
-            add_run(s.first, s.last);
+            runs.add(s.first, s.last);
         }
-        return touched;
+        return runs.finish();
     }
     if let Some(row) = one_row_pattern(spans) {
         // Rows of the same ranges (a nest's column walks): row `k` is row 0 shifted by
@@ -485,10 +527,10 @@ fn union_size(spans: &[Span], per_line: u32) -> Touched {
         for k in 0..count {
             let shift = k * stride;
             for &(first, last) in &row.ranges[..row.len] {
-                add_run(first + shift, last + shift);
+                runs.add(first + shift, last + shift);
             }
         }
-        return touched;
+        return runs.finish();
     }
     // Elements of every span in address order (each span's are), overlapping ones merged.
     // Per span not yet walked to its end: (its next element's first unit, that element,
@@ -500,7 +542,6 @@ fn union_size(spans: &[Span], per_line: u32) -> Touched {
         cursors[open] = (s.first, 0, i as u64);
         open += 1;
     }
-    let mut run: Option<(u64, u64)> = None;
     while open > 0 {
         let next = &mut cursors[..open];
         let (at, _) = next
@@ -517,19 +558,9 @@ fn union_size(spans: &[Span], per_line: u32) -> Touched {
             next[at] = next[open - 1];
             open -= 1;
         }
-        run = match run {
-            Some((a, b)) if first <= b.saturating_add(1) => Some((a, b.max(last))),
-            Some((a, b)) => {
-                add_run(a, b);
-                Some((first, last))
-            }
-            None => Some((first, last)),
-        };
+        runs.add(first, last);
     }
-    if let Some((a, b)) = run {
-        add_run(a, b);
-    }
-    touched
+    runs.finish()
 }
 
 #[cfg(test)]
