@@ -325,37 +325,46 @@ fn an_inlined_callee_footprint_holds_what_its_caller_touched_before_the_call() {
     }
 }
 
+/// Builds `tests/c/inlined/<source>` at `level` for footprint and for count-calls, runs
+/// both with the footprint tool, and checks that every region has the same instances and
+/// bytes in both (the program must touch globals only: the two builds' stack frames
+/// differ). Returns the footprint build's report.
+fn assert_leaves_match_every_event(work: &Work, source: &str, level: &str) -> Report {
+    let fast = built_report(work, source, level, "footprint", "tool=footprint");
+    let every = built_report(work, source, level, "count-calls", "tool=footprint");
+    let (a, b) = (fast.footprint().unwrap(), every.footprint().unwrap());
+    assert_eq!(fast.regions.len(), every.regions.len(), "{source} {level}");
+    for region in &fast.regions {
+        let (x, y) = (a.stats(region.id), b.stats(region.id));
+        assert_eq!(
+            (x.instances, x.min_bytes, x.max_bytes, x.avg_bytes),
+            (y.instances, y.min_bytes, y.max_bytes, y.avg_bytes),
+            "{source} {level}: {} at line {}",
+            region.name,
+            region.line
+        );
+    }
+    assert_eq!(a.total_bytes, b.total_bytes, "{source} {level}");
+    fast
+}
+
 #[test]
 fn leaf_inlined_calls_measured_without_events_match_a_build_with_every_event() {
-    // `leaves.c` touches globals only, so a footprint build (leaf inlined calls counted
-    // from the ranges they reported, with no region event unless one comes while they run)
-    // and a build with the region hooks and a call per access (every inlined call entered
-    // and left through the runtime's region stack) must agree on every region: instances
-    // and bytes. The shapes: a leaf at a function's entry, two in a row, a leaf whose rare
-    // call recurses into its own function, one reporting more ranges than the runtime's
-    // buffer holds, a return inside a leaf.
+    // A footprint build (leaf inlined calls counted from the ranges they reported, with no
+    // region event unless one comes while they run) and a build with the region hooks and
+    // a call per access (every inlined call entered and left through the runtime's region
+    // stack) must agree on every region. `leaves.c`: a leaf at a function's entry, two in
+    // a row, a leaf whose rare call recurses into its own function, one reporting more
+    // ranges than the runtime's buffer holds, a return inside a leaf. `leaves_throw.cpp`:
+    // a leaf whose call throws, caught two frames up.
     let work = Work::new();
     for level in ["-O2", "-O3"] {
-        let fast = built_report(&work, "leaves.c", level, "footprint", "tool=footprint");
-        let every = built_report(&work, "leaves.c", level, "count-calls", "tool=footprint");
-        let (a, b) = (fast.footprint().unwrap(), every.footprint().unwrap());
-        assert_eq!(fast.regions.len(), every.regions.len(), "{level}");
-        for region in &fast.regions {
-            let (x, y) = (a.stats(region.id), b.stats(region.id));
-            assert_eq!(
-                (x.instances, x.min_bytes, x.max_bytes, x.avg_bytes),
-                (y.instances, y.min_bytes, y.max_bytes, y.avg_bytes),
-                "{level}: {} at line {}",
-                region.name,
-                region.line
-            );
-        }
-        assert_eq!(a.total_bytes, b.total_bytes, "{level}");
+        let fast = assert_leaves_match_every_event(&work, "leaves.c", level);
+        let a = fast.footprint().unwrap();
         // The shapes are there: `api` ran 3000 times from `main` and 188 from `note`'s
         // recursion, each with its leaves; `scatter` wrote its 40 variables of 4 bytes.
         let instances = |name: &str| -> u64 {
-            copies(&fast, name)
-                .iter()
+            (copies(&fast, name).iter())
                 .map(|r| a.stats(r.id).instances)
                 .sum()
         };
@@ -367,6 +376,15 @@ fn leaf_inlined_calls_measured_without_events_match_a_build_with_every_event() {
             scatter.iter().any(|r| a.stats(r.id).max_bytes == 160),
             "{level}"
         );
+        // 1000 calls of `work`, two `step`s each but where the first one's `check` threw
+        // (71 odd multiples of 7 below 1000): at least 1929 instances (a call whose code
+        // the optimiser split, part of it in its caller's blocks, counts once per part).
+        let fast = assert_leaves_match_every_event(&work, "leaves_throw.cpp", level);
+        let a = fast.footprint().unwrap();
+        let steps: u64 = (copies(&fast, "step").iter())
+            .map(|r| a.stats(r.id).instances)
+            .sum();
+        assert!(steps >= 2000 - 71, "{level}: {steps}");
     }
 }
 
