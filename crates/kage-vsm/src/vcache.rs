@@ -3,8 +3,8 @@
 //! A direct-mapped array of lines indexed by the low bits of the shadowed address. A line
 //! holds the address, one SlimTV version, the vector's length and a fixed capacity of tags
 //! (the same for every line, so a line is found by arithmetic). Most accesses hit and cost a
-//! SlimTV check; a miss writes the resident line back to the storage (validated first) and
-//! fetches the requested vector from it. A store that overwrites every level (HCPA's stores)
+//! SlimTV check; a miss writes the resident line back to the storage (validated first) if it
+//! was written since it was fetched, and fetches the requested vector from it. A store that overwrites every level (HCPA's stores)
 //! needs no fetch. When the depth exceeds the capacity, the lines are re-laid out with a
 //! larger one (at least double, their contents kept), and, when the tags would exceed
 //! [`Config::vcache_bytes`], fewer lines: deep vectors take the cache's memory, not more of
@@ -38,6 +38,9 @@ pub struct CachedVsm<T: Tag> {
     /// The line's SlimTV version; 0: empty line.
     line_versions: Box<[u64]>,
     line_lens: Box<[u32]>,
+    /// Whether the line was written since it was fetched: a clean line is what the storage
+    /// holds already (validation only shortens both alike), so evicting it writes nothing.
+    line_dirty: Box<[bool]>,
     line_tags: Box<[T]>,
     storage: VStorage<T>,
     hits: u64,
@@ -60,6 +63,7 @@ impl<T: Tag> CachedVsm<T> {
             line_units: Box::default(),
             line_versions: Box::default(),
             line_lens: Box::default(),
+            line_dirty: Box::default(),
             line_tags: Box::default(),
             storage: VStorage::new(config, gc, compress),
             hits: 0,
@@ -108,6 +112,7 @@ impl<T: Tag> CachedVsm<T> {
             self.line_units = vec![0; lines].into_boxed_slice();
             self.line_versions = vec![0; lines].into_boxed_slice();
             self.line_lens = vec![0; lines].into_boxed_slice();
+            self.line_dirty = vec![false; lines].into_boxed_slice();
         } else if lines < self.lines {
             self.fold_lines(lines);
         }
@@ -148,6 +153,7 @@ impl<T: Tag> CachedVsm<T> {
             self.line_units[target] = self.line_units[index];
             self.line_versions[target] = self.line_versions[index];
             self.line_lens[target] = self.line_lens[index];
+            self.line_dirty[target] = self.line_dirty[index];
             let len = (self.line_lens[index] as usize).min(self.capacity);
             self.line_tags.copy_within(
                 index * self.capacity..index * self.capacity + len,
@@ -158,14 +164,19 @@ impl<T: Tag> CachedVsm<T> {
         self.line_units = self.line_units[..lines].into();
         self.line_versions = self.line_versions[..lines].into();
         self.line_lens = self.line_lens[..lines].into();
+        self.line_dirty = self.line_dirty[..lines].into();
         self.lines = lines;
     }
 
-    /// Writes line `index` back to the storage and empties it.
+    /// Writes line `index` back to the storage, if it was written, and empties it.
     fn evict(&mut self, index: usize) {
+        let version = std::mem::take(&mut self.line_versions[index]);
+        if !self.line_dirty[index] {
+            return;
+        }
         self.evictions += 1;
         let current = self.versions.as_slice();
-        let valid = max_valid_level(self.line_versions[index], current);
+        let valid = max_valid_level(version, current);
         let len = (self.line_lens[index] as usize).min(valid);
         let start = index * self.capacity;
         self.storage.store(
@@ -173,7 +184,6 @@ impl<T: Tag> CachedVsm<T> {
             current,
             &self.line_tags[start..start + len],
         );
-        self.line_versions[index] = 0;
     }
 
     /// The line holding shadowed `unit`, validated (fetched from the storage on a miss
@@ -221,6 +231,8 @@ impl<T: Tag> CachedVsm<T> {
         self.line_units[index] = unit;
         self.line_versions[index] = self.versions.innermost();
         self.line_lens[index] = len as u32;
+        // A line not fetched is about to be overwritten.
+        self.line_dirty[index] = !fetch;
     }
 
     /// The valid tags of `addr` where the line holds them, without copying: a prefix of the
@@ -268,11 +280,14 @@ impl<T: Tag> CachedVsm<T> {
         let index = self.line(addr >> self.shift, false);
         let start = index * self.capacity;
         self.line_lens[index] = depth as u32;
+        self.line_dirty[index] = true;
         &mut self.line_tags[start..start + self.capacity]
     }
 
+    /// Line `index`'s tags and length, to be written.
     #[inline]
     fn vector(&mut self, index: usize) -> (&mut [T], &mut u32) {
+        self.line_dirty[index] = true;
         let start = index * self.capacity;
         (
             &mut self.line_tags[start..start + self.capacity],
@@ -302,8 +317,9 @@ impl<T: Tag> VectorShadow<T> for CachedVsm<T> {
             return;
         }
         let index = self.line(addr >> self.shift, true);
-        let (vector, len) = self.vector(index);
-        out.extend_from_slice(&vector[..*len as usize]);
+        let start = index * self.capacity;
+        let len = self.line_lens[index] as usize;
+        out.extend_from_slice(&self.line_tags[start..start + len]);
         out.resize(depth, T::default());
     }
 
@@ -388,7 +404,7 @@ impl<T: Tag> VectorShadow<T> for CachedVsm<T> {
         let lines = if self.capacity == 0 {
             0
         } else {
-            self.lines * (2 * size_of::<u64>() + size_of::<u32>())
+            self.lines * (2 * size_of::<u64>() + size_of::<u32>() + size_of::<bool>())
                 + slice_bytes::<T>(self.lines * self.capacity)
         };
         self.versions.heap_bytes() + lines + self.storage.heap_bytes()
@@ -502,6 +518,6 @@ mod tests {
         assert_eq!(out, [1, 0]);
         vsm.read(16, &mut out);
         assert_eq!(out, [2, 0]);
-        assert_eq!(vsm.stats().evictions, 3);
+        assert_eq!(vsm.stats().evictions, 2);
     }
 }
