@@ -194,16 +194,20 @@ class Model:
         self.pending = [p for p in self.pending if p["depth"] < depth]
         call = mine[-1] if mine else None
         n = len(self.analysed())
-        if call and call["entered"]:
-            times = call["returned"] or {}
-            t = self.read(times, n)
+        if call and call["entered"] and call["returned"] is not None:
+            t = self.read(call["returned"], n)
             if dst != NONE and self.frames:
                 self.frames[-1][1][dst] = self.as_times(t)
             return
-        self.work(cost)
+        # Not instrumented (charged its cost), or entered and left without returning (a
+        # longjmp or an exception out of it, to this level): the arguments' times.
         t = [0] * n
         for times in (call["args"].values() if call else []):
             t = [max(a, b) for a, b in zip(t, self.read(times, n))]
+        if call and call["entered"]:
+            self.produce(t, dst)
+            return
+        self.work(cost)
         self.produce([x + cost for x in t], dst)
 
 

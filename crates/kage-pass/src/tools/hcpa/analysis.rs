@@ -341,8 +341,11 @@ pub unsafe fn analyse(
                     }
                 }
                 LLVMAtomicRMW | LLVMAtomicCmpXchg => {
+                    // A load, the operation (the compare, or the read-modify-write's
+                    // arithmetic) and a store: all three are work, as on the path.
                     let (load, store) = (costs.of(hcpa::LOAD), costs.of(hcpa::STORE));
-                    work += u64::from(load + store);
+                    let operation = costs.of(hcpa::SIMPLE);
+                    work += u64::from(load + operation + store);
                     let ptr = LLVMGetOperand(v, 0);
                     let dst = a.slot(v).unwrap_or(NONE);
                     let mut cands = cd_cands(0);
@@ -363,7 +366,7 @@ pub unsafe fn analyse(
                                 },
                             });
                             let mut stored = Cands::default();
-                            stored.add(dst, costs.of(hcpa::SIMPLE));
+                            stored.add(dst, operation);
                             stored.merge(&cands);
                             actions.push(Placed {
                                 before: v,
@@ -380,7 +383,7 @@ pub unsafe fn analyse(
                             next,
                             Action::Ts {
                                 dst,
-                                cands: cands.shifted(load + store),
+                                cands: cands.shifted(load + operation + store),
                             },
                         ),
                     }
