@@ -6,7 +6,9 @@
 
 use kage_abi::symbols;
 use llvm_sys::core::*;
-use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use llvm_sys::prelude::{
+    LLVMBasicBlockRef, LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
+};
 use llvm_sys::LLVMIntPredicate;
 
 use crate::debuginfo::HookLocations;
@@ -203,6 +205,27 @@ impl<'a> Inserter<'a> {
     pub unsafe fn position_before(&mut self, at: LLVMValueRef) {
         LLVMPositionBuilderBefore(self.builder, at);
         LLVMSetCurrentDebugLocation2(self.builder, self.locations.for_instruction(at));
+    }
+
+    /// The instruction right after `__kage_func_enter` in `entry` (the function's entry
+    /// block, after [`insert`] placed its hooks), or `None` if it has none: where a tool's
+    /// own hook for the new activation goes, before the region changes the entry block
+    /// may start with (the entry of an inlined call that begins the function).
+    ///
+    /// # Safety
+    /// `entry` must be a block of the function this inserter was made for.
+    pub unsafe fn after_func_enter(&self, entry: LLVMBasicBlockRef) -> Option<LLVMValueRef> {
+        let mut inst = LLVMGetFirstInstruction(entry);
+        while !inst.is_null() {
+            if !LLVMIsACallInst(inst).is_null()
+                && ir::direct_callee(inst) == Some(self.hooks.func_enter.value)
+            {
+                let next = LLVMGetNextInstruction(inst);
+                return (!next.is_null()).then_some(next);
+            }
+            inst = LLVMGetNextInstruction(inst);
+        }
+        None
     }
 
     /// `hook(region)` before `at`.

@@ -100,6 +100,10 @@ pub enum Action {
     Result {
         dst: u32,
         cost: u32,
+        /// Before the region hooks of the block `before` begins (an `invoke`'s normal
+        /// destination): the result belongs to the invoke's regions, which that block's
+        /// hooks may leave.
+        before_hooks: bool,
     },
 }
 
@@ -684,12 +688,13 @@ unsafe fn analyse_call(
         });
     }
     let dst = a.slot(v).unwrap_or(NONE);
-    let result = Action::Result {
+    let result = |before_hooks| Action::Result {
         dst,
         cost: costs.of(hcpa::CALL),
+        before_hooks,
     };
     match ir::opcode(v) {
-        LLVMCall => push_after(actions, next, result),
+        LLVMCall => push_after(actions, next, result(false)),
         LLVMInvoke => {
             // The normal destination, when the invoke is its only way in.
             let normal = LLVMGetNormalDest(v);
@@ -697,7 +702,7 @@ unsafe fn analyse_call(
             if let (true, Some(at)) = (only_pred, ir::first_insertion_point(normal)) {
                 actions.push(Placed {
                     before: at,
-                    action: result,
+                    action: result(true),
                 });
             }
         }

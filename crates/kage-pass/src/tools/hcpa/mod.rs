@@ -16,7 +16,7 @@ use llvm_sys::target::LLVMGetModuleDataLayout;
 
 use super::{Settings, Tool};
 use crate::hooks::{self, Hooks, Inserter};
-use crate::ir::RuntimeFunction;
+use crate::ir::{self, RuntimeFunction};
 use crate::plan::FunctionPlan;
 use crate::regions::RegionTable;
 use analysis::{Action, Cands};
@@ -168,6 +168,19 @@ impl HcpaCalls {
             self.phi.call(ins.builder, &mut args);
             return;
         }
+        // The frame right after the function's entry hook: an inlined call that begins
+        // the function is entered after it (its region's hooks would else run first, and
+        // the runtime make the frame for the inlined call's level).
+        let before = match action {
+            Action::Frame { .. } => ins
+                .after_func_enter(LLVMGetEntryBasicBlock(func))
+                .unwrap_or(before),
+            // The block's first instruction now, its hooks' if it has any.
+            Action::Result {
+                before_hooks: true, ..
+            } => ir::first_insertion_point(LLVMGetInstructionParent(before)).unwrap_or(before),
+            _ => before,
+        };
         ins.position_before(before);
         let b = ins.builder;
         match action {
@@ -235,7 +248,7 @@ impl HcpaCalls {
                 let [array, n] = self.candidates(cands);
                 self.ret.call(b, &mut [array, n]);
             }
-            Action::Result { dst, cost } => {
+            Action::Result { dst, cost, .. } => {
                 self.result.call(b, &mut [self.i32(*dst), self.i32(*cost)]);
             }
             Action::Phi { .. } => unreachable!("handled above"),
