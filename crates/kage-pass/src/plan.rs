@@ -4,11 +4,12 @@
 
 use llvm_sys::core::*;
 use llvm_sys::prelude::LLVMValueRef;
-use llvm_sys::target::LLVMGetModuleDataLayout;
+use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
 use llvm_sys::LLVMOpcode;
 
 use crate::access::{classify_access, Access};
 use crate::debuginfo::{self, InlineSites};
+use crate::hoist;
 use crate::ir::{self, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
 use crate::region_tree::{self, Location, RegionTree};
@@ -189,6 +190,37 @@ impl FunctionPlan {
     /// The function's region tree (`slots.block_region`'s values are its nodes).
     pub fn tree(&self) -> &RegionTree {
         &self.tree
+    }
+
+    /// [`hoist::plan_function`] for this function, without the loops that hold an inlined
+    /// call: a hoisted loop's iterations reach the runtime once per chunk, so the regions
+    /// of calls inlined into its body would count one instance per chunk, and their
+    /// accesses would go to the loop body.
+    ///
+    /// # Safety
+    /// As for [`hoist::plan_function`].
+    pub unsafe fn hoisted_loops(
+        &self,
+        data_layout: LLVMTargetDataRef,
+        coverage: hoist::Coverage,
+    ) -> Vec<hoist::HoistPlan> {
+        let explain = std::env::var_os(hoist::EXPLAIN_VARIABLE).is_some_and(|v| v == "1");
+        (hoist::plan_function(&self.cfg, &self.forest, data_layout, coverage).into_iter())
+            .filter(|h| {
+                let own = self.tree.loop_node[h.loop_index];
+                let holds_call = (self.forest.loops[h.loop_index].blocks.iter())
+                    .any(|&b| !(own..=own + 1).contains(&self.tree.block_region[b]));
+                if holds_call && explain {
+                    eprintln!(
+                        "kage-pass: {}: its loop {} is not hoisted after all: it holds an \
+                         inlined call",
+                        ir::value_name(self.func),
+                        h.loop_index
+                    );
+                }
+                !holds_call
+            })
+            .collect()
     }
 
     /// The function's entries of the region table.

@@ -329,7 +329,7 @@ fn an_inlined_callee_footprint_holds_what_its_caller_touched_before_the_call() {
 /// both with the footprint tool, and checks that every region has the same instances and
 /// bytes in both (the program must touch globals only: the two builds' stack frames
 /// differ). Returns the footprint build's report.
-fn assert_leaves_match_every_event(work: &Work, source: &str, level: &str) -> Report {
+fn assert_footprint_matches_every_event(work: &Work, source: &str, level: &str) -> Report {
     let fast = built_report(work, source, level, "footprint", "tool=footprint");
     let every = built_report(work, source, level, "count-calls", "tool=footprint");
     let (a, b) = (fast.footprint().unwrap(), every.footprint().unwrap());
@@ -359,7 +359,7 @@ fn leaf_inlined_calls_measured_without_events_match_a_build_with_every_event() {
     // a leaf whose call throws, caught two frames up.
     let work = Work::new();
     for level in ["-O2", "-O3"] {
-        let fast = assert_leaves_match_every_event(&work, "leaves.c", level);
+        let fast = assert_footprint_matches_every_event(&work, "leaves.c", level);
         let a = fast.footprint().unwrap();
         // The shapes are there: `api` ran 3000 times from `main` and 188 from `note`'s
         // recursion, each with its leaves; `scatter` wrote its 40 variables of 4 bytes.
@@ -379,12 +379,34 @@ fn leaf_inlined_calls_measured_without_events_match_a_build_with_every_event() {
         // 1000 calls of `work`, two `step`s each but where the first one's `check` threw
         // (71 odd multiples of 7 below 1000): at least 1929 instances (a call whose code
         // the optimiser split, part of it in its caller's blocks, counts once per part).
-        let fast = assert_leaves_match_every_event(&work, "leaves_throw.cpp", level);
+        let fast = assert_footprint_matches_every_event(&work, "leaves_throw.cpp", level);
         let a = fast.footprint().unwrap();
         let steps: u64 = (copies(&fast, "step").iter())
             .map(|r| a.stats(r.id).instances)
             .sum();
         assert!(steps >= 2000 - 71, "{level}: {steps}");
+    }
+}
+
+#[test]
+fn calls_inlined_into_a_hoisted_loop_count_one_instance_per_call() {
+    // `relocate`'s loop is counted and affine, the kind the footprint build hoists (one
+    // runtime call per chunk of iterations); its body is the inlined `move_one`, which must
+    // still be 2700 instances of 16 bytes (1000 + 900 + 800 calls), as in a build with
+    // every event (a hoisted loop counted one instance per chunk, of 0 bytes). At -O3 the
+    // loop is one block, the call's code and the loop's own mixed: no region of its own.
+    let work = Work::new();
+    assert_footprint_matches_every_event(&work, "hoisted.c", "-O3");
+    {
+        let level = "-O2";
+        let fast = assert_footprint_matches_every_event(&work, "hoisted.c", level);
+        let a = fast.footprint().unwrap();
+        let moves = copies(&fast, "move_one");
+        let instances: u64 = moves.iter().map(|r| a.stats(r.id).instances).sum();
+        assert_eq!(instances, 2700, "{level}");
+        for region in moves.iter().filter(|r| a.stats(r.id).instances > 0) {
+            assert_eq!(a.stats(region.id).max_bytes, 16, "{level}");
+        }
     }
 }
 

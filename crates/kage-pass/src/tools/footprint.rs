@@ -49,7 +49,7 @@ use super::{Settings, Tool};
 use crate::access::{Access, Length, Range};
 use crate::checkpoints::{Checkpoints, Marked};
 use crate::hoist::chunk::{preheader_values, ChunkFrame};
-use crate::hoist::{self, Coverage, HoistPlan};
+use crate::hoist::{Coverage, HoistPlan};
 use crate::hooks::{self, Hooks, Inserter};
 use crate::ir::{self, RuntimeFunction};
 use crate::plan::FunctionPlan;
@@ -83,7 +83,7 @@ impl Tool for Footprint {
         for plan in plans {
             // Planned before anything is inserted into the function.
             let hoisted =
-                hoist::plan_function(&plan.cfg, &plan.forest, data_layout, Coverage::Bytes);
+                plan.hoisted_loops(data_layout, Coverage::Bytes);
             let hoisted_loops: Vec<usize> = hoisted.iter().map(|h| h.loop_index).collect();
             let hoisted_accesses: HashSet<LLVMValueRef> = (hoisted.iter())
                 .flat_map(|h| h.accesses.iter().copied())

@@ -133,7 +133,7 @@ unsafe fn instrument_functions(
     for plan in plans {
         // Decide everything about the function before changing it.
         let hoists =
-            hoist::plan_function(&plan.cfg, &plan.forest, data_layout, hoist::Coverage::Lines);
+            plan.hoisted_loops(data_layout, hoist::Coverage::Lines);
         let segments = function_segments(&plan.cfg, data_layout);
         let mut inserter = WsInserter {
             builder,
