@@ -17,7 +17,9 @@
 //! trace calls inside the loop, after the helper call.
 //!
 //! The form hoisted (anything else is instrumented per segment as usual):
-//! - an innermost natural loop `L` without cutting calls and without inner cycles;
+//! - an innermost natural loop `L` without cutting calls and without inner cycles, whose
+//!   blocks are all its own or its body's region (no inlined call in it:
+//!   [`FunctionPlan::hoisted_loops`](crate::plan::FunctionPlan::hoisted_loops));
 //! - its header has one predecessor outside `L`, the preheader `P`, ending in a `br` to `h`
 //!   (conditional or not),
 //!   and one inside, the latch `E`, which is also `L`'s only exiting block;
