@@ -1,8 +1,8 @@
 //! The HCPA runtime agrees exactly with the reference model (`tests/hcpa/reference.py`,
 //! replaying the runtime's timestamp trace) on real programs of the suite: Lua running a
-//! small script (its parser, code generator, VM, string library and table sort) and SQLite
-//! inserting and querying three rows, both built as the suite builds them (-O2, inlined calls
-//! as regions). Every region's instances, work, self work, critical path, self-parallelism
+//! small script (its parser, code generator, VM, string library and table sort), SQLite
+//! inserting and querying three rows and zstd compressing 1 KB, built as the suite builds
+//! them (-O2, inlined calls as regions). Every region's instances, work, self work, critical path, self-parallelism
 //! and dynamic parents (the runtime keeps at most 16 parents a region, and says when it
 //! dropped some: then they are a subset of the model's).
 
@@ -116,10 +116,10 @@ fn assert_agrees(name: &str, report: &Value, model: &Value) {
 }
 
 #[test]
-fn the_reference_model_agrees_exactly_on_lua_and_sqlite() {
+fn the_reference_model_agrees_exactly_on_lua_sqlite_and_zstd() {
     let work = tempfile::tempdir().unwrap();
     let work = work.path();
-    build(work, "lua,sqlite");
+    build(work, "lua,sqlite,zstd");
     let script = work.join("small.lua");
     std::fs::write(
         &script,
@@ -135,4 +135,7 @@ fn the_reference_model_agrees_exactly_on_lua_and_sqlite() {
     let sqlite = work.join("kage-hcpa/sqlite");
     let (report, model) = traced(work, "sqlite", &sqlite, &["3"]);
     assert_agrees("sqlite", &report, &model);
+    let zstd = work.join("kage-hcpa/zstd");
+    let (report, model) = traced(work, "zstd", &zstd, &["0.001"]);
+    assert_agrees("zstd", &report, &model);
 }
