@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::kage_cc;
+use common::kage_bench_quick;
 use kage_report::{read_report, CountStats, Report};
 use std::path::Path;
 use std::process::Command;
@@ -26,20 +26,7 @@ fn suite() -> Vec<String> {
 /// Runs the quick suite built for `tool` in `work` (native builds shared between runs) and
 /// moves each program's report to `<work>/<tool>/<program>.json`.
 fn run_suite(work: &Path, tool: &str, programs: &[String]) {
-    let output = Command::new(env!("CARGO_BIN_EXE_kage-bench"))
-        .args(["--quick", "--tool", tool, "--work-dir"])
-        .arg(work)
-        .arg("--kage-cc")
-        .arg(kage_cc())
-        .env_remove("KAGE_OPTIONS")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "kage-bench --tool {tool} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    kage_bench_quick(work, &["--tool", tool]);
     let kept = work.join(tool);
     std::fs::create_dir_all(&kept).unwrap();
     for program in programs {

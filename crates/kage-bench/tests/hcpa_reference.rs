@@ -8,27 +8,14 @@
 
 mod common;
 
-use common::kage_cc;
+use common::kage_bench_quick;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
 /// Builds the quick suite's `programs` for the hcpa tool in `work` (and runs them once).
 fn build(work: &Path, programs: &str) {
-    let output = Command::new(env!("CARGO_BIN_EXE_kage-bench"))
-        .args(["--quick", "--tool", "hcpa", "--filter", programs, "--work-dir"])
-        .arg(work)
-        .arg("--kage-cc")
-        .arg(kage_cc())
-        .env_remove("KAGE_OPTIONS")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "kage-bench failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    kage_bench_quick(work, &["--tool", "hcpa", "--filter", programs]);
 }
 
 /// Runs `exe args` with the timestamp trace on; returns the report and the model's replay.

@@ -4,28 +4,21 @@
 
 mod common;
 
-use common::kage_cc;
+use common::kage_bench_quick;
 use std::process::Command;
 
 #[test]
 fn quick_run_builds_runs_and_tabulates_kernels_and_a_real_program() {
     let work = tempfile::tempdir().unwrap();
     let results = work.path().join("RESULTS.md");
-    let output = Command::new(env!("CARGO_BIN_EXE_kage-bench"))
-        .args(["--quick", "--filter", "gemm,hash-table,bzip2", "--work-dir"])
-        .arg(work.path())
-        .arg("--kage-cc")
-        .arg(kage_cc())
-        .arg("--output")
-        .arg(&results)
-        .env_remove("KAGE_OPTIONS")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "kage-bench failed:\n{stdout}\n{stderr}"
+    let stdout = kage_bench_quick(
+        work.path(),
+        &[
+            "--filter",
+            "gemm,hash-table,bzip2",
+            "--output",
+            results.to_str().unwrap(),
+        ],
     );
 
     let written = std::fs::read_to_string(&results).unwrap();
