@@ -70,7 +70,10 @@ fn assert_agrees(name: &str, report: &Value, model: &Value) {
         };
         ran += 1;
         let want = &expected[&id];
-        let at = format!("{name}: region {id} ({} {})", region["kind"], region["name"]);
+        let at = format!(
+            "{name}: region {id} ({} {})",
+            region["kind"], region["name"]
+        );
         for field in ["instances", "work", "self_work", "critical_path"] {
             assert_eq!(got[field], want[field], "{at}: {field}");
         }

@@ -221,7 +221,13 @@ fn all_stats(report: &Report) -> Vec<Option<HcpaStats>> {
 
 #[test]
 fn the_reference_model_agrees_exactly_and_folding_changes_nothing() {
-    for source in ["kernels.c", "mixed.c", "idioms.c", "idioms.cpp", "dispatch.c"] {
+    for source in [
+        "kernels.c",
+        "mixed.c",
+        "idioms.c",
+        "idioms.cpp",
+        "dispatch.c",
+    ] {
         let work = Work::new();
         for level in ["-O1", "-O2", "-O3"] {
             agrees_with_the_reference(&work, source, &[level, "-g"], &[]);

@@ -82,8 +82,7 @@ impl Tool for Footprint {
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
             // Planned before anything is inserted into the function.
-            let hoisted =
-                plan.hoisted_loops(data_layout, Coverage::Bytes);
+            let hoisted = plan.hoisted_loops(data_layout, Coverage::Bytes);
             let hoisted_loops: Vec<usize> = hoisted.iter().map(|h| h.loop_index).collect();
             let hoisted_accesses: HashSet<LLVMValueRef> = (hoisted.iter())
                 .flat_map(|h| h.accesses.iter().copied())

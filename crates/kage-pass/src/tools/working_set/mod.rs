@@ -132,8 +132,7 @@ unsafe fn instrument_functions(
     let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
     for plan in plans {
         // Decide everything about the function before changing it.
-        let hoists =
-            plan.hoisted_loops(data_layout, hoist::Coverage::Lines);
+        let hoists = plan.hoisted_loops(data_layout, hoist::Coverage::Lines);
         let segments = function_segments(&plan.cfg, data_layout);
         let mut inserter = WsInserter {
             builder,
