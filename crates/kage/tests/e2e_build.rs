@@ -4,6 +4,7 @@
 
 mod e2e_support;
 use e2e_support::*;
+use object::{Object, ObjectSection};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -56,6 +57,10 @@ fn every_compiler_mode_passes_through() {
     // Several sources in one -c call, then a link-only call.
     work.wrap(&kage_cc(), &["-O2", "-c", "a.c", "b.c"]);
     work.wrap(&kage_cc(), &["a.o", "b.o", "-o", "two"]);
+    // The region tables' pointers are packed (RELR), not one 24-byte RELA entry each.
+    let exe = std::fs::read(work.path("two")).unwrap();
+    let elf = object::File::parse(&*exe).unwrap();
+    assert!(elf.section_by_name(".relr.dyn").is_some());
     let report = work.run_report(&work.path("two"), &[], 0);
     assert_counts(func(&report, "part_a"), 1, c(0, 2, 0, 8), c(0, 2, 0, 8));
     assert_counts(func(&report, "main"), 1, c(1, 3, 4, 12), c(1, 1, 4, 4));

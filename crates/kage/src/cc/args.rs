@@ -65,6 +65,8 @@ pub struct Invocation {
     pub relocatable: bool,
     /// `-static` or `-static-pie`: no shared libraries at all.
     pub static_link: bool,
+    /// `-fuse-ld=` names gold, which does not take `-z pack-relative-relocs`.
+    pub gold_linker: bool,
     pub debug_info: DebugInfo,
     /// `--version`, `-dumpversion`, `-print-*`, `--help`...: the compiler answers a question
     /// and builds nothing.
@@ -394,6 +396,7 @@ pub fn classify_with(
         shared: false,
         relocatable: false,
         static_link: false,
+        gold_linker: false,
         debug_info: DebugInfo::Unspecified,
         query: false,
         language_in_effect: false,
@@ -442,6 +445,9 @@ pub fn classify_with(
             "-shared" | "--shared" => invocation.shared = true,
             "-r" => invocation.relocatable = true,
             "-static" | "--static" | "-static-pie" => invocation.static_link = true,
+            _ if arg.starts_with("-fuse-ld=") => {
+                invocation.gold_linker = arg.ends_with("gold");
+            }
             _ if is_query(arg) => invocation.query = true,
             _ if OPTIONS_WITH_SEPARATE_VALUE.contains(&arg) => i += 1,
             _ => {}
