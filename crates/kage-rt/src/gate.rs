@@ -94,12 +94,16 @@ impl ThreadState {
         Some(r)
     }
 
-    /// Exits every open frame (thread end, process end).
+    /// The program ends on this thread: exits every open frame and tells the tool, which
+    /// frees what the report does not need before the report is built.
     ///
     /// # Safety
     /// As for [`ThreadState::with`].
-    pub unsafe fn exit_all(&self) {
-        self.with(|s, t| s.exit_all(t));
+    pub unsafe fn end_program(&self) {
+        self.with(|s, t| {
+            s.exit_all(t);
+            t.program_end();
+        });
     }
 
     /// The thread ends, or the program does: exits every open frame and tells the tool the

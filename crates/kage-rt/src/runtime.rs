@@ -257,7 +257,7 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         if from_signal {
             unsafe { tools::count::count_faulted_tree(&*ts) };
         }
-        unsafe { (*ts).exit_all() };
+        unsafe { (*ts).end_program() };
         unsafe { thread::close_suspended(ts) };
         unsafe { (*ts).busy.set((*ts).busy.get() | gate::IN_RUNTIME) };
     }

@@ -118,6 +118,11 @@ pub trait ThreadTool {
     fn fork_survivor(&mut self);
     /// The thread ends; every region has been exited.
     fn thread_exit(&mut self) {}
+    /// The program ends on this thread (`exit`, `main` returned, a fatal signal) and every
+    /// region has been exited; the report is built next and later events are ignored. A
+    /// tool frees here what its report does not need, so that the report's memory does not
+    /// come on top of it in the program's peak.
+    fn program_end(&mut self) {}
     /// The thread switches to another coroutine context: whatever inline state the thread
     /// shares with its contexts holds this part's events until now; take them.
     fn suspend(&mut self) {}

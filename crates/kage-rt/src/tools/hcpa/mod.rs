@@ -562,6 +562,13 @@ impl ThreadTool for HcpaThread {
         self.sync_heap();
     }
 
+    fn program_end(&mut self) {
+        // The shadow memory (megabytes of VCache and tag tables) holds nothing the report
+        // reads: the statistics are in the records.
+        self.engine.release();
+        self.sync_heap();
+    }
+
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
