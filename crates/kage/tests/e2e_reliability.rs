@@ -136,38 +136,41 @@ fn lazily_bound_and_dlopened_libraries_work_for_every_tool() {
     }
 }
 
-/// `kage-cc -static` links (the static unwinder, `libgcc_eh`, instead of `libgcc_s`) and
-/// the program measures both of its threads.
+/// `kage-cc -static` and `-static-pie` link (the static unwinder, `libgcc_eh`, instead of
+/// `libgcc_s`; no exported hooks, whose TLS relocations a static PIE cannot apply at
+/// start-up) and the program measures both of its threads.
 #[test]
 fn a_static_program_links_and_is_measured() {
     let work = Work::new();
-    for tool in BUILDS {
-        let exe: PathBuf = work.path(&format!("static_{tool}"));
-        cc(
-            &work,
-            tool,
-            &[
-                "-O2",
-                "-static",
-                &source("static.c"),
-                "-lpthread",
-                "-o",
-                exe.to_str().unwrap(),
-            ],
-        );
-        let report_path = work.path(&format!("static_{tool}.json"));
-        assert_eq!(run_ok(&exe, &[], &report_path), "1998\n", "{tool}");
-        let report = read_report(&report_path).unwrap();
-        // The loop tools see a thread when it runs a selected nest (none here).
-        let seen = if matches!(*tool, "loops" | "select") {
-            0
-        } else {
-            2
-        };
-        assert_eq!(report.threads, seen, "{tool}");
-        let fill = func(&report, "fill");
-        if matches!(*tool, "count" | "count-calls") {
-            assert_counts(fill, 2, c(0, 2000, 0, 8000), c(0, 0, 0, 0));
+    for link in ["-static", "-static-pie"] {
+        for tool in BUILDS {
+            let exe: PathBuf = work.path(&format!("static_{tool}{link}"));
+            cc(
+                &work,
+                tool,
+                &[
+                    "-O2",
+                    link,
+                    &source("static.c"),
+                    "-lpthread",
+                    "-o",
+                    exe.to_str().unwrap(),
+                ],
+            );
+            let report_path = work.path(&format!("static_{tool}{link}.json"));
+            assert_eq!(run_ok(&exe, &[], &report_path), "1998\n", "{tool} {link}");
+            let report = read_report(&report_path).unwrap();
+            // The loop tools see a thread when it runs a selected nest (none here).
+            let seen = if matches!(*tool, "loops" | "select") {
+                0
+            } else {
+                2
+            };
+            assert_eq!(report.threads, seen, "{tool} {link}");
+            let fill = func(&report, "fill");
+            if matches!(*tool, "count" | "count-calls") {
+                assert_counts(fill, 2, c(0, 2000, 0, 8000), c(0, 0, 0, 0));
+            }
         }
     }
 }

@@ -33,7 +33,7 @@ pub const RUNTIME_OBJECT: &str = "<libkage_rt.o>";
 /// alone: loading libm for nothing costs every program half a megabyte of resident pages).
 pub const RUNTIME_LINK_ARGS: &[&str] = &[
     RUNTIME_OBJECT,
-    "-Wl,--export-dynamic-symbol=__kage_*",
+    EXPORT_HOOKS,
     "-Wl,--push-state,--as-needed",
     "-lpthread",
     "-ldl",
@@ -52,6 +52,12 @@ pub const RUNTIME_LINK_ARGS: &[&str] = &[
 /// refuses to load the program instead of running it wrong; gold rejects the flag, and a
 /// static link is left as it is.
 pub const PACKED_RELOCATIONS_FLAG: &str = "-Wl,-z,pack-relative-relocs";
+
+/// Exports the runtime's hooks, for instrumented shared libraries; in [`RUNTIME_LINK_ARGS`].
+/// A static link (which loads no shared library) leaves it out: an exported thread-local
+/// hook keeps a dynamic TLS relocation, which a static PIE's start-up code cannot apply
+/// (it crashed in `_dl_relocate_static_pie` before `main`).
+pub const EXPORT_HOOKS: &str = "-Wl,--export-dynamic-symbol=__kage_*";
 
 /// The unwinder the Rust runtime may need, in [`RUNTIME_LINK_ARGS`]; a static link
 /// (`-static` has no shared `libgcc_s`) takes [`STATIC_UNWINDER`] in its place.
@@ -137,10 +143,11 @@ impl Plan {
             if self.reset_language {
                 added.extend(["-x".into(), "none".into()]);
             }
-            added.extend(RUNTIME_LINK_ARGS.iter().map(|&arg| match arg {
-                RUNTIME_OBJECT => runtime.clone().into_os_string(),
-                SHARED_UNWINDER if self.static_link => STATIC_UNWINDER.into(),
-                _ => arg.into(),
+            added.extend(RUNTIME_LINK_ARGS.iter().filter_map(|&arg| match arg {
+                RUNTIME_OBJECT => Some(runtime.clone().into_os_string()),
+                EXPORT_HOOKS if self.static_link => None,
+                SHARED_UNWINDER if self.static_link => Some(STATIC_UNWINDER.into()),
+                _ => Some(arg.into()),
             }));
             if self.pack_relocations {
                 added.push(PACKED_RELOCATIONS_FLAG.into());
@@ -322,12 +329,12 @@ mod tests {
     }
 
     #[test]
-    fn a_static_link_takes_the_static_unwinder() {
+    fn a_static_link_takes_the_static_unwinder_and_exports_no_hooks() {
         for flag in ["-static", "-static-pie"] {
             let args = ["x.o", flag, "-o", "prog"];
             let expected: Vec<String> = then_link(&args, &[])
                 .into_iter()
-                .filter(|a| a != PACKED_RELOCATIONS_FLAG)
+                .filter(|a| a != PACKED_RELOCATIONS_FLAG && a != EXPORT_HOOKS)
                 .map(|a| {
                     if a == SHARED_UNWINDER {
                         STATIC_UNWINDER.into()
