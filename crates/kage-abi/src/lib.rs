@@ -763,6 +763,11 @@ pub mod hcpa {
     /// `0` builds without folding: every computed value gets its own slot and `ts` call (the
     /// same results, slower; tests compare the two).
     pub const FOLD_VARIABLE: &str = "KAGE_HCPA_FOLD";
+    /// For measuring what the analysis costs, not for answers: a list of kinds of timestamp
+    /// calls the build leaves out (`ts`: `ts`, `phi` and `hoist`; `work`; `memory`: `load`,
+    /// `store` and `mem`), separated by `,` or `+`. The program's times are then wrong; the
+    /// build says so.
+    pub const OMIT_VARIABLE: &str = "KAGE_HCPA_OMIT";
 
     pub const SIMPLE: CostClass = CostClass {
         name: "simple",

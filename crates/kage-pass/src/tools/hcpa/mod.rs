@@ -27,6 +27,57 @@ pub struct Hcpa {
     costs: Costs,
     /// Fold computations into their users' candidates (`KAGE_HCPA_FOLD` not `0`).
     fold: bool,
+    omit: Omit,
+}
+
+/// The kinds of timestamp calls a build for measuring costs leaves out
+/// (`kage_abi::hcpa::OMIT_VARIABLE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Omit {
+    ts: bool,
+    work: bool,
+    memory: bool,
+}
+
+impl Omit {
+    fn from_settings(settings: &mut Settings) -> Omit {
+        let variable = kage_abi::hcpa::OMIT_VARIABLE;
+        let mut omit = Omit::default();
+        let Some(list) = settings.get(variable) else {
+            return omit;
+        };
+        for kind in list
+            .split([',', '+'])
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+        {
+            match kind {
+                "ts" => omit.ts = true,
+                "work" => omit.work = true,
+                "memory" => omit.memory = true,
+                _ => settings.warn(format!(
+                    "kage-pass: ignoring '{kind}' in {variable}: expected ts, work or memory"
+                )),
+            }
+        }
+        if omit != Omit::default() {
+            settings.warn(format!(
+                "kage-pass: warning: {variable}={list} leaves those timestamp calls out of the \
+                 build: its critical paths and self-parallelism are wrong (it measures what the \
+                 calls cost)"
+            ));
+        }
+        omit
+    }
+
+    fn leaves_out(&self, action: &Action) -> bool {
+        match action {
+            Action::Ts { .. } | Action::Phi { .. } | Action::Hoist { .. } => self.ts,
+            Action::Work { .. } => self.work,
+            Action::Load { .. } | Action::Store { .. } | Action::Mem { .. } => self.memory,
+            _ => false,
+        }
+    }
 }
 
 /// The `hcpa` build, with the costs of `KAGE_HCPA_COSTS`.
@@ -34,6 +85,7 @@ pub fn make(settings: &mut Settings) -> Box<dyn Tool> {
     Box::new(Hcpa {
         costs: Costs::from_settings(settings),
         fold: settings.get(kage_abi::hcpa::FOLD_VARIABLE).as_deref() != Some("0"),
+        omit: Omit::from_settings(settings),
     })
 }
 
@@ -57,7 +109,9 @@ impl Tool for Hcpa {
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
             hooks::insert(plan, &mut ins, &Default::default(), |ins| {
                 for placed in &function.actions {
-                    calls.insert(ins, plan.func, placed.before, &placed.action);
+                    if !self.omit.leaves_out(&placed.action) {
+                        calls.insert(ins, plan.func, placed.before, &placed.action);
+                    }
                 }
             });
         }
@@ -276,5 +330,49 @@ impl HcpaCalls {
             values.len() as u32,
         );
         phi
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn omit(value: Option<&str>) -> (Omit, Vec<String>) {
+        let read = |name: &str| {
+            (name == kage_abi::hcpa::OMIT_VARIABLE)
+                .then(|| value.map(str::to_string))
+                .flatten()
+        };
+        let mut settings = Settings::new(&read);
+        let omit = Omit::from_settings(&mut settings);
+        (omit, settings.warnings().to_vec())
+    }
+
+    #[test]
+    fn a_build_for_measuring_costs_names_what_it_leaves_out_and_warns() {
+        assert_eq!(omit(None), (Omit::default(), vec![]));
+        let (o, warnings) = omit(Some("ts+memory"));
+        assert_eq!(
+            o,
+            Omit {
+                ts: true,
+                work: false,
+                memory: true
+            }
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("wrong"), "{warnings:?}");
+        let (o, warnings) = omit(Some("work, bogus"));
+        assert!(o.work && !o.ts && !o.memory);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        let hoist = Action::Hoist {
+            dst: 0,
+            cands: Cands::default(),
+        };
+        assert!(omit(Some("ts")).0.leaves_out(&hoist));
+        assert!(!omit(Some("memory")).0.leaves_out(&hoist));
+        assert!(!omit(Some("ts,work,memory"))
+            .0
+            .leaves_out(&Action::Frame { slots: 1 }));
     }
 }
