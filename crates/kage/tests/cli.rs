@@ -182,6 +182,7 @@ fn the_wrapper_adds_the_plugin_and_runtime_and_keeps_every_argument() {
             "-lrt",
             "-lgcc_s",
             "-Wl,--pop-state",
+            "-Wl,-z,pack-relative-relocs",
         ])
     );
 }
