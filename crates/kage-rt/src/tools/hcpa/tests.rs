@@ -552,6 +552,31 @@ fn finish_writes_every_field() {
     assert_eq!(hcpa(&res, 2), Value::Null, "skipped: no statistics");
 }
 
+/// At program end the shadow goes before the report is built (its peak does not rise by the
+/// report's memory); the statistics and the recorded peak stay.
+#[test]
+fn program_end_frees_the_shadow_and_keeps_the_statistics() {
+    let t = tool("");
+    let mut th = t.new_thread();
+    th.enter(0);
+    {
+        let e = engine_of(&mut th);
+        e.work(3);
+        for g in 0..4096u64 {
+            e.store(A + 4 * 1024 * g, 4, 1, &[k(2)]);
+        }
+    }
+    th.exit(0);
+    let used = engine_of(&mut th).heap_bytes();
+    th.program_end();
+    let left = engine_of(&mut th).heap_bytes();
+    assert!(left * 8 < used, "{left} of {used} bytes left");
+    let res = t.finish(1);
+    assert_eq!(hcpa(&res, 0)["work"], 3);
+    assert_eq!(hcpa(&res, 0)["critical_path"], 3);
+    assert!(res.top["hcpa"]["shadow_peak_bytes"].as_u64().unwrap() >= used as u64);
+}
+
 #[test]
 fn options_are_checked() {
     let (_, w) = Options::parse("max_depth=0:granule=2:shadow=palette", &[OPTIONS]);
