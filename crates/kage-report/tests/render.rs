@@ -39,9 +39,10 @@ fn count_region(
     )
 }
 
-/// main (with a loop nest) calls sum(), which lives in another file; totals add up:
-/// sum of self_ counters (main 4+2, loop 0, body 10+10, inner loop 0, inner body 100+50,
-/// sum 30+0) plus unattributed (3+1).
+/// main (with a loop nest) calls sum(), which lives in another file; fill() makes more
+/// accesses than main (its row comes first), unused() and its loop never ran (they come last,
+/// the loop's body left out). Totals add up: sum of self_ counters (main 4+2, loop 0, body
+/// 10+10, inner loop 0, inner body 100+50, sum 30+0, fill 300+100) plus unattributed (4+1).
 fn count_report() -> Report {
     let regions = [
         count_region(
@@ -110,12 +111,56 @@ fn count_report() -> Report {
             [30, 0, 240, 0],
             [30, 0, 240, 0],
         ),
+        count_region(
+            6,
+            "function",
+            "unused",
+            "/home/ada/proj/src/main.c",
+            (50, 60),
+            None,
+            0,
+            [0, 0, 0, 0],
+            [0, 0, 0, 0],
+        ),
+        count_region(
+            7,
+            "loop",
+            "unused",
+            "/home/ada/proj/src/main.c",
+            (52, 58),
+            Some(6),
+            0,
+            [0, 0, 0, 0],
+            [0, 0, 0, 0],
+        ),
+        count_region(
+            8,
+            "loop-body",
+            "unused",
+            "/home/ada/proj/src/main.c",
+            (52, 58),
+            Some(7),
+            0,
+            [0, 0, 0, 0],
+            [0, 0, 0, 0],
+        ),
+        count_region(
+            9,
+            "function",
+            "fill",
+            "/home/ada/proj/src/main.c",
+            (42, 48),
+            None,
+            1,
+            [300, 100, 2400, 800],
+            [300, 100, 2400, 800],
+        ),
     ];
     parse(&format!(
         r#"{{"format":"kage-report","version":1,"tool":"count","program":"/home/ada/proj/build/prog",
             "args":["./prog","-n","10"],"pid":4242,"end":{{"how":"exit","code":0}},"complete":true,
             "threads":1,"options":{{"tool":"count"}},"regions":[{}],
-            "totals":{{"loads":148,"stores":63,"bytes_read":1184,"bytes_written":504}},
+            "totals":{{"loads":448,"stores":163,"bytes_read":3584,"bytes_written":1304}},
             "unattributed":{{"loads":4,"stores":1,"bytes_read":32,"bytes_written":8}}}}"#,
         regions.join(",")
     ))

@@ -1,17 +1,19 @@
-//! The `count` tool's text views: the region tree with each region's counters in columns
-//! (inclusive ones first, then the `self_` ones) and the totals after it, and the summary's
-//! regions with the most accesses.
+//! The `count` tool's text views: the region tree (siblings with the most accesses first)
+//! with each region's counters in columns (inclusive ones first, then the `self_` ones) and
+//! the totals after it, and the summary's regions with the most accesses.
 
 use super::table::{Align, Table};
 use super::text::{header, NO_REGIONS};
 use super::tree::{tree_label, RegionTree};
+use std::cmp::Reverse;
 use super::{flat_label, FileNames};
 use crate::model::{CountStats, Counters, Region, RegionKind, Report};
 use std::fmt::Write;
 
 /// The count view: the header, then every region as a tree by static parent with its counters
-/// in columns, then the totals and what no region made (`unattributed`). Never fails: a
-/// region without counters shows dashes.
+/// in columns, siblings with the most accesses (loads + stores, callees included) first and
+/// regions that never ran last, then the totals and what no region made (`unattributed`).
+/// Never fails: a region without counters shows dashes.
 pub(crate) fn text(report: &Report) -> Result<String, String> {
     let mut out = String::new();
     header(report, &[], &mut out);
@@ -47,7 +49,7 @@ fn count_tree(report: &Report, out: &mut String) {
         ("self_bytes_read", Align::Right),
         ("self_bytes_written", Align::Right),
     ]);
-    for (region, depth) in RegionTree::new(report).walk(report) {
+    for (region, depth) in ranked_tree(report).walk(report) {
         let mut cells = vec![tree_label(region, depth), files.location(region)];
         match CountStats::of(region) {
             Some(stats) => {
@@ -73,6 +75,21 @@ fn count_tree(report: &Report, out: &mut String) {
     if !table.is_empty() {
         table.render("", out);
     }
+}
+
+/// The region tree with siblings by most accesses first, then by id, so regions that never
+/// ran (or have no counters) come last, as the other tools' trees order them by their own
+/// measure. Loop bodies that never ran are left out, their loops taking their place: such a
+/// body says nothing its loop does not.
+fn ranked_tree(report: &Report) -> RegionTree {
+    let stats = |id: u32| CountStats::of(&report.regions[id as usize]);
+    let ran = |id: u32| stats(id).is_some_and(|s| s.instances > 0);
+    RegionTree::new(report)
+        .splice_out(|id| report.regions[id as usize].kind == RegionKind::LoopBody && !ran(id))
+        .sort_siblings_by_key(|id| {
+            let accesses = stats(id).map_or(0, |s| s.inclusive.loads + s.inclusive.stores);
+            (!ran(id), Reverse(accesses), id)
+        })
 }
 
 /// The summary's lines after the common ones: the totals, the `top` functions and loops with

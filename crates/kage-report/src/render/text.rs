@@ -14,7 +14,8 @@ use std::fmt::Write;
 /// The whole report for a person: a header, then every region as a tree by static parent.
 ///
 /// A tool with a text view of its own in `render::TEXT` renders the report (the
-/// `count` tool: each region's counters in columns, then the totals; the `working-set` tool:
+/// `count` tool: each region's counters in columns, siblings most accesses first, then the
+/// totals; the `working-set` tool:
 /// a bar chart of the snapshots and how many of them fit in each cache instead of the tree;
 /// the `footprint` tool: each region's footprints in columns, siblings largest first; the
 /// `hcpa` tool: the parallelism plan, then each region's work, critical path and parallelism
