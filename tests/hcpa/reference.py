@@ -8,7 +8,12 @@ Every value keeps its time per *instance* it was produced in (a dict from instan
 time); reading it at a level looks up that level's current instance, and a value from
 another instance reads 0. That is the definition, without the runtime's optimisations.
 
-Usage: reference.py TRACE [--granularity G] > stats.json
+Usage: reference.py TRACE [--granularity G] [--regions REPORT] > stats.json
+
+With `--regions`, the runtime's report names the compiler's copies of a source region (a
+function and its inlined calls, a loop split in two, a loop in each copy of an inlined
+function: docs/report-schema.md, "Source regions"), and recursion counts once per source
+region; without it, per region.
 Trace lines (one event each; `s:o` is a candidate, slot s plus offset o, s = 4294967295
 for a constant):
     enter R | exit R | frame SLOTS FN | work COST | ts DST s:o... | hoist DST s:o...
@@ -34,10 +39,29 @@ class Level:
         self.children_cp = 0
 
 
+def source_regions(report_path):
+    """Each region id of a report -> the first region of its source region: functions by
+    linkage name (name without one) and file, a loop by its parent's source region and its
+    first line, a body by its loop's source region."""
+    with open(report_path) as f:
+        regions = json.load(f)["regions"]
+    first, source = {}, {}
+    for r in regions:  # parents come before their children
+        if r["kind"] == "function":
+            key = ("function", r.get("symbol") or r["name"], r["file"])
+        elif r["kind"] == "loop":
+            key = ("loop", source.get(r["parent"]), r["line"])
+        else:
+            key = ("body", source.get(r["parent"]))
+        source[r["id"]] = first.setdefault(key, r["id"])
+    return source
+
+
 class Model:
-    def __init__(self, granularity, max_depth):
+    def __init__(self, granularity, max_depth, source=None):
         self.granularity = granularity
         self.max_depth = max_depth
+        self.source = source or {}
         self.levels = []
         self.next_instance = 0
         self.frames = []  # (depth, {slot: {instance: time}})
@@ -74,7 +98,8 @@ class Model:
         s["self_work"] += self_work
         s["sp_denominator"] += level.work / sp
         s["instance_work"] += level.work
-        if not any(l.region == region for l in self.levels):
+        mine = self.source.get(region, region)
+        if not any(self.source.get(l.region, l.region) == mine for l in self.levels):
             s["work"] += level.work
             s["critical_path"] += level.cp
         if self.levels:
@@ -268,7 +293,12 @@ def main():
         i = args.index("--max-depth")
         max_depth = int(args[i + 1])
         del args[i : i + 2]
-    model = Model(granularity, max_depth)
+    source = None
+    if "--regions" in args:
+        i = args.index("--regions")
+        source = source_regions(args[i + 1])
+        del args[i : i + 2]
+    model = Model(granularity, max_depth, source)
     with open(args[0]) as f:
         replay(f, model)
     while model.levels:  # the program ended with regions open

@@ -43,6 +43,8 @@ fn traced(work: &Path, name: &str, exe: &Path, args: &[&str]) -> (Value, Value) 
     let model = Command::new("python3")
         .arg(script)
         .arg(&trace)
+        .arg("--regions")
+        .arg(&report)
         .output()
         .expect("python3 runs the reference model");
     assert!(

@@ -6,6 +6,7 @@ use crate::chunked::Chunked;
 use crate::stack::{Ancestors, FrameKind};
 use crate::sync::SpinLock;
 use kage_abi::{Instrumentation, Module, Region, RegionKind, NONE, REJECTED};
+use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -279,18 +280,33 @@ pub struct Registry {
     pub regions: Vec<RegionInfo>,
     /// Addresses of modules whose table was rejected (each reported once).
     rejected: Vec<usize>,
+    /// The first region registered of each source region (see [`source_of`]).
+    sources: Option<HashMap<SourceKey, u32>>,
 }
 
 pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
     regions: Vec::new(),
     rejected: Vec::new(),
+    sources: None,
 });
 
-/// Per global id: `[kind | func << 32, parent | (parent kind + 1) << 32, the region's table
-/// entry]` (0 for no parent kind), written before the id is published.
-static META: std::sync::OnceLock<Chunked<3>> = std::sync::OnceLock::new();
+/// What makes regions copies of one source region: the key `kage_report`'s source view
+/// joins them by (`Report::by_source`), over every registered module.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum SourceKey {
+    /// A function or an inlined call of it: its linkage name (its name without one) and file.
+    Function { symbol: Arc<str>, file: Arc<str> },
+    /// A loop of source region `parent` (its first copy's id), by its first line.
+    Loop { parent: u32, line: u32 },
+    /// The body of source loop `lp`.
+    Body { lp: u32 },
+}
 
-fn meta_table() -> &'static Chunked<3> {
+/// Per global id: `[kind | func << 32, parent | (parent kind + 1) << 32, the region's table
+/// entry, its source region]` (0 for no parent kind), written before the id is published.
+static META: std::sync::OnceLock<Chunked<4>> = std::sync::OnceLock::new();
+
+fn meta_table() -> &'static Chunked<4> {
     META.get_or_init(Chunked::new)
 }
 
@@ -342,6 +358,19 @@ pub fn meta(gid: u32) -> Option<Meta> {
             .checked_sub(1)
             .and_then(RegionKind::from_u32),
     })
+}
+
+/// The source region of region `gid`: the first region registered of those the source view
+/// joins with it (the compiler's copies of one function or loop: a function and its inlined
+/// calls, a loop split or versioned, a loop in each copy of an inlined function); itself for
+/// a region without copies. Tools that count recursion once count it per source region, so
+/// that the copies' sums the view makes count every instance once.
+pub fn source_of(gid: u32) -> u32 {
+    match meta_table().get(gid as usize) {
+        // Registered: its table entry is set, with the rest, before the id is published.
+        Some(r) if r[2].load(Ordering::Relaxed) != 0 => r[3].load(Ordering::Relaxed) as u32,
+        _ => gid,
+    }
 }
 
 /// The table entry of region `gid` (what instrumented code passes to the hooks), if it is
@@ -399,7 +428,7 @@ unsafe fn cstr(p: *const c_char) -> String {
 /// One copy of each string of a module's table, by address (the pass emits each distinct
 /// string once per module).
 #[derive(Default)]
-struct Interned(std::collections::HashMap<*const c_char, Arc<str>>);
+struct Interned(HashMap<*const c_char, Arc<str>>);
 
 impl Interned {
     /// # Safety
@@ -570,11 +599,36 @@ pub unsafe fn register(m: *mut Module) {
             line: r.call_line,
             column: r.call_column,
         });
+        let name = strings.get(r.name);
+        let symbol = strings.get(r.symbol);
+        let file = strings.get(r.file);
+        let source_key = match kind {
+            kage_report::RegionKind::Function => SourceKey::Function {
+                symbol: if symbol.is_empty() {
+                    name.clone()
+                } else {
+                    symbol.clone()
+                },
+                file: file.clone(),
+            },
+            kage_report::RegionKind::Loop => SourceKey::Loop {
+                parent: parent.map_or(u32::MAX, source_of),
+                line: r.first_line,
+            },
+            kage_report::RegionKind::LoopBody => SourceKey::Body {
+                lp: parent.map_or(u32::MAX, source_of),
+            },
+        };
+        let source = *reg
+            .sources
+            .get_or_insert_with(HashMap::new)
+            .entry(source_key)
+            .or_insert(gid);
         reg.regions.push(RegionInfo {
             kind,
-            name: strings.get(r.name),
-            symbol: strings.get(r.symbol),
-            file: strings.get(r.file),
+            name,
+            symbol,
+            file,
             line: r.first_line,
             end_line: r.last_line,
             parent,
@@ -592,6 +646,7 @@ pub unsafe fn register(m: *mut Module) {
                 Ordering::Relaxed,
             );
             w[2].store(r as *const Region as u64, Ordering::Relaxed);
+            w[3].store(source as u64, Ordering::Relaxed);
         }
     }
     // The module's slot (count instrumentation's records are found by it).
@@ -803,6 +858,30 @@ pub mod tests {
         let m = table(&[(F, NONE), (F, NONE)], "idx");
         unsafe { (*(*m).regions.add(1)).local_index = 0 };
         assert!(unsafe { validate(m) }.unwrap_err().contains("local_index"));
+    }
+
+    #[test]
+    fn copies_of_a_source_region_name_its_first_region() {
+        // f0 with a loop; in the loop's body a call of f0 inlined into itself, with its copy
+        // of the loop; then a function of its own.
+        let m = table(
+            &[(F, NONE), (L, 0), (B, 1), (I, 2), (L, 3), (B, 4), (F, NONE)],
+            "copies",
+        );
+        // SAFETY: the table is ours, not registered yet.
+        unsafe {
+            let r = |i: usize| &mut *(*m).regions.add(i);
+            (r(3).name, r(3).symbol) = (r(0).name, r(0).symbol);
+            r(4).first_line = r(1).first_line;
+            register(m);
+            let id = |i: usize| global_id((*m).regions.add(i)).unwrap();
+            assert_eq!(source_of(id(3)), id(0));
+            assert_eq!(source_of(id(4)), id(1));
+            assert_eq!(source_of(id(5)), id(2));
+            for i in [0, 1, 2, 6] {
+                assert_eq!(source_of(id(i)), id(i), "region {i}");
+            }
+        }
     }
 
     #[test]

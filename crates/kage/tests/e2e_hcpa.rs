@@ -116,12 +116,15 @@ fn kernels_have_the_self_parallelism_derived_on_paper() {
     assert!(text.contains("loop  independent  kernels.c:16"), "{text}");
 }
 
-/// The reference model's statistics for a trace: `{"program": ..., "regions": {id: ...}}`.
-fn reference(trace: &Path) -> Value {
+/// The reference model's statistics for a trace: `{"program": ..., "regions": {id: ...}}`;
+/// `report` names the source regions (recursion counts once per source region).
+fn reference(trace: &Path, report: &Path) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/hcpa/reference.py");
     let out = Command::new("python3")
         .arg(script)
         .arg(trace)
+        .arg("--regions")
+        .arg(report)
         .output()
         .expect("python3 runs the reference model");
     assert!(
@@ -168,7 +171,7 @@ fn agrees_with_the_reference(
         .lines()
         .filter(|l| l.starts_with("hoist "))
         .count();
-    let expected = reference(&trace);
+    let expected = reference(&trace, &report_path);
     let what = format!("{source} {flags:?} {env:?}");
     let hcpa = report.hcpa().unwrap();
     assert_eq!(hcpa.work, expected["program"]["work"], "{what}");
@@ -242,6 +245,39 @@ fn the_reference_model_agrees_exactly_and_folding_changes_nothing() {
         );
         assert_eq!(all_stats(&folded), all_stats(&unfolded), "{source}");
         assert_eq!(folded.hcpa().unwrap().work, unfolded.hcpa().unwrap().work);
+    }
+}
+
+/// Recursion through the compiler's copies of a function (`tests/c/hcpa/copies.c`: step()
+/// inlined into main() and into run(), which step() calls) counts once: the report agrees
+/// with the reference model, which reads the source regions from the report its own way,
+/// and in the source view the joined function's work is its outer copy's, within the
+/// program's (summing the copies counted the nested ones twice).
+#[test]
+fn recursion_through_inlined_copies_counts_once_in_the_source_view() {
+    let work = Work::new();
+    for level in ["-O0", "-O2"] {
+        let (report, _) = agrees_with_the_reference(&work, "copies.c", &[level, "-g"], &[]);
+        let program = report.hcpa().unwrap().work;
+        let copies: Vec<_> = (report.regions.iter())
+            .filter(|r| r.name == "step" && r.kind == RegionKind::Function)
+            .filter_map(|r| Some((r, HcpaStats::of(r).unwrap()?)))
+            .collect();
+        assert_eq!(copies.len(), 2, "{level}: {copies:?}");
+        let in_main = |r: &kage_report::Region| {
+            r.parent
+                .is_some_and(|p| report.regions[p as usize].name == "main")
+        };
+        let outer = copies.iter().find(|(r, _)| in_main(r)).unwrap().1.clone();
+        let joined = report.by_source();
+        let step = (joined.regions.iter())
+            .find(|r| r.name == "step" && r.kind == RegionKind::Function)
+            .unwrap();
+        let s = HcpaStats::of(step).unwrap().unwrap();
+        assert_eq!(s.instances, 4, "{level}");
+        assert_eq!(s.work, outer.work, "{level}: {s:?} {outer:?}");
+        assert!(s.work <= program, "{level}: {} > {program}", s.work);
+        assert!(s.coverage <= 1.0, "{level}: {}", s.coverage);
     }
 }
 

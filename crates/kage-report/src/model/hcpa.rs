@@ -109,10 +109,11 @@ pub struct Hcpa {
 /// region in an hcpa report (`docs/hcpa.md`, "Statistics"). Regions that never ran have none.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HcpaStats {
-    /// Dynamic instances not nested in another instance of the same region (recursion
-    /// counts once).
+    /// Every dynamic instance, nested ones included.
     pub instances: u64,
-    /// Work of those instances, nested regions included, in cost units.
+    /// Work of the instances not nested in another instance of the same source region
+    /// (recursion counts once, also through the compiler's copies of a function), nested
+    /// regions included, in cost units.
     pub work: u64,
     /// Work done while the region was the innermost open one, over all its instances.
     pub self_work: u64,

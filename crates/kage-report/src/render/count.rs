@@ -5,9 +5,9 @@
 use super::table::{Align, Table};
 use super::text::{header, NO_REGIONS};
 use super::tree::{tree_label, RegionTree};
-use std::cmp::Reverse;
 use super::{flat_label, FileNames};
 use crate::model::{CountStats, Counters, Region, RegionKind, Report};
+use std::cmp::Reverse;
 use std::fmt::Write;
 
 /// The count view: the header, then every region as a tree by static parent with its counters

@@ -98,7 +98,9 @@ const SELF_WORK: usize = 3;
 const ALL_WORK: usize = 4;
 /// Σ work / SP over every instance, an `f64`'s bits.
 const SP_TIME: usize = 5;
-/// Open analysed instances of the region (recursion depth): owner-only, not reported.
+/// Open analysed instances of the source region (recursion depth, through any of the
+/// compiler's copies: kept in the record of the source region's first copy,
+/// `registry::source_of`): owner-only, not reported.
 const OPEN: usize = 6;
 /// The number of parents kept, and `TRUNCATED` when more were seen.
 const PARENT_COUNT: usize = 7;
@@ -142,6 +144,8 @@ pub struct HcpaTool {
     /// Sum over threads of their vector shadow memories' heap bytes, and its peak.
     heap_now: AtomicU64,
     heap_peak: AtomicU64,
+    /// Each region's source region (`registry::source_of`; tests give their own).
+    source_of: fn(u32) -> u32,
 }
 
 /// One thread's statistics, readable by the report writer at any time.
@@ -222,6 +226,7 @@ impl HcpaTool {
             threads: SpinLock::new(Vec::new()),
             heap_now: AtomicU64::new(0),
             heap_peak: AtomicU64::new(0),
+            source_of: registry::source_of,
         }
     }
 
@@ -446,6 +451,12 @@ impl HcpaThread {
         unsafe { self.s.regions.get_or_alloc(region as usize) }
     }
 
+    /// The word counting the open instances of `region`'s source region on this thread.
+    fn open_count(&self, region: u32) -> Option<&'static AtomicU64> {
+        self.record((self.tool.source_of)(region))
+            .map(|rec| &rec[OPEN])
+    }
+
     /// Publishes the shadow's heap use to the tool's sum when it changed.
     fn sync_heap(&mut self) {
         let now = self.engine.heap_bytes() as u64;
@@ -472,9 +483,8 @@ impl HcpaThread {
         }
         self.engine.restart();
         for region in self.engine.analysed_regions() {
-            // SAFETY: as in `record`.
-            if let Some(rec) = unsafe { self.s.regions.get_or_alloc(region as usize) } {
-                bump(&rec[OPEN], 1);
+            if let Some(open) = self.open_count(region) {
+                bump(open, 1);
             }
         }
         self.sync_heap();
@@ -495,8 +505,14 @@ impl HcpaThread {
         let time = st.work as f64 / st.self_parallelism();
         let sp_time = f64::from_bits(rec[SP_TIME].load(Relaxed)) + time;
         rec[SP_TIME].store(sp_time.to_bits(), Relaxed);
-        let open = rec[OPEN].load(Relaxed).saturating_sub(1);
-        rec[OPEN].store(open, Relaxed);
+        // Not nested in another instance of its source region (recursion, also through
+        // the compiler's copies of it, counts once: the copies' sums in the source view
+        // count every instance once).
+        let open = self.open_count(st.region).map_or(0, |open| {
+            let left = open.load(Relaxed).saturating_sub(1);
+            open.store(left, Relaxed);
+            left
+        });
         if open == 0 {
             bump(&rec[INSTANCES], 1);
             bump(&rec[WORK], st.work);
@@ -519,8 +535,8 @@ impl ThreadTool for HcpaThread {
         };
         trace::event!("enter {region}");
         if self.engine.enter(region, kind) {
-            if let Some(rec) = self.record(region) {
-                bump(&rec[OPEN], 1);
+            if let Some(open) = self.open_count(region) {
+                bump(open, 1);
             }
         } else {
             bump(&self.s.skipped, 1);

@@ -429,7 +429,15 @@ fn restart_forgets_times_and_statistics() {
 // The tool: records, report fields, threads, resets, forks.
 
 fn tool(opts: &str) -> &'static HcpaTool {
-    let t: &'static HcpaTool = Box::leak(Box::new(HcpaTool::new()));
+    tool_with_sources(opts, |region| region)
+}
+
+/// A tool whose regions' source regions are `source_of`'s (the registry's are other tests').
+fn tool_with_sources(opts: &str, source_of: fn(u32) -> u32) -> &'static HcpaTool {
+    let t: &'static HcpaTool = Box::leak(Box::new(HcpaTool {
+        source_of,
+        ..HcpaTool::new()
+    }));
     let (mut opts, w) = Options::parse(opts, &[OPTIONS]);
     assert!(w.is_empty(), "{w:?}");
     t.init(&mut opts, Instrumentations::default());
@@ -450,6 +458,37 @@ fn hcpa(res: &ToolResults, region: usize) -> Value {
         .get("hcpa")
         .cloned()
         .unwrap_or(Value::Null)
+}
+
+/// Regions 1 and 2 are copies of one source region (a function inlined in two places): 2
+/// runs inside 1 through a call (region 3). Its instance is nested in its source region's,
+/// so its work and critical path count in 1's only (every instance still counts), and the
+/// copies' sum is the outer instance's work, as for a recursion.
+#[test]
+fn an_instance_inside_another_copy_of_its_source_region_counts_once() {
+    let t = tool_with_sources("", |region| if region == 2 { 1 } else { region });
+    let mut th = t.new_thread();
+    th.enter(1);
+    engine_of(&mut th).work(3);
+    th.enter(3);
+    th.enter(2);
+    engine_of(&mut th).work(5);
+    th.exit(2);
+    th.exit(3);
+    th.exit(1);
+    let res = t.finish(4);
+    let (outer, inner) = (hcpa(&res, 1), hcpa(&res, 2));
+    assert_eq!(
+        (outer["instances"].clone(), outer["work"].clone()),
+        (json!(1), json!(8))
+    );
+    assert_eq!(
+        (inner["instances"].clone(), inner["work"].clone()),
+        (json!(1), json!(0))
+    );
+    assert_eq!(inner["critical_path"], 0);
+    assert_eq!(inner["self_work"], 5);
+    assert_eq!(hcpa(&res, 3)["work"], 5, "the call between them is no copy");
 }
 
 /// `f` (region 0) recursing three deep, each level doing work 2 and `x = x + 1` on a global
