@@ -6,6 +6,7 @@ use crate::chunked::Chunked;
 use crate::stack::{Ancestors, FrameKind};
 use crate::sync::SpinLock;
 use kage_abi::{Instrumentation, Module, Region, RegionKind, NONE, REJECTED};
+use kage_report::SourceKey;
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -280,8 +281,9 @@ pub struct Registry {
     pub regions: Vec<RegionInfo>,
     /// Addresses of modules whose table was rejected (each reported once).
     rejected: Vec<usize>,
-    /// The first region registered of each source region (see [`source_of`]).
-    sources: Option<HashMap<SourceKey, u32>>,
+    /// The first region registered of each source region (see [`source_of`]), by the key
+    /// the report's source view joins regions by, over every registered module.
+    sources: Option<HashMap<SourceKey<Arc<str>>, u32>>,
 }
 
 pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
@@ -289,18 +291,6 @@ pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
     rejected: Vec::new(),
     sources: None,
 });
-
-/// What makes regions copies of one source region: the key `kage_report`'s source view
-/// joins them by (`Report::by_source`), over every registered module.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum SourceKey {
-    /// A function or an inlined call of it: its linkage name (its name without one) and file.
-    Function { symbol: Arc<str>, file: Arc<str> },
-    /// A loop of source region `parent` (its first copy's id), by its first line.
-    Loop { parent: u32, line: u32 },
-    /// The body of source loop `lp`.
-    Body { lp: u32 },
-}
 
 /// Per global id: `[kind | func << 32, parent | (parent kind + 1) << 32, the region's table
 /// entry, its source region]` (0 for no parent kind), written before the id is published.
@@ -602,23 +592,14 @@ pub unsafe fn register(m: *mut Module) {
         let name = strings.get(r.name);
         let symbol = strings.get(r.symbol);
         let file = strings.get(r.file);
-        let source_key = match kind {
-            kage_report::RegionKind::Function => SourceKey::Function {
-                symbol: if symbol.is_empty() {
-                    name.clone()
-                } else {
-                    symbol.clone()
-                },
-                file: file.clone(),
-            },
-            kage_report::RegionKind::Loop => SourceKey::Loop {
-                parent: parent.map_or(u32::MAX, source_of),
-                line: r.first_line,
-            },
-            kage_report::RegionKind::LoopBody => SourceKey::Body {
-                lp: parent.map_or(u32::MAX, source_of),
-            },
-        };
+        let function = if symbol.is_empty() { &name } else { &symbol };
+        let source_key = SourceKey::new(
+            kind,
+            parent.map(source_of),
+            r.first_line,
+            function.clone(),
+            file.clone(),
+        );
         let source = *reg
             .sources
             .get_or_insert_with(HashMap::new)

@@ -25,7 +25,7 @@ pub use hcpa::*;
 pub use loops::*;
 pub use nests::*;
 pub use select::*;
-pub use source::RegionShape;
+pub use source::{RegionShape, SourceKey};
 pub use working_set::*;
 
 use serde::{Deserialize, Serialize};

@@ -64,37 +64,56 @@ pub(crate) fn shapes(regions: &[Region]) -> Vec<RegionShape<'_>> {
     regions.iter().map(Region::shape).collect()
 }
 
-/// What makes two regions one source region.
+/// What makes two regions one source region (copies of it): the views join regions with
+/// equal keys, and the runtime counts a recursion once per key. `S` is how the key holds
+/// its strings (borrowed in a report, shared in the runtime's registry).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Key<'a> {
-    /// A function, by its linkage name (its name when it has none) and file.
-    Function { symbol: &'a str, file: &'a str },
+pub enum SourceKey<S> {
+    /// A function (or an inlined call of it), by its linkage name (its name when it has
+    /// none) and file.
+    Function { symbol: S, file: S },
     /// A loop of source region `parent`, by its first line.
     Loop { parent: u32, line: u32 },
     /// The body of source loop `lp`.
     Body { lp: u32 },
 }
 
+impl<S> SourceKey<S> {
+    /// The key of a region of `kind` with this first `line`, this linkage name (or name) and
+    /// file, whose parent's source region is `parent_source` (`None` without a parent).
+    pub fn new(
+        kind: RegionKind,
+        parent_source: Option<u32>,
+        line: u32,
+        function: S,
+        file: S,
+    ) -> Self {
+        let parent = parent_source.unwrap_or(u32::MAX);
+        match kind {
+            RegionKind::Function => SourceKey::Function {
+                symbol: function,
+                file,
+            },
+            RegionKind::Loop => SourceKey::Loop { parent, line },
+            RegionKind::LoopBody => SourceKey::Body { lp: parent },
+        }
+    }
+}
+
 /// [`Report::source_ids`] of a list of regions (ids equal to indices, parents before
 /// children, as [`crate::read_report`] checks).
 pub(crate) fn source_ids_of(regions: &[RegionShape]) -> (Vec<u32>, usize) {
-    let mut ids: HashMap<Key, u32> = HashMap::new();
+    let mut ids: HashMap<SourceKey<&str>, u32> = HashMap::new();
     let mut of = Vec::with_capacity(regions.len());
     for region in regions {
-        let parent_source = |of: &Vec<u32>| region.parent.and_then(|p| of.get(p as usize).copied());
-        let key = match region.kind {
-            RegionKind::Function => Key::Function {
-                symbol: region.function,
-                file: region.file,
-            },
-            RegionKind::Loop => Key::Loop {
-                parent: parent_source(&of).unwrap_or(u32::MAX),
-                line: region.line,
-            },
-            RegionKind::LoopBody => Key::Body {
-                lp: parent_source(&of).unwrap_or(u32::MAX),
-            },
-        };
+        let parent_source = region.parent.and_then(|p| of.get(p as usize).copied());
+        let key = SourceKey::new(
+            region.kind,
+            parent_source,
+            region.line,
+            region.function,
+            region.file,
+        );
         let next = ids.len() as u32;
         of.push(*ids.entry(key).or_insert(next));
     }
