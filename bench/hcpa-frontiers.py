@@ -137,19 +137,14 @@ class Frontiers(R.Model):
             self.pending[-1]["args"][index] = pairs
 
     def ret(self, cands):
-        depth = len(self.levels) - 1
         pairs = self.gather(cands)
         self.produce_pairs(pairs)
-        for p in reversed(self.pending):
-            if p["depth"] < depth and p["entered"]:
-                p["returned"] = pairs
-                break
+        call = self.returning_call()
+        if call:
+            call["returned"] = pairs
 
     def result(self, dst, cost):
-        depth = len(self.levels) - 1
-        mine = [p for p in self.pending if p["depth"] == depth]
-        self.pending = [p for p in self.pending if p["depth"] < depth]
-        call = mine[-1] if mine else None
+        call = self.take_call()
         if call and call["entered"] and call["returned"] is not None:
             if dst != NONE and self.frames:
                 self.frames[-1][1][dst] = self.normalise(call["returned"])

@@ -203,21 +203,34 @@ class Model:
         if self.pending and self.pending[-1]["depth"] == len(self.levels) - 1:
             self.pending[-1]["args"][index] = self.as_times(t)
 
-    def ret(self, cands):
-        # The returned value, for the pending call that entered this function.
+    # The call protocol (which pending call a return or a result belongs to), whatever the
+    # times are: bench/hcpa-frontiers.py replays it with other times.
+    def returning_call(self):
+        """The pending call that entered the function now returning, or None."""
         depth = len(self.levels) - 1
-        t = self.max_of(cands)
-        self.produce(t)  # so is the returned value's
         for p in reversed(self.pending):
             if p["depth"] < depth and p["entered"]:
-                p["returned"] = self.as_times(t)
-                break
+                return p
+        return None
 
-    def result(self, dst, cost):
+    def take_call(self):
+        """Closes the pending calls made at this level (and deeper); the innermost of this
+        level's, or None."""
         depth = len(self.levels) - 1
         mine = [p for p in self.pending if p["depth"] == depth]
         self.pending = [p for p in self.pending if p["depth"] < depth]
-        call = mine[-1] if mine else None
+        return mine[-1] if mine else None
+
+    def ret(self, cands):
+        # The returned value, for the pending call that entered this function.
+        t = self.max_of(cands)
+        self.produce(t)  # so is the returned value's
+        call = self.returning_call()
+        if call:
+            call["returned"] = self.as_times(t)
+
+    def result(self, dst, cost):
+        call = self.take_call()
         n = len(self.analysed())
         if call and call["entered"] and call["returned"] is not None:
             t = self.read(call["returned"], n)
