@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 12;
+pub const VERSION: u32 = 13;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -60,7 +60,55 @@ impl RegionKind {
     }
 }
 
-/// `struct kage_region`: one entry of a module's region table (80 bytes, align 8).
+/// What makes two regions one source region (copies of it: a function and its inlined
+/// calls, a loop the optimiser split or versioned): the views join regions with equal keys,
+/// and the tools count a recursion once per key (the pass per module, through
+/// [`Region::source_cell`]; the runtime's registry across modules). `S` is how the key
+/// holds its strings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SourceKey<S> {
+    /// A function (or an inlined call of it), by [`key_function`] and file.
+    Function { symbol: S, file: S },
+    /// A loop of source region `parent`, by its first line.
+    Loop { parent: u32, line: u32 },
+    /// The body of source loop `lp`.
+    Body { lp: u32 },
+}
+
+impl<S> SourceKey<S> {
+    /// The key of a region of `kind` (an inlined call is its function) with this first
+    /// `line`, [`key_function`] and file, whose parent's source region is `parent_source`
+    /// (`None` without a parent).
+    pub fn new(
+        kind: RegionKind,
+        parent_source: Option<u32>,
+        line: u32,
+        function: S,
+        file: S,
+    ) -> Self {
+        let parent = parent_source.unwrap_or(u32::MAX);
+        match kind {
+            RegionKind::Function | RegionKind::Inlined => SourceKey::Function {
+                symbol: function,
+                file,
+            },
+            RegionKind::Loop => SourceKey::Loop { parent, line },
+            RegionKind::LoopBody => SourceKey::Body { lp: parent },
+        }
+    }
+}
+
+/// What names a region's function in its [`SourceKey`]: the linkage name, or the name when
+/// it has none.
+pub fn key_function<'a, T: AsRef<str> + ?Sized>(name: &'a T, symbol: &'a T) -> &'a T {
+    if symbol.as_ref().is_empty() {
+        name
+    } else {
+        symbol
+    }
+}
+
+/// `struct kage_region`: one entry of a module's region table (88 bytes, align 8).
 #[repr(C)]
 pub struct Region {
     /// Written by the runtime at registration; [`NONE`] before, [`REJECTED`] for a rejected
@@ -89,6 +137,12 @@ pub struct Region {
     /// An inlined call's line and column in `call_file` (0 = unknown, and for other kinds).
     pub call_line: u32,
     pub call_column: u32,
+    /// When other regions of the module are copies of the same source region
+    /// ([`SourceKey`]): the index of that source region's cell among the module's source
+    /// cells ([`count`]); [`NONE`] otherwise.
+    pub source_cell: u32,
+    /// Zero.
+    pub reserved: u32,
 }
 
 /// `struct kage_module` (40 bytes, align 8).
@@ -108,22 +162,23 @@ pub struct Module {
     /// from 1 (0 before). Count instrumentation finds the thread's records of the module's
     /// regions at this index of the thread's directory ([`count`]).
     pub slot: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// How many of the module's source regions have several copies in it (cells, [`count`]).
+    pub source_cells: u32,
 }
 
 /// Byte offsets of the fields of [`Region`] and [`Module`], in field order: the pass lays
 /// out its constant tables by them (`regions.rs`), and the layout assertions below tie them
 /// to the Rust structs the runtime reads.
 pub mod layout {
-    pub const REGION_SIZE: usize = 80;
+    pub const REGION_SIZE: usize = 88;
     /// `global_id, kind, parent, first_line, last_line, local_index` (i32 each), then
-    /// `name, symbol, file, module, code, call_file` (pointers), `call_line, call_column`
-    /// (i32).
-    pub const REGION_FIELDS: [usize; 14] = [0, 4, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 72, 76];
+    /// `name, symbol, file, module, code, call_file` (pointers), `call_line, call_column,
+    /// source_cell, reserved` (i32).
+    pub const REGION_FIELDS: [usize; 16] =
+        [0, 4, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 72, 76, 80, 84];
     pub const MODULE_SIZE: usize = 40;
     /// `abi_version, region_count` (i32), `regions, module_name` (pointers),
-    /// `instrumentation, line_shift, slot, reserved` (i32).
+    /// `instrumentation, line_shift, slot, source_cells` (i32).
     pub const MODULE_FIELDS: [usize; 8] = [0, 4, 8, 16, 24, 28, 32, 36];
 }
 
@@ -138,12 +193,13 @@ const _: () = {
     assert!(offset_of!(Region, file) == r[8] && offset_of!(Region, module) == r[9]);
     assert!(offset_of!(Region, code) == r[10] && offset_of!(Region, call_file) == r[11]);
     assert!(offset_of!(Region, call_line) == r[12] && offset_of!(Region, call_column) == r[13]);
+    assert!(offset_of!(Region, source_cell) == r[14] && offset_of!(Region, reserved) == r[15]);
     assert!(size_of::<Module>() == layout::MODULE_SIZE);
     let m = layout::MODULE_FIELDS;
     assert!(offset_of!(Module, abi_version) == m[0] && offset_of!(Module, region_count) == m[1]);
     assert!(offset_of!(Module, regions) == m[2] && offset_of!(Module, module_name) == m[3]);
     assert!(offset_of!(Module, instrumentation) == m[4] && offset_of!(Module, line_shift) == m[5]);
-    assert!(offset_of!(Module, slot) == m[6] && offset_of!(Module, reserved) == m[7]);
+    assert!(offset_of!(Module, slot) == m[6] && offset_of!(Module, source_cells) == m[7]);
 };
 
 /// `struct kage_candidate`, hierarchical critical path analysis (docs/hcpa.md): a source of
@@ -601,12 +657,41 @@ pub mod count {
     /// `local_index`: instances, then the accesses made while it was the innermost region
     /// (loads, stores, bytes read, bytes written), then the inclusive accesses of its closed
     /// outermost instances minus the thread's totals at the start of its open outermost
-    /// instance (if any), then its open instances on the thread.
+    /// instance (if any), then `DEPTH`: the open instances of its source region on the
+    /// thread, or, for a region with copies in its module ([`crate::Region::source_cell`]),
+    /// the bits [`HOLDS`], [`OPENED`] and [`CORRECTED`]. "Outermost" is per source region: an instance of
+    /// a copy opened inside another copy's is not, and adds no inclusive counts.
     pub const INSTANCES: usize = 0;
     pub const SELF: usize = 1;
     pub const INCLUSIVE: usize = 5;
     pub const DEPTH: usize = 9;
     pub const WORDS: usize = 10;
+    /// A copy's `DEPTH` bit: its instance is its source region's outermost open one on the
+    /// thread (it took the totals).
+    pub const HOLDS: u64 = 1;
+    /// A copy's `DEPTH` bit: it counted an instance in its record (its inclusive counts
+    /// are its own, even 0, and not derived at the report as a promoted tree's are).
+    pub const OPENED: u64 = 2;
+    /// A copy's `DEPTH` bit, in a promoted tree: its inclusive counts hold what its
+    /// instances inside another copy's made, to subtract from the ones the report derives.
+    pub const CORRECTED: u64 = 4;
+
+    /// `u64`s in a module's records: a record per region, then a cell per source region
+    /// with copies ([`crate::Module::source_cells`]) counting its open instances.
+    pub const fn record_words(region_count: u32, source_cells: u32) -> usize {
+        region_count as usize * WORDS + source_cells as usize
+    }
+
+    /// Byte offset, in a module's records, of the word counting the open instances of
+    /// region `local_index`'s source region: its record's `DEPTH` when `source_cell` is
+    /// [`crate::NONE`], else that cell after the records.
+    pub const fn open_offset(region_count: u32, local_index: u32, source_cell: u32) -> usize {
+        if source_cell == crate::NONE {
+            (local_index as usize * WORDS + DEPTH) * 8
+        } else {
+            (region_count as usize * WORDS + source_cell as usize) * 8
+        }
+    }
     /// `__kage_count_thread`'s fields (byte offsets): the directory of record arrays
     /// (pointer, indexed by `kage_module.slot`), the open activations (pointer), their number
     /// and capacity (`u32`s), the reset epoch the thread's records belong to (`u64`), and

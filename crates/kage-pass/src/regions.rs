@@ -8,7 +8,7 @@ use llvm_sys::prelude::{LLVMContextRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef
 use llvm_sys::LLVMLinkage;
 use llvm_sys::LLVMUnnamedAddr;
 
-use kage_abi::{RegionKind, CTOR_PRIORITY, MODULE_GLOBAL, NONE};
+use kage_abi::{RegionKind, SourceKey, CTOR_PRIORITY, MODULE_GLOBAL, NONE};
 
 use crate::ir::{c_string, RuntimeFunction};
 use crate::loops::LoopForest;
@@ -203,9 +203,67 @@ pub struct RegionTable {
     regions_global: LLVMValueRef,
     array_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
+    /// Each entry's `source_cell`.
+    source_cell: Vec<u32>,
+}
+
+/// Each entry's `source_cell` ([`kage_abi::Region::source_cell`]): the source regions with
+/// several copies among `entries` ([`SourceKey`]) numbered in the order of their first
+/// copy, [`NONE`] for the others.
+pub fn source_cells(entries: &[RegionEntry]) -> Vec<u32> {
+    let mut source_of: Vec<usize> = Vec::with_capacity(entries.len());
+    let mut sources: HashMap<SourceKey<&str>, usize> = HashMap::new();
+    let mut copies: Vec<u32> = Vec::new();
+    for e in entries {
+        let parent_source = (e.parent != NONE).then(|| source_of[e.parent as usize] as u32);
+        let key = SourceKey::new(
+            e.kind,
+            parent_source,
+            e.lines.first,
+            kage_abi::key_function(e.name.as_str(), e.symbol.as_str()),
+            e.file.as_str(),
+        );
+        let next = sources.len();
+        let source = *sources.entry(key).or_insert(next);
+        if source == copies.len() {
+            copies.push(0);
+        }
+        copies[source] += 1;
+        source_of.push(source);
+    }
+    let mut cell_of_source = vec![NONE; copies.len()];
+    let mut cells = 0;
+    source_of
+        .iter()
+        .map(|&source| {
+            if copies[source] < 2 {
+                return NONE;
+            }
+            if cell_of_source[source] == NONE {
+                cell_of_source[source] = cells;
+                cells += 1;
+            }
+            cell_of_source[source]
+        })
+        .collect()
 }
 
 impl RegionTable {
+    /// Whether other entries of the module are copies of entry `local_index`'s source
+    /// region.
+    pub fn has_copies(&self, local_index: u32) -> bool {
+        self.source_cell[local_index as usize] != NONE
+    }
+
+    /// Byte offset, in the thread's records of the module (count instrumentation), of the
+    /// word counting the open instances of entry `local_index`'s source region
+    /// ([`kage_abi::count::open_offset`]).
+    pub fn open_offset(&self, local_index: u32) -> u64 {
+        let count = self.source_cell.len() as u32;
+        let cell = self.source_cell[local_index as usize];
+        kage_abi::count::open_offset(count, local_index, cell) as u64
+    }
+
     /// A constant pointer to entry `local_index` (what the region hooks receive).
     ///
     /// # Safety
@@ -296,11 +354,11 @@ pub unsafe fn emit_table(
     let i32_type = LLVMInt32TypeInContext(context);
     let i64_type = LLVMInt64TypeInContext(context);
     let ptr_type = LLVMPointerTypeInContext(context, 0);
-    // struct kage_region (kage_abi::Region): six u32, six pointers, two u32 = 80 bytes on
+    // struct kage_region (kage_abi::Region): six u32, six pointers, four u32 = 88 bytes on
     // 64-bit targets.
     let mut region_fields = [
         i32_type, i32_type, i32_type, i32_type, i32_type, i32_type, ptr_type, ptr_type, ptr_type,
-        ptr_type, ptr_type, ptr_type, i32_type, i32_type,
+        ptr_type, ptr_type, ptr_type, i32_type, i32_type, i32_type, i32_type,
     ];
     let region_type = LLVMStructTypeInContext(
         context,
@@ -309,7 +367,7 @@ pub unsafe fn emit_table(
         0,
     );
     // struct kage_module: abi_version, region_count, regions, module_name, instrumentation,
-    // line_shift, slot, reserved = 40 bytes.
+    // line_shift, slot, source_cells = 40 bytes.
     let mut module_fields = [
         i32_type, i32_type, ptr_type, ptr_type, i32_type, i32_type, i32_type, i32_type,
     ];
@@ -332,6 +390,12 @@ pub unsafe fn emit_table(
 
     let mut strings = StringPool::new(module);
     let u32_const = |v: u32| LLVMConstInt(i32_type, u64::from(v), 0);
+    let source_cell = source_cells(entries);
+    let cell_count = source_cell
+        .iter()
+        .filter(|&&c| c != NONE)
+        .max()
+        .map_or(0, |&c| c + 1);
     let mut region_values: Vec<LLVMValueRef> = entries
         .iter()
         .enumerate()
@@ -358,6 +422,8 @@ pub unsafe fn emit_table(
                 },
                 u32_const(e.call.as_ref().map_or(0, |c| c.line)),
                 u32_const(e.call.as_ref().map_or(0, |c| c.column)),
+                u32_const(source_cell[i]),
+                u32_const(0),
             ];
             LLVMConstNamedStruct(region_type, fields.as_mut_ptr(), fields.len() as u32)
         })
@@ -379,7 +445,7 @@ pub unsafe fn emit_table(
         u32_const(info.instrumentation),
         u32_const(info.line_shift),
         u32_const(0),
-        u32_const(0),
+        u32_const(cell_count),
     ];
     LLVMSetInitializer(
         module_global,
@@ -394,6 +460,7 @@ pub unsafe fn emit_table(
         regions_global,
         array_type,
         i64_type,
+        source_cell,
     }
 }
 
@@ -540,6 +607,49 @@ mod tests {
 
     fn lines(first: u32, last: u32) -> LineRange {
         LineRange { first, last }
+    }
+
+    /// `main` and `run` each with an inlined call of `step` (loop at 14, its body), and
+    /// `other` with a loop at 14 too: the copies of step, of its loop and of its body
+    /// share a cell each, numbered in the order of their first copies; other's loop,
+    /// though at the same line, is of another source region.
+    #[test]
+    fn copies_of_a_source_region_share_a_cell() {
+        let entry = |kind, parent, line, local_index: u32, name: &str| RegionEntry {
+            kind,
+            parent,
+            lines: lines(line, line + 2),
+            local_index,
+            name: name.into(),
+            symbol: name.into(),
+            file: "/x/f.c".into(),
+            call: None,
+        };
+        use RegionKind::*;
+        let entries = [
+            entry(Function, NONE, 20, 0, "main"),
+            entry(Inlined, 0, 12, 1, "step"),
+            entry(Loop, 1, 14, 2, "step"),
+            entry(LoopBody, 2, 14, 3, "step"),
+            entry(Function, NONE, 30, 4, "run"),
+            entry(Inlined, 4, 12, 5, "step"),
+            entry(Loop, 5, 14, 6, "step"),
+            entry(LoopBody, 6, 14, 7, "step"),
+            entry(Function, NONE, 10, 8, "other"),
+            entry(Loop, 8, 14, 9, "other"),
+            entry(LoopBody, 9, 14, 10, "other"),
+        ];
+        assert_eq!(
+            source_cells(&entries),
+            [NONE, 0, 1, 2, NONE, 0, 1, 2, NONE, NONE, NONE]
+        );
+        // An inlined call and the function it calls are copies too.
+        let both = [
+            entry(Function, NONE, 12, 0, "step"),
+            entry(Function, NONE, 20, 1, "main"),
+            entry(Inlined, 1, 12, 2, "step"),
+        ];
+        assert_eq!(source_cells(&both), [0, NONE, 0]);
     }
 
     #[test]

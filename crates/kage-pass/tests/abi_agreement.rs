@@ -231,7 +231,7 @@ fn the_module_table_has_kage_abis_layout_and_version() {
             .expect("the region table");
         assert!(
             regions_line.contains(
-                "x { i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32 }] [{ i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32 } { i32 -1,"
+                "x { i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32, i32, i32 }] [{ i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32, i32, i32 } { i32 -1,"
             ),
             "{regions_line}"
         );
@@ -250,7 +250,7 @@ fn the_module_table_has_kage_abis_layout_and_version() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            offsets(&[4, 4, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 4, 4]),
+            offsets(&[4, 4, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4]),
             kage_abi::layout::REGION_FIELDS
         );
         assert_eq!(

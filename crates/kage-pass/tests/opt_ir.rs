@@ -21,6 +21,7 @@ fn region(kind: u32, parent: u32, lines: (u32, u32), index: u32, name: &str, fil
         name: name.into(),
         symbol: name.into(),
         file: file.into(),
+        source_cell: NONE,
     }
 }
 
@@ -63,7 +64,7 @@ fn nested_loops_table_and_hooks() {
     );
     let type_line = global_line(&ir, "__kage_regions").unwrap();
     assert!(type_line.starts_with(
-        "@__kage_regions = internal global [8 x { i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32 }]"
+        "@__kage_regions = internal global [8 x { i32, i32, i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32, i32, i32 }]"
     ));
     check_registration(&ir);
     check_hook_placement(&ir, &[]);
@@ -1161,7 +1162,7 @@ fn working_set_line_size_is_a_build_constant() {
             .map(|l| l.rsplit(", ").next().unwrap().to_string())
             .collect()
     };
-    // The sixth field: instrumentation, line_shift, slot, reserved end the table.
+    // The sixth field: instrumentation, line_shift, slot, source_cells end the table.
     let module_shift = |ir: &str| {
         let module = global_line(ir, "__kage_module").unwrap();
         module
@@ -1701,7 +1702,7 @@ fn an_inlined_call_is_a_region_around_its_loop_entered_and_left_by_settling() {
         .nth(1)
         .expect("the inlined entry");
     let call = &call[..call.find(" }").unwrap()];
-    assert!(call.ends_with(", i32 10, i32 3"), "{call}");
+    assert!(call.ends_with(", i32 10, i32 3, i32 -1, i32 0"), "{call}");
     check_registration(&ir);
     check_hook_placement(&ir, &[]);
     // Entry: main starts, then the guard is fill's code: settle into the inlined call.

@@ -5,8 +5,7 @@
 use crate::chunked::Chunked;
 use crate::stack::{Ancestors, FrameKind};
 use crate::sync::SpinLock;
-use kage_abi::{Instrumentation, Module, Region, RegionKind, NONE, REJECTED};
-use kage_report::SourceKey;
+use kage_abi::{Instrumentation, Module, Region, RegionKind, SourceKey, NONE, REJECTED};
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -471,6 +470,12 @@ pub unsafe fn validate(m: *const Module) -> Result<(), String> {
         if !std::ptr::eq(r.module as *const Module, m) {
             return bad("module pointer does not point to its module".into());
         }
+        if r.source_cell != NONE && r.source_cell >= m.source_cells {
+            return bad(format!(
+                "source cell {} of {}",
+                r.source_cell, m.source_cells
+            ));
+        }
         match RegionKind::from_u32(r.kind) {
             Some(RegionKind::Function) => {
                 if r.parent != NONE {
@@ -592,12 +597,11 @@ pub unsafe fn register(m: *mut Module) {
         let name = strings.get(r.name);
         let symbol = strings.get(r.symbol);
         let file = strings.get(r.file);
-        let function = if symbol.is_empty() { &name } else { &symbol };
         let source_key = SourceKey::new(
-            kind,
+            kind.abi(),
             parent.map(source_of),
             r.first_line,
-            function.clone(),
+            kage_abi::key_function(&name, &symbol).clone(),
             file.clone(),
         );
         let source = *reg
@@ -708,7 +712,7 @@ pub mod tests {
             instrumentation: Instrumentation::Calls.value(),
             line_shift: 0,
             slot: 0,
-            reserved: 0,
+            source_cells: 0,
         }));
         let regions: Vec<Region> = entries
             .iter()
@@ -728,6 +732,8 @@ pub mod tests {
                 call_file: s("/src/b.c"),
                 call_line: 30 + i as u32,
                 call_column: 5,
+                source_cell: NONE,
+                reserved: 0,
             })
             .collect();
         unsafe { (*m).regions = Box::leak(regions.into_boxed_slice()).as_mut_ptr() };
@@ -836,6 +842,13 @@ pub mod tests {
             let result = unsafe { validate(m) };
             assert_eq!(result.is_ok(), ok, "line shift {shift}: {result:?}");
         }
+        let m = table(&[(F, NONE), (F, NONE)], "cells");
+        unsafe { (*(*m).regions.add(1)).source_cell = 0 };
+        assert!(unsafe { validate(m) }
+            .unwrap_err()
+            .contains("region 1: source cell 0 of 0"));
+        unsafe { (*m).source_cells = 1 };
+        assert_eq!(unsafe { validate(m) }, Ok(()));
         let m = table(&[(F, NONE), (F, NONE)], "idx");
         unsafe { (*(*m).regions.add(1)).local_index = 0 };
         assert!(unsafe { validate(m) }.unwrap_err().contains("local_index"));

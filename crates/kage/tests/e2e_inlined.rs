@@ -502,3 +502,47 @@ fn an_inlined_callee_that_only_computes_takes_none_of_its_callers_accesses() {
         assert_eq!(mix, Counters::default(), "{level}: mix took accesses");
     }
 }
+
+/// Recursion through the compiler's copies of a function (`tests/c/inlined/recursion.c`:
+/// step() inlined into main() and into run(), which step() calls): each instance of step
+/// counts its accesses once, in the copy whose instance is the outermost of the source
+/// function on the stack, so the copies' sum is the source function's, at most the
+/// program's (summing the copies counted the nested ones twice), in count and in
+/// count-calls builds alike.
+#[test]
+fn recursion_through_inlined_copies_counts_once_in_the_source_function() {
+    // step reads and writes data[] (100 ints) per instance, and data[0] after each of its
+    // three calls of run.
+    const BYTES: u64 = 4 * (4 * 100 + 3);
+    for (level, report) in reports("recursion.c") {
+        let (instances, step) = function_totals(&report, "step");
+        let main = stats(func(&report, "main")).inclusive;
+        assert_eq!(instances, 4, "{level}: instances of step");
+        assert!(
+            step.loads <= main.loads
+                && step.stores <= main.stores
+                && step.bytes_read <= main.bytes_read
+                && step.bytes_written <= main.bytes_written,
+            "{level}: step {step:?} above main {main:?}"
+        );
+        if level == "-O0" {
+            // Its locals come on top.
+            assert!(step.bytes_read >= BYTES && step.bytes_written >= BYTES);
+            continue;
+        }
+        assert_eq!(
+            (step.bytes_read, step.bytes_written),
+            (BYTES, BYTES),
+            "{level}: step"
+        );
+    }
+    let work = Work::new();
+    let calls = built_report(&work, "recursion.c", "-O2", "count-calls", "tool=count");
+    let (instances, step) = function_totals(&calls, "step");
+    assert_eq!(instances, 4, "count-calls: instances of step");
+    assert_eq!(
+        (step.bytes_read, step.bytes_written),
+        (BYTES, BYTES),
+        "count-calls: step"
+    );
+}

@@ -159,6 +159,8 @@ pub struct Region {
     pub name: String,
     pub symbol: String,
     pub file: String,
+    /// Its source region's cell when the module has other copies of it, else `NONE`.
+    pub source_cell: u32,
 }
 
 /// The line defining global `@name`, if any.
@@ -232,7 +234,7 @@ pub fn regions(ir: &str) -> Vec<Region> {
         .skip(1)
         .map(|entry| {
             let fields: Vec<&str> = entry[..entry.find(" }").unwrap()].split(", ").collect();
-            assert_eq!(fields.len(), 13, "region entry fields: {entry}");
+            assert_eq!(fields.len(), 15, "region entry fields: {entry}");
             let int = |f: &str| f.strip_prefix("i32 ").unwrap().parse::<i64>().unwrap() as u32;
             assert_eq!(fields[8], "ptr @__kage_module", "region.module");
             let symbol = string(fields[6]);
@@ -251,11 +253,12 @@ pub fn regions(ir: &str) -> Vec<Region> {
             // tests/ir/inlined.ll for inlined calls).
             if int(fields[0]) != 3 {
                 assert_eq!(
-                    &fields[10..],
+                    &fields[10..13],
                     ["ptr null", "i32 0", "i32 0"],
                     "an entry that is not an inlined call has no call site"
                 );
             }
+            assert_eq!(fields[14], "i32 0", "region.reserved");
             Region {
                 kind: int(fields[0]),
                 parent: int(fields[1]),
@@ -265,6 +268,7 @@ pub fn regions(ir: &str) -> Vec<Region> {
                 name: string(fields[5]),
                 symbol: string(fields[6]),
                 file: string(fields[7]),
+                source_cell: int(fields[13]),
             }
         })
         .collect()

@@ -22,10 +22,11 @@ mod working_set;
 pub use count::*;
 pub use footprint::*;
 pub use hcpa::*;
+pub use kage_abi::SourceKey;
 pub use loops::*;
 pub use nests::*;
 pub use select::*;
-pub use source::{RegionShape, SourceKey};
+pub use source::RegionShape;
 pub use working_set::*;
 
 use serde::{Deserialize, Serialize};
@@ -100,6 +101,15 @@ pub enum RegionKind {
 }
 
 impl RegionKind {
+    /// The table kind of a region of this kind (an inlined call's is its function's).
+    pub fn abi(self) -> kage_abi::RegionKind {
+        match self {
+            RegionKind::Function => kage_abi::RegionKind::Function,
+            RegionKind::Loop => kage_abi::RegionKind::Loop,
+            RegionKind::LoopBody => kage_abi::RegionKind::LoopBody,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             RegionKind::Function => "function",

@@ -12,6 +12,8 @@
 
 use std::collections::HashMap;
 
+use kage_abi::SourceKey;
+
 use serde_json::{json, Map, Value};
 
 use super::{CountStats, FootprintStats, HcpaStats, Region, RegionKind, Report};
@@ -45,7 +47,7 @@ impl<'a> RegionShape<'a> {
             kind,
             parent,
             line,
-            function: if symbol.is_empty() { name } else { symbol },
+            function: kage_abi::key_function(name, symbol),
             file,
         }
     }
@@ -64,42 +66,6 @@ pub(crate) fn shapes(regions: &[Region]) -> Vec<RegionShape<'_>> {
     regions.iter().map(Region::shape).collect()
 }
 
-/// What makes two regions one source region (copies of it): the views join regions with
-/// equal keys, and the runtime counts a recursion once per key. `S` is how the key holds
-/// its strings (borrowed in a report, shared in the runtime's registry).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum SourceKey<S> {
-    /// A function (or an inlined call of it), by its linkage name (its name when it has
-    /// none) and file.
-    Function { symbol: S, file: S },
-    /// A loop of source region `parent`, by its first line.
-    Loop { parent: u32, line: u32 },
-    /// The body of source loop `lp`.
-    Body { lp: u32 },
-}
-
-impl<S> SourceKey<S> {
-    /// The key of a region of `kind` with this first `line`, this linkage name (or name) and
-    /// file, whose parent's source region is `parent_source` (`None` without a parent).
-    pub fn new(
-        kind: RegionKind,
-        parent_source: Option<u32>,
-        line: u32,
-        function: S,
-        file: S,
-    ) -> Self {
-        let parent = parent_source.unwrap_or(u32::MAX);
-        match kind {
-            RegionKind::Function => SourceKey::Function {
-                symbol: function,
-                file,
-            },
-            RegionKind::Loop => SourceKey::Loop { parent, line },
-            RegionKind::LoopBody => SourceKey::Body { lp: parent },
-        }
-    }
-}
-
 /// [`Report::source_ids`] of a list of regions (ids equal to indices, parents before
 /// children, as [`crate::read_report`] checks).
 pub(crate) fn source_ids_of(regions: &[RegionShape]) -> (Vec<u32>, usize) {
@@ -108,7 +74,7 @@ pub(crate) fn source_ids_of(regions: &[RegionShape]) -> (Vec<u32>, usize) {
     for region in regions {
         let parent_source = region.parent.and_then(|p| of.get(p as usize).copied());
         let key = SourceKey::new(
-            region.kind,
+            region.kind.abi(),
             parent_source,
             region.line,
             region.function,

@@ -29,8 +29,8 @@ use crate::registry;
 use crate::sync::SpinLock;
 use crate::tool::{to_map, RegionMembers, ThreadTool, Tool, ToolResults};
 use kage_abi::count::{
-    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CURRENT, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES,
-    MAX_MODULES, OWNER, RECORDS, SELF, THREAD_WORDS, TOP, WORDS,
+    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CORRECTED, CURRENT, DEPTH, EPOCH, FRAME, HOLDS,
+    INCLUSIVE, INSTANCES, MAX_MODULES, OPENED, OWNER, RECORDS, SELF, THREAD_WORDS, TOP, WORDS,
 };
 use kage_abi::{symbols, Module, Region, RegionKind, NONE};
 use kage_report::{CountStats, Counters};
@@ -52,6 +52,84 @@ type Cells = [AtomicU64; 4];
 
 /// A region's record on one thread.
 type Record = [AtomicU64; WORDS];
+
+/// A region's record on one thread, with the word counting its source region's open
+/// instances there: the record's `DEPTH`, or for a copy its module's cell of the source
+/// region ([`kage_abi::count::open_offset`]).
+#[derive(Clone, Copy)]
+struct Counted {
+    rec: &'static Record,
+    open: &'static AtomicU64,
+}
+
+impl Counted {
+    /// Whether the region has copies in its module (its `DEPTH` holds [`HOLDS`] and
+    /// [`OPENED`]).
+    fn is_copy(&self) -> bool {
+        !std::ptr::eq(self.open, &self.rec[DEPTH])
+    }
+
+    /// Whether the record holds its source region's outermost open instance (its
+    /// inclusive counts lack the cells since its start).
+    fn holds(&self) -> bool {
+        let depth = self.rec[DEPTH].load(Relaxed);
+        if self.is_copy() {
+            depth & HOLDS != 0
+        } else {
+            depth > 0
+        }
+    }
+
+    /// How the report takes its inclusive counts ([`derive_inclusive`]).
+    fn inclusive(&self) -> Inclusive {
+        let marks = if self.is_copy() {
+            self.rec[DEPTH].load(Relaxed)
+        } else {
+            0
+        };
+        if marks & OPENED != 0 {
+            Inclusive::AsCounted
+        } else if marks & CORRECTED != 0 {
+            Inclusive::Corrected
+        } else {
+            Inclusive::DerivedWhereZero
+        }
+    }
+}
+
+/// How a region's inclusive counts are read at the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Inclusive {
+    /// A counter left 0 is derived from the self counts below: a promoted tree's region
+    /// adds none (a counter that is 0 in any other region counted nothing).
+    DerivedWhereZero,
+    /// A promoted tree's copy, some of whose instances ran inside another copy of its
+    /// source region: derived, plus the (negative) correction its counts hold.
+    Corrected,
+    /// As counted (a copy that counted in records; 0 when all its instances ran inside
+    /// other copies').
+    AsCounted,
+}
+
+/// A module's records on one thread: a record per region, then a cell per source region
+/// with copies in the module.
+struct ModuleRecords {
+    records: &'static [Record],
+    cells: &'static [AtomicU64],
+    regions: &'static [Region],
+}
+
+impl ModuleRecords {
+    /// Region `i`'s record and its source region's open instances.
+    fn counted(&self, i: usize) -> Counted {
+        let rec = &self.records[i];
+        let open = match self.regions[i].source_cell {
+            NONE => &rec[DEPTH],
+            cell => &self.cells[cell as usize],
+        };
+        Counted { rec, open }
+    }
+}
 
 // Counter order inside SELF/INCLUSIVE and the cells.
 const LOADS: usize = 0;
@@ -136,7 +214,7 @@ fn new_directory() -> &'static [AtomicPtr<AtomicU64>] {
 /// up, or another tool runs): shared by every thread and never read.
 struct Scratch {
     directory: &'static [AtomicPtr<AtomicU64>],
-    /// Records for any module of at most `len` regions.
+    /// Records for any module of at most `len` words of records.
     records: AtomicPtr<AtomicU64>,
     len: AtomicUsize,
 }
@@ -157,9 +235,9 @@ impl Scratch {
     /// # Safety
     /// `m` points to a module table.
     unsafe fn records(&self, m: *const Module) -> *mut AtomicU64 {
-        let n = ((*m).region_count as usize).max(1);
+        let n = record_words(&*m).max(1);
         if self.len.load(Acquire) < n {
-            let p = map_zeroed(n * WORDS * 8) as *mut AtomicU64;
+            let p = map_zeroed(n * 8) as *mut AtomicU64;
             self.records.store(p, Release);
             self.len.store(n, Release);
         }
@@ -209,14 +287,24 @@ impl ThreadCounts {
         std::array::from_fn(|k| cells[k].load(Relaxed))
     }
 
-    /// The record array of module `slot`, if allocated.
-    fn records(&self, slot: u32) -> Option<&'static [Record]> {
+    /// The records of module `slot`, if allocated.
+    fn records(&self, slot: u32) -> Option<ModuleRecords> {
         let module = registry::slot_module(slot)?;
         let p = self.directory.get(slot as usize)?.load(Acquire);
-        // SAFETY: an array of the module's region count of records, never freed.
-        (!p.is_null()).then(|| unsafe {
-            std::slice::from_raw_parts(p as *const Record, module.count as usize)
-        })
+        if p.is_null() {
+            return None;
+        }
+        let count = module.count as usize;
+        // SAFETY: a registered module's table and the records allocated for it
+        // (`record_words`), never freed.
+        unsafe {
+            let m = &*module.module;
+            Some(ModuleRecords {
+                records: std::slice::from_raw_parts(p as *const Record, count),
+                cells: std::slice::from_raw_parts(p.add(count * WORDS), m.source_cells as usize),
+                regions: std::slice::from_raw_parts(m.regions, count),
+            })
+        }
     }
 }
 
@@ -235,12 +323,24 @@ pub struct CountThread {
 /// The first capacity of a part's activations (a page).
 const FIRST_CAPACITY: u32 = 256;
 
-/// Opens an instance of `rec`'s region: `now` are the thread's cells.
+/// The `u64`s of `m`'s records on a thread.
+fn record_words(m: &Module) -> usize {
+    kage_abi::count::record_words(m.region_count, m.source_cells)
+}
+
+/// Opens an instance of a region, as the inline code does: `now` are the thread's cells.
+/// The first open instance of its source region marks the record as holding it and
+/// subtracts the cells from its inclusive counts.
 #[inline]
-fn open(rec: &Record, now: [u64; 4]) {
+fn open(c: Counted, now: [u64; 4]) {
+    let Counted { rec, open } = c;
     bump(&rec[INSTANCES], 1);
-    let depth = rec[DEPTH].load(Relaxed);
-    rec[DEPTH].store(depth + 1, Relaxed);
+    let depth = open.load(Relaxed);
+    open.store(depth + 1, Relaxed);
+    if c.is_copy() {
+        let marks = if depth == 0 { HOLDS | OPENED } else { OPENED };
+        rec[DEPTH].fetch_or(marks, Relaxed);
+    }
     if depth == 0 {
         for k in 0..4 {
             bump(&rec[INCLUSIVE + k], now[k].wrapping_neg());
@@ -248,15 +348,20 @@ fn open(rec: &Record, now: [u64; 4]) {
     }
 }
 
-/// Closes an instance of `rec`'s region (none open: nothing).
+/// Closes an instance of a region (none of its source region open: nothing). The last
+/// one, which the record holds (instances nest), adds the cells to its inclusive counts.
 #[inline]
-fn close(rec: &Record, now: [u64; 4]) {
-    let depth = rec[DEPTH].load(Relaxed);
+fn close(c: Counted, now: [u64; 4]) {
+    let Counted { rec, open } = c;
+    let depth = open.load(Relaxed);
     if depth == 0 {
         return;
     }
-    rec[DEPTH].store(depth - 1, Relaxed);
+    open.store(depth - 1, Relaxed);
     if depth == 1 {
+        if c.is_copy() {
+            rec[DEPTH].store(OPENED, Relaxed);
+        }
         for k in 0..4 {
             bump(&rec[INCLUSIVE + k], now[k]);
         }
@@ -293,10 +398,10 @@ impl CountThread {
         std::ptr::eq(self.slot.owner.load(Relaxed), self.c)
     }
 
-    /// The records of module `slot` (of `count` regions), allocated on first use: through
-    /// the runtime's allocator, or straight from the kernel when `busy` (a signal handler
-    /// while the runtime runs on the thread).
-    fn module_records(&self, slot: u32, count: u32, busy: bool) -> *mut AtomicU64 {
+    /// The records of module `slot` (`words` `u64`s: [`record_words`]), allocated on first
+    /// use: through the runtime's allocator, or straight from the kernel when `busy` (a
+    /// signal handler while the runtime runs on the thread).
+    fn module_records(&self, slot: u32, words: usize, busy: bool) -> *mut AtomicU64 {
         let Some(entry) = self.c.directory.get(slot as usize) else {
             return std::ptr::null_mut();
         };
@@ -304,7 +409,7 @@ impl CountThread {
         if !p.is_null() {
             return p;
         }
-        let bytes = (count.max(1) as usize) * WORDS * 8;
+        let bytes = words.max(1) * 8;
         let p = if busy {
             map_zeroed(bytes) as *mut AtomicU64
         } else {
@@ -327,21 +432,26 @@ impl CountThread {
     ///
     /// # Safety
     /// `r` points to an entry of a registered module's table.
-    unsafe fn record_at(&self, r: *const Region) -> Option<&'static Record> {
+    unsafe fn record_at(&self, r: *const Region) -> Option<Counted> {
         let m = (*r).module;
         let slot = (*m).slot;
         if slot == 0 {
             return None;
         }
-        let records = self.module_records(slot, (*m).region_count, false);
+        let records = self.module_records(slot, record_words(&*m), false);
         if records.is_null() {
             return None;
         }
-        Some(&*(records.add((*r).local_index as usize * WORDS) as *const Record))
+        let local = (*r).local_index;
+        let open = kage_abi::count::open_offset((*m).region_count, local, (*r).source_cell);
+        Some(Counted {
+            rec: &*(records.add(local as usize * WORDS) as *const Record),
+            open: &*records.add(open / 8),
+        })
     }
 
     /// The record of region `gid`.
-    fn record(&self, gid: u32) -> Option<&'static Record> {
+    fn record(&self, gid: u32) -> Option<Counted> {
         let entry = registry::region_entry(gid)?;
         // SAFETY: a registered entry.
         unsafe { self.record_at(entry) }
@@ -510,7 +620,7 @@ impl CountThread {
         let records = if slot == 0 {
             std::ptr::null_mut()
         } else {
-            self.module_records(slot, (*m).region_count, false)
+            self.module_records(slot, record_words(&*m), false)
         };
         if frame != 0 {
             while self.top() > 0 && self.act(self.top() - 1).frame.load(Relaxed) <= frame {
@@ -551,15 +661,19 @@ impl CountThread {
             std::array::from_fn(|k| self.c.saved[k].load(Relaxed))
         };
         for slot in 1..=registry::last_slot() {
-            let Some(records) = self.c.records(slot) else {
+            let Some(module) = self.c.records(slot) else {
                 continue;
             };
-            for rec in records {
-                let depth = rec[DEPTH].load(Relaxed);
-                rec[INSTANCES].store(depth, Relaxed);
+            for (i, rec) in module.records.iter().enumerate() {
+                // The record holding its source region's outermost open instance counts
+                // them all (a copy opened inside it has none of its own).
+                let counted = module.counted(i);
+                let holds = counted.holds();
+                let open = if holds { counted.open.load(Relaxed) } else { 0 };
+                rec[INSTANCES].store(open, Relaxed);
                 for k in 0..4 {
                     rec[SELF + k].store(0, Relaxed);
-                    let inclusive = if depth > 0 { now[k].wrapping_neg() } else { 0 };
+                    let inclusive = if holds { now[k].wrapping_neg() } else { 0 };
                     rec[INCLUSIVE + k].store(inclusive, Relaxed);
                 }
             }
@@ -626,7 +740,7 @@ impl CountThread {
             return &self.c.outside;
         }
         // SAFETY: activations hold registered entries.
-        unsafe { self.record_at(cur) }.unwrap_or(&self.c.outside)
+        unsafe { self.record_at(cur) }.map_or(&self.c.outside, |c| c.rec)
     }
 }
 
@@ -795,7 +909,7 @@ pub unsafe fn count_faulted_tree(ts: &ThreadState) {
     let body = (registry::meta(gid).map(|m| m.kind) == Some(RegionKind::Loop)).then_some(gid + 1);
     for g in std::iter::once(gid).chain(body) {
         if let Some(rec) = part.record(g) {
-            bump(&rec[INSTANCES], 1);
+            bump(&rec.rec[INSTANCES], 1);
         }
     }
 }
@@ -894,6 +1008,7 @@ impl CountTool {
     /// The typed results (what `finish` serialises).
     pub fn collect(&self, region_count: usize) -> (Vec<CountStats>, Counters, Counters) {
         let mut regions = vec![CountStats::default(); region_count];
+        let mut inclusive = vec![Inclusive::DerivedWhereZero; region_count];
         let mut totals = Counters::default();
         let mut unattributed = Counters::default();
         let epoch = self.epoch.load(Acquire);
@@ -915,13 +1030,19 @@ impl CountTool {
                 else {
                     continue;
                 };
-                for (i, rec) in records.iter().enumerate() {
-                    let Some(s) = regions.get_mut(module.base as usize + i) else {
+                for (i, rec) in records.records.iter().enumerate() {
+                    let gid = module.base as usize + i;
+                    let Some(s) = regions.get_mut(gid) else {
                         continue;
                     };
+                    let counted = records.counted(i);
+                    // (A region is counted the same way on every thread; the strongest
+                    // says how.)
+                    inclusive[gid] = inclusive[gid].max(counted.inclusive());
                     let v: [u64; WORDS] = std::array::from_fn(|k| rec[k].load(Relaxed));
-                    // An open instance counts what it did so far.
-                    let open = v[DEPTH] > 0;
+                    // An open instance counts what it did so far (in the record holding its
+                    // source region's outermost one).
+                    let open = counted.holds();
                     s.instances += v[INSTANCES];
                     s.exclusive
                         .add(&counters(std::array::from_fn(|k| v[SELF + k])));
@@ -931,7 +1052,8 @@ impl CountTool {
                 }
             }
         }
-        derive_inclusive(&mut regions, |gid| registry::meta(gid).map(|m| m.parent));
+        let parent_of = |gid| registry::meta(gid).map(|m| m.parent);
+        derive_inclusive(&mut regions, &inclusive, parent_of);
         (regions, totals, unattributed)
     }
 
@@ -974,16 +1096,24 @@ impl CountTool {
 
 /// The inclusive counts the inline code leaves to the report: a region kept in locals (a
 /// promoted tree's, docs/abi.md) adds no inclusive counts to its record, and its inclusive
-/// counts are its self counts plus its children's inclusive counts (nothing in a tree
-/// calls out). Each counter left 0 is derived so, children first (a child's global id is
-/// above its parent's). Exact for every other region too: a counter whose inclusive count
-/// is 0 counted nothing while the region was open, neither in the region nor in the
-/// regions nested in it. `parent_of` gives a region's parent's global id ([`NONE`]: none).
-fn derive_inclusive(regions: &mut [CountStats], parent_of: impl Fn(u32) -> Option<u32>) {
+/// counts are its self counts plus those of the regions below it (nothing in a tree calls
+/// out). Each counter left 0 is derived so, children first (a child's global id is above
+/// its parent's), as `how` says ([`Inclusive`]): a tree's copy whose instances partly ran
+/// inside another copy of its source region adds the correction its record holds, and a
+/// copy that counted in records is as counted. Exact for every other region too: a
+/// counter whose inclusive count is 0 counted nothing while the region was open, neither
+/// in the region nor in the regions nested in it. `parent_of` gives a region's parent's
+/// global id ([`NONE`]: none).
+fn derive_inclusive(
+    regions: &mut [CountStats],
+    how: &[Inclusive],
+    parent_of: impl Fn(u32) -> Option<u32>,
+) {
+    // Per region, the self counts of the regions below it.
     let mut below = vec![[0u64; 4]; regions.len()];
     for gid in (0..regions.len()).rev() {
         let s = &mut regions[gid];
-        let mut inclusive = [
+        let counted = [
             s.inclusive.loads,
             s.inclusive.stores,
             s.inclusive.bytes_read,
@@ -995,16 +1125,19 @@ fn derive_inclusive(regions: &mut [CountStats], parent_of: impl Fn(u32) -> Optio
             s.exclusive.bytes_read,
             s.exclusive.bytes_written,
         ];
-        for k in 0..4 {
-            if inclusive[k] == 0 {
-                inclusive[k] = own[k] + below[gid][k];
+        let subtree: [u64; 4] = std::array::from_fn(|k| own[k] + below[gid][k]);
+        s.inclusive = counters(std::array::from_fn(|k| {
+            match how.get(gid).copied().unwrap_or(Inclusive::DerivedWhereZero) {
+                Inclusive::AsCounted => counted[k],
+                Inclusive::Corrected => subtree[k].wrapping_add(counted[k]),
+                Inclusive::DerivedWhereZero if counted[k] == 0 => subtree[k],
+                Inclusive::DerivedWhereZero => counted[k],
             }
-        }
-        s.inclusive = counters(inclusive);
+        }));
         let parent = parent_of(gid as u32).filter(|&p| p != NONE && (p as usize) < gid);
         if let Some(p) = parent {
             for k in 0..4 {
-                below[p as usize][k] += inclusive[k];
+                below[p as usize][k] += subtree[k];
             }
         }
     }
@@ -1133,12 +1266,18 @@ impl ThreadTool for CountThread {
             self.sync_epoch();
             let now = self.now();
             for slot in 1..=registry::last_slot() {
-                let Some(records) = self.c.records(slot) else {
+                let Some(module) = self.c.records(slot) else {
                     continue;
                 };
-                for rec in records.iter().filter(|rec| rec[DEPTH].load(Relaxed) > 0) {
-                    rec[DEPTH].store(1, Relaxed);
-                    close(rec, now);
+                for i in 0..module.records.len() {
+                    let counted = module.counted(i);
+                    if counted.holds() {
+                        counted.open.store(1, Relaxed);
+                        close(counted, now);
+                    }
+                }
+                for cell in module.cells {
+                    cell.store(0, Relaxed);
                 }
             }
             self.slot.top.store(0, Relaxed);
@@ -1309,6 +1448,88 @@ mod tests {
         check_invariant(&r, tot, un);
     }
 
+    /// A module of `main` (0) with a copy of `step` inlined (1), and `run` (2) with another
+    /// (3), both copies sharing source cell 0 (as the pass numbers them): its first global id.
+    fn module_with_copies() -> u32 {
+        let m = registry::tests::table(&[(F, NONE), (I, 0), (F, NONE), (I, 2)], "copies.c");
+        // SAFETY: the test's own table, not registered yet.
+        unsafe {
+            let regions = (*m).regions;
+            (*regions.add(3)).name = (*regions.add(1)).name;
+            (*regions.add(3)).symbol = (*regions.add(1)).symbol;
+            (*regions.add(3)).first_line = (*regions.add(1)).first_line;
+            (*regions.add(1)).source_cell = 0;
+            (*regions.add(3)).source_cell = 0;
+            (*m).source_cells = 1;
+            registry::register(m);
+            (*regions).global_id
+        }
+    }
+
+    /// Recursion through two copies of one source region (step inlined into main and into
+    /// run, which step calls): each instance counts once, in the copy whose instance is the
+    /// outermost of the source region, so the copies' sum is the source region's; open
+    /// instances count what they did so far, and a reset while they are open gives their
+    /// instances to the copy that holds them.
+    #[test]
+    fn recursion_through_copies_counts_once_per_source_region() {
+        let g = module_with_copies();
+        let (main, step_in_main, run, step_in_run) = (g, g + 1, g + 2, g + 3);
+        assert_eq!(
+            registry::source_of(step_in_run),
+            registry::source_of(step_in_main)
+        );
+        let tl = tool();
+        let (mut t, _) = thread(tl);
+        t.enter(main);
+        t.enter(step_in_main);
+        ld(&mut *t, 1, 4);
+        for _ in 0..2 {
+            t.enter(run);
+            t.enter(step_in_run);
+            ld(&mut *t, 1, 4);
+        }
+        let (r, _, _) = stats(tl, g, 4);
+        assert_eq!(r[1].inclusive, c(3, 0, 12, 0), "the open outer copy so far");
+        assert_eq!(r[3].inclusive, c(0, 0, 0, 0), "nested in the outer copy");
+        part(&mut t).zero();
+        let (r, _, _) = stats(tl, g, 4);
+        assert_eq!(
+            (r[1].instances, r[3].instances),
+            (3, 0),
+            "open, held by the outer copy"
+        );
+        ld(&mut *t, 1, 4);
+        for _ in 0..2 {
+            t.exit(step_in_run);
+            t.exit(run);
+            st(&mut *t, 1, 8);
+        }
+        t.exit(step_in_main);
+        t.exit(main);
+        let (r, tot, un) = stats(tl, g, 4);
+        assert_eq!(r[1].inclusive, c(1, 2, 4, 16));
+        assert_eq!(r[3].inclusive, c(0, 0, 0, 0));
+        assert_eq!(
+            r[2].inclusive,
+            c(1, 1, 4, 8),
+            "run, outermost instance after the reset"
+        );
+        assert_eq!((r[1].instances, r[3].instances), (3, 0));
+        check_invariant(&r, tot, un);
+        // Another call of run from outside step: its copy is the outermost now.
+        t.enter(main);
+        t.enter(run);
+        t.enter(step_in_run);
+        ld(&mut *t, 2, 4);
+        t.exit(step_in_run);
+        t.exit(run);
+        t.exit(main);
+        let (r, _, _) = stats(tl, g, 4);
+        assert_eq!(r[3].inclusive, c(2, 0, 8, 0));
+        assert_eq!((r[1].instances, r[3].instances), (3, 1));
+    }
+
     /// A live thread's open instances count what they did so far.
     #[test]
     fn threads_sum_and_live_threads_are_read() {
@@ -1373,7 +1594,7 @@ mod tests {
     /// What count instrumentation does inline for a segment: its counts added to the cells
     /// and to its region's self counts.
     fn segment(part: &CountThread, gid: u32, add: [u64; 4]) {
-        let rec = part.record(gid).unwrap();
+        let rec = part.record(gid).unwrap().rec;
         for k in 0..4 {
             bump(&part.cells[k], add[k]);
             bump(&rec[SELF + k], add[k]);
@@ -1466,8 +1687,19 @@ mod tests {
         // 0: a function counted in records, 1: a loop kept in locals, 2: its body, 3: an
         // inlined call in the body, 4: another function, recursive through its two inlined
         // calls 5 and 6 (5's inclusive holds 6's inner instance: the children's sum exceeds
-        // the function's own, which counts the recursion once).
-        let parents = [NONE, 0, 1, 2, NONE, 4, 4];
+        // the function's own, which counts the recursion once), 7, a copy of a source
+        // region whose every instance ran inside another copy's (as counted: no inclusive
+        // counts, though it made accesses), and 8, an inlined call kept in locals with its
+        // loop 9, a copy of a source region whose instances partly ran inside another
+        // copy's: 4 loads, 32 bytes of its subtree's then (its correction).
+        let parents = [NONE, 0, 1, 2, NONE, 4, 4, 4, 4, 8];
+        let how = [
+            [Inclusive::DerivedWhereZero; 7].as_slice(),
+            &[Inclusive::AsCounted, Inclusive::Corrected],
+            &[Inclusive::DerivedWhereZero],
+        ]
+        .concat();
+        let minus = |v: [u64; 4]| v.map(u64::wrapping_neg);
         let mut regions = vec![
             stats([40, 4, 320, 32], [10, 1, 80, 8]),
             stats([0; 4], [0; 4]),
@@ -1476,8 +1708,11 @@ mod tests {
             stats([9, 0, 72, 0], [1, 0, 8, 0]),
             stats([8, 0, 64, 0], [2, 0, 16, 0]),
             stats([6, 0, 48, 0], [6, 0, 48, 0]),
+            stats([0; 4], [2, 0, 16, 0]),
+            stats(minus([4, 0, 32, 0]), [2, 0, 16, 0]),
+            stats([0; 4], [4, 0, 32, 0]),
         ];
-        derive_inclusive(&mut regions, |gid| parents.get(gid as usize).copied());
+        derive_inclusive(&mut regions, &how, |gid| parents.get(gid as usize).copied());
         let inclusive: Vec<Counters> = regions.iter().map(|s| s.inclusive).collect();
         assert_eq!(
             inclusive,
@@ -1489,6 +1724,9 @@ mod tests {
                 counters([9, 0, 72, 0]),
                 counters([8, 0, 64, 0]),
                 counters([6, 0, 48, 0]),
+                counters([0; 4]),
+                counters([2, 0, 16, 0]),
+                counters([4, 0, 32, 0]),
             ]
         );
     }

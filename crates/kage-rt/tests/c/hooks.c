@@ -21,12 +21,13 @@ struct kage_region {
   const void *code;
   const char *call_file; /* inlined calls only */
   uint32_t call_line, call_column;
+  uint32_t source_cell, reserved; /* NONE: no copies of its source region in the module */
 };
 struct kage_module {
   uint32_t abi_version, region_count;
   struct kage_region *regions;
   const char *module_name;
-  uint32_t instrumentation, line_shift, slot, reserved;
+  uint32_t instrumentation, line_shift, slot, source_cells;
 };
 
 void __kage_register_module(struct kage_module *m);
@@ -43,7 +44,7 @@ void __kage_cmpxchg(const void *a, uint64_t n, uint32_t stored);
 
 #define NONE 0xFFFFFFFFu
 #define R(kind, parent, l1, l2, idx, nm, sym, file, mod) \
-  { NONE, kind, parent, l1, l2, idx, nm, sym, file, mod }
+  { NONE, kind, parent, l1, l2, idx, nm, sym, file, mod, 0, 0, 0, 0, NONE, 0 }
 
 extern struct kage_module modA, modB, modC;
 static struct kage_region A[14] = {
@@ -62,15 +63,15 @@ static struct kage_region A[14] = {
     R(2, 11, 122, 128, 12, "deep", "deep", "/src/t.c", &modA),
     R(0, NONE, 140, 150, 13, "jumper", "jumper", "/src/t.c", &modA),
 };
-struct kage_module modA = {12, 14, A, "t.c", 0, 0, 0, 0};
+struct kage_module modA = {13, 14, A, "t.c", 0, 0, 0, 0};
 
 /* Never registered explicitly: its first hook registers it. */
 static struct kage_region B[1] = {R(0, NONE, 1, 5, 0, "lazy_fn", "lazy_fn", "/src/lazy.c", &modB)};
-struct kage_module modB = {12, 1, B, "lazy.c", 0, 0, 0, 0};
+struct kage_module modB = {13, 1, B, "lazy.c", 0, 0, 0, 0};
 
 /* A table from a future ABI: rejected with a message, its events ignored. */
 static struct kage_region C[1] = {R(0, NONE, 1, 2, 0, "bad_fn", "bad_fn", "/src/bad.c", &modC)};
-struct kage_module modC = {13, 1, C, "bad.c", 0, 0, 0, 0};
+struct kage_module modC = {14, 1, C, "bad.c", 0, 0, 0, 0};
 
 __attribute__((constructor(101))) static void register_tables(void) {
   __kage_register_module(&modA);

@@ -3,8 +3,8 @@
 //! function's edges, segments and returns get ([`Emitter`]).
 
 use kage_abi::count::{
-    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES, RECORDS,
-    SELF, TOP, WORDS,
+    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CORRECTED, DEPTH, EPOCH, FRAME, HOLDS, INCLUSIVE,
+    INSTANCES, OPENED, RECORDS, SELF, TOP, WORDS,
 };
 use kage_abi::{layout, symbols};
 use llvm_sys::core::*;
@@ -35,6 +35,9 @@ struct FlushSite<'a> {
     sizes: &'a [[Option<u64>; 2]],
     /// Per region of the tree: its children (local indices).
     children: &'a [Vec<usize>],
+    /// Per region of the tree with copies in the module: the byte offset from the root's
+    /// record of the word counting its source region's open instances.
+    cells: &'a [Option<u64>],
     /// The local of region `i`'s word `w` (instances, loads, stores, bytes read, written).
     local: &'a dyn Fn(usize, usize) -> LLVMValueRef,
 }
@@ -69,13 +72,15 @@ pub(super) struct Emitter<'a> {
     pub(super) deferred_regions: &'a [Option<DeferredRegion>],
 }
 
-/// What a push needs: the module, the function's table entry, its frame, and its record's
-/// byte offset in the module's records.
+/// What a push needs: the module, the function's table entry, its frame, and the byte
+/// offsets in the module's records of its record and of the word counting its source
+/// region's open instances.
 struct Push {
     module: LLVMValueRef,
     function: LLVMValueRef,
     frame: LLVMValueRef,
     offset: LLVMValueRef,
+    open_offset: LLVMValueRef,
 }
 
 /// A function whose activation is pushed only when it first needs one
@@ -99,8 +104,10 @@ pub(super) struct DeferredEntry {
     /// The function's table entry.
     function: LLVMValueRef,
     frame: LLVMValueRef,
-    /// Byte offset of the function's record in the module's records.
+    /// Byte offsets in the module's records of the function's record and of the word
+    /// counting its source region's open instances.
     offset: LLVMValueRef,
+    open_offset: LLVMValueRef,
     materialize: RuntimeFunction,
     leave: RuntimeFunction,
 }
@@ -142,13 +149,31 @@ impl Emitter<'_> {
         )
     }
 
-    /// The record of tree node `node` (not in a promoted function).
-    unsafe fn record(&self, node: usize) -> LLVMValueRef {
-        let records = match self.deferred {
+    /// The thread's records of the module (not in a promoted function).
+    unsafe fn records(&self) -> LLVMValueRef {
+        match self.deferred {
             Some(d) => self.plain_load(self.inline.ptr_type, d.records),
             None => self.records.expect("records outside promoted functions"),
-        };
-        self.record_in(records, node)
+        }
+    }
+
+    /// The record of tree node `node` (not in a promoted function).
+    unsafe fn record(&self, node: usize) -> LLVMValueRef {
+        self.record_in(self.records(), node)
+    }
+
+    /// The record of tree node `node` and the word counting its source region's open
+    /// instances ([`kage_abi::count::open_offset`]), as the helpers that open and close
+    /// records take them.
+    unsafe fn record_and_cell(&self, node: usize) -> [LLVMValueRef; 2] {
+        let records = self.records();
+        let offset = self.table.open_offset(self.base + node as u32);
+        let cell = ir::byte_gep(
+            self.builder,
+            records,
+            LLVMConstInt(self.inline.i64_type, offset, 0),
+        );
+        [self.record_in(records, node), cell]
     }
 
     unsafe fn activation(&self) -> LLVMValueRef {
@@ -176,6 +201,7 @@ impl Emitter<'_> {
             d.function,
             d.frame,
             d.offset,
+            d.open_offset,
             d.flag,
             d.records,
             d.activation,
@@ -202,7 +228,8 @@ impl Emitter<'_> {
         self.materialize();
         for &n in path_up(self.nodes, node, None).iter().rev() {
             if let Some(d) = self.deferred_region(n) {
-                let mut args = vec![self.record(n), self.activation(), self.entry(n), d.flag];
+                let mut args = self.record_and_cell(n).to_vec();
+                args.extend([self.activation(), self.entry(n), d.flag]);
                 args.extend(d.own);
                 args.extend(d.pending);
                 d.open.call(self.builder, &mut args);
@@ -216,12 +243,8 @@ impl Emitter<'_> {
         let parent = self.nodes[node]
             .parent
             .expect("a deferred region has a parent");
-        let mut args = vec![
-            self.record(node),
-            self.activation(),
-            self.entry(parent),
-            d.flag,
-        ];
+        let mut args = self.record_and_cell(node).to_vec();
+        args.extend([self.activation(), self.entry(parent), d.flag]);
         args.extend(d.own);
         args.extend(d.pending);
         args.extend(d.parent_pending.into_iter().flatten());
@@ -239,7 +262,7 @@ impl Emitter<'_> {
             None => {
                 self.inline
                     .close
-                    .call(self.builder, &mut [self.record(node)]);
+                    .call(self.builder, &mut self.record_and_cell(node));
                 true
             }
         }
@@ -276,7 +299,7 @@ impl Emitter<'_> {
         for &node in t.opens.iter().filter(|n| counted_in_records(n)) {
             self.inline
                 .open
-                .call(self.builder, &mut [self.record(node)]);
+                .call(self.builder, &mut self.record_and_cell(node));
             moved = true;
         }
         if moved {
@@ -387,7 +410,7 @@ impl Emitter<'_> {
             for &node in waiting {
                 self.leave_deferred(node, self.deferred_region(node).expect("deferred"));
             }
-            let mut args = vec![d.offset, d.flag, d.records, d.activation];
+            let mut args = vec![d.offset, d.open_offset, d.flag, d.records, d.activation];
             args.extend(d.own);
             args.extend(d.pending);
             d.leave.call(self.builder, &mut args);
@@ -761,13 +784,13 @@ impl Inline {
     /// each region's inclusive counts from the self counts (no region of a tree is ever
     /// open around it: opening it again would take a call); the locals are zeroed.
     /// `counts[node]` says which of a region's own counters its segments may add to: the
-    /// others are left alone.
+    /// others are left alone; `cells[i]` where the tree's region `i`, a copy, counts its
+    /// source region's open instances (from the root's record on).
     pub(super) unsafe fn define_flush(
         &self,
         plan: &FunctionPlan,
         tree: &PromotedTree,
-        counts: &[[bool; 4]],
-        sizes: &[[Option<u64>; 2]],
+        (counts, sizes, cells): (&[[bool; 4]], &[[Option<u64>; 2]], &[Option<u64>]),
         pending: bool,
     ) -> RuntimeFunction {
         let own_params = 1 + tree.len * 5;
@@ -827,6 +850,7 @@ impl Inline {
                 counts,
                 sizes: &sizes[tree.root..tree.root + tree.len],
                 children: &children,
+                cells,
                 local: &local,
             };
             let accesses = self.flush_region(&site, 0, self.tree_own(&site, 0));
@@ -883,10 +907,12 @@ impl Inline {
     /// the children that ran on the way (a region that did not run has nothing to add, and
     /// neither have those in it: the report's work follows what ran, not the tree's size);
     /// returns its subtree's accesses. Its inclusive counts are left to the report, which
-    /// derives them from the self counts (a tree's regions never call out). The builder is
-    /// in a block where region `i` ran, and is left at the end of the visit. A leaf child's
-    /// counts are summed whether it ran or not (they are 0 if not): only its record's
-    /// update is skipped.
+    /// derives them from the self counts (a tree's regions never call out), but for a copy
+    /// whose source region is open in records (its instances ran inside another copy's,
+    /// which counts them): its subtree's accesses go to its inclusive counts as a
+    /// correction, subtracted. The builder is in a block where region `i` ran, and is left
+    /// at the end of the visit. A leaf child's counts are summed whether it ran or not
+    /// (they are 0 if not): only its record's update is skipped.
     unsafe fn flush_region(
         &self,
         site: &FlushSite,
@@ -953,6 +979,28 @@ impl Inline {
                     });
                 }
             }
+        }
+        if let Some(offset) = site.cells[i].filter(|_| subtree.iter().any(Option::is_some)) {
+            let cell = ir::byte_gep(b, site.root_record, LLVMConstInt(self.i64_type, offset, 0));
+            let open = self.load(b, self.i64_type, cell);
+            let nested = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, open, zero, c"".as_ptr());
+            let (correct, after) = (site.helper.block(c"nested"), site.helper.block(c"counted"));
+            ir::set_branch_weights(LLVMBuildCondBr(b, nested, correct, after), 1, 1 << 20);
+            LLVMPositionBuilderAtEnd(b, correct);
+            for (k, value) in subtree.iter().enumerate() {
+                if let Some(value) = *value {
+                    let minus = LLVMBuildNeg(b, value, c"".as_ptr());
+                    self.add_word(b, record, INCLUSIVE + k, minus);
+                }
+            }
+            let depth_field =
+                ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
+            let marks = self.load(b, self.i64_type, depth_field);
+            let corrected = LLVMConstInt(self.i64_type, CORRECTED, 0);
+            let marks = LLVMBuildOr(b, marks, corrected, c"".as_ptr());
+            self.store(b, marks, depth_field);
+            LLVMBuildBr(b, after);
+            LLVMPositionBuilderAtEnd(b, after);
         }
         subtree
     }
@@ -1067,35 +1115,45 @@ impl Inline {
     }
 
     /// At a function's entry: `{records, activation} = enter(module, function, frame,
-    /// offset of the function's record)`.
+    /// offset of the function's record, offset of its source region's open count)`
+    /// (`index`: the function's table index, `open_offset`: [`RegionTable::open_offset`]).
     pub(super) unsafe fn enter(
         &self,
         builder: LLVMBuilderRef,
         module: LLVMValueRef,
         function: LLVMValueRef,
-        index: u32,
+        (index, open_offset): (u32, u64),
     ) -> (LLVMValueRef, LLVMValueRef) {
         let frame = self.frame_address(builder);
         let offset = LLVMConstInt(self.i64_type, index as u64 * WORDS as u64 * 8, 0);
+        let open_offset = LLVMConstInt(self.i64_type, open_offset, 0);
         let pair = self
             .enter
-            .call(builder, &mut [module, function, frame, offset]);
+            .call(builder, &mut [module, function, frame, offset, open_offset]);
         let records = LLVMBuildExtractValue(builder, pair, 0, c"kage.records".as_ptr());
         let activation = LLVMBuildExtractValue(builder, pair, 1, c"kage.activation".as_ptr());
         (records, activation)
     }
 
-    /// `{ptr, i32} __kage_count_enter(ptr module, ptr function, ptr frame, i64 offset)`:
-    /// the thread's records of the module (`__kage_count_prepare` when the inline checks
-    /// fail), the function's activation pushed and its record (at `offset`) opened.
+    /// `{ptr, i32} __kage_count_enter(ptr module, ptr function, ptr frame, i64 offset, i64
+    /// open_offset)`: the thread's records of the module (`__kage_count_prepare` when the
+    /// inline checks fail), the function's activation pushed and its record (at `offset`)
+    /// opened.
     unsafe fn define_enter(&self) -> RuntimeFunction {
         let mut fields = [self.ptr_type, self.i32_type];
         let pair_type =
             LLVMStructTypeInContext(LLVMGetModuleContext(self.module), fields.as_mut_ptr(), 2, 0);
-        let mut params = [self.ptr_type, self.ptr_type, self.ptr_type, self.i64_type];
+        let mut params = [
+            self.ptr_type,
+            self.ptr_type,
+            self.ptr_type,
+            self.i64_type,
+            self.i64_type,
+        ];
         let (h, ty) = HelperBuilder::new(self.module, "__kage_count_enter", pair_type, &mut params);
         let b = h.builder;
-        let (module, function, frame, offset) = (h.param(0), h.param(1), h.param(2), h.param(3));
+        let (module, function, frame) = (h.param(0), h.param(1), h.param(2));
+        let (offset, open_offset) = (h.param(3), h.param(4));
         let (has_records, no_activation, check_frame, slow, join) = (
             h.block(c"records"),
             h.block(c"first"),
@@ -1117,6 +1175,7 @@ impl Inline {
             function,
             frame,
             offset,
+            open_offset,
         };
         let (records, top) = self.push_or_prepare(&h, thread, records, &push, [fast, slow, join]);
         let undef = LLVMGetUndef(pair_type);
@@ -1219,22 +1278,21 @@ impl Inline {
         LLVMBuildBr(b, join);
         LLVMPositionBuilderAtEnd(b, join);
         let records = self.phi(b, self.ptr_type, [(records, fast), (prepared, slow)]);
-        let index = self.push_and_open(b, thread, records, push.function, push.frame, push.offset);
+        let index = self.push_and_open(b, thread, records, push);
         (records, index)
     }
 
-    /// Pushes an activation of `function` (there is room) and opens its record (at
-    /// `offset` in `records`). Returns the activation's index; leaves the builder in a new
-    /// block.
+    /// Pushes an activation of `push.function` (there is room) and opens its record (at
+    /// `push.offset` in `records`). Returns the activation's index; leaves the builder in a
+    /// new block.
     unsafe fn push_and_open(
         &self,
         b: LLVMBuilderRef,
         thread: LLVMValueRef,
         records: LLVMValueRef,
-        function: LLVMValueRef,
-        frame: LLVMValueRef,
-        offset: LLVMValueRef,
+        push: &Push,
     ) -> LLVMValueRef {
+        let (function, frame) = (push.function, push.frame);
         // Written, counted, written again (a signal handler running between may have used
         // the slot).
         let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
@@ -1254,7 +1312,8 @@ impl Inline {
         self.store(b, next, self.field(b, thread, TOP));
         self.store(b, function, activation);
         self.store(b, own_frame, frame_field);
-        self.open_at(b, ir::byte_gep(b, records, offset));
+        let record = ir::byte_gep(b, records, push.offset);
+        self.open_at(b, record, ir::byte_gep(b, records, push.open_offset));
         top
     }
 
@@ -1302,7 +1361,7 @@ impl Inline {
         b: LLVMBuilderRef,
         entry_at: LLVMValueRef,
         module: LLVMValueRef,
-        (function, index): (LLVMValueRef, u32),
+        (function, index, open_offset): (LLVMValueRef, u32, u64),
         note_running: bool,
         own: [bool; 4],
         pending: [bool; 4],
@@ -1346,6 +1405,7 @@ impl Inline {
             function,
             frame,
             offset: LLVMConstInt(self.i64_type, index as u64 * WORDS as u64 * 8, 0),
+            open_offset: LLVMConstInt(self.i64_type, open_offset, 0),
             materialize,
             leave,
         }
@@ -1474,15 +1534,22 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, done);
     }
 
-    /// `void __kage_count_materialize(ptr module, ptr function, ptr frame, i64 offset,
-    /// locals...)`: pushes the deferred function's activation and opens its record if it
-    /// has not yet, then reports what waits in its locals.
+    /// `void __kage_count_materialize(ptr module, ptr function, ptr frame, i64 offset, i64
+    /// open_offset, locals...)`: pushes the deferred function's activation and opens its
+    /// record if it has not yet, then reports what waits in its locals.
     unsafe fn define_materialize(&self, own: [bool; 4], pending: [bool; 4]) -> RuntimeFunction {
-        let fixed = [self.ptr_type, self.ptr_type, self.ptr_type, self.i64_type];
+        let fixed = [
+            self.ptr_type,
+            self.ptr_type,
+            self.ptr_type,
+            self.i64_type,
+            self.i64_type,
+        ];
         let (h, ty, pushed) = self.deferred_helper("__kage_count_materialize", &fixed);
         let b = h.builder;
-        let (module, function, frame, offset) = (h.param(0), h.param(1), h.param(2), h.param(3));
-        let (flag, records_local, activation_local) = (h.param(4), h.param(5), h.param(6));
+        let (module, function, frame) = (h.param(0), h.param(1), h.param(2));
+        let (offset, open_offset) = (h.param(3), h.param(4));
+        let (flag, records_local, activation_local) = (h.param(5), h.param(6), h.param(7));
         let (push, has_room, slow, join, report) = (
             h.block(c"push"),
             h.block(c"room"),
@@ -1507,6 +1574,7 @@ impl Inline {
             function,
             frame,
             offset,
+            open_offset,
         };
         let (records, index) =
             self.push_or_prepare(&h, thread, records, &push, [has_room, slow, join]);
@@ -1518,35 +1586,39 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, report);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
         let record = ir::byte_gep(b, records, offset);
-        self.report_waiting(&h, 7, record, (own, pending), None);
+        self.report_waiting(&h, 8, record, (own, pending), None);
         LLVMBuildRetVoid(b);
         h.finish(ty)
     }
 
-    /// `void __kage_count_leave(i64 offset, locals...)`: a deferred function returns. If it
+    /// `void __kage_count_leave(i64 offset, i64 open_offset, locals...)`: a deferred
+    /// function returns. If it
     /// pushed its activation, as any return (after the report of its locals); else its
     /// record counts the instance, its own counts and its inclusive ones (unless it is open
     /// further up the stack: recursion counts once), and the thread's totals what waited.
     unsafe fn define_leave(&self, own: [bool; 4], pending: [bool; 4]) -> RuntimeFunction {
-        let (h, ty, pushed) = self.deferred_helper("__kage_count_leave", &[self.i64_type]);
+        let fixed = [self.i64_type, self.i64_type];
+        let (h, ty, pushed) = self.deferred_helper("__kage_count_leave", &fixed);
         let b = h.builder;
-        let offset = h.param(0);
-        let (records_local, activation_local) = (h.param(2), h.param(3));
+        let (offset, open_offset) = (h.param(0), h.param(1));
+        let (records_local, activation_local) = (h.param(3), h.param(4));
         let (pushed_block, quiet) = (h.block(c"pushed"), h.block(c"quiet"));
         LLVMBuildCondBr(b, pushed, pushed_block, quiet);
         LLVMPositionBuilderAtEnd(b, pushed_block);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
         let record = ir::byte_gep(b, records, offset);
-        self.report_any_waiting(&h, 4, record, (own, pending));
+        self.report_any_waiting(&h, 5, record, (own, pending));
         let activation = LLVMBuildLoad2(b, self.i32_type, activation_local, c"".as_ptr());
         self.exit_check.call(b, &mut [activation]);
-        self.close.call(b, &mut [record]);
+        let cell = ir::byte_gep(b, records, open_offset);
+        self.close.call(b, &mut [record, cell]);
         self.pop.call(b, &mut [activation]);
         LLVMBuildRetVoid(b);
         LLVMPositionBuilderAtEnd(b, quiet);
         let records = LLVMBuildLoad2(b, self.ptr_type, records_local, c"".as_ptr());
         let record = ir::byte_gep(b, records, offset);
-        self.report_unopened(&h, record, (own, pending), None);
+        let cell = ir::byte_gep(b, records, open_offset);
+        self.report_unopened(&h, 5, [record, cell], (own, pending), None);
         self.set_running(b, LLVMConstPointerNull(self.ptr_type));
         LLVMBuildRetVoid(b);
         h.finish(ty)
@@ -1596,8 +1668,9 @@ impl Inline {
         }
     }
 
-    /// A deferred region's helper `name`, with parameters `(ptr record, i32 activation, ptr
-    /// region, ptr flag, ptr own..., ptr pending...)` and, `to_parent`, the parent's pending
+    /// A deferred region's helper `name`, with parameters `(ptr record, ptr cell, i32
+    /// activation, ptr region, ptr flag, ptr own..., ptr pending...)` (`cell`: the word
+    /// counting its source region's open instances) and, `to_parent`, the parent's pending
     /// locals; its entry branches on the flag (the record is open) to the first of the two
     /// blocks returned, else to the second.
     unsafe fn deferred_region_helper(
@@ -1607,45 +1680,46 @@ impl Inline {
     ) -> (
         HelperBuilder,
         LLVMTypeRef,
-        [LLVMValueRef; 4],
+        [LLVMValueRef; 5],
         [LLVMBasicBlockRef; 2],
     ) {
-        let mut params = vec![self.ptr_type; if to_parent { 16 } else { 12 }];
-        params[1] = self.i32_type;
+        let mut params = vec![self.ptr_type; if to_parent { 17 } else { 13 }];
+        params[2] = self.i32_type;
         let (h, ty) = self.void_helper(name, &mut params);
-        let fixed = [h.param(0), h.param(1), h.param(2), h.param(3)];
+        let fixed = std::array::from_fn(|i| h.param(i as u32));
         let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
-        let opened = LLVMBuildLoad2(h.builder, bool_type, fixed[3], c"".as_ptr());
+        let opened = LLVMBuildLoad2(h.builder, bool_type, fixed[4], c"".as_ptr());
         let blocks = [h.block(c"opened"), h.block(c"unopened")];
         LLVMBuildCondBr(h.builder, opened, blocks[0], blocks[1]);
         (h, ty, fixed, blocks)
     }
 
-    /// `void __kage_count_open_deferred(ptr record, i32 activation, ptr region, ptr flag,
-    /// ptr own..., ptr pending...)`: opens a deferred region's record if it is not open
-    /// (the region becomes the activation's innermost), then reports what waits in its
-    /// locals.
+    /// `void __kage_count_open_deferred(ptr record, ptr cell, i32 activation, ptr region,
+    /// ptr flag, ptr own..., ptr pending...)`: opens a deferred region's record if it is
+    /// not open (the region becomes the activation's innermost), then reports what waits in
+    /// its locals.
     unsafe fn define_open_deferred(&self, own: [bool; 4], pending: [bool; 4]) -> RuntimeFunction {
-        let (h, ty, [record, activation, region, flag], [already, open]) =
+        let (h, ty, [record, cell, activation, region, flag], [already, open]) =
             self.deferred_region_helper("__kage_count_open_deferred", false);
         let b = h.builder;
         let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
         LLVMPositionBuilderAtEnd(b, open);
-        self.open_at(b, record);
+        self.open_at(b, record, cell);
         LLVMBuildStore(b, LLVMConstInt(bool_type, 1, 0), flag);
         self.set_current.call(b, &mut [activation, region]);
-        self.report_waiting(&h, 4, record, (own, pending), None);
+        self.report_waiting(&h, 5, record, (own, pending), None);
         LLVMBuildRetVoid(b);
         LLVMPositionBuilderAtEnd(b, already);
         // (It is 1 already; stored so that once promoted to a register it is a constant.)
         LLVMBuildStore(b, LLVMConstInt(bool_type, 1, 0), flag);
-        self.report_any_waiting(&h, 4, record, (own, pending));
+        self.report_any_waiting(&h, 5, record, (own, pending));
         LLVMBuildRetVoid(b);
         h.finish(ty)
     }
 
-    /// `void __kage_count_leave_deferred(ptr record, i32 activation, ptr parent, ptr flag,
-    /// ptr own..., ptr pending..., [ptr parent_pending...])`: a deferred region is left. If
+    /// `void __kage_count_leave_deferred(ptr record, ptr cell, i32 activation, ptr parent,
+    /// ptr flag, ptr own..., ptr pending..., [ptr parent_pending...])`: a deferred region is
+    /// left. If
     /// its record is open: what waits reported, the record closed, `parent` the
     /// activation's innermost region. Else its record counts the instance, its own counts
     /// and its inclusive ones (unless it is open further up the stack), and the thread's
@@ -1656,41 +1730,44 @@ impl Inline {
         pending: [bool; 4],
         to_parent: bool,
     ) -> RuntimeFunction {
-        let (h, ty, [record, activation, parent, flag], [opened_block, quiet]) =
+        let (h, ty, [record, cell, activation, parent, flag], [opened_block, quiet]) =
             self.deferred_region_helper("__kage_count_leave_deferred", to_parent);
         let b = h.builder;
         let bool_type = LLVMInt1TypeInContext(LLVMGetModuleContext(self.module));
         LLVMPositionBuilderAtEnd(b, opened_block);
-        self.report_any_waiting(&h, 4, record, (own, pending));
-        self.close.call(b, &mut [record]);
+        self.report_any_waiting(&h, 5, record, (own, pending));
+        self.close.call(b, &mut [record, cell]);
         self.set_current.call(b, &mut [activation, parent]);
         LLVMBuildStore(b, LLVMConstInt(bool_type, 0, 0), flag);
         LLVMBuildRetVoid(b);
         LLVMPositionBuilderAtEnd(b, quiet);
         // (It is 0 already; stored so that once promoted to a register it is a constant.)
         LLVMBuildStore(b, LLVMConstInt(bool_type, 0, 0), flag);
-        self.report_unopened(&h, record, (own, pending), to_parent.then_some(12));
+        let to = to_parent.then_some(13);
+        self.report_unopened(&h, 5, [record, cell], (own, pending), to);
         LLVMBuildRetVoid(b);
         h.finish(ty)
     }
 
     /// In a deferred function's or region's helper (own and pending locals from parameter
-    /// 4): an instance that never opened its record, reported as a tree's root would be: an
-    /// instance, what waited ([`Self::report_waiting`], to `to`), and its inclusive counts
-    /// unless it is open further up the stack (recursion counts once). Ends in a new block.
+    /// `own_at`): an instance that never opened its record, reported as a tree's root would
+    /// be: an instance, what waited ([`Self::report_waiting`], to `to`), and its inclusive
+    /// counts unless its source region is open further up the stack (`cell` is not 0:
+    /// recursion counts once). Ends in a new block.
     unsafe fn report_unopened(
         &self,
         h: &HelperBuilder,
-        record: LLVMValueRef,
+        own_at: u32,
+        [record, cell]: [LLVMValueRef; 2],
         waiting: ([bool; 4], [bool; 4]),
         to: Option<u32>,
     ) {
         let b = h.builder;
         let (outermost, done) = (h.block(c"outermost"), h.block(c"done"));
         self.add_word(b, record, INSTANCES, LLVMConstInt(self.i64_type, 1, 0));
-        let totals = self.report_waiting(h, 4, record, waiting, to);
-        let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
-        let depth = self.load(b, self.i64_type, depth_field);
+        let totals = self.report_waiting(h, own_at, record, waiting, to);
+        self.mark_copy(b, [record, cell], OPENED, true);
+        let depth = self.load(b, self.i64_type, cell);
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let none_open = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
         LLVMBuildCondBr(b, none_open, outermost, done);
@@ -1704,23 +1781,66 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, done);
     }
 
-    /// Opens an instance of the record at `record`: instances + 1, open instances + 1, and
-    /// the first open one subtracts the totals from the inclusive counts. Ends in a new
-    /// block of the builder's function.
-    unsafe fn open_at(&self, b: LLVMBuilderRef, record: LLVMValueRef) {
-        let one = LLVMConstInt(self.i64_type, 1, 0);
-        self.add_word(b, record, INSTANCES, one);
-        let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
-        let depth = self.load(b, self.i64_type, depth_field);
-        self.store(b, LLVMBuildAdd(b, depth, one, c"".as_ptr()), depth_field);
+    /// A new block of the builder's function.
+    unsafe fn new_block(&self, b: LLVMBuilderRef, name: &std::ffi::CStr) -> LLVMBasicBlockRef {
         let function = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
         let context = LLVMGetModuleContext(self.module);
-        let outermost = LLVMAppendBasicBlockInContext(context, function, c"outermost".as_ptr());
-        let done = LLVMAppendBasicBlockInContext(context, function, c"opened".as_ptr());
+        LLVMAppendBasicBlockInContext(context, function, name.as_ptr())
+    }
+
+    /// A copy's `DEPTH` ([`kage_abi::count::HOLDS`], [`kage_abi::count::OPENED`]): set to
+    /// `bits`, or, `keep`, `bits` added; nothing when `cell` is the record's own `DEPTH` (a
+    /// region without copies: the comparison folds once the helper is inlined). Ends in a
+    /// new block.
+    unsafe fn mark_copy(
+        &self,
+        b: LLVMBuilderRef,
+        [record, cell]: [LLVMValueRef; 2],
+        bits: u64,
+        keep: bool,
+    ) {
+        let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
+        let (copy, done) = (self.new_block(b, c"copy"), self.new_block(b, c"marked"));
+        let elsewhere = LLVMBuildICmp(
+            b,
+            LLVMIntPredicate::LLVMIntNE,
+            cell,
+            depth_field,
+            c"".as_ptr(),
+        );
+        LLVMBuildCondBr(b, elsewhere, copy, done);
+        LLVMPositionBuilderAtEnd(b, copy);
+        let mut value = LLVMConstInt(self.i64_type, bits, 0);
+        if keep {
+            let old = self.load(b, self.i64_type, depth_field);
+            value = LLVMBuildOr(b, old, value, c"".as_ptr());
+        }
+        self.store(b, value, depth_field);
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+    }
+
+    /// Opens an instance of the record at `record`, whose source region's open instances
+    /// `cell` counts: instances + 1, open instances + 1, and the source region's first open
+    /// one subtracts the totals from the inclusive counts (a copy's record marked as
+    /// holding it, [`Self::mark_copy`]). Ends in a new block of the builder's function.
+    unsafe fn open_at(&self, b: LLVMBuilderRef, record: LLVMValueRef, cell: LLVMValueRef) {
+        let one = LLVMConstInt(self.i64_type, 1, 0);
+        self.add_word(b, record, INSTANCES, one);
+        let depth = self.load(b, self.i64_type, cell);
+        let outermost = self.new_block(b, c"outermost");
+        let nested = self.new_block(b, c"nested");
+        let done = self.new_block(b, c"opened");
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let first = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
-        LLVMBuildCondBr(b, first, outermost, done);
+        LLVMBuildCondBr(b, first, outermost, nested);
+        LLVMPositionBuilderAtEnd(b, nested);
+        self.store(b, LLVMBuildAdd(b, depth, one, c"".as_ptr()), cell);
+        self.mark_copy(b, [record, cell], OPENED, true);
+        LLVMBuildBr(b, done);
         LLVMPositionBuilderAtEnd(b, outermost);
+        self.store(b, one, cell);
+        self.mark_copy(b, [record, cell], HOLDS | OPENED, false);
         let totals = self.address(b, self.totals);
         for k in 0..4 {
             let now = ir::load_relaxed(b, self.i64_type, self.cell(b, totals, k));
@@ -1730,34 +1850,43 @@ impl Inline {
         LLVMPositionBuilderAtEnd(b, done);
     }
 
-    /// `void __kage_count_open(ptr record)`.
+    /// `void __kage_count_open(ptr record, ptr cell)`.
     unsafe fn define_open(&self) -> RuntimeFunction {
-        let mut params = [self.ptr_type];
+        let mut params = [self.ptr_type, self.ptr_type];
         let (h, ty) = self.void_helper("__kage_count_open", &mut params);
-        self.open_at(h.builder, h.param(0));
+        self.open_at(h.builder, h.param(0), h.param(1));
         LLVMBuildRetVoid(h.builder);
         h.finish(ty)
     }
 
-    /// `void __kage_count_close(ptr record)`: open instances - 1 (none open: nothing), and
-    /// the last one adds the totals to the inclusive counts.
+    /// `void __kage_count_close(ptr record, ptr cell)`: the source region's open instances
+    /// (`cell`) - 1 (none open: nothing), and the last one adds the totals to the
+    /// inclusive counts (the record holds it: instances nest; a copy's no longer does).
     unsafe fn define_close(&self) -> RuntimeFunction {
-        let mut params = [self.ptr_type];
+        let mut params = [self.ptr_type, self.ptr_type];
         let (h, ty) = self.void_helper("__kage_count_close", &mut params);
         let b = h.builder;
-        let record = h.param(0);
-        let (open, last, done) = (h.block(c"open"), h.block(c"last"), h.block(c"done"));
-        let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
-        let depth = self.load(b, self.i64_type, depth_field);
+        let (record, cell) = (h.param(0), h.param(1));
+        let (open, nested, last, done) = (
+            h.block(c"open"),
+            h.block(c"nested"),
+            h.block(c"last"),
+            h.block(c"done"),
+        );
+        let depth = self.load(b, self.i64_type, cell);
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let one = LLVMConstInt(self.i64_type, 1, 0);
         let none = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
         ir::set_branch_weights(LLVMBuildCondBr(b, none, done, open), 1, 1 << 20);
         LLVMPositionBuilderAtEnd(b, open);
-        self.store(b, LLVMBuildSub(b, depth, one, c"".as_ptr()), depth_field);
         let outermost = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, one, c"".as_ptr());
-        LLVMBuildCondBr(b, outermost, last, done);
+        LLVMBuildCondBr(b, outermost, last, nested);
+        LLVMPositionBuilderAtEnd(b, nested);
+        self.store(b, LLVMBuildSub(b, depth, one, c"".as_ptr()), cell);
+        LLVMBuildBr(b, done);
         LLVMPositionBuilderAtEnd(b, last);
+        self.store(b, zero, cell);
+        self.mark_copy(b, [record, cell], OPENED, false);
         let totals = self.address(b, self.totals);
         for k in 0..4 {
             let now = ir::load_relaxed(b, self.i64_type, self.cell(b, totals, k));

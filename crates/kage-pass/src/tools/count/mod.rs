@@ -25,6 +25,7 @@ mod regions;
 
 use std::collections::HashMap;
 
+use kage_abi::count::WORDS;
 use kage_abi::{symbols, Instrumentation};
 use llvm_sys::core::*;
 use llvm_sys::prelude::{
@@ -296,7 +297,11 @@ unsafe fn instrument_function(
             builder,
             entry_at,
             table.module_global,
-            (table.region_ptr(function), function),
+            (
+                table.region_ptr(function),
+                function,
+                table.open_offset(function),
+            ),
             !tree_starts,
             counted[0],
             pending_of[0],
@@ -328,7 +333,7 @@ unsafe fn instrument_function(
             builder,
             table.module_global,
             table.region_ptr(function),
-            function,
+            (function, table.open_offset(function)),
         );
         (Some(records), Some(activation))
     };
@@ -341,7 +346,18 @@ unsafe fn instrument_function(
         })
         .collect();
     let flushes: Vec<RuntimeFunction> = (trees.iter().zip(&tree_pending))
-        .map(|(t, pending)| inline.define_flush(plan, t, &counted, &sizes, pending.is_some()))
+        .map(|(t, pending)| {
+            // Where the tree's copies count their source regions' open instances, from
+            // the root's record on.
+            let root = plan.slots.base + t.root as u32;
+            let cells: Vec<Option<u64>> = (root..root + t.len as u32)
+                .map(|local| {
+                    let from_root = u64::from(root) * (WORDS as u64 * 8);
+                    (table.has_copies(local)).then(|| table.open_offset(local) - from_root)
+                })
+                .collect();
+            inline.define_flush(plan, t, (&counted, &sizes, &cells), pending.is_some())
+        })
         .collect();
     let at = Emitter {
         inline,
