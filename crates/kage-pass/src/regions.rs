@@ -248,11 +248,25 @@ pub fn source_cells(entries: &[RegionEntry]) -> Vec<u32> {
         .collect()
 }
 
+/// How many cells [`source_cells`] numbered.
+fn cell_count(source_cell: &[u32]) -> u32 {
+    (source_cell.iter())
+        .filter(|&&c| c != NONE)
+        .max()
+        .map_or(0, |&c| c + 1)
+}
+
 impl RegionTable {
-    /// Whether other entries of the module are copies of entry `local_index`'s source
-    /// region.
-    pub fn has_copies(&self, local_index: u32) -> bool {
-        self.source_cell[local_index as usize] != NONE
+    /// Entry `local_index`'s `source_cell`, when other entries of the module are copies of
+    /// its source region.
+    pub fn source_cell(&self, local_index: u32) -> Option<u32> {
+        let cell = self.source_cell[local_index as usize];
+        (cell != NONE).then_some(cell)
+    }
+
+    /// The module's `source_cells`.
+    pub fn source_cells(&self) -> u32 {
+        cell_count(&self.source_cell)
     }
 
     /// Byte offset, in the thread's records of the module (count instrumentation), of the
@@ -391,11 +405,6 @@ pub unsafe fn emit_table(
     let mut strings = StringPool::new(module);
     let u32_const = |v: u32| LLVMConstInt(i32_type, u64::from(v), 0);
     let source_cell = source_cells(entries);
-    let cell_count = source_cell
-        .iter()
-        .filter(|&&c| c != NONE)
-        .max()
-        .map_or(0, |&c| c + 1);
     let mut region_values: Vec<LLVMValueRef> = entries
         .iter()
         .enumerate()
@@ -445,7 +454,7 @@ pub unsafe fn emit_table(
         u32_const(info.instrumentation),
         u32_const(info.line_shift),
         u32_const(0),
-        u32_const(cell_count),
+        u32_const(cell_count(&source_cell)),
     ];
     LLVMSetInitializer(
         module_global,

@@ -1763,14 +1763,19 @@ impl Inline {
         to: Option<u32>,
     ) {
         let b = h.builder;
-        let (outermost, done) = (h.block(c"outermost"), h.block(c"done"));
+        let (outermost, nested, done) =
+            (h.block(c"outermost"), h.block(c"nested"), h.block(c"done"));
         self.add_word(b, record, INSTANCES, LLVMConstInt(self.i64_type, 1, 0));
         let totals = self.report_waiting(h, own_at, record, waiting, to);
-        self.mark_copy(b, [record, cell], OPENED, true);
         let depth = self.load(b, self.i64_type, cell);
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let none_open = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
-        LLVMBuildCondBr(b, none_open, outermost, done);
+        LLVMBuildCondBr(b, none_open, outermost, nested);
+        // A copy's inclusive counts lack this instance: the report must not derive them.
+        // (An instance reported here as outermost counts what the report would derive.)
+        LLVMPositionBuilderAtEnd(b, nested);
+        self.mark_copy(b, [record, cell], OPENED, true);
+        LLVMBuildBr(b, done);
         LLVMPositionBuilderAtEnd(b, outermost);
         for (k, total) in totals.iter().enumerate() {
             if let Some(total) = *total {

@@ -44,7 +44,7 @@ use crate::region_tree::NodeKind;
 use crate::regions::RegionTable;
 use crate::segments::function_segments;
 use emit::{Emitter, Inline, TreeLocals};
-use regions::{path_up, place, promoted_trees, Change, Placement};
+use regions::{path_up, place, promoted_trees, Change, Placement, PromotedTree};
 
 extern "C" {
     /// Splits the critical edge `from -> to` (src/shim.cpp): the new block, or null.
@@ -89,51 +89,47 @@ impl Tool for Count {
         let inline = Inline::declare(module);
         let data_layout = LLVMGetModuleDataLayout(module);
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
-        for plan in plans {
-            instrument_function(&inline, module, plan, table, builder, data_layout);
+        let promoted: Vec<Promotion> = plans.iter().map(|plan| promote(plan)).collect();
+        let open_cells = cells_opened_in_records(table, plans, &promoted);
+        for (plan, promotion) in plans.iter().zip(promoted) {
+            let module_wide = (table, &open_cells[..]);
+            instrument_function(
+                &inline,
+                module,
+                plan,
+                promotion,
+                module_wide,
+                builder,
+                data_layout,
+            );
         }
         LLVMDisposeBuilder(builder);
     }
 }
 
-/// Count instrumentation of one function.
+/// Which regions of a function keep their counts in locals, and where the edges' changes
+/// go (before anything is inserted).
+struct Promotion {
+    /// Each loop header's loop.
+    header_of: HashMap<usize, usize>,
+    /// Each block's predecessors (reachable ones).
+    predecessors: Vec<Vec<usize>>,
+    trees: Vec<PromotedTree>,
+    /// Per tree node: the tree it is in.
+    tree_of: Vec<Option<usize>>,
+    placements: Vec<(usize, Placement)>,
+    /// Per block: the trees its way in leaves.
+    trees_left_into: Vec<Vec<usize>>,
+}
+
+/// The function's promoted trees and the placement of its changes.
 ///
 /// # Safety
-/// `plan` must describe a live function of `module` that nothing was inserted into yet.
-unsafe fn instrument_function(
-    inline: &Inline,
-    module: LLVMModuleRef,
-    plan: &FunctionPlan,
-    table: &RegionTable,
-    builder: LLVMBuilderRef,
-    data_layout: llvm_sys::target::LLVMTargetDataRef,
-) {
+/// `plan` must describe a live function.
+unsafe fn promote(plan: &FunctionPlan) -> Promotion {
     let n = plan.cfg.blocks.len();
     let tree = plan.tree();
     let reachable = &plan.forest.reachable;
-    // Where the function's entry goes: after the entry block's static allocas, which must
-    // stay first (the entry's checks split the block).
-    let first = LLVMGetFirstInstruction(plan.cfg.blocks[0]);
-    let Some(mut entry_at) = ir::first_insertion_point(plan.cfg.blocks[0]) else {
-        return;
-    };
-    while ir::opcode(entry_at) == LLVMOpcode::LLVMAlloca {
-        entry_at = LLVMGetNextInstruction(entry_at);
-    }
-    let segments = function_segments(&plan.cfg, data_layout);
-    let block_of = |inst: LLVMValueRef| {
-        let parent = LLVMGetInstructionParent(inst);
-        plan.cfg.blocks.iter().position(|&b| b == parent)
-    };
-    let exits: Vec<(LLVMValueRef, usize)> = (plan.exits.iter())
-        .filter_map(|&at| Some((at, block_of(at)?)))
-        .collect();
-    let cmpxchgs: Vec<(LLVMValueRef, u64, usize)> = (plan.accesses.iter())
-        .filter_map(|access| match *access {
-            Access::CmpXchg { inst, size, .. } => Some((inst, size, block_of(inst)?)),
-            _ => None,
-        })
-        .collect();
     let header_of: HashMap<usize, usize> = (plan.forest.loops.iter().enumerate())
         .map(|(k, lp)| (lp.header, k))
         .collect();
@@ -164,6 +160,84 @@ unsafe fn instrument_function(
             .map(|(_, t)| t)
             .collect();
     };
+    Promotion {
+        header_of,
+        predecessors,
+        trees,
+        tree_of,
+        placements,
+        trees_left_into,
+    }
+}
+
+/// Per source cell of the module (`kage_region.source_cell`): whether a copy of its source
+/// region is counted in records, so that the cell can count open instances. A promoted
+/// tree's copy checks at its report whether its instances ran inside another copy's only
+/// where it can.
+fn cells_opened_in_records(
+    table: &RegionTable,
+    plans: &[FunctionPlan],
+    promoted: &[Promotion],
+) -> Vec<bool> {
+    let mut open = vec![false; table.source_cells() as usize];
+    for (plan, promotion) in plans.iter().zip(promoted) {
+        for (node, in_tree) in promotion.tree_of.iter().enumerate() {
+            let local = plan.slots.base + node as u32;
+            if let (Some(cell), None) = (table.source_cell(local), in_tree) {
+                open[cell as usize] = true;
+            }
+        }
+    }
+    open
+}
+
+/// Count instrumentation of one function, with its `promotion` and the module's `table`
+/// and [`cells_opened_in_records`].
+///
+/// # Safety
+/// `plan` must describe a live function of `module` that nothing was inserted into yet.
+unsafe fn instrument_function(
+    inline: &Inline,
+    module: LLVMModuleRef,
+    plan: &FunctionPlan,
+    promotion: Promotion,
+    (table, open_cells): (&RegionTable, &[bool]),
+    builder: LLVMBuilderRef,
+    data_layout: llvm_sys::target::LLVMTargetDataRef,
+) {
+    let n = plan.cfg.blocks.len();
+    let tree = plan.tree();
+    let Promotion {
+        header_of,
+        predecessors,
+        trees,
+        tree_of,
+        placements,
+        trees_left_into,
+    } = promotion;
+    // Where the function's entry goes: after the entry block's static allocas, which must
+    // stay first (the entry's checks split the block).
+    let first = LLVMGetFirstInstruction(plan.cfg.blocks[0]);
+    let Some(mut entry_at) = ir::first_insertion_point(plan.cfg.blocks[0]) else {
+        return;
+    };
+    while ir::opcode(entry_at) == LLVMOpcode::LLVMAlloca {
+        entry_at = LLVMGetNextInstruction(entry_at);
+    }
+    let segments = function_segments(&plan.cfg, data_layout);
+    let block_of = |inst: LLVMValueRef| {
+        let parent = LLVMGetInstructionParent(inst);
+        plan.cfg.blocks.iter().position(|&b| b == parent)
+    };
+    let exits: Vec<(LLVMValueRef, usize)> = (plan.exits.iter())
+        .filter_map(|&at| Some((at, block_of(at)?)))
+        .collect();
+    let cmpxchgs: Vec<(LLVMValueRef, u64, usize)> = (plan.accesses.iter())
+        .filter_map(|access| match *access {
+            Access::CmpXchg { inst, size, .. } => Some((inst, size, block_of(inst)?)),
+            _ => None,
+        })
+        .collect();
     let owner = |b: usize| tree_of[tree.block_region[b]];
     let whole_function = trees.first().is_some_and(|t| t.root == 0);
     // Blocks made on edges, before anything is inserted.
@@ -353,7 +427,8 @@ unsafe fn instrument_function(
             let cells: Vec<Option<u64>> = (root..root + t.len as u32)
                 .map(|local| {
                     let from_root = u64::from(root) * (WORDS as u64 * 8);
-                    (table.has_copies(local)).then(|| table.open_offset(local) - from_root)
+                    let cell = table.source_cell(local)?;
+                    (open_cells[cell as usize]).then(|| table.open_offset(local) - from_root)
                 })
                 .collect();
             inline.define_flush(plan, t, (&counted, &sizes, &cells), pending.is_some())
