@@ -141,8 +141,8 @@ pub struct Region {
     /// ([`SourceKey`]): the index of that source region's cell among the module's source
     /// cells ([`count`]); [`NONE`] otherwise.
     pub source_cell: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// [`count::IN_LOCALS`] or 0.
+    pub flags: u32,
 }
 
 /// `struct kage_module` (40 bytes, align 8).
@@ -173,7 +173,7 @@ pub mod layout {
     pub const REGION_SIZE: usize = 88;
     /// `global_id, kind, parent, first_line, last_line, local_index` (i32 each), then
     /// `name, symbol, file, module, code, call_file` (pointers), `call_line, call_column,
-    /// source_cell, reserved` (i32).
+    /// source_cell, flags` (i32).
     pub const REGION_FIELDS: [usize; 16] =
         [0, 4, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 72, 76, 80, 84];
     pub const MODULE_SIZE: usize = 40;
@@ -193,7 +193,7 @@ const _: () = {
     assert!(offset_of!(Region, file) == r[8] && offset_of!(Region, module) == r[9]);
     assert!(offset_of!(Region, code) == r[10] && offset_of!(Region, call_file) == r[11]);
     assert!(offset_of!(Region, call_line) == r[12] && offset_of!(Region, call_column) == r[13]);
-    assert!(offset_of!(Region, source_cell) == r[14] && offset_of!(Region, reserved) == r[15]);
+    assert!(offset_of!(Region, source_cell) == r[14] && offset_of!(Region, flags) == r[15]);
     assert!(size_of::<Module>() == layout::MODULE_SIZE);
     let m = layout::MODULE_FIELDS;
     assert!(offset_of!(Module, abi_version) == m[0] && offset_of!(Module, region_count) == m[1]);
@@ -659,22 +659,20 @@ pub mod count {
     /// outermost instances minus the thread's totals at the start of its open outermost
     /// instance (if any), then `DEPTH`: the open instances of its source region on the
     /// thread, or, for a region with copies in its module ([`crate::Region::source_cell`]),
-    /// the bits [`HOLDS`], [`OPENED`] and [`CORRECTED`]. "Outermost" is per source region: an instance of
-    /// a copy opened inside another copy's is not, and adds no inclusive counts.
+    /// 1 while its instance is the source region's outermost open one (it took the
+    /// totals), else 0. "Outermost" is per source region: an instance of a copy opened
+    /// inside another copy's is not, and adds no inclusive counts. A region counted in
+    /// locals ([`IN_LOCALS`]) adds none either: the report derives them, and its inclusive
+    /// counts hold a correction (minus what its instances made inside another copy of its
+    /// source region, which counts it).
     pub const INSTANCES: usize = 0;
     pub const SELF: usize = 1;
     pub const INCLUSIVE: usize = 5;
     pub const DEPTH: usize = 9;
     pub const WORDS: usize = 10;
-    /// A copy's `DEPTH` bit: its instance is its source region's outermost open one on the
-    /// thread (it took the totals).
-    pub const HOLDS: u64 = 1;
-    /// A copy's `DEPTH` bit: it counted an instance in its record (its inclusive counts
-    /// are its own, even 0, and not derived at the report as a promoted tree's are).
-    pub const OPENED: u64 = 2;
-    /// A copy's `DEPTH` bit, in a promoted tree: its inclusive counts hold what its
-    /// instances inside another copy's made, to subtract from the ones the report derives.
-    pub const CORRECTED: u64 = 4;
+    /// [`crate::Region::flags`]: a count build keeps the region's counts in locals (a
+    /// promoted tree's region, docs/abi.md): the report derives its inclusive counts.
+    pub const IN_LOCALS: u32 = 1;
 
     /// `u64`s in a module's records: a record per region, then a cell per source region
     /// with copies ([`crate::Module::source_cells`]) counting its open instances.

@@ -15,6 +15,8 @@ use crate::loops::LoopForest;
 use crate::region_tree::{Location, NodeKind, RegionTree};
 
 const REGIONS_GLOBAL: &str = "__kage_regions";
+/// `kage_region.flags`, the last field.
+const FLAGS_FIELD: u32 = 15;
 /// Starts with `__kage_`, so the pass never instruments its own constructor.
 const CTOR_NAME: &str = "__kage_module_ctor";
 
@@ -267,6 +269,34 @@ impl RegionTable {
     /// The module's `source_cells`.
     pub fn source_cells(&self) -> u32 {
         cell_count(&self.source_cell)
+    }
+
+    /// Sets the `flags` of the entries `flags` names (by local index).
+    ///
+    /// # Safety
+    /// `self` must come from [`emit_table`] on a module that is still alive.
+    pub unsafe fn set_flags(&self, flags: &[(u32, u32)]) {
+        if flags.is_empty() {
+            return;
+        }
+        let init = LLVMGetInitializer(self.regions_global);
+        let count = self.source_cell.len();
+        let mut entries: Vec<LLVMValueRef> = (0..count)
+            .map(|i| LLVMGetAggregateElement(init, i as u32))
+            .collect();
+        let region_type = LLVMTypeOf(entries[0]);
+        let i32_type = LLVMInt32TypeInContext(LLVMGetTypeContext(region_type));
+        for &(local, value) in flags {
+            let entry = entries[local as usize];
+            let mut fields: Vec<LLVMValueRef> = (0..FLAGS_FIELD + 1)
+                .map(|f| LLVMGetAggregateElement(entry, f))
+                .collect();
+            fields[FLAGS_FIELD as usize] = LLVMConstInt(i32_type, u64::from(value), 0);
+            entries[local as usize] =
+                LLVMConstNamedStruct(region_type, fields.as_mut_ptr(), fields.len() as u32);
+        }
+        let array = LLVMConstArray2(region_type, entries.as_mut_ptr(), count as u64);
+        LLVMSetInitializer(self.regions_global, array);
     }
 
     /// Byte offset, in the thread's records of the module (count instrumentation), of the

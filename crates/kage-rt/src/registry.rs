@@ -470,6 +470,9 @@ pub unsafe fn validate(m: *const Module) -> Result<(), String> {
         if !std::ptr::eq(r.module as *const Module, m) {
             return bad("module pointer does not point to its module".into());
         }
+        if r.flags & !kage_abi::count::IN_LOCALS != 0 {
+            return bad(format!("unknown flags {:#x}", r.flags));
+        }
         if r.source_cell != NONE && r.source_cell >= m.source_cells {
             return bad(format!(
                 "source cell {} of {}",
@@ -733,7 +736,7 @@ pub mod tests {
                 call_line: 30 + i as u32,
                 call_column: 5,
                 source_cell: NONE,
-                reserved: 0,
+                flags: 0,
             })
             .collect();
         unsafe { (*m).regions = Box::leak(regions.into_boxed_slice()).as_mut_ptr() };
@@ -849,6 +852,10 @@ pub mod tests {
             .contains("region 1: source cell 0 of 0"));
         unsafe { (*m).source_cells = 1 };
         assert_eq!(unsafe { validate(m) }, Ok(()));
+        unsafe { (*(*m).regions).flags = 2 };
+        assert!(unsafe { validate(m) }
+            .unwrap_err()
+            .contains("region 0: unknown flags 0x2"));
         let m = table(&[(F, NONE), (F, NONE)], "idx");
         unsafe { (*(*m).regions.add(1)).local_index = 0 };
         assert!(unsafe { validate(m) }.unwrap_err().contains("local_index"));

@@ -29,8 +29,8 @@ use crate::registry;
 use crate::sync::SpinLock;
 use crate::tool::{to_map, RegionMembers, ThreadTool, Tool, ToolResults};
 use kage_abi::count::{
-    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CORRECTED, CURRENT, DEPTH, EPOCH, FRAME, HOLDS,
-    INCLUSIVE, INSTANCES, MAX_MODULES, OPENED, OWNER, RECORDS, SELF, THREAD_WORDS, TOP, WORDS,
+    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CURRENT, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES,
+    IN_LOCALS, MAX_MODULES, OWNER, RECORDS, SELF, THREAD_WORDS, TOP, WORDS,
 };
 use kage_abi::{symbols, Module, Region, RegionKind, NONE};
 use kage_report::{CountStats, Counters};
@@ -63,52 +63,31 @@ struct Counted {
 }
 
 impl Counted {
-    /// Whether the region has copies in its module (its `DEPTH` holds [`HOLDS`] and
-    /// [`OPENED`]).
-    fn is_copy(&self) -> bool {
-        !std::ptr::eq(self.open, &self.rec[DEPTH])
-    }
-
     /// Whether the record holds its source region's outermost open instance (its
     /// inclusive counts lack the cells since its start).
     fn holds(&self) -> bool {
-        let depth = self.rec[DEPTH].load(Relaxed);
-        if self.is_copy() {
-            depth & HOLDS != 0
-        } else {
-            depth > 0
-        }
-    }
-
-    /// How the report takes its inclusive counts ([`derive_inclusive`]).
-    fn inclusive(&self) -> Inclusive {
-        let marks = if self.is_copy() {
-            self.rec[DEPTH].load(Relaxed)
-        } else {
-            0
-        };
-        if marks & OPENED != 0 {
-            Inclusive::AsCounted
-        } else if marks & CORRECTED != 0 {
-            Inclusive::Corrected
-        } else {
-            Inclusive::DerivedWhereZero
-        }
+        self.rec[DEPTH].load(Relaxed) > 0
     }
 }
 
 /// How a region's inclusive counts are read at the report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Inclusive {
-    /// A counter left 0 is derived from the self counts below: a promoted tree's region
-    /// adds none (a counter that is 0 in any other region counted nothing).
-    DerivedWhereZero,
-    /// A promoted tree's copy, some of whose instances ran inside another copy of its
-    /// source region: derived, plus the (negative) correction its counts hold.
-    Corrected,
-    /// As counted (a copy that counted in records; 0 when all its instances ran inside
-    /// other copies').
+    /// As its record counted them.
     AsCounted,
+    /// Derived from the self counts below it, plus the (negative) correction its record
+    /// holds: a region counted in locals ([`IN_LOCALS`]).
+    Derived,
+}
+
+impl Inclusive {
+    fn of(region: &Region) -> Inclusive {
+        if region.flags & IN_LOCALS != 0 {
+            Inclusive::Derived
+        } else {
+            Inclusive::AsCounted
+        }
+    }
 }
 
 /// A module's records on one thread: a record per region, then a cell per source region
@@ -337,11 +316,9 @@ fn open(c: Counted, now: [u64; 4]) {
     bump(&rec[INSTANCES], 1);
     let depth = open.load(Relaxed);
     open.store(depth + 1, Relaxed);
-    if c.is_copy() {
-        let marks = if depth == 0 { HOLDS | OPENED } else { OPENED };
-        rec[DEPTH].fetch_or(marks, Relaxed);
-    }
     if depth == 0 {
+        // (A region without copies counts in this word: it is 1 already.)
+        rec[DEPTH].store(1, Relaxed);
         for k in 0..4 {
             bump(&rec[INCLUSIVE + k], now[k].wrapping_neg());
         }
@@ -359,9 +336,7 @@ fn close(c: Counted, now: [u64; 4]) {
     }
     open.store(depth - 1, Relaxed);
     if depth == 1 {
-        if c.is_copy() {
-            rec[DEPTH].store(OPENED, Relaxed);
-        }
+        rec[DEPTH].store(0, Relaxed);
         for k in 0..4 {
             bump(&rec[INCLUSIVE + k], now[k]);
         }
@@ -1008,7 +983,7 @@ impl CountTool {
     /// The typed results (what `finish` serialises).
     pub fn collect(&self, region_count: usize) -> (Vec<CountStats>, Counters, Counters) {
         let mut regions = vec![CountStats::default(); region_count];
-        let mut inclusive = vec![Inclusive::DerivedWhereZero; region_count];
+        let mut inclusive = vec![Inclusive::AsCounted; region_count];
         let mut totals = Counters::default();
         let mut unattributed = Counters::default();
         let epoch = self.epoch.load(Acquire);
@@ -1036,9 +1011,7 @@ impl CountTool {
                         continue;
                     };
                     let counted = records.counted(i);
-                    // (A region is counted the same way on every thread; the strongest
-                    // says how.)
-                    inclusive[gid] = inclusive[gid].max(counted.inclusive());
+                    inclusive[gid] = Inclusive::of(&records.regions[i]);
                     let v: [u64; WORDS] = std::array::from_fn(|k| rec[k].load(Relaxed));
                     // An open instance counts what it did so far (in the record holding its
                     // source region's outermost one).
@@ -1095,15 +1068,12 @@ impl CountTool {
 }
 
 /// The inclusive counts the inline code leaves to the report: a region kept in locals (a
-/// promoted tree's, docs/abi.md) adds no inclusive counts to its record, and its inclusive
-/// counts are its self counts plus those of the regions below it (nothing in a tree calls
-/// out). Each counter left 0 is derived so, children first (a child's global id is above
-/// its parent's), as `how` says ([`Inclusive`]): a tree's copy whose instances partly ran
-/// inside another copy of its source region adds the correction its record holds, and a
-/// copy that counted in records is as counted. Exact for every other region too: a
-/// counter whose inclusive count is 0 counted nothing while the region was open, neither
-/// in the region nor in the regions nested in it. `parent_of` gives a region's parent's
-/// global id ([`NONE`]: none).
+/// promoted tree's, docs/abi.md) adds none to its record, and its inclusive counts are its
+/// self counts plus those of the regions below it (nothing in a tree calls out), plus the
+/// correction its record holds (minus what its instances made inside another copy of its
+/// source region, which counts them). Derived so as `how` says ([`Inclusive`]), children
+/// first (a child's global id is above its parent's); `parent_of` gives a region's
+/// parent's global id ([`NONE`]: none).
 fn derive_inclusive(
     regions: &mut [CountStats],
     how: &[Inclusive],
@@ -1126,14 +1096,9 @@ fn derive_inclusive(
             s.exclusive.bytes_written,
         ];
         let subtree: [u64; 4] = std::array::from_fn(|k| own[k] + below[gid][k]);
-        s.inclusive = counters(std::array::from_fn(|k| {
-            match how.get(gid).copied().unwrap_or(Inclusive::DerivedWhereZero) {
-                Inclusive::AsCounted => counted[k],
-                Inclusive::Corrected => subtree[k].wrapping_add(counted[k]),
-                Inclusive::DerivedWhereZero if counted[k] == 0 => subtree[k],
-                Inclusive::DerivedWhereZero => counted[k],
-            }
-        }));
+        if how.get(gid) == Some(&Inclusive::Derived) {
+            s.inclusive = counters(std::array::from_fn(|k| subtree[k].wrapping_add(counted[k])));
+        }
         let parent = parent_of(gid as u32).filter(|&p| p != NONE && (p as usize) < gid);
         if let Some(p) = parent {
             for k in 0..4 {
@@ -1693,12 +1658,11 @@ mod tests {
         // loop 9, a copy of a source region whose instances partly ran inside another
         // copy's: 4 loads, 32 bytes of its subtree's then (its correction).
         let parents = [NONE, 0, 1, 2, NONE, 4, 4, 4, 4, 8];
+        use Inclusive::{AsCounted, Derived};
         let how = [
-            [Inclusive::DerivedWhereZero; 7].as_slice(),
-            &[Inclusive::AsCounted, Inclusive::Corrected],
-            &[Inclusive::DerivedWhereZero],
-        ]
-        .concat();
+            AsCounted, Derived, Derived, Derived, AsCounted, AsCounted, AsCounted, AsCounted,
+            Derived, Derived,
+        ];
         let minus = |v: [u64; 4]| v.map(u64::wrapping_neg);
         let mut regions = vec![
             stats([40, 4, 320, 32], [10, 1, 80, 8]),

@@ -21,7 +21,7 @@ struct kage_region {
   const void *code;
   const char *call_file; /* inlined calls only */
   uint32_t call_line, call_column;
-  uint32_t source_cell, reserved; /* NONE: no copies of its source region in the module */
+  uint32_t source_cell, flags; /* NONE: no copies of its source region in the module */
 };
 struct kage_module {
   uint32_t abi_version, region_count;

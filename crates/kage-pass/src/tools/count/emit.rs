@@ -3,8 +3,8 @@
 //! function's edges, segments and returns get ([`Emitter`]).
 
 use kage_abi::count::{
-    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CORRECTED, DEPTH, EPOCH, FRAME, HOLDS, INCLUSIVE,
-    INSTANCES, OPENED, RECORDS, SELF, TOP, WORDS,
+    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES, RECORDS,
+    SELF, TOP, WORDS,
 };
 use kage_abi::{layout, symbols};
 use llvm_sys::core::*;
@@ -993,12 +993,6 @@ impl Inline {
                     self.add_word(b, record, INCLUSIVE + k, minus);
                 }
             }
-            let depth_field =
-                ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
-            let marks = self.load(b, self.i64_type, depth_field);
-            let corrected = LLVMConstInt(self.i64_type, CORRECTED, 0);
-            let marks = LLVMBuildOr(b, marks, corrected, c"".as_ptr());
-            self.store(b, marks, depth_field);
             LLVMBuildBr(b, after);
             LLVMPositionBuilderAtEnd(b, after);
         }
@@ -1763,19 +1757,13 @@ impl Inline {
         to: Option<u32>,
     ) {
         let b = h.builder;
-        let (outermost, nested, done) =
-            (h.block(c"outermost"), h.block(c"nested"), h.block(c"done"));
+        let (outermost, done) = (h.block(c"outermost"), h.block(c"done"));
         self.add_word(b, record, INSTANCES, LLVMConstInt(self.i64_type, 1, 0));
         let totals = self.report_waiting(h, own_at, record, waiting, to);
         let depth = self.load(b, self.i64_type, cell);
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let none_open = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
-        LLVMBuildCondBr(b, none_open, outermost, nested);
-        // A copy's inclusive counts lack this instance: the report must not derive them.
-        // (An instance reported here as outermost counts what the report would derive.)
-        LLVMPositionBuilderAtEnd(b, nested);
-        self.mark_copy(b, [record, cell], OPENED, true);
-        LLVMBuildBr(b, done);
+        LLVMBuildCondBr(b, none_open, outermost, done);
         LLVMPositionBuilderAtEnd(b, outermost);
         for (k, total) in totals.iter().enumerate() {
             if let Some(total) = *total {
@@ -1793,17 +1781,10 @@ impl Inline {
         LLVMAppendBasicBlockInContext(context, function, name.as_ptr())
     }
 
-    /// A copy's `DEPTH` ([`kage_abi::count::HOLDS`], [`kage_abi::count::OPENED`]): set to
-    /// `bits`, or, `keep`, `bits` added; nothing when `cell` is the record's own `DEPTH` (a
-    /// region without copies: the comparison folds once the helper is inlined). Ends in a
-    /// new block.
-    unsafe fn mark_copy(
-        &self,
-        b: LLVMBuilderRef,
-        [record, cell]: [LLVMValueRef; 2],
-        bits: u64,
-        keep: bool,
-    ) {
+    /// `value` to a copy's `DEPTH` (1 while it holds its source region's outermost open
+    /// instance); nothing when `cell` is the record's own `DEPTH` (a region without copies:
+    /// the comparison folds once the helper is inlined). Ends in a new block.
+    unsafe fn mark_copy(&self, b: LLVMBuilderRef, [record, cell]: [LLVMValueRef; 2], value: u64) {
         let depth_field = ir::byte_gep(b, record, LLVMConstInt(self.i64_type, DEPTH as u64 * 8, 0));
         let (copy, done) = (self.new_block(b, c"copy"), self.new_block(b, c"marked"));
         let elsewhere = LLVMBuildICmp(
@@ -1815,12 +1796,7 @@ impl Inline {
         );
         LLVMBuildCondBr(b, elsewhere, copy, done);
         LLVMPositionBuilderAtEnd(b, copy);
-        let mut value = LLVMConstInt(self.i64_type, bits, 0);
-        if keep {
-            let old = self.load(b, self.i64_type, depth_field);
-            value = LLVMBuildOr(b, old, value, c"".as_ptr());
-        }
-        self.store(b, value, depth_field);
+        self.store(b, LLVMConstInt(self.i64_type, value, 0), depth_field);
         LLVMBuildBr(b, done);
         LLVMPositionBuilderAtEnd(b, done);
     }
@@ -1833,19 +1809,14 @@ impl Inline {
         let one = LLVMConstInt(self.i64_type, 1, 0);
         self.add_word(b, record, INSTANCES, one);
         let depth = self.load(b, self.i64_type, cell);
+        self.store(b, LLVMBuildAdd(b, depth, one, c"".as_ptr()), cell);
         let outermost = self.new_block(b, c"outermost");
-        let nested = self.new_block(b, c"nested");
         let done = self.new_block(b, c"opened");
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let first = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
-        LLVMBuildCondBr(b, first, outermost, nested);
-        LLVMPositionBuilderAtEnd(b, nested);
-        self.store(b, LLVMBuildAdd(b, depth, one, c"".as_ptr()), cell);
-        self.mark_copy(b, [record, cell], OPENED, true);
-        LLVMBuildBr(b, done);
+        LLVMBuildCondBr(b, first, outermost, done);
         LLVMPositionBuilderAtEnd(b, outermost);
-        self.store(b, one, cell);
-        self.mark_copy(b, [record, cell], HOLDS | OPENED, false);
+        self.mark_copy(b, [record, cell], 1);
         let totals = self.address(b, self.totals);
         for k in 0..4 {
             let now = ir::load_relaxed(b, self.i64_type, self.cell(b, totals, k));
@@ -1872,26 +1843,18 @@ impl Inline {
         let (h, ty) = self.void_helper("__kage_count_close", &mut params);
         let b = h.builder;
         let (record, cell) = (h.param(0), h.param(1));
-        let (open, nested, last, done) = (
-            h.block(c"open"),
-            h.block(c"nested"),
-            h.block(c"last"),
-            h.block(c"done"),
-        );
+        let (open, last, done) = (h.block(c"open"), h.block(c"last"), h.block(c"done"));
         let depth = self.load(b, self.i64_type, cell);
         let zero = LLVMConstInt(self.i64_type, 0, 0);
         let one = LLVMConstInt(self.i64_type, 1, 0);
         let none = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, zero, c"".as_ptr());
         ir::set_branch_weights(LLVMBuildCondBr(b, none, done, open), 1, 1 << 20);
         LLVMPositionBuilderAtEnd(b, open);
-        let outermost = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, one, c"".as_ptr());
-        LLVMBuildCondBr(b, outermost, last, nested);
-        LLVMPositionBuilderAtEnd(b, nested);
         self.store(b, LLVMBuildSub(b, depth, one, c"".as_ptr()), cell);
-        LLVMBuildBr(b, done);
+        let outermost = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, depth, one, c"".as_ptr());
+        LLVMBuildCondBr(b, outermost, last, done);
         LLVMPositionBuilderAtEnd(b, last);
-        self.store(b, zero, cell);
-        self.mark_copy(b, [record, cell], OPENED, false);
+        self.mark_copy(b, [record, cell], 0);
         let totals = self.address(b, self.totals);
         for k in 0..4 {
             let now = ir::load_relaxed(b, self.i64_type, self.cell(b, totals, k));

@@ -25,7 +25,7 @@ mod regions;
 
 use std::collections::HashMap;
 
-use kage_abi::count::WORDS;
+use kage_abi::count::{IN_LOCALS, WORDS};
 use kage_abi::{symbols, Instrumentation};
 use llvm_sys::core::*;
 use llvm_sys::prelude::{
@@ -91,6 +91,16 @@ impl Tool for Count {
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         let promoted: Vec<Promotion> = plans.iter().map(|plan| promote(plan)).collect();
         let open_cells = cells_opened_in_records(table, plans, &promoted);
+        // The regions counted in locals, whose inclusive counts the report derives.
+        let in_locals: Vec<(u32, u32)> = (plans.iter().zip(&promoted))
+            .flat_map(|(plan, promotion)| {
+                let base = plan.slots.base;
+                (promotion.tree_of.iter().enumerate())
+                    .filter(|(_, tree)| tree.is_some())
+                    .map(move |(node, _)| (base + node as u32, IN_LOCALS))
+            })
+            .collect();
+        table.set_flags(&in_locals);
         for (plan, promotion) in plans.iter().zip(promoted) {
             let module_wide = (table, &open_cells[..]);
             instrument_function(
