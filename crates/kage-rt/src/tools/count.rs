@@ -99,6 +99,20 @@ struct ModuleRecords {
 }
 
 impl ModuleRecords {
+    /// The records at `p` of module `m`.
+    ///
+    /// # Safety
+    /// `m` is a registered module's table and `p` its records on a thread
+    /// ([`record_words`]), both never freed.
+    unsafe fn new(p: *const AtomicU64, m: &'static Module) -> ModuleRecords {
+        let count = m.region_count as usize;
+        ModuleRecords {
+            records: std::slice::from_raw_parts(p as *const Record, count),
+            cells: std::slice::from_raw_parts(p.add(count * WORDS), m.source_cells as usize),
+            regions: std::slice::from_raw_parts(m.regions, count),
+        }
+    }
+
     /// Region `i`'s record and its source region's open instances.
     fn counted(&self, i: usize) -> Counted {
         let rec = &self.records[i];
@@ -273,17 +287,8 @@ impl ThreadCounts {
         if p.is_null() {
             return None;
         }
-        let count = module.count as usize;
-        // SAFETY: a registered module's table and the records allocated for it
-        // (`record_words`), never freed.
-        unsafe {
-            let m = &*module.module;
-            Some(ModuleRecords {
-                records: std::slice::from_raw_parts(p as *const Record, count),
-                cells: std::slice::from_raw_parts(p.add(count * WORDS), m.source_cells as usize),
-                regions: std::slice::from_raw_parts(m.regions, count),
-            })
-        }
+        // SAFETY: a registered module's table and the records allocated for it.
+        Some(unsafe { ModuleRecords::new(p, &*module.module) })
     }
 }
 
@@ -417,12 +422,7 @@ impl CountThread {
         if records.is_null() {
             return None;
         }
-        let local = (*r).local_index;
-        let open = kage_abi::count::open_offset((*m).region_count, local, (*r).source_cell);
-        Some(Counted {
-            rec: &*(records.add(local as usize * WORDS) as *const Record),
-            open: &*records.add(open / 8),
-        })
+        Some(ModuleRecords::new(records, &*m).counted((*r).local_index as usize))
     }
 
     /// The record of region `gid`.
