@@ -49,10 +49,12 @@
 //!   marks take the address of such pointers, which no later pass can observe).
 //! - The table's `code` field refers to every instrumented function, so the table keeps
 //!   them alive (e.g. against `--gc-sections`).
-//! - Working-set modes: inline assembly and `llvm.experimental.gc.statepoint`/`patchpoint`,
-//!   `llvm.coro.*` and `llvm.icall.branch.funnel` cut segments like calls; other intrinsics
-//!   do not. In the entry block the first segment starts after the leading static
-//!   `alloca`s (so they stay static once the helpers are inlined).
+//! - Inline assembly that names a call, jump or system call instruction, `asm goto`, and
+//!   `llvm.experimental.gc.statepoint`/`patchpoint`, `llvm.coro.*` and
+//!   `llvm.icall.branch.funnel` cut segments like calls; other intrinsics and other inline
+//!   assembly do not (its memory accesses are not seen). In the entry block the first
+//!   segment starts after the leading static `alloca`s (so they stay static once the
+//!   helpers are inlined).
 //! - Hoisting needs the shape described in [`hoist`]: a dedicated preheader ending in an
 //!   unconditional `br` (clang -O2 often folds an empty preheader into the guard block, and
 //!   such loops stay instrumented per segment), a single exit at the latch on `icmp eq|ne`

@@ -95,8 +95,10 @@ unsafe fn block_segments(
 }
 
 /// Whether `inst` ends a segment: a call, invoke or callbr that may run instrumented code,
-/// i.e. any except the pass's own `__kage_*` functions and intrinsics other than those in
-/// [`CALLING_INTRINSICS`]. Inline assembly counts as a call (it could call anything).
+/// i.e. any except the pass's own `__kage_*` functions, intrinsics other than those in
+/// [`CALLING_INTRINSICS`], and inline assembly whose text has no instruction that calls,
+/// jumps or enters the kernel ([`asm_may_call`]; a branchless `cmov`, a `bswap` or a
+/// `pause` does not run other code). A `callbr` (`asm goto`) always does.
 ///
 /// # Safety
 /// `inst` must be a valid instruction.
@@ -105,7 +107,14 @@ pub unsafe fn is_cut(inst: LLVMValueRef) -> bool {
         return false;
     }
     let Some(callee) = ir::direct_callee(inst) else {
-        return true; // indirect call or inline assembly
+        let called = LLVMGetCalledValue(inst);
+        if ir::opcode(inst) != LLVMOpcode::LLVMCallBr && !LLVMIsAInlineAsm(called).is_null() {
+            let mut len = 0;
+            let text = LLVMGetInlineAsmAsmString(called, &mut len);
+            let text = std::slice::from_raw_parts(text.cast::<u8>(), len);
+            return asm_may_call(&String::from_utf8_lossy(text));
+        }
+        return true; // an indirect call
     };
     let name = ir::value_name(callee);
     if name.starts_with("__kage_") {
@@ -117,6 +126,19 @@ pub unsafe fn is_cut(inst: LLVMValueRef) -> bool {
     } else {
         true
     }
+}
+
+/// Whether inline assembly `text` may run other code: it names a call, a jump (to a label
+/// of its own or not: it cannot be told), or a system call (x86-64 and AArch64 mnemonics).
+pub fn asm_may_call(text: &str) -> bool {
+    const MNEMONICS: &[&str] = &[
+        "call", "callq", "calll", "jmp", "jmpq", "syscall", "sysenter", "int", "bl", "blr", "br",
+        "b", "svc",
+    ];
+    // Operands such as `%0` or `%b1` split off as `0` and `b1`; `{att|intel}` dialect
+    // alternatives and `;`/newline-separated instructions split into words too.
+    text.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .any(|word| MNEMONICS.contains(&word.to_ascii_lowercase().as_str()))
 }
 
 /// One mark (or report) call for a range of bytes.
@@ -205,4 +227,35 @@ pub unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range], gap: 
         }
     }
     marks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asm_may_call;
+
+    #[test]
+    fn inline_assembly_that_calls_jumps_or_enters_the_kernel_may_call() {
+        // zstd's ZSTD_selectAddr, a byte swap, a spin-wait hint, a fence: no other code runs.
+        for quiet in [
+            "cmp $1, $2\n\tcmova $3, $0",
+            "bswap $0",
+            "pause",
+            "mfence",
+            "rep; nop",
+        ] {
+            assert!(!asm_may_call(quiet), "{quiet}");
+        }
+        for calling in [
+            "call ${1:P}",
+            "callq *$0",
+            "jmp 1f\n1:",
+            "syscall",
+            "int $$0x80",
+            "bl foo",
+            "svc #0",
+            "{call|call} $0",
+        ] {
+            assert!(asm_may_call(calling), "{calling}");
+        }
+    }
 }
