@@ -61,6 +61,8 @@ pub(super) struct Emitter<'a> {
     pub(super) sizes: &'a [[Option<u64>; 2]],
     /// Each tree's report helper.
     pub(super) flushes: &'a [RuntimeFunction],
+    /// Per tree: whether it waits to report ([`super::regions::delay_reports`]).
+    pub(super) waits: &'a [bool],
     /// The function's entry, when it is deferred until it needs its activation.
     pub(super) deferred: Option<&'a DeferredEntry>,
     /// Per tree: the locals its report leaves the thread's totals in (its parent's, when
@@ -269,8 +271,14 @@ impl Emitter<'_> {
     }
 
     pub(super) unsafe fn change(&self, c: &Change) {
-        if let Some(j) = c.flush {
+        for &j in &c.reports {
             self.flush(j);
+        }
+        match c.flush.filter(|j| !c.reports.contains(j)) {
+            // A tree that waits is no longer running: a fault from here on is not its.
+            Some(j) if self.waits[j] => self.inline.set_running(self.builder, self.running_after()),
+            Some(j) => self.flush(j),
+            None => {}
         }
         let t = &c.records;
         let counted_in_records = |node: &usize| self.deferred_region(*node).is_none();
@@ -359,16 +367,21 @@ impl Emitter<'_> {
         if let Some(pending) = self.tree_pending[j] {
             args.extend(pending);
         }
+        args.push(self.running_after());
+        self.flushes[j].call(self.builder, &mut args);
+    }
+
+    /// What `__kage_count_running` holds once a tree no longer runs.
+    unsafe fn running_after(&self) -> LLVMValueRef {
         let null = LLVMConstPointerNull(self.inline.ptr_type);
-        args.push(match self.deferred {
+        match self.deferred {
             Some(d) => {
                 // The function runs on: it is the tree a fault would name until it is pushed.
                 let pushed = self.plain_load(LLVMInt1TypeInContext(self.context()), d.flag);
                 LLVMBuildSelect(self.builder, pushed, null, d.function, c"".as_ptr())
             }
             None => null,
-        });
-        self.flushes[j].call(self.builder, &mut args);
+        }
     }
 
     unsafe fn context(&self) -> llvm_sys::prelude::LLVMContextRef {

@@ -44,7 +44,7 @@ use crate::region_tree::NodeKind;
 use crate::regions::RegionTable;
 use crate::segments::function_segments;
 use emit::{Emitter, Inline, TreeLocals};
-use regions::{path_up, place, promoted_trees, Change, Placement, PromotedTree};
+use regions::{path_up, place, promoted_trees, Change, Placement, PromotedTree, Reporting};
 
 extern "C" {
     /// Splits the critical edge `from -> to` (src/shim.cpp): the new block, or null.
@@ -251,7 +251,8 @@ unsafe fn instrument_function(
     let owner = |b: usize| tree_of[tree.block_region[b]];
     let whole_function = trees.first().is_some_and(|t| t.root == 0);
     // Blocks made on edges, before anything is inserted.
-    let mut edge_code: Vec<(LLVMValueRef, Change)> = Vec::new();
+    // Edges' code: `(terminator, change, (from, to))`.
+    let mut edge_code: Vec<(LLVMValueRef, Change, (usize, usize))> = Vec::new();
     let mut start_code: Vec<(usize, Option<Change>)> = Vec::new();
     for (b, placement) in placements {
         match placement {
@@ -269,7 +270,7 @@ unsafe fn instrument_function(
                         start_code.push((b, None));
                         break;
                     }
-                    made.push((LLVMGetBasicBlockTerminator(block), c));
+                    made.push((LLVMGetBasicBlockTerminator(block), c, (p, b)));
                 }
                 edge_code.extend(made);
             }
@@ -280,8 +281,11 @@ unsafe fn instrument_function(
         .map(|&(b, _)| b)
         .collect();
     let mut cut_blocks = vec![false; n];
+    // Each block's first call, where the trees waiting there report.
+    let mut first_cut: Vec<Option<LLVMValueRef>> = vec![None; n];
     for s in segments.iter().filter(|s| crate::segments::is_cut(s.end)) {
         cut_blocks[s.block] = true;
+        first_cut[s.block].get_or_insert(s.end);
     }
     let deferred_nodes = deferred_regions(
         plan,
@@ -293,6 +297,61 @@ unsafe fn instrument_function(
         &exits,
         &cmpxchgs,
     );
+    // Which trees wait to report, and where they report.
+    let reports = {
+        let size = regions::subtree_sizes(&tree.nodes);
+        let reporting = |c: &Change| {
+            let t = &c.records;
+            let in_records = |node: &usize| !deferred_nodes[*node];
+            if t.closes.iter().any(in_records) || t.opens.iter().any(in_records) {
+                return Some(Reporting::All);
+            }
+            // Deferred regions left (opening one does nothing yet).
+            let inside_left =
+                |root: usize| (t.closes.iter()).any(|&d| (d..d + size[d]).contains(&root));
+            (!t.closes.is_empty()).then(|| {
+                Reporting::Trees(
+                    (trees.iter().enumerate())
+                        .filter(|(_, t)| inside_left(t.root))
+                        .map(|(j, _)| j)
+                        .collect(),
+                )
+            })
+        };
+        let mut at_start = vec![None; n];
+        for (b, code) in &start_code {
+            at_start[*b] = match code {
+                Some(c) => reporting(c),
+                None => Some(Reporting::All),
+            };
+        }
+        let on_edges: HashMap<(usize, usize), Reporting> = (edge_code.iter())
+            .filter_map(|(_, c, edge)| Some((*edge, reporting(c)?)))
+            .collect();
+        let mut leaves = cut_blocks.clone();
+        exits.iter().for_each(|&(_, b)| leaves[b] = true);
+        let tree_of_block: Vec<Option<usize>> = (0..n).map(owner).collect();
+        let may_wait: Vec<bool> = trees.iter().map(|t| t.root != 0).collect();
+        regions::delay_reports(&regions::ReportFlow {
+            predecessors: &predecessors,
+            tree_of_block: &tree_of_block,
+            trees: trees.len(),
+            may_wait: &may_wait,
+            at_start: &at_start,
+            on_edges: &on_edges,
+            leaves: &leaves,
+        })
+    };
+    for (b, code) in start_code.iter_mut() {
+        if let Some(c) = code {
+            c.reports = reports.at_start[*b].clone();
+        }
+    }
+    for (_, c, edge) in edge_code.iter_mut() {
+        if let Some(list) = reports.on_edge.get(edge) {
+            c.reports = list.clone();
+        }
+    }
     // The calls before which the function's activation, or a deferred region's record, must
     // be open: those in the own code of the function and of deferred regions.
     let deferred_cuts: Vec<(LLVMValueRef, usize)> = (segments.iter())
@@ -455,6 +514,7 @@ unsafe fn instrument_function(
         locals: &locals,
         sizes: &sizes,
         flushes: &flushes,
+        waits: &reports.waits,
         deferred: deferred.as_ref(),
         tree_pending: &tree_pending,
         nodes: &tree.nodes,
@@ -472,7 +532,9 @@ unsafe fn instrument_function(
         match code {
             Some(c) => at.change(c),
             None => {
-                for &j in &trees_left_into[*b] {
+                let waiting = &reports.at_start[*b];
+                let left = trees_left_into[*b].iter().filter(|j| !waiting.contains(j));
+                for &j in waiting.iter().chain(left) {
                     at.flush(j);
                 }
                 let lp = header_of
@@ -506,6 +568,14 @@ unsafe fn instrument_function(
         LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(inst));
         at.cmpxchg(inst, size, tree.block_region[block]);
     }
+    // The trees waiting at a call report before it (and before a deferred function or
+    // region opens its record there, as they may report to its locals).
+    for b in 0..n {
+        if let (Some(call), false) = (first_cut[b], reports.before_leaving[b].is_empty()) {
+            position(call);
+            reports.before_leaving[b].iter().for_each(|&j| at.flush(j));
+        }
+    }
     for &(call, region) in &deferred_cuts {
         if region != 0 {
             position(call);
@@ -515,12 +585,17 @@ unsafe fn instrument_function(
             at.materialize();
         }
     }
-    for (terminator, c) in &edge_code {
+    for (terminator, c, _) in &edge_code {
         position(*terminator);
         at.change(c);
     }
     for &(inst, block) in &exits {
         position(inst);
+        if first_cut[block].is_none() {
+            reports.before_leaving[block]
+                .iter()
+                .for_each(|&j| at.flush(j));
+        }
         if whole_function {
             at.flush(0);
         } else {

@@ -38,13 +38,18 @@ pub(super) struct Change {
     pub(super) records: Transition,
     /// Tree nodes whose local instances grow (entered, or a new iteration of a body).
     pub(super) counted: Vec<usize>,
-    /// The tree (index) left on this edge.
+    /// The tree (index) left on this edge: it reports here, unless it waits.
     pub(super) flush: Option<usize>,
+    /// The waiting trees that report here, before the records change ([`delay_reports`]).
+    pub(super) reports: Vec<usize>,
 }
 
 impl Change {
     fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.counted.is_empty() && self.flush.is_none()
+        self.records.is_empty()
+            && self.counted.is_empty()
+            && self.flush.is_none()
+            && self.reports.is_empty()
     }
 }
 
@@ -309,6 +314,7 @@ pub(super) fn change(
         },
         counted,
         flush: left,
+        reports: Vec::new(),
     }
 }
 
@@ -404,4 +410,369 @@ pub(super) unsafe fn place(
         ));
     }
     (tree_of, placements, trees_left_into)
+}
+
+/// Which waiting trees must report where a function's regions change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Reporting {
+    /// All: a region counted in records opens or closes (its record takes or reads the
+    /// thread's totals), or the runtime changes the regions.
+    All,
+    /// Those in deferred regions left here, unopened or not (their locals, which the trees
+    /// directly under them report to, are reported then).
+    Trees(Vec<usize>),
+}
+
+/// What decides when the trees of a function report ([`delay_reports`]), as plain data: per
+/// block (reachable ones; others are never reached from them).
+pub(super) struct ReportFlow<'a> {
+    pub(super) predecessors: &'a [Vec<usize>],
+    /// The promoted tree each block is in, if any.
+    pub(super) tree_of_block: &'a [Option<usize>],
+    pub(super) trees: usize,
+    /// Whether a tree may wait in the block's function: not the whole function (its report
+    /// is at its returns).
+    pub(super) may_wait: &'a [bool],
+    /// Per block whose start changes the regions on every way in: who reports there.
+    pub(super) at_start: &'a [Option<Reporting>],
+    /// Per edge `(from, to)` whose own change changes the regions: who reports there.
+    pub(super) on_edges: &'a HashMap<(usize, usize), Reporting>,
+    /// Whether the block calls (a call that may run instrumented code or the runtime) or
+    /// returns.
+    pub(super) leaves: &'a [bool],
+}
+
+/// Where the trees that wait report ([`delay_reports`]).
+pub(super) struct Reports {
+    /// Per tree: whether it waits rather than reporting at each exit.
+    pub(super) waits: Vec<bool>,
+    /// Per block whose start changes the regions: the waiting trees reported first.
+    pub(super) at_start: Vec<Vec<usize>>,
+    /// Per edge whose change changes the regions: the waiting trees reported first.
+    pub(super) on_edge: HashMap<(usize, usize), Vec<usize>>,
+    /// Per block that calls or returns: the waiting trees reported before its first call
+    /// (or its return).
+    pub(super) before_leaving: Vec<Vec<usize>>,
+}
+
+/// The most places a waiting tree may report at: each is a copy of its report's code.
+pub(super) const MAX_WAITING_REPORTS: usize = 8;
+
+/// A set of trees, one bit each.
+#[derive(Clone, PartialEq, Eq)]
+struct TreeSet(Vec<u64>);
+
+impl TreeSet {
+    fn new(trees: usize) -> Self {
+        TreeSet(vec![0; trees.div_ceil(64)])
+    }
+
+    fn contains(&self, j: usize) -> bool {
+        self.0[j / 64] >> (j % 64) & 1 == 1
+    }
+
+    fn insert(&mut self, j: usize) {
+        self.0[j / 64] |= 1 << (j % 64);
+    }
+
+    fn union(&mut self, other: &TreeSet) {
+        self.0.iter_mut().zip(&other.0).for_each(|(a, b)| *a |= b);
+    }
+
+    /// The members `reporting` reports (all of them, or those it names).
+    fn reported(&self, reporting: &Reporting) -> Vec<usize> {
+        match reporting {
+            Reporting::All => (0..self.0.len() * 64)
+                .filter(|&j| self.contains(j))
+                .collect(),
+            Reporting::Trees(list) => list.iter().copied().filter(|&j| self.contains(j)).collect(),
+        }
+    }
+
+    /// Without the members `reporting` reports.
+    fn after(&self, reporting: Option<&Reporting>) -> TreeSet {
+        let mut set = self.clone();
+        match reporting {
+            None => {}
+            Some(Reporting::All) => set.0.iter_mut().for_each(|w| *w = 0),
+            Some(Reporting::Trees(list)) => {
+                list.iter().for_each(|&j| set.0[j / 64] &= !(1 << (j % 64)))
+            }
+        }
+        set
+    }
+}
+
+/// Which trees wait to report, and where they report then.
+///
+/// A tree's report at each exit adds its locals to the records and to the thread's totals
+/// (or to the locals of the deferred function or region directly around it). It need not
+/// be made at once: only before something reads what it adds, that is before a region
+/// counted in records opens or closes (its record takes or reads the totals), before the
+/// deferred region it is in is left, before the runtime changes the regions, before a call
+/// and before a return. A loop body counted in records (a rare call inside it) that runs
+/// inlined helpers at each iteration then reports them once per call or loop exit, not once
+/// per iteration: the iterations only add to the locals. A tree waits when an instance can
+/// start while its locals are still waiting (else waiting would save nothing) and it would
+/// report at no more than [`MAX_WAITING_REPORTS`] places.
+pub(super) fn delay_reports(flow: &ReportFlow) -> Reports {
+    let n = flow.predecessors.len();
+    let empty = TreeSet::new(flow.trees);
+    // Per block: the trees whose locals may wait at its start (after its start's change)
+    // and at its end.
+    let mut at_entry = vec![empty.clone(); n];
+    let mut at_exit = vec![empty.clone(); n];
+    let edge_reporting = |p: usize, b: usize| match &flow.at_start[b] {
+        Some(reporting) => Some(reporting),
+        None => flow.on_edges.get(&(p, b)),
+    };
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for b in 0..n {
+            let mut entry = empty.clone();
+            for &p in &flow.predecessors[b] {
+                entry.union(&at_exit[p].after(edge_reporting(p, b)));
+            }
+            let mut exit = if flow.leaves[b] {
+                empty.clone()
+            } else {
+                entry.clone()
+            };
+            if let Some(j) = flow.tree_of_block[b].filter(|&j| flow.may_wait[j]) {
+                exit.insert(j);
+            }
+            if entry != at_entry[b] || exit != at_exit[b] {
+                at_entry[b] = entry;
+                at_exit[b] = exit;
+                changed = true;
+            }
+        }
+    }
+    // Where each tree would report if it waited, and whether an instance can start while
+    // its locals wait.
+    let mut at_start: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut on_edge: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
+    let mut before_leaving: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut reentered = vec![false; flow.trees];
+    for b in 0..n {
+        if let Some(reporting) = &flow.at_start[b] {
+            let mut waiting = empty.clone();
+            flow.predecessors[b]
+                .iter()
+                .for_each(|&p| waiting.union(&at_exit[p]));
+            at_start[b] = waiting.reported(reporting);
+        }
+        if flow.leaves[b] {
+            before_leaving[b] = at_entry[b].reported(&Reporting::All);
+        }
+        if let Some(j) = flow.tree_of_block[b] {
+            let from_outside =
+                (flow.predecessors[b].iter()).filter(|&&p| flow.tree_of_block[p] != Some(j));
+            for &p in from_outside {
+                reentered[j] |= at_exit[p].after(edge_reporting(p, b)).contains(j);
+            }
+        }
+    }
+    for (&(p, b), reporting) in flow.on_edges {
+        if flow.at_start[b].is_none() {
+            on_edge.insert((p, b), at_exit[p].reported(reporting));
+        }
+    }
+    let mut sites = vec![0usize; flow.trees];
+    for list in (at_start.iter())
+        .chain(on_edge.values())
+        .chain(before_leaving.iter())
+    {
+        list.iter().for_each(|&j| sites[j] += 1);
+    }
+    let waits: Vec<bool> = (0..flow.trees)
+        .map(|j| reentered[j] && sites[j] <= MAX_WAITING_REPORTS)
+        .collect();
+    let keep = |list: &mut Vec<usize>| list.retain(|&j| waits[j]);
+    at_start.iter_mut().for_each(keep);
+    on_edge.values_mut().for_each(keep);
+    before_leaving.iter_mut().for_each(keep);
+    on_edge.retain(|_, list| !list.is_empty());
+    Reports {
+        waits,
+        at_start,
+        on_edge,
+        before_leaving,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A function's blocks as [`ReportFlow`] sees them: successors, the tree of each block,
+    /// the blocks whose start changes the regions, the edges that do, the blocks that call
+    /// or return.
+    struct Cfg {
+        successors: Vec<Vec<usize>>,
+        tree_of_block: Vec<Option<usize>>,
+        at_start: Vec<Option<Reporting>>,
+        on_edges: HashMap<(usize, usize), Reporting>,
+        leaves: Vec<bool>,
+    }
+
+    impl Cfg {
+        fn new(successors: Vec<Vec<usize>>) -> Self {
+            let n = successors.len();
+            Cfg {
+                successors,
+                tree_of_block: vec![None; n],
+                at_start: vec![None; n],
+                on_edges: HashMap::new(),
+                leaves: vec![false; n],
+            }
+        }
+
+        fn reports(&self, trees: usize) -> Reports {
+            let n = self.successors.len();
+            let mut predecessors = vec![Vec::new(); n];
+            for (p, succs) in self.successors.iter().enumerate() {
+                succs.iter().for_each(|&s| predecessors[s].push(p));
+            }
+            delay_reports(&ReportFlow {
+                predecessors: &predecessors,
+                tree_of_block: &self.tree_of_block,
+                trees,
+                may_wait: &vec![true; trees],
+                at_start: &self.at_start,
+                on_edges: &self.on_edges,
+                leaves: &self.leaves,
+            })
+        }
+    }
+
+    /// `0 -> 1 (header) -> 2 (tree 0) -> 3 (latch) -> 1`, `3 -> 4 (a call) -> 1`, and the
+    /// loop's exit `1 -> 5`, which closes its record and returns.
+    fn loop_with_rare_call() -> Cfg {
+        let mut cfg = Cfg::new(vec![
+            vec![1],
+            vec![2, 5],
+            vec![3],
+            vec![1, 4],
+            vec![1],
+            vec![],
+        ]);
+        cfg.tree_of_block[2] = Some(0);
+        cfg.leaves[4] = true;
+        cfg.leaves[5] = true;
+        cfg.at_start[5] = Some(Reporting::All);
+        cfg
+    }
+
+    #[test]
+    fn a_tree_run_at_each_iteration_reports_at_the_call_and_the_loops_exit() {
+        let reports = loop_with_rare_call().reports(1);
+        assert_eq!(reports.waits, [true]);
+        assert_eq!(reports.before_leaving[4], [0]);
+        assert_eq!(reports.at_start[5], [0]);
+        // Its locals were reported at the start of the exit block: none wait at the return.
+        assert!(reports.before_leaving[5].is_empty());
+        assert!(reports.on_edge.is_empty());
+        let elsewhere = (0..4).all(|b| reports.at_start[b].is_empty());
+        assert!(elsewhere && (0..4).all(|b| reports.before_leaving[b].is_empty()));
+    }
+
+    #[test]
+    fn a_tree_not_run_again_before_a_report_reports_at_its_exit() {
+        let mut cfg = Cfg::new(vec![vec![1], vec![2], vec![]]);
+        cfg.tree_of_block[1] = Some(0);
+        cfg.leaves[2] = true;
+        let reports = cfg.reports(1);
+        assert_eq!(reports.waits, [false]);
+        assert!(reports.before_leaving.iter().all(Vec::is_empty));
+    }
+
+    #[test]
+    fn a_records_change_on_the_back_edge_ends_the_wait() {
+        let mut cfg = loop_with_rare_call();
+        cfg.on_edges.insert((3, 1), Reporting::All);
+        let reports = cfg.reports(1);
+        assert_eq!(reports.waits, [false]);
+        assert!(reports.on_edge.is_empty());
+    }
+
+    #[test]
+    fn a_tree_that_would_report_in_too_many_places_reports_at_its_exit() {
+        // 1 (header) -> 2 (the tree) -> 3 -> 1 or one of `calls` blocks, each calling,
+        // -> 1.
+        let calls = MAX_WAITING_REPORTS + 1;
+        let mut successors = vec![vec![1], vec![2], vec![3], vec![1]];
+        successors[3].extend(4..4 + calls);
+        successors.extend((0..calls).map(|_| vec![1]));
+        let mut cfg = Cfg::new(successors);
+        cfg.tree_of_block[2] = Some(0);
+        (4..4 + calls).for_each(|b| cfg.leaves[b] = true);
+        assert_eq!(cfg.reports(1).waits, [false]);
+        // One place fewer, and it waits.
+        cfg.successors[3].pop();
+        cfg.successors.pop();
+        cfg.tree_of_block.pop();
+        cfg.at_start.pop();
+        cfg.leaves.pop();
+        let reports = cfg.reports(1);
+        assert_eq!(reports.waits, [true]);
+        let places = reports
+            .before_leaving
+            .iter()
+            .filter(|l| !l.is_empty())
+            .count();
+        assert_eq!(places, MAX_WAITING_REPORTS);
+    }
+
+    #[test]
+    fn a_changing_edge_reports_what_waits_at_its_source() {
+        // Two trees in the loop; the edge 3 -> 5 (out of the loop from the latch) closes
+        // its record; 1 -> 5 too.
+        let mut cfg = Cfg::new(vec![
+            vec![1],
+            vec![2, 5],
+            vec![6],
+            vec![1, 5],
+            vec![],
+            vec![],
+            vec![3],
+        ]);
+        cfg.tree_of_block[2] = Some(0);
+        cfg.tree_of_block[6] = Some(1);
+        cfg.on_edges.insert((3, 5), Reporting::All);
+        cfg.on_edges.insert((1, 5), Reporting::All);
+        cfg.leaves[5] = true;
+        let reports = cfg.reports(2);
+        assert_eq!(reports.waits, [true, true]);
+        assert_eq!(reports.on_edge[&(3, 5)], [0, 1]);
+        assert_eq!(reports.on_edge[&(1, 5)], [0, 1]);
+        assert!(reports.before_leaving[5].is_empty());
+    }
+
+    #[test]
+    fn leaving_a_deferred_region_reports_only_the_trees_in_it() {
+        // A loop (header 1, exit 6) whose body runs tree 1 (block 2), then a deferred region
+        // (blocks 3 to 5) with tree 0 (block 4) in it, left on the back edge 5 -> 1.
+        let mut cfg = Cfg::new(vec![
+            vec![1],
+            vec![2, 6],
+            vec![3],
+            vec![4],
+            vec![5],
+            vec![1],
+            vec![],
+        ]);
+        cfg.tree_of_block[4] = Some(0);
+        cfg.tree_of_block[2] = Some(1);
+        cfg.on_edges.insert((5, 1), Reporting::Trees(vec![0]));
+        cfg.at_start[6] = Some(Reporting::All);
+        cfg.leaves[6] = true;
+        let reports = cfg.reports(2);
+        // Tree 0 reports to the region's locals as it is left, at each iteration: nothing
+        // to gain by waiting. Tree 1 waits across it to the loop's exit.
+        assert_eq!(reports.waits, [false, true]);
+        assert_eq!(reports.at_start[6], [1]);
+        assert!(reports.on_edge.is_empty());
+    }
 }
