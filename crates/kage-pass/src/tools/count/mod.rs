@@ -297,51 +297,14 @@ unsafe fn instrument_function(
         &exits,
         &cmpxchgs,
     );
-    // Which trees wait to report, and where they report.
-    let reports = {
-        let size = regions::subtree_sizes(&tree.nodes);
-        let reporting = |c: &Change| {
-            let t = &c.records;
-            let in_records = |node: &usize| !deferred_nodes[*node];
-            if t.closes.iter().any(in_records) || t.opens.iter().any(in_records) {
-                return Some(Reporting::All);
-            }
-            // Deferred regions left (opening one does nothing yet).
-            let inside_left =
-                |root: usize| (t.closes.iter()).any(|&d| (d..d + size[d]).contains(&root));
-            (!t.closes.is_empty()).then(|| {
-                Reporting::Trees(
-                    (trees.iter().enumerate())
-                        .filter(|(_, t)| inside_left(t.root))
-                        .map(|(j, _)| j)
-                        .collect(),
-                )
-            })
-        };
-        let mut at_start = vec![None; n];
-        for (b, code) in &start_code {
-            at_start[*b] = match code {
-                Some(c) => reporting(c),
-                None => Some(Reporting::All),
-            };
-        }
-        let on_edges: HashMap<(usize, usize), Reporting> = (edge_code.iter())
-            .filter_map(|(_, c, edge)| Some((*edge, reporting(c)?)))
-            .collect();
-        let mut leaves = cut_blocks.clone();
-        exits.iter().for_each(|&(_, b)| leaves[b] = true);
-        let tree_of_block: Vec<Option<usize>> = (0..n).map(owner).collect();
-        let may_wait: Vec<bool> = trees.iter().map(|t| t.root != 0).collect();
-        regions::delay_reports(&regions::ReportFlow {
-            predecessors: &predecessors,
-            tree_of_block: &tree_of_block,
-            trees: trees.len(),
-            may_wait: &may_wait,
-            at_start: &at_start,
-            on_edges: &on_edges,
-            leaves: &leaves,
-        })
-    };
+    let reports = report_places(
+        plan,
+        (&trees, &tree_of),
+        (&start_code, &edge_code),
+        &deferred_nodes,
+        &predecessors,
+        (&cut_blocks, &exits),
+    );
     for (b, code) in start_code.iter_mut() {
         if let Some(c) = code {
             c.reports = reports.at_start[*b].clone();
@@ -602,6 +565,67 @@ unsafe fn instrument_function(
             at.exit(&path_up(&tree.nodes, tree.block_region[block], None));
         }
     }
+}
+
+/// Which trees wait to report, and where they report ([`regions::delay_reports`]), given
+/// the function's `trees` (and each region's tree), the changes placed at blocks' starts
+/// (`None`: the runtime's) and on edges, its deferred regions, and the blocks that call
+/// (`cut_blocks`) or return.
+fn report_places(
+    plan: &FunctionPlan,
+    (trees, tree_of): (&[PromotedTree], &[Option<usize>]),
+    (start_code, edge_code): (
+        &[(usize, Option<Change>)],
+        &[(LLVMValueRef, Change, (usize, usize))],
+    ),
+    deferred_nodes: &[bool],
+    predecessors: &[Vec<usize>],
+    (cut_blocks, exits): (&[bool], &[(LLVMValueRef, usize)]),
+) -> regions::Reports {
+    let tree = plan.tree();
+    let n = plan.cfg.blocks.len();
+    let size = regions::subtree_sizes(&tree.nodes);
+    let reporting = |c: &Change| {
+        let t = &c.records;
+        let in_records = |node: &usize| !deferred_nodes[*node];
+        if t.closes.iter().any(in_records) || t.opens.iter().any(in_records) {
+            return Some(Reporting::All);
+        }
+        // Deferred regions left (opening one does nothing yet).
+        let inside_left =
+            |root: usize| (t.closes.iter()).any(|&d| (d..d + size[d]).contains(&root));
+        (!t.closes.is_empty()).then(|| {
+            Reporting::Trees(
+                (trees.iter().enumerate())
+                    .filter(|(_, t)| inside_left(t.root))
+                    .map(|(j, _)| j)
+                    .collect(),
+            )
+        })
+    };
+    let mut at_start = vec![None; n];
+    for (b, code) in start_code {
+        at_start[*b] = match code {
+            Some(c) => reporting(c),
+            None => Some(Reporting::All),
+        };
+    }
+    let on_edges: HashMap<(usize, usize), Reporting> = (edge_code.iter())
+        .filter_map(|(_, c, edge)| Some((*edge, reporting(c)?)))
+        .collect();
+    let mut leaves = cut_blocks.to_vec();
+    exits.iter().for_each(|&(_, b)| leaves[b] = true);
+    let tree_of_block: Vec<Option<usize>> = (0..n).map(|b| tree_of[tree.block_region[b]]).collect();
+    let may_wait: Vec<bool> = trees.iter().map(|t| t.root != 0).collect();
+    regions::delay_reports(&regions::ReportFlow {
+        predecessors,
+        tree_of_block: &tree_of_block,
+        trees: trees.len(),
+        may_wait: &may_wait,
+        at_start: &at_start,
+        on_edges: &on_edges,
+        leaves: &leaves,
+    })
 }
 
 /// Per region of the function: the bytes every one of its loads reads (`[0]`) and every
