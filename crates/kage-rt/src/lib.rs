@@ -15,7 +15,7 @@
 //!   interface);
 //! - `options` (the option table: the common options, and the tools' as given), `registry`
 //!   (module tables, global ids), `stack` (region stacks and their repair), `sync`, `alloc`,
-//!   `chunked`.
+//!   `chunked`, `collections`.
 //!
 //! The runtime never calls the program's `malloc` (see `alloc`) and ignores events raised
 //! while it is itself running.
@@ -23,6 +23,7 @@
 pub mod abi;
 pub mod alloc;
 pub mod chunked;
+pub mod collections;
 pub mod contexts;
 pub mod gate;
 pub mod inline;

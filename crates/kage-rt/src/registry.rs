@@ -3,10 +3,10 @@
 //! and files), and what the program's modules were built with (instrumentations, line size).
 
 use crate::chunked::Chunked;
+use crate::collections::FastMap;
 use crate::stack::{Ancestors, FrameKind};
 use crate::sync::SpinLock;
 use kage_abi::{Instrumentation, Module, Region, RegionKind, SourceKey, NONE, REJECTED};
-use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -282,7 +282,7 @@ pub struct Registry {
     rejected: Vec<usize>,
     /// The first region registered of each source region (see [`source_of`]), by the key
     /// the report's source view joins regions by, over every registered module.
-    sources: Option<HashMap<SourceKey<Arc<str>>, u32>>,
+    sources: Option<FastMap<SourceKey<Arc<str>>, u32>>,
 }
 
 pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
@@ -417,7 +417,7 @@ unsafe fn cstr(p: *const c_char) -> String {
 /// One copy of each string of a module's table, by address (the pass emits each distinct
 /// string once per module).
 #[derive(Default)]
-struct Interned(HashMap<*const c_char, Arc<str>>);
+struct Interned(FastMap<*const c_char, Arc<str>>);
 
 impl Interned {
     /// # Safety
@@ -609,7 +609,7 @@ pub unsafe fn register(m: *mut Module) {
         );
         let source = *reg
             .sources
-            .get_or_insert_with(HashMap::new)
+            .get_or_insert_with(FastMap::default)
             .entry(source_key)
             .or_insert(gid);
         reg.regions.push(RegionInfo {

@@ -1,11 +1,12 @@
 //! Building the report from the registry and the tool's results, and writing it atomically.
 
+use crate::collections::FastMap;
 use crate::registry::RegionInfo;
 use crate::tool::{RegionFields, RegionMembers, ToolResults};
 use kage_report::{ProgramEnd, Region, ReportOf, FORMAT_NAME, FORMAT_VERSION};
 use serde::ser::{Error as _, Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::value::RawValue;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 
@@ -126,7 +127,7 @@ impl Serialize for RegionOut<'_> {
 impl Serialize for RegionEntries<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // Each distinct file string (interned: one allocation each), as JSON.
-        let mut files: HashMap<*const u8, Box<RawValue>> = HashMap::new();
+        let mut files: FastMap<*const u8, Box<RawValue>> = FastMap::default();
         let mut escape = |file: &Arc<str>| -> Result<(), S::Error> {
             if let std::collections::hash_map::Entry::Vacant(slot) = files.entry(file.as_ptr()) {
                 let json = serde_json::to_string(&**file).map_err(S::Error::custom)?;

@@ -19,7 +19,16 @@ fn modules_import_only_downwards() {
     check(&Layers {
         src: Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
         low: &[
-            "sync", "alloc", "chunked", "stack", "registry", "options", "gate", "inline", "tool",
+            "sync",
+            "alloc",
+            "chunked",
+            "collections",
+            "stack",
+            "registry",
+            "options",
+            "gate",
+            "inline",
+            "tool",
         ],
         high: &[
             "runtime", "abi", "contexts", "thread", "signals", "report", "tools",

@@ -11,7 +11,7 @@
 //! (a few sampled entries per nest: no contention). Only the instrumented version calls
 //! here, so the cost stays within the sampled iterations.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use kage_abi::loops::ScalarKind;
 use kage_abi::{Nest, NONE};
@@ -25,6 +25,7 @@ use kage_report::{
 
 use super::nests::NestInfo;
 use super::LevelState;
+use crate::collections::FastMap;
 use crate::registry::REGISTRY;
 
 /// Which analysis the tool runs.
@@ -33,41 +34,6 @@ pub enum Analysis {
     Interpolate,
     Dependences,
 }
-
-/// A hasher for addresses and small keys: one multiplication per word (the shadow hashes
-/// every byte of every sampled access; SipHash's resistance to chosen keys is not needed).
-#[derive(Default, Clone, Copy)]
-struct WordHasher(u64);
-
-impl std::hash::Hasher for WordHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_u32(&mut self, word: u32) {
-        self.write_u64(word as u64);
-    }
-
-    fn write_u8(&mut self, word: u8) {
-        self.write_u64(word as u64);
-    }
-
-    fn write_usize(&mut self, word: usize) {
-        self.write_u64(word as u64);
-    }
-}
-
-type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<WordHasher>>;
 
 /// Bytes of one access the shadow follows (wider accesses are vector copies: their first
 /// bytes stand for them).
@@ -404,7 +370,7 @@ impl EntryAnalysis {
                 }
             }
         }
-        let mut found: HashMap<DependenceKey, Option<Vec<i64>>> = HashMap::new();
+        let mut found: FastMap<DependenceKey, Option<Vec<i64>>> = FastMap::default();
         for i in 0..self.accesses.len() {
             for j in i..self.accesses.len() {
                 let (ci, wi, _) = &self.accesses[i];
