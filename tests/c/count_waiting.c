@@ -61,6 +61,9 @@ NOINLINE int deferred_in_loop(int n) {
   for (int i = 0; i < n; i++) {
     acc += load2(i + 1);
     acc += exec(i);
+    /* After the deferred helper is left, before the loop's exit: its trees must have
+     * reported to its locals when it was left. */
+    if (acc & 1) store1(i + 2, acc);
   }
   return acc;
 }
