@@ -816,7 +816,7 @@ pub enum Symbol {
     Global {
         name: &'static str,
         ty: CType,
-        /// A `__thread` variable (initial-exec).
+        /// A `__thread` variable (local-exec in code for an executable, else initial-exec).
         thread_local: bool,
         used_by: &'static [Instrumentation],
     },

@@ -394,8 +394,29 @@ unsafe fn targets_x86_64(module: LLVMModuleRef) -> bool {
             .starts_with(b"x86_64")
 }
 
-/// `@name`, the runtime's global `symbol` (a [`Symbol::Global`]: external, initial-exec
-/// thread-local when it is per thread), declared when missing.
+/// Whether `module` is compiled for an executable: position-independent for one (the
+/// `PIE Level` flag, `-fPIE`, the default of most distributions' compilers) or not
+/// position-independent at all (no `PIC Level` flag, `-fno-pic`). Code for a shared
+/// library (`-fPIC`) has a `PIC Level` and no `PIE Level`.
+///
+/// # Safety
+/// `module` must be valid.
+pub unsafe fn is_for_executable(module: LLVMModuleRef) -> bool {
+    let has_flag =
+        |key: &str| !LLVMGetModuleFlag(module, key.as_ptr() as *const _, key.len()).is_null();
+    has_flag("PIE Level") || !has_flag("PIC Level")
+}
+
+/// `@name`, the runtime's global `symbol` (a [`Symbol::Global`]: external, and per thread
+/// when it is a thread-local), declared when missing.
+///
+/// A thread-local's model: in code for an executable, local-exec: the runtime that defines
+/// it is linked into the same executable, so its offset from the thread pointer is known
+/// when linking and an access is one instruction (`%fs:offset`). Initial-exec instead reads
+/// the offset from the GOT into a register first, at every function that uses it, and the
+/// linker cannot relax that, because the hooks are exported for instrumented shared
+/// libraries. Code that may go into a shared library keeps initial-exec (the runtime is the
+/// executable's, at an offset the loader fixes).
 ///
 /// # Safety
 /// `module` must be valid.
@@ -421,10 +442,12 @@ pub unsafe fn declare_runtime_global(module: LLVMModuleRef, symbol: &Symbol) -> 
     );
     LLVMSetLinkage(global, llvm_sys::LLVMLinkage::LLVMExternalLinkage);
     if thread_local {
-        LLVMSetThreadLocalMode(
-            global,
-            llvm_sys::LLVMThreadLocalMode::LLVMInitialExecTLSModel,
-        );
+        let model = if is_for_executable(module) {
+            llvm_sys::LLVMThreadLocalMode::LLVMLocalExecTLSModel
+        } else {
+            llvm_sys::LLVMThreadLocalMode::LLVMInitialExecTLSModel
+        };
+        LLVMSetThreadLocalMode(global, model);
     }
     global
 }

@@ -58,7 +58,7 @@ enum Declared {
         returns: String,
         params: Vec<String>,
     },
-    /// `@name = external [thread_local(initialexec)] global <ty>`.
+    /// `@name = external [thread_local(localexec|initialexec)] global <ty>`.
     Global {
         name: String,
         ty: String,
@@ -106,7 +106,8 @@ fn declared_runtime_symbols(ir: &str) -> Vec<Declared> {
             out.push(Declared::Global {
                 name,
                 ty: ty.to_string(),
-                thread_local: line.contains("thread_local(initialexec)"),
+                thread_local: line.contains("thread_local(localexec)")
+                    || line.contains("thread_local(initialexec)"),
             });
         }
     }

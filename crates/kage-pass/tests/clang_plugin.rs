@@ -166,7 +166,7 @@ fn assert_inlined_working_set(ir: &str) {
         );
     }
     for symbol in [
-        "@__kage_ws_budget = external thread_local(initialexec) global i64",
+        "@__kage_ws_budget = external thread_local(localexec) global i64",
         "@__kage_ws_shadow_offset = external global i64",
     ] {
         assert!(

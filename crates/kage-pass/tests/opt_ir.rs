@@ -1073,7 +1073,7 @@ fn working_set_segments_checks_and_coalesced_marks() {
 /// The runtime's symbols and the helpers, exactly as docs/abi.md declares them.
 fn check_working_set_declarations(ir: &str) {
     for line in [
-        "@__kage_ws_budget = external thread_local(initialexec) global i64",
+        "@__kage_ws_budget = external thread_local(localexec) global i64",
         "@__kage_ws_shadow_offset = external global i64",
         "declare void @__kage_ws_mark_lines(i64, i64)",
         "declare preserve_mostcc void @__kage_ws_tick(ptr)",

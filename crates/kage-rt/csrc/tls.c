@@ -1,7 +1,8 @@
 /* The thread-locals that instrumented code updates inline (docs/abi.md), and the footprint
  * range buffer with its append. They live in C because stable Rust cannot define an
  * exported thread-local symbol. Initial-exec: the runtime is always part of the
- * executable. */
+ * executable (instrumented code in the executable reaches them local-exec, code in a
+ * shared library initial-exec: docs/abi.md). */
 #include <stdatomic.h>
 #include <stdint.h>
 

@@ -48,11 +48,26 @@ fn every_compiler_mode_passes_through() {
         .contains("common.h"));
 
     // -S: assembly that calls the runtime (where the inline checks at a function's entry
-    // fail) and updates the thread's records inline.
+    // fail) and updates the thread's records inline, reaching the thread's state at an
+    // offset the link fixes (local-exec) in code for an executable, through the GOT
+    // (initial-exec) in code that may go into a shared library.
     work.wrap(&kage_cc(), &["-S", "-O2", "a.c", "-o", "a.s"]);
     let asm = std::fs::read_to_string(work.path("a.s")).unwrap();
     assert!(asm.contains("__kage_count_prepare"), "{asm}");
-    assert!(asm.contains("__kage_count_thread@GOTTPOFF"), "{asm}");
+    assert!(asm.contains("%fs:__kage_count_thread@TPOFF"), "{asm}");
+    assert!(!asm.contains("GOTTPOFF"), "{asm}");
+    for (flag, model) in [
+        ("-fno-pic", "@TPOFF"),
+        ("-fPIE", "@TPOFF"),
+        ("-fPIC", "@GOTTPOFF"),
+    ] {
+        work.wrap(&kage_cc(), &["-S", "-O2", flag, "a.c", "-o", "model.s"]);
+        let asm = std::fs::read_to_string(work.path("model.s")).unwrap();
+        assert!(
+            asm.contains(&format!("__kage_count_thread{model}")),
+            "{flag}: {asm}"
+        );
+    }
 
     // Several sources in one -c call, then a link-only call.
     work.wrap(&kage_cc(), &["-O2", "-c", "a.c", "b.c"]);
