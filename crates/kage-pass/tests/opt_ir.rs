@@ -181,11 +181,19 @@ fn count_build_adds_each_segments_counts_inline() {
     insta::assert_snapshot!("accesses_counts", ir);
     check_registration_in(Mode::Counts, &ir);
     assert!(!ir.contains("@__kage_load(") && !ir.contains("@__kage_store("));
-    // What each function adds to the thread's cells: the masked values.
+    // What each function adds to its records and the thread's cells: the values its
+    // segments pass to the helper that adds them when counting is on (0 for a counter the
+    // segment does not add to, left out here).
     let added = |function: &str| -> Vec<String> {
         (function_body(&ir, function).lines())
-            .filter_map(|line| line.trim().split(" = and i64 ").nth(1))
-            .map(|operands| operands.split(',').next().unwrap().to_string())
+            .filter_map(|line| line.split("@__kage_count_add(").nth(1))
+            .flat_map(|args| {
+                let args = args.split(')').next().unwrap();
+                (args.split(", ").skip(1))
+                    .map(|arg| arg.trim_start_matches("i64 ").to_string())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|value| value != "0")
             .collect()
     };
     // What a function without calls adds to its locals: (cell, value), cells counted as
@@ -236,7 +244,7 @@ fn count_build_adds_each_segments_counts_inline() {
     let body: Vec<&str> = function_body(&ir, "atomics").lines().collect();
     let position = |text: &str| body.iter().position(|l| l.contains(text)).unwrap();
     let enter = position("@__kage_count_enter(");
-    let add = position("@__kage_count)");
+    let add = position("@__kage_count_add(");
     let first_access = position("load atomic i32, ptr %p");
     let written = position("extractvalue { i64, i1 } %pair, 1");
     assert!(

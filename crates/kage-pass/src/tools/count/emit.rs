@@ -480,19 +480,13 @@ impl Emitter<'_> {
         if values.iter().all(Option::is_none) {
             return;
         }
-        let mask = self.inline.gate_mask(self.builder);
-        let totals = self.inline.address(self.builder, self.inline.totals);
-        let record = self.record(node);
+        let adder = self.inline.segment_adder(values.map(|v| v.is_some()));
+        let zero = LLVMConstInt(self.inline.i64_type, 0, 0);
+        let mut args = [self.record(node), zero, zero, zero, zero];
         for (k, value) in values.iter().enumerate() {
-            let Some(value) = *value else { continue };
-            let masked = LLVMBuildAnd(self.builder, value, mask, c"".as_ptr());
-            ir::add_relaxed(
-                self.builder,
-                self.inline.cell(self.builder, totals, k),
-                masked,
-            );
-            self.inline.add_word(self.builder, record, SELF + k, masked);
+            args[1 + k] = value.unwrap_or(zero);
         }
+        adder.call(self.builder, &mut args);
     }
 
     /// After a `cmpxchg` of `size` bytes: a load, and a store when it wrote.
@@ -586,6 +580,8 @@ pub(super) struct Inline {
     deferred_helpers: std::cell::RefCell<DeferredHelpers>,
     /// Deferred functions' materialize and leave helpers, by the locals they add to.
     deferred_entry_helpers: std::cell::RefCell<DeferredEntryHelpers>,
+    /// The helpers that add a segment's counts to a record, by the counters they add to.
+    segment_adders: std::cell::RefCell<std::collections::HashMap<[bool; 4], RuntimeFunction>>,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
     ptr_type: LLVMTypeRef,
@@ -666,6 +662,7 @@ impl Inline {
             quiet_enter: std::cell::OnceCell::new(),
             deferred_helpers: Default::default(),
             deferred_entry_helpers: Default::default(),
+            segment_adders: Default::default(),
             arrive: RuntimeFunction::declare(module, &symbols::COUNT_ARRIVE),
             resume: RuntimeFunction::declare(module, &symbols::COUNT_RESUME),
             i32_type: LLVMInt32TypeInContext(context),
@@ -1103,6 +1100,42 @@ impl Inline {
     unsafe fn gate_mask(&self, builder: LLVMBuilderRef) -> LLVMValueRef {
         let open = self.gate_open(builder);
         LLVMBuildSExt(builder, open, self.i64_type, c"".as_ptr())
+    }
+
+    /// `void __kage_count_add(ptr record, i64 loads, i64 stores, i64 bytes_read, i64
+    /// bytes_written)`: when counting is on, the counts (those of `present` only) added to the
+    /// record's self counts and to the thread's totals. A branch on the gate, not a mask on
+    /// every count: once inlined, the constant counts are added as they are, and a segment
+    /// costs a compare and a jump more than its additions.
+    unsafe fn segment_adder(&self, present: [bool; 4]) -> RuntimeFunction {
+        if let Some(adder) = self.segment_adders.borrow().get(&present) {
+            return *adder;
+        }
+        let mut params = [
+            self.ptr_type,
+            self.i64_type,
+            self.i64_type,
+            self.i64_type,
+            self.i64_type,
+        ];
+        let (h, ty) = self.void_helper("__kage_count_add", &mut params);
+        let b = h.builder;
+        let (counting, done) = (h.block(c"counting"), h.block(c"done"));
+        let branch = LLVMBuildCondBr(b, self.gate_open(b), counting, done);
+        ir::set_branch_weights(branch, 1 << 20, 1);
+        LLVMPositionBuilderAtEnd(b, counting);
+        let totals = self.address(b, self.totals);
+        for k in (0..4).filter(|&k| present[k]) {
+            let value = h.param(1 + k as u32);
+            ir::add_relaxed(b, self.cell(b, totals, k), value);
+            self.add_word(b, h.param(0), SELF + k, value);
+        }
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+        LLVMBuildRetVoid(b);
+        let adder = h.finish(ty);
+        self.segment_adders.borrow_mut().insert(present, adder);
+        adder
     }
 
     /// Cell `k` of `__kage_count` at `base`.
