@@ -407,16 +407,23 @@ pub unsafe fn is_for_executable(module: LLVMModuleRef) -> bool {
     has_flag("PIE Level") || !has_flag("PIC Level")
 }
 
+extern "C" {
+    /// `dso_local` on a declared global (shim.cpp).
+    fn kage_set_dso_local(global: LLVMValueRef);
+}
+
 /// `@name`, the runtime's global `symbol` (a [`Symbol::Global`]: external, and per thread
 /// when it is a thread-local), declared when missing.
 ///
-/// A thread-local's model: in code for an executable, local-exec: the runtime that defines
-/// it is linked into the same executable, so its offset from the thread pointer is known
-/// when linking and an access is one instruction (`%fs:offset`). Initial-exec instead reads
-/// the offset from the GOT into a register first, at every function that uses it, and the
-/// linker cannot relax that, because the hooks are exported for instrumented shared
-/// libraries. Code that may go into a shared library keeps initial-exec (the runtime is the
-/// executable's, at an offset the loader fixes).
+/// In code for an executable the runtime that defines it is linked into the same
+/// executable: the global is `dso_local` (an access is one instruction, `gate(%rip)`, not
+/// an address loaded from the GOT first), and a thread-local is local-exec (its offset from
+/// the thread pointer is known when linking: `%fs:offset`; initial-exec reads the offset
+/// from the GOT into a register first, at every function that uses it). The linker cannot
+/// relax those accesses itself because the hooks are exported for instrumented shared
+/// libraries. Code that may go into a shared library reaches them through the GOT
+/// (initial-exec for a thread-local: the runtime is the executable's, at an offset the
+/// loader fixes).
 ///
 /// # Safety
 /// `module` must be valid.
@@ -441,8 +448,12 @@ pub unsafe fn declare_runtime_global(module: LLVMModuleRef, symbol: &Symbol) -> 
         cname.as_ptr(),
     );
     LLVMSetLinkage(global, llvm_sys::LLVMLinkage::LLVMExternalLinkage);
+    let in_executable = is_for_executable(module);
+    if in_executable {
+        kage_set_dso_local(global);
+    }
     if thread_local {
-        let model = if is_for_executable(module) {
+        let model = if in_executable {
             llvm_sys::LLVMThreadLocalMode::LLVMLocalExecTLSModel
         } else {
             llvm_sys::LLVMThreadLocalMode::LLVMInitialExecTLSModel

@@ -180,6 +180,13 @@ extern "C" void kage_declare_runtime_effects(LLVMValueRef Function, const unsign
   }
 }
 
+// Marks a declared global as defined in the same linked image (`dso_local`), which the C
+// API cannot: the runtime's globals in code for an executable, reached directly rather
+// than through the GOT (ir::declare_runtime_global).
+extern "C" void kage_set_dso_local(LLVMValueRef Global) {
+  llvm::cast<llvm::GlobalValue>(llvm::unwrap(Global))->setDSOLocal(true);
+}
+
 // Inlines the call `Call` (a direct call to a function with a body); false when LLVM
 // cannot.
 extern "C" bool kage_inline_call(LLVMValueRef Call) {

@@ -1081,8 +1081,8 @@ fn working_set_segments_checks_and_coalesced_marks() {
 /// The runtime's symbols and the helpers, exactly as docs/abi.md declares them.
 fn check_working_set_declarations(ir: &str) {
     for line in [
-        "@__kage_ws_budget = external thread_local(localexec) global i64",
-        "@__kage_ws_shadow_offset = external global i64",
+        "@__kage_ws_budget = external dso_local thread_local(localexec) global i64",
+        "@__kage_ws_shadow_offset = external dso_local global i64",
         "declare void @__kage_ws_mark_lines(i64, i64)",
         "declare preserve_mostcc void @__kage_ws_tick(ptr)",
         "define internal void @__kage_ws_budget_check(ptr %0, i64 %1, ptr %2)",

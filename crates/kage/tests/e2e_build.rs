@@ -48,25 +48,30 @@ fn every_compiler_mode_passes_through() {
         .contains("common.h"));
 
     // -S: assembly that calls the runtime (where the inline checks at a function's entry
-    // fail) and updates the thread's records inline, reaching the thread's state at an
-    // offset the link fixes (local-exec) in code for an executable, through the GOT
-    // (initial-exec) in code that may go into a shared library.
+    // fail) and updates the thread's records inline, reaching the runtime's thread-locals
+    // at an offset the link fixes (local-exec) and its globals directly in code for an
+    // executable, through the GOT in code that may go into a shared library.
     work.wrap(&kage_cc(), &["-S", "-O2", "a.c", "-o", "a.s"]);
     let asm = std::fs::read_to_string(work.path("a.s")).unwrap();
     assert!(asm.contains("__kage_count_prepare"), "{asm}");
     assert!(asm.contains("%fs:__kage_count_thread@TPOFF"), "{asm}");
-    assert!(!asm.contains("GOTTPOFF"), "{asm}");
-    for (flag, model) in [
-        ("-fno-pic", "@TPOFF"),
-        ("-fPIE", "@TPOFF"),
-        ("-fPIC", "@GOTTPOFF"),
+    assert!(asm.contains("__kage_gate(%rip)"), "{asm}");
+    assert!(
+        !asm.contains("GOTTPOFF") && !asm.contains("__kage_gate@GOTPCREL"),
+        "{asm}"
+    );
+    for (flag, thread_local, global) in [
+        ("-fno-pic", "@TPOFF", "__kage_gate(%rip)"),
+        ("-fPIE", "@TPOFF", "__kage_gate(%rip)"),
+        ("-fPIC", "@GOTTPOFF", "__kage_gate@GOTPCREL"),
     ] {
         work.wrap(&kage_cc(), &["-S", "-O2", flag, "a.c", "-o", "model.s"]);
         let asm = std::fs::read_to_string(work.path("model.s")).unwrap();
         assert!(
-            asm.contains(&format!("__kage_count_thread{model}")),
+            asm.contains(&format!("__kage_count_thread{thread_local}")),
             "{flag}: {asm}"
         );
+        assert!(asm.contains(global), "{flag}: {asm}");
     }
 
     // Several sources in one -c call, then a link-only call.
