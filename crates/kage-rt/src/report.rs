@@ -124,22 +124,13 @@ impl RegionEntries<'_> {
                 RegionMembers::Map(members) => {
                     for (name, value) in &members {
                         out.write_all(b",\n      ")?;
-                        let mut json = serde_json::Serializer::with_formatter(
-                            &mut *out,
-                            Pretty {
-                                depth: 3,
-                                has_value: false,
-                            },
-                        );
-                        name.serialize(&mut json).map_err(io::Error::other)?;
+                        serde_json::to_writer(&mut *out, name)?;
                         out.write_all(b": ")?;
-                        let mut json = serde_json::Serializer::with_formatter(
-                            &mut *out,
-                            Pretty {
-                                depth: 3,
-                                has_value: false,
-                            },
-                        );
+                        let indented = Pretty {
+                            depth: 3,
+                            has_value: false,
+                        };
+                        let mut json = serde_json::Serializer::with_formatter(&mut *out, indented);
                         value.serialize(&mut json).map_err(io::Error::other)?;
                     }
                 }
@@ -566,6 +557,7 @@ mod tests {
                     let mut m = serde_json::Map::new();
                     m.insert("instances".into(), 5.into());
                     m.insert("zeta".into(), serde_json::json!({"a": [1, 2]}));
+                    m.insert("a \"quoted\" name".into(), serde_json::json!([]));
                     RegionMembers::Map(m)
                 }
                 1 => RegionMembers::Map(serde_json::Map::new()),
