@@ -721,6 +721,11 @@ pub const LINE_SIZE_VARIABLE: &str = "KAGE_WS_LINE_SIZE";
 /// counts as their caller's, their loops are named at the call's line), as before inlined
 /// regions were reported; kept to measure what reporting them costs (`bench/README.md`).
 pub const INLINED_REGIONS_VARIABLE: &str = "KAGE_INLINED_REGIONS";
+/// `1` when compiling code that goes into a shared library: set by `kage-cc` on a call that
+/// compiles sources and links them with `-shared` or `-r`, which position-independent
+/// executable code (`-fPIE`, the default) may be, and which may not reach the runtime's
+/// thread-locals at an offset fixed when linking (docs/abi.md).
+pub const SHARED_LIBRARY_CODE_VARIABLE: &str = "KAGE_SHARED_LIBRARY_CODE";
 /// The line size when [`LINE_SIZE_VARIABLE`] (or the runtime's `line_size=`) is unset.
 pub const DEFAULT_LINE_SIZE: u64 = 64;
 /// The line sizes a build and the runtime accept: powers of two in this range.

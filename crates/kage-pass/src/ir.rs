@@ -396,7 +396,9 @@ unsafe fn targets_x86_64(module: LLVMModuleRef) -> bool {
 
 /// Whether `module` is compiled for an executable: position-independent for one (the
 /// `PIE Level` flag, `-fPIE`, the default of most distributions' compilers) or not
-/// position-independent at all (no `PIC Level` flag, `-fno-pic`). Code for a shared
+/// position-independent at all (no `PIC Level` flag, `-fno-pic`), and not compiled by a
+/// call that links a shared library ([`kage_abi::SHARED_LIBRARY_CODE_VARIABLE`], set by
+/// `kage-cc`: `cc -shared lib.c` without `-fPIC` compiles `-fPIE` code). Code for a shared
 /// library (`-fPIC`) has a `PIC Level` and no `PIE Level`.
 ///
 /// # Safety
@@ -404,7 +406,8 @@ unsafe fn targets_x86_64(module: LLVMModuleRef) -> bool {
 pub unsafe fn is_for_executable(module: LLVMModuleRef) -> bool {
     let has_flag =
         |key: &str| !LLVMGetModuleFlag(module, key.as_ptr() as *const _, key.len()).is_null();
-    has_flag("PIE Level") || !has_flag("PIC Level")
+    let shared = std::env::var_os(kage_abi::SHARED_LIBRARY_CODE_VARIABLE).is_some_and(|v| v == "1");
+    !shared && (has_flag("PIE Level") || !has_flag("PIC Level"))
 }
 
 extern "C" {

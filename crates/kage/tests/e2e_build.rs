@@ -73,6 +73,15 @@ fn every_compiler_mode_passes_through() {
         );
         assert!(asm.contains(global), "{flag}: {asm}");
     }
+    // A shared library compiled and linked in one call without -fPIC (-fPIE code, which
+    // links when it defines no global): its code reaches the runtime as -fPIC code does.
+    write(
+        &work,
+        "sum.c",
+        "int sum(const int *a, int n) { int s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }\n",
+    );
+    work.wrap(&kage_cc(), &["-O2", "-shared", "sum.c", "-o", "libsum.so"]);
+    assert!(work.path("libsum.so").exists());
 
     // Several sources in one -c call, then a link-only call.
     work.wrap(&kage_cc(), &["-O2", "-c", "a.c", "b.c"]);

@@ -149,7 +149,12 @@ pub fn exec_compiler(wrapper: &str, language: Language, user_args: &[OsString]) 
             shown.join(" ")
         );
     }
-    let error = Command::new(&compiler.program).args(&argv).exec();
+    let mut command = Command::new(&compiler.program);
+    command.args(&argv);
+    if plan.code_for_shared_library {
+        command.env(kage_abi::SHARED_LIBRARY_CODE_VARIABLE, "1");
+    }
+    let error = command.exec();
     eprintln!(
         "{}",
         compiler::cannot_run_message(wrapper, language, &compiler, &error)

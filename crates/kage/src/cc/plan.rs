@@ -88,6 +88,9 @@ pub struct Plan {
     static_link: bool,
     /// Add [`PACKED_RELOCATIONS_FLAG`].
     pack_relocations: bool,
+    /// The sources compiled go into a shared library or a partial link: the compiler runs
+    /// with [`kage_abi::SHARED_LIBRARY_CODE_VARIABLE`] set.
+    pub code_for_shared_library: bool,
 }
 
 impl Plan {
@@ -109,6 +112,9 @@ impl Plan {
             extra_link_args: Vec::new(),
             static_link: invocation.static_link,
             pack_relocations: !invocation.static_link && !invocation.gold_linker,
+            code_for_shared_library: instrument
+                && invocation.mode == Mode::Link
+                && (invocation.shared || invocation.relocatable),
         }
     }
 
@@ -221,6 +227,30 @@ mod tests {
         all.extend(runtime());
         all.push(PACKED_RELOCATIONS_FLAG.into());
         all
+    }
+
+    #[test]
+    fn sources_linked_into_a_shared_library_are_compiled_as_its_code() {
+        let plan = |args: &[&str]| {
+            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+            Plan::new(&classify_with(&args, &mut |_: &Path| {
+                Err(io::ErrorKind::NotFound.into())
+            }))
+        };
+        for args in [
+            &["-O2", "-shared", "lib.c", "-o", "lib.so"][..],
+            &["-shared", "-fPIC", "lib.c", "-o", "lib.so"],
+            &["-r", "a.c", "-o", "part.o"],
+        ] {
+            assert!(plan(args).code_for_shared_library, "{args:?}");
+        }
+        for args in [
+            &["-O2", "-c", "lib.c", "-o", "lib.o"][..],
+            &["-O2", "prog.c", "-o", "prog"],
+            &["-shared", "lib.o", "-o", "lib.so"],
+        ] {
+            assert!(!plan(args).code_for_shared_library, "{args:?}");
+        }
     }
 
     #[test]
