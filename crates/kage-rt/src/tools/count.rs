@@ -680,11 +680,14 @@ impl CountThread {
             self.c.cap.store(s.cap.load(Relaxed), Relaxed);
             self.c.top.store(s.top.load(Relaxed), Relaxed);
         }
-        s.records
-            .store(self.c.directory.as_ptr() as *mut _, Relaxed);
         s.acts.store(self.c.acts.load(Relaxed), Relaxed);
         s.cap.store(self.c.cap.load(Relaxed), Relaxed);
         s.top.store(self.c.top.load(Relaxed), Relaxed);
+        // A part that never ran has no activations yet; the entry checks read the one below
+        // theirs (the sentinel) once the records are set.
+        reserve(s);
+        s.records
+            .store(self.c.directory.as_ptr() as *mut _, Relaxed);
         s.epoch.store(self.c.epoch.load(Relaxed), Relaxed);
         for k in 0..4 {
             self.cells[k].store(self.c.saved[k].load(Relaxed), Relaxed);
@@ -739,7 +742,10 @@ fn park(c: &ThreadCounts, cells: &Cells, slot: &ThreadSlot) {
 }
 
 /// Room for one more activation in `slot`: a new array twice as large when full, the old
-/// one left in place (a signal handler may be using it).
+/// one left in place (a signal handler may be using it). Every array starts with a
+/// sentinel before its first activation, with the highest frame address: the inline entry
+/// checks compare with the activation below theirs without testing for none
+/// (docs/abi.md). So a thread whose records are set always has an array.
 fn reserve(slot: &ThreadSlot) {
     let top = slot.top.load(Relaxed);
     let cap = slot.cap.load(Relaxed);
@@ -747,7 +753,12 @@ fn reserve(slot: &ThreadSlot) {
         return;
     }
     let new_cap = (cap * 2).max(FIRST_CAPACITY);
-    let p = map_zeroed(new_cap as usize * ACTIVATION_SIZE) as *mut Activation;
+    let sentinel = map_zeroed((new_cap as usize + 1) * ACTIVATION_SIZE) as *mut Activation;
+    // SAFETY: a fresh array of `new_cap + 1` activations.
+    let p = unsafe {
+        (*sentinel).frame.store(usize::MAX, Relaxed);
+        sentinel.add(1)
+    };
     let old = slot.acts.load(Relaxed);
     if !old.is_null() {
         // SAFETY: both arrays hold at least `top` activations.

@@ -98,8 +98,9 @@ pub(super) struct DeferredEntry {
     records: LLVMValueRef,
     /// `i32` local: the activation, once pushed.
     activation: LLVMValueRef,
-    /// `i64` locals: the function's own loads, stores, bytes read and written, not masked
-    /// yet; then what the trees directly under it added (masked), for the thread's totals.
+    /// `i64` locals: the function's own loads, stores, bytes read and written, whether
+    /// counting is on or not (the report looks at the gate); then what the trees directly
+    /// under it added while it was on, for the thread's totals.
     own: [LLVMValueRef; 4],
     pub(super) pending: [LLVMValueRef; 4],
     module: LLVMValueRef,
@@ -122,8 +123,9 @@ pub(super) struct DeferredEntry {
 pub(super) struct DeferredRegion {
     /// `i1` local: its record is open.
     flag: LLVMValueRef,
-    /// `i64` locals: its own loads, stores, bytes read and written, not masked yet; then
-    /// what the trees and deferred regions directly under it added, for the thread's totals.
+    /// `i64` locals: its own loads, stores, bytes read and written, whether counting is on
+    /// or not (the report looks at the gate); then what the trees and deferred regions
+    /// directly under it added, for the thread's totals.
     own: [LLVMValueRef; 4],
     pub(super) pending: [LLVMValueRef; 4],
     /// The parent's pending locals, when the parent is deferred: where a quiet leave puts
@@ -438,8 +440,8 @@ impl Emitter<'_> {
         self.inline.pop.call(self.builder, &mut [self.activation()]);
     }
 
-    /// `counts` added to the thread's totals and to `node`'s self counts, masked by the
-    /// gate; in a promoted tree (`tree`), to the node's locals.
+    /// `counts` added to the thread's totals and to `node`'s self counts while counting is
+    /// on (the gate); in a promoted tree (`tree`), to the node's locals.
     pub(super) unsafe fn add(&self, counts: &SegmentCounts, node: usize, tree: Option<usize>) {
         let values = counts.values(self.builder, self.inline.i64_type);
         if let Some(d) = self.deferred.filter(|_| node == 0 && tree.is_none()) {
@@ -1096,12 +1098,6 @@ impl Inline {
         )
     }
 
-    /// `mask`: all ones while counting is on, else 0.
-    unsafe fn gate_mask(&self, builder: LLVMBuilderRef) -> LLVMValueRef {
-        let open = self.gate_open(builder);
-        LLVMBuildSExt(builder, open, self.i64_type, c"".as_ptr())
-    }
-
     /// `void __kage_count_add(ptr record, i64 loads, i64 stores, i64 bytes_read, i64
     /// bytes_written)`: when counting is on, the counts (those of `present` only) added to the
     /// record's self counts and to the thread's totals. A branch on the gate, not a mask on
@@ -1194,14 +1190,12 @@ impl Inline {
         let b = h.builder;
         let (module, function, frame) = (h.param(0), h.param(1), h.param(2));
         let (offset, open_offset) = (h.param(3), h.param(4));
-        let (has_records, no_activation, check_frame, slow, join) = (
+        let (has_records, fast, slow, join) = (
             h.block(c"records"),
-            h.block(c"first"),
-            h.block(c"frame"),
+            h.block(c"live"),
             h.block(c"slow"),
             h.block(c"join"),
         );
-        let fast = no_activation;
         let thread = self.address(b, self.thread);
         // The module's records, the epoch, and room for an activation.
         let (records, same) = self.checked_records(&h, thread, module, slow);
@@ -1209,7 +1203,7 @@ impl Inline {
         let ok = LLVMBuildAnd(b, same, room, c"".as_ptr());
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_records, slow), 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, has_records);
-        self.check_live_caller(&h, thread, top, frame, check_frame, fast, slow);
+        self.check_live_caller(&h, thread, top, frame, fast, slow);
         let push = Push {
             module,
             function,
@@ -1239,24 +1233,19 @@ impl Inline {
     }
 
     /// In the builder's block: on to `live` when the activation below (of `top`) is a live
-    /// caller, its frame above `frame` (or there is none), else to `slow`; `check` is a
-    /// new block of `h` for the comparison.
-    #[allow(clippy::too_many_arguments)]
+    /// caller, its frame above `frame`, else to `slow`. With no activation open, the one
+    /// below is the sentinel the runtime keeps before the first (its frame the highest
+    /// address): no test of `top` against 0.
     unsafe fn check_live_caller(
         &self,
         h: &HelperBuilder,
         thread: LLVMValueRef,
         top: LLVMValueRef,
         frame: LLVMValueRef,
-        check: LLVMBasicBlockRef,
         live: LLVMBasicBlockRef,
         slow: LLVMBasicBlockRef,
     ) {
         let b = h.builder;
-        let zero32 = LLVMConstInt(self.i32_type, 0, 0);
-        let first = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, top, zero32, c"".as_ptr());
-        LLVMBuildCondBr(b, first, live, check);
-        LLVMPositionBuilderAtEnd(b, check);
         let activations = self.load(b, self.ptr_type, self.field(b, thread, ACTIVATIONS));
         let below = LLVMBuildSub(
             b,
@@ -1371,18 +1360,13 @@ impl Inline {
         );
         let b = h.builder;
         let (module, frame) = (h.param(0), h.param(1));
-        let (has_records, check, fast, slow) = (
-            h.block(c"records"),
-            h.block(c"frame"),
-            h.block(c"fast"),
-            h.block(c"slow"),
-        );
+        let (has_records, fast, slow) = (h.block(c"records"), h.block(c"fast"), h.block(c"slow"));
         let thread = self.address(b, self.thread);
         let (records, same) = self.checked_records(&h, thread, module, slow);
         ir::set_branch_weights(LLVMBuildCondBr(b, same, has_records, slow), 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, has_records);
         let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
-        self.check_live_caller(&h, thread, top, frame, check, fast, slow);
+        self.check_live_caller(&h, thread, top, frame, fast, slow);
         LLVMPositionBuilderAtEnd(b, fast);
         LLVMBuildRet(b, records);
         LLVMPositionBuilderAtEnd(b, slow);
@@ -1487,9 +1471,11 @@ impl Inline {
     }
 
     /// In helper `h`, whose parameters from `own_at` are the own and then the pending locals
-    /// (four each): the own counts (masked) to the self counts at `record`, own and pending
-    /// to the thread's totals (or, `to`, to the locals that are parameters from there on),
-    /// both zeroed. Returns what went to the totals.
+    /// (four each): the own counts, when counting is on, to the self counts at `record`;
+    /// those and the pending ones to the thread's totals (or, `to`, to the locals that are
+    /// parameters from there on); the locals zeroed. Returns what went to the totals. A
+    /// branch on the gate (taken while counting is on), not a mask on every count: the
+    /// own counts are often constants once inlined, added as they are.
     unsafe fn report_waiting(
         &self,
         h: &HelperBuilder,
@@ -1500,24 +1486,39 @@ impl Inline {
     ) -> [Option<LLVMValueRef>; 4] {
         let b = h.builder;
         let zero = LLVMConstInt(self.i64_type, 0, 0);
-        let mask = self.gate_mask(b);
+        let take = |present: bool, local: LLVMValueRef| {
+            present.then(|| {
+                let value = LLVMBuildLoad2(b, self.i64_type, local, c"".as_ptr());
+                LLVMBuildStore(b, zero, local);
+                value
+            })
+        };
+        let own_values: [Option<LLVMValueRef>; 4] =
+            std::array::from_fn(|k| take(own[k], h.param(own_at + k as u32)));
+        let pending_values: [Option<LLVMValueRef>; 4] =
+            std::array::from_fn(|k| take(pending[k], h.param(own_at + 4 + k as u32)));
+        let counted = if own.iter().any(|&o| o) {
+            let (counting, join) = (h.block(c"counting"), h.block(c"counted"));
+            let closed = LLVMGetInsertBlock(b);
+            let branch = LLVMBuildCondBr(b, self.gate_open(b), counting, join);
+            ir::set_branch_weights(branch, 1 << 20, 1);
+            LLVMPositionBuilderAtEnd(b, counting);
+            for (k, value) in own_values.iter().enumerate() {
+                if let Some(value) = *value {
+                    self.add_word(b, record, SELF + k, value);
+                }
+            }
+            LLVMBuildBr(b, join);
+            LLVMPositionBuilderAtEnd(b, join);
+            own_values.map(|value| {
+                value.map(|value| self.phi(b, self.i64_type, [(value, counting), (zero, closed)]))
+            })
+        } else {
+            own_values
+        };
         let totals = self.address(b, self.totals);
         std::array::from_fn(|k| {
-            let own_local = h.param(own_at + k as u32);
-            let pending_local = h.param(own_at + 4 + k as u32);
-            let own_value = own[k].then(|| {
-                let value = LLVMBuildLoad2(b, self.i64_type, own_local, c"".as_ptr());
-                let masked = LLVMBuildAnd(b, value, mask, c"".as_ptr());
-                self.add_word(b, record, SELF + k, masked);
-                LLVMBuildStore(b, zero, own_local);
-                masked
-            });
-            let pending_value = pending[k].then(|| {
-                let value = LLVMBuildLoad2(b, self.i64_type, pending_local, c"".as_ptr());
-                LLVMBuildStore(b, zero, pending_local);
-                value
-            });
-            let total = match (own_value, pending_value) {
+            let total = match (counted[k], pending_values[k]) {
                 (Some(a), Some(c)) => Some(LLVMBuildAdd(b, a, c, c"".as_ptr())),
                 (a, c) => a.or(c),
             };

@@ -10,7 +10,7 @@
 //!   self counts at the segment's start. Segments are cut at calls ([`crate::segments`]): a
 //!   callee counts its own, a call that never returns (`exit`, `longjmp`, a throw) ends a
 //!   segment whose accesses all ran, and `kage_set_enabled` (a call) switches counting
-//!   exactly where the program calls it. What a segment adds is masked by `__kage_gate`. An
+//!   exactly where the program calls it. A segment adds only while `__kage_gate` is 0. An
 //!   `llvm.mem*` of run-time length adds its own right before it (its length is known
 //!   there); a `cmpxchg` right after it (whether it wrote is known then). The runtime is
 //!   called where the inline checks fail (a function's entry: the thread's first, a
