@@ -30,10 +30,20 @@ _Atomic uint64_t *kage_count_slot(void) { return __kage_count; }
  * the thread's contexts they belong to (the runtime's). Instrumented code reads and writes
  * it inline; the runtime sets it up (__kage_count_prepare) and swaps it when a coroutine
  * context runs on the thread. */
+struct kage_count_thread {
+  void **records;
+  void *acts;
+  uint32_t top, capacity;
+  uint64_t epoch, owner;
+};
+/* The directory of a thread that counts nowhere (not set up yet, or its part parked): every
+ * module's records null, so that the inline entry checks need not test the directory
+ * itself (crates/kage-rt/src/tools/count.rs). */
+extern void *kage_count_no_directory[];
 __attribute__((tls_model("initial-exec"), visibility("default")))
-__thread uint64_t __kage_count_thread[5];
+__thread struct kage_count_thread __kage_count_thread = {.records = kage_count_no_directory};
 
-uint64_t *kage_count_thread_slot(void) { return __kage_count_thread; }
+uint64_t *kage_count_thread_slot(void) { return (uint64_t *)&__kage_count_thread; }
 
 /* The root entry of the promoted tree (counted in locals) that the thread is running, else
  * null ("Count instrumentation"): a fatal signal's report counts an instance of it. */

@@ -196,6 +196,20 @@ fn map_zeroed(bytes: usize) -> *mut u8 {
     p as *mut u8
 }
 
+/// The directory of a thread that counts nowhere (`__kage_count_thread`'s first value in
+/// csrc/tls.c, and where a parked part leaves it): every module's records null, so the
+/// inline entry checks take the runtime's path without a test of the directory itself.
+/// Never written.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static kage_count_no_directory: [AtomicPtr<AtomicU64>; MAX_MODULES] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_MODULES];
+
+/// [`kage_count_no_directory`] as `ThreadSlot::records` holds it.
+fn no_directory() -> *mut AtomicPtr<AtomicU64> {
+    kage_count_no_directory.as_ptr() as *mut _
+}
+
 /// A directory of record arrays, by module slot.
 fn new_directory() -> &'static [AtomicPtr<AtomicU64>] {
     let p = map_zeroed(MAX_MODULES * 8) as *const AtomicPtr<AtomicU64>;
@@ -734,7 +748,7 @@ fn park(c: &ThreadCounts, cells: &Cells, slot: &ThreadSlot) {
     c.live.store(std::ptr::null_mut(), Release);
     // Code that runs before another part does (a signal handler, a thread's last
     // destructors) counts nowhere rather than in these.
-    slot.records.store(std::ptr::null_mut(), Relaxed);
+    slot.records.store(no_directory(), Relaxed);
     slot.acts.store(std::ptr::null_mut(), Relaxed);
     slot.cap.store(0, Relaxed);
     slot.top.store(0, Relaxed);
@@ -830,7 +844,7 @@ pub unsafe extern "C" fn __kage_count_prepare(m: *mut Module, frame: *const c_vo
     let slot = thread_slot();
     with_part(|part| match part {
         Part::Running(part) => part.prepare(m, frame as usize),
-        Part::Busy if !slot.records.load(Relaxed).is_null() && (*m).slot != 0 => {
+        Part::Busy if slot.records.load(Relaxed) != no_directory() && (*m).slot != 0 => {
             // Inside the runtime's own work on this thread: records straight from the
             // kernel, no repair, no reset.
             reserve(slot);
@@ -1309,7 +1323,7 @@ mod tests {
 
     fn empty_slot() -> ThreadSlot {
         ThreadSlot {
-            records: AtomicPtr::new(std::ptr::null_mut()),
+            records: AtomicPtr::new(no_directory()),
             acts: AtomicPtr::new(std::ptr::null_mut()),
             top: AtomicU32::new(0),
             cap: AtomicU32::new(0),

@@ -696,7 +696,7 @@ impl Inline {
         let module = h.param(0);
         let (fast, slow) = (h.block(c"fast"), h.block(c"slow"));
         let thread = self.address(b, self.thread);
-        let (records, ok) = self.checked_records(&h, thread, module, slow);
+        let (records, ok) = self.checked_records(&h, thread, module);
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, fast, slow), 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, fast);
         LLVMBuildRet(b, records);
@@ -707,29 +707,18 @@ impl Inline {
         h.finish(ty)
     }
 
-    /// In helper `h`: the thread's directory (`thread` its `__kage_count_thread`), else a
-    /// branch to `slow`; then, in a new block where the builder is left, the records of
-    /// `module` and whether they exist and belong to the latest reset epoch.
+    /// In helper `h`, from the thread's directory (`thread` its `__kage_count_thread`): the
+    /// records of `module` and whether they exist and belong to the latest reset epoch.
     unsafe fn checked_records(
         &self,
         h: &HelperBuilder,
         thread: LLVMValueRef,
         module: LLVMValueRef,
-        slow: LLVMBasicBlockRef,
     ) -> (LLVMValueRef, LLVMValueRef) {
         let b = h.builder;
-        let has_directory = h.block(c"directory");
+        // A thread that counts nowhere has a directory too, all null (the runtime's).
         let directory = self.load(b, self.ptr_type, self.field(b, thread, RECORDS));
         let null = LLVMConstPointerNull(self.ptr_type);
-        let ok = LLVMBuildICmp(
-            b,
-            LLVMIntPredicate::LLVMIntNE,
-            directory,
-            null,
-            c"".as_ptr(),
-        );
-        ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_directory, slow), 1 << 20, 1);
-        LLVMPositionBuilderAtEnd(b, has_directory);
         let records = self.module_records(b, directory, module);
         let has = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, records, null, c"".as_ptr());
         let epoch = ir::load_relaxed(b, self.i64_type, self.epoch);
@@ -1198,7 +1187,7 @@ impl Inline {
         );
         let thread = self.address(b, self.thread);
         // The module's records, the epoch, and room for an activation.
-        let (records, same) = self.checked_records(&h, thread, module, slow);
+        let (records, same) = self.checked_records(&h, thread, module);
         let (top, room) = self.room(b, thread);
         let ok = LLVMBuildAnd(b, same, room, c"".as_ptr());
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_records, slow), 1 << 20, 1);
@@ -1362,7 +1351,7 @@ impl Inline {
         let (module, frame) = (h.param(0), h.param(1));
         let (has_records, fast, slow) = (h.block(c"records"), h.block(c"fast"), h.block(c"slow"));
         let thread = self.address(b, self.thread);
-        let (records, same) = self.checked_records(&h, thread, module, slow);
+        let (records, same) = self.checked_records(&h, thread, module);
         ir::set_branch_weights(LLVMBuildCondBr(b, same, has_records, slow), 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, has_records);
         let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
