@@ -691,17 +691,16 @@ pub mod count {
         }
     }
     /// `__kage_count_thread`'s fields (byte offsets): the directory of record arrays
-    /// (pointer, indexed by `kage_module.slot`), the open activations (pointer), their number
-    /// and capacity (`u32`s), the reset epoch the thread's records belong to (`u64`), and
-    /// the runtime's own word (which of the thread's contexts they are).
+    /// (pointer, indexed by `kage_module.slot`; a reset empties it), the open activations
+    /// (pointer), their number and capacity (`u32`s), and the runtime's own word (which of
+    /// the thread's contexts they are).
     pub const RECORDS: usize = 0;
     pub const ACTIVATIONS: usize = 8;
     pub const TOP: usize = 16;
     pub const CAPACITY: usize = 20;
-    pub const EPOCH: usize = 24;
-    pub const OWNER: usize = 32;
+    pub const OWNER: usize = 24;
     /// Its size in `u64`s.
-    pub const THREAD_WORDS: usize = 5;
+    pub const THREAD_WORDS: usize = 4;
     /// An open function activation: the table entry of its innermost open region, then its
     /// frame address (`llvm.addressofreturnaddress`).
     pub const CURRENT: usize = 0;
@@ -1020,15 +1019,6 @@ pub mod symbols {
         thread_local: true,
         used_by: &[Counts],
     };
-    /// `uint64_t __kage_count_epoch`: the count tool's reset epoch; a thread whose
-    /// `__kage_count_thread` holds another one calls `__kage_count_prepare` at its next
-    /// function entry.
-    pub const COUNT_EPOCH: Symbol = Symbol::Global {
-        name: "__kage_count_epoch",
-        ty: I64,
-        thread_local: false,
-        used_by: &[Counts],
-    };
     /// `uint64_t *__kage_count_prepare(struct kage_module *m, const void *frame)`: at a
     /// function's entry, when the inline checks fail: sets the thread up, applies a reset,
     /// makes room for one more activation and, `frame` not null, closes the activations
@@ -1270,7 +1260,6 @@ pub mod symbols {
         COUNT_TOTALS,
         COUNT_THREAD,
         COUNT_RUNNING,
-        COUNT_EPOCH,
         COUNT_PREPARE,
         COUNT_UNWIND,
         COUNT_RESUME,

@@ -319,7 +319,6 @@ fn count_build_changes_regions_inline() {
     let enter = function_body(&ir, "__kage_count_enter");
     for needed in [
         "@llvm.threadlocal.address.p0(ptr @__kage_count_thread)",
-        "@__kage_count_epoch",
         "call ptr @__kage_count_prepare(ptr %0, ptr %2)",
         "icmp ult i32",
         "icmp ugt i64",

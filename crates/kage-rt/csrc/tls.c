@@ -26,15 +26,15 @@ _Atomic uint64_t *kage_count_slot(void) { return __kage_count; }
 
 /* Count instrumentation's per-thread records and open function activations ("Count
  * instrumentation"), laid out as kage_abi::count says: the directory of record arrays by
- * module slot, the activations, their number and capacity, the reset epoch, and which of
- * the thread's contexts they belong to (the runtime's). Instrumented code reads and writes
+ * module slot (a reset empties it), the activations, their number and capacity, and which
+ * of the thread's contexts they belong to (the runtime's). Instrumented code reads and writes
  * it inline; the runtime sets it up (__kage_count_prepare) and swaps it when a coroutine
  * context runs on the thread. */
 struct kage_count_thread {
   void **records;
   void *acts;
   uint32_t top, capacity;
-  uint64_t epoch, owner;
+  uint64_t owner;
 };
 /* The directory of a thread that counts nowhere (not set up yet, or its part parked): every
  * module's records null, so that the inline entry checks need not test the directory
@@ -51,11 +51,6 @@ __attribute__((tls_model("initial-exec"), visibility("default")))
 __thread const void *_Atomic __kage_count_running;
 
 const void *_Atomic *kage_count_running_slot(void) { return &__kage_count_running; }
-
-/* The count tool's reset epoch: a thread whose __kage_count_thread holds another one applies
- * the reset at its next function entry. */
-__attribute__((visibility("default")))
-_Atomic uint64_t __kage_count_epoch;
 
 /* The region entry of the thread's innermost open region, as of its last region event
  * ("Hooks the pass inserts"): instrumented code calls __kage_settle(r) only when r is not

@@ -29,8 +29,8 @@ use crate::registry;
 use crate::sync::SpinLock;
 use crate::tool::{to_map, RegionMembers, ThreadTool, Tool, ToolResults};
 use kage_abi::count::{
-    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CURRENT, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES,
-    IN_LOCALS, MAX_MODULES, OWNER, RECORDS, SELF, THREAD_WORDS, TOP, WORDS,
+    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, CURRENT, DEPTH, FRAME, INCLUSIVE, INSTANCES, IN_LOCALS,
+    MAX_MODULES, OWNER, RECORDS, SELF, THREAD_WORDS, TOP, WORDS,
 };
 use kage_abi::{symbols, Module, Region, RegionKind, NONE};
 use kage_report::{CountStats, Counters};
@@ -43,8 +43,6 @@ extern "C" {
     fn kage_count_slot() -> *mut AtomicU64;
     /// The calling thread's `__kage_count_thread` (csrc/tls.c).
     fn kage_count_thread_slot() -> *mut u64;
-    /// `__kage_count_epoch` (csrc/tls.c).
-    static __kage_count_epoch: AtomicU64;
 }
 
 /// A thread's `__kage_count`: loads, stores, bytes read, bytes written.
@@ -137,7 +135,6 @@ pub struct ThreadSlot {
     acts: AtomicPtr<Activation>,
     top: AtomicU32,
     cap: AtomicU32,
-    epoch: AtomicU64,
     /// The part whose activations these are (null: none).
     owner: AtomicPtr<ThreadCounts>,
 }
@@ -157,17 +154,15 @@ const _: () = {
     assert!(offset_of!(ThreadSlot, records) == RECORDS);
     assert!(offset_of!(ThreadSlot, acts) == ACTIVATIONS);
     assert!(offset_of!(ThreadSlot, top) == TOP && offset_of!(ThreadSlot, cap) == CAPACITY);
-    assert!(offset_of!(ThreadSlot, epoch) == EPOCH && offset_of!(ThreadSlot, owner) == OWNER);
+    assert!(offset_of!(ThreadSlot, owner) == OWNER);
     assert!(size_of::<ThreadSlot>() == THREAD_WORDS * 8);
     assert!(offset_of!(Activation, cur) == CURRENT && offset_of!(Activation, frame) == FRAME);
     assert!(size_of::<Activation>() == ACTIVATION_SIZE);
 };
 
-/// The epoch of the latest reset.
-fn current_epoch() -> u64 {
-    // SAFETY: a C global of the runtime, only accessed atomically.
-    unsafe { __kage_count_epoch.load(Acquire) }
-}
+/// The count tool's reset epoch: `kage_reset` bumps it (then empties every part's
+/// directory, so that each thread's next entry of each module applies it).
+static RESET_EPOCH: AtomicU64 = AtomicU64::new(0);
 
 /// `bytes` of zeroed memory straight from the kernel (async-signal-safe, never freed):
 /// what a thread's directory and activations take, and what a signal handler gets while
@@ -210,11 +205,26 @@ fn no_directory() -> *mut AtomicPtr<AtomicU64> {
     kage_count_no_directory.as_ptr() as *mut _
 }
 
-/// A directory of record arrays, by module slot.
+/// A directory of record arrays, by module slot, twice over: first as instrumented code
+/// finds them (the published half: a reset empties it, so that each module's next entry on
+/// the thread takes the runtime's path, which applies the reset), then as the thread's part
+/// keeps them (only its owner writes those).
 fn new_directory() -> &'static [AtomicPtr<AtomicU64>] {
-    let p = map_zeroed(MAX_MODULES * 8) as *const AtomicPtr<AtomicU64>;
+    let p = map_zeroed(2 * MAX_MODULES * 8) as *const AtomicPtr<AtomicU64>;
     // SAFETY: zeroed memory is a valid array of null pointers, never freed.
-    unsafe { std::slice::from_raw_parts(p, MAX_MODULES) }
+    unsafe { std::slice::from_raw_parts(p, 2 * MAX_MODULES) }
+}
+
+/// The kept entry of module `slot` in the directory whose published half starts at
+/// `published` ([`new_directory`]).
+///
+/// # Safety
+/// `published` starts a directory from [`new_directory`]; `slot` < [`MAX_MODULES`].
+unsafe fn kept_entry(
+    published: *const AtomicPtr<AtomicU64>,
+    slot: u32,
+) -> &'static AtomicPtr<AtomicU64> {
+    &*published.add(MAX_MODULES + slot as usize)
 }
 
 /// Where code counts when no thread part can take its counts (the thread could not be set
@@ -254,8 +264,7 @@ impl Scratch {
 
 pub struct CountTool {
     threads: SpinLock<Vec<&'static ThreadCounts>>,
-    /// The reset epoch: `__kage_count_epoch`, which instrumented code reads (a tool of its
-    /// own in unit tests).
+    /// The reset epoch: [`RESET_EPOCH`] (a tool of its own in unit tests).
     epoch: &'static AtomicU64,
 }
 
@@ -266,7 +275,7 @@ struct ThreadCounts {
     epoch: AtomicU64,
     /// The thread does not exist in this process (forked child).
     retired: AtomicBool,
-    /// Its record arrays, by module slot.
+    /// Its record arrays, by module slot: published and kept ([`new_directory`]).
     directory: &'static [AtomicPtr<AtomicU64>],
     /// Accesses made outside every region (count-calls code only).
     outside: Record,
@@ -294,10 +303,20 @@ impl ThreadCounts {
         std::array::from_fn(|k| cells[k].load(Relaxed))
     }
 
+    /// Where instrumented code finds its records of module `slot`.
+    fn published(&self, slot: u32) -> Option<&AtomicPtr<AtomicU64>> {
+        self.directory[..MAX_MODULES].get(slot as usize)
+    }
+
+    /// Where it keeps its records of module `slot`.
+    fn kept(&self, slot: u32) -> Option<&AtomicPtr<AtomicU64>> {
+        self.directory[MAX_MODULES..].get(slot as usize)
+    }
+
     /// The records of module `slot`, if allocated.
     fn records(&self, slot: u32) -> Option<ModuleRecords> {
         let module = registry::slot_module(slot)?;
-        let p = self.directory.get(slot as usize)?.load(Acquire);
+        let p = self.kept(slot)?.load(Acquire);
         if p.is_null() {
             return None;
         }
@@ -396,7 +415,7 @@ impl CountThread {
     /// use: through the runtime's allocator, or straight from the kernel when `busy` (a
     /// signal handler while the runtime runs on the thread).
     fn module_records(&self, slot: u32, words: usize, busy: bool) -> *mut AtomicU64 {
-        let Some(entry) = self.c.directory.get(slot as usize) else {
+        let Some(entry) = self.c.kept(slot) else {
             return std::ptr::null_mut();
         };
         let p = entry.load(Acquire);
@@ -601,15 +620,26 @@ impl CountThread {
     /// # Safety
     /// `m` points to a module table; the part runs on the calling thread.
     unsafe fn prepare(&mut self, m: *mut Module, frame: usize) -> *mut u64 {
-        self.sync_epoch();
         if (*m).slot == 0 {
             registry::register(m);
         }
         let slot = (*m).slot;
-        let records = if slot == 0 {
-            std::ptr::null_mut()
-        } else {
-            self.module_records(slot, record_words(&*m), false)
+        let records = loop {
+            self.sync_epoch();
+            if slot == 0 {
+                break std::ptr::null_mut();
+            }
+            let records = self.module_records(slot, record_words(&*m), false);
+            let Some(published) = self.c.published(slot).filter(|_| !records.is_null()) else {
+                break records;
+            };
+            // Published for the inline checks. A reset bumps the epoch before it empties
+            // the directories: if it came meanwhile, the entry may have been published
+            // after it emptied it, and is applied now (sequentially consistent, as there).
+            published.store(records, SeqCst);
+            if self.epoch.load(SeqCst) == self.c.epoch.load(Relaxed) {
+                break records;
+            }
         };
         if frame != 0 {
             while self.top() > 0 && self.act(self.top() - 1).frame.load(Relaxed) <= frame {
@@ -634,9 +664,6 @@ impl CountThread {
         }
         self.zero();
         self.c.epoch.store(e, Release);
-        if self.running() {
-            self.slot.epoch.store(e, Relaxed);
-        }
         true
     }
 
@@ -702,7 +729,6 @@ impl CountThread {
         reserve(s);
         s.records
             .store(self.c.directory.as_ptr() as *mut _, Relaxed);
-        s.epoch.store(self.c.epoch.load(Relaxed), Relaxed);
         for k in 0..4 {
             self.cells[k].store(self.c.saved[k].load(Relaxed), Relaxed);
         }
@@ -846,35 +872,29 @@ pub unsafe extern "C" fn __kage_count_prepare(m: *mut Module, frame: *const c_vo
         Part::Running(part) => part.prepare(m, frame as usize),
         Part::Busy if slot.records.load(Relaxed) != no_directory() && (*m).slot != 0 => {
             // Inside the runtime's own work on this thread: records straight from the
-            // kernel, no repair, no reset.
+            // kernel, no repair, no reset; kept for the report, not published (the next
+            // entry asks again).
             reserve(slot);
-            let directory = slot.records.load(Relaxed);
-            let entry = &*directory.add((*m).slot as usize);
+            let entry = kept_entry(slot.records.load(Relaxed), (*m).slot);
             let mut p = entry.load(Acquire);
             if p.is_null() {
-                p = map_zeroed((*m).region_count.max(1) as usize * WORDS * 8) as *mut AtomicU64;
+                p = map_zeroed(record_words(&*m).max(1) * 8) as *mut AtomicU64;
                 entry.store(p, Release);
             }
             p as *mut u64
         }
         part => {
-            // Counted nowhere. Unless another tool runs, try again at the next entry.
+            // Counted nowhere. While another tool runs, from now on without the runtime;
+            // else the next entry tries again.
             let scratch = scratch();
             let records = scratch.records(m);
-            if (*m).slot != 0 {
-                scratch.directory[(*m).slot as usize].store(records, Release);
+            if matches!(part, Part::OtherTool) {
+                if (*m).slot != 0 {
+                    scratch.directory[(*m).slot as usize].store(records, Release);
+                }
+                slot.records
+                    .store(scratch.directory.as_ptr() as *mut _, Relaxed);
             }
-            slot.records
-                .store(scratch.directory.as_ptr() as *mut _, Relaxed);
-            let another_tool = matches!(part, Part::OtherTool);
-            slot.epoch.store(
-                if another_tool {
-                    current_epoch()
-                } else {
-                    u64::MAX
-                },
-                Relaxed,
-            );
             reserve(slot);
             records as *mut u64
         }
@@ -994,7 +1014,7 @@ impl Default for CountTool {
 impl CountTool {
     pub fn new() -> Self {
         // SAFETY: a C global of the runtime, only accessed atomically.
-        Self::with_epoch(unsafe { &__kage_count_epoch })
+        Self::with_epoch(&RESET_EPOCH)
     }
 
     /// A tool whose resets bump `epoch`.
@@ -1160,8 +1180,20 @@ impl Tool for CountTool {
         self.new_part(cells, thread_slot(), false)
     }
 
+    /// The epoch bumped, then every part's published records emptied: each thread's next
+    /// entry of each module takes the runtime's path, which applies the reset (its records
+    /// in registers until then count on, as before a reset). Sequentially consistent with
+    /// the publishing in [`CountThread::prepare`].
     fn reset(&self) {
-        self.epoch.fetch_add(1, AcqRel);
+        self.epoch.fetch_add(1, SeqCst);
+        let last = registry::last_slot();
+        for t in self.threads.lock().iter() {
+            for slot in 1..=last {
+                if let Some(entry) = t.published(slot) {
+                    entry.store(std::ptr::null_mut(), SeqCst);
+                }
+            }
+        }
     }
 
     fn fork_child(&self) {
@@ -1244,9 +1276,6 @@ impl ThreadTool for CountThread {
         self.zero();
         let e = self.epoch.load(Acquire);
         self.c.epoch.store(e, Release);
-        if self.running() {
-            self.slot.epoch.store(e, Relaxed);
-        }
         self.c.retired.store(false, Relaxed);
     }
 
@@ -1327,7 +1356,6 @@ mod tests {
             acts: AtomicPtr::new(std::ptr::null_mut()),
             top: AtomicU32::new(0),
             cap: AtomicU32::new(0),
-            epoch: AtomicU64::new(0),
             owner: AtomicPtr::new(std::ptr::null_mut()),
         }
     }

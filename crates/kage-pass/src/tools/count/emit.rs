@@ -3,8 +3,8 @@
 //! function's edges, segments and returns get ([`Emitter`]).
 
 use kage_abi::count::{
-    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, DEPTH, EPOCH, FRAME, INCLUSIVE, INSTANCES, RECORDS,
-    SELF, TOP, WORDS,
+    ACTIVATIONS, ACTIVATION_SIZE, CAPACITY, DEPTH, FRAME, INCLUSIVE, INSTANCES, RECORDS, SELF, TOP,
+    WORDS,
 };
 use kage_abi::{layout, symbols};
 use llvm_sys::core::*;
@@ -563,7 +563,6 @@ pub(super) struct Inline {
     thread: LLVMValueRef,
     /// `__kage_count_running`.
     running: LLVMValueRef,
-    epoch: LLVMValueRef,
     gate: LLVMValueRef,
     enter: RuntimeFunction,
     open: RuntimeFunction,
@@ -652,7 +651,6 @@ impl Inline {
             totals_type: LLVMGlobalGetValueType(totals),
             thread: ir::declare_runtime_global(module, &symbols::COUNT_THREAD),
             running: ir::declare_runtime_global(module, &symbols::COUNT_RUNNING),
-            epoch: ir::declare_runtime_global(module, &symbols::COUNT_EPOCH),
             gate: ir::declare_runtime_global(module, &symbols::GATE),
             enter: RuntimeFunction::helper(null, null_type),
             open: RuntimeFunction::helper(null, null_type),
@@ -696,7 +694,7 @@ impl Inline {
         let module = h.param(0);
         let (fast, slow) = (h.block(c"fast"), h.block(c"slow"));
         let thread = self.address(b, self.thread);
-        let (records, ok) = self.checked_records(&h, thread, module);
+        let (records, ok) = self.checked_records(b, thread, module);
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, fast, slow), 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, fast);
         LLVMBuildRet(b, records);
@@ -707,24 +705,21 @@ impl Inline {
         h.finish(ty)
     }
 
-    /// In helper `h`, from the thread's directory (`thread` its `__kage_count_thread`): the
-    /// records of `module` and whether they exist and belong to the latest reset epoch.
+    /// From the thread's directory (`thread` its `__kage_count_thread`): the records of
+    /// `module`, and whether there are any. A thread that counts nowhere has a directory too,
+    /// all null (the runtime's), and a reset empties every thread's: then its next entry of
+    /// each module takes the runtime's path, which applies the reset first.
     unsafe fn checked_records(
         &self,
-        h: &HelperBuilder,
+        b: LLVMBuilderRef,
         thread: LLVMValueRef,
         module: LLVMValueRef,
     ) -> (LLVMValueRef, LLVMValueRef) {
-        let b = h.builder;
-        // A thread that counts nowhere has a directory too, all null (the runtime's).
         let directory = self.load(b, self.ptr_type, self.field(b, thread, RECORDS));
         let null = LLVMConstPointerNull(self.ptr_type);
         let records = self.module_records(b, directory, module);
         let has = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, records, null, c"".as_ptr());
-        let epoch = ir::load_relaxed(b, self.i64_type, self.epoch);
-        let own = self.load(b, self.i64_type, self.field(b, thread, EPOCH));
-        let same = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntEQ, epoch, own, c"".as_ptr());
-        (records, LLVMBuildAnd(b, has, same, c"".as_ptr()))
+        (records, has)
     }
 
     /// `directory[module->slot]`.
@@ -1186,10 +1181,10 @@ impl Inline {
             h.block(c"join"),
         );
         let thread = self.address(b, self.thread);
-        // The module's records, the epoch, and room for an activation.
-        let (records, same) = self.checked_records(&h, thread, module);
+        // The module's records, and room for an activation.
+        let (records, has) = self.checked_records(b, thread, module);
         let (top, room) = self.room(b, thread);
-        let ok = LLVMBuildAnd(b, same, room, c"".as_ptr());
+        let ok = LLVMBuildAnd(b, has, room, c"".as_ptr());
         ir::set_branch_weights(LLVMBuildCondBr(b, ok, has_records, slow), 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, has_records);
         self.check_live_caller(&h, thread, top, frame, fast, slow);
@@ -1351,8 +1346,8 @@ impl Inline {
         let (module, frame) = (h.param(0), h.param(1));
         let (has_records, fast, slow) = (h.block(c"records"), h.block(c"fast"), h.block(c"slow"));
         let thread = self.address(b, self.thread);
-        let (records, same) = self.checked_records(&h, thread, module);
-        ir::set_branch_weights(LLVMBuildCondBr(b, same, has_records, slow), 1 << 20, 1);
+        let (records, has) = self.checked_records(b, thread, module);
+        ir::set_branch_weights(LLVMBuildCondBr(b, has, has_records, slow), 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, has_records);
         let top = self.load(b, self.i32_type, self.field(b, thread, TOP));
         self.check_live_caller(&h, thread, top, frame, fast, slow);
