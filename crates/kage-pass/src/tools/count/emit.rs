@@ -1067,10 +1067,13 @@ impl Inline {
         ir::add_relaxed(builder, cell, value);
     }
 
-    /// Whether counting is on: `__kage_gate` is 0 (an `i1`).
+    /// Whether counting is on: `__kage_gate` is 0 (an `i1`). An unordered atomic load: the
+    /// compare takes it as its operand (`cmpl $0, __kage_gate(%rip)`), and one the code no
+    /// longer needs goes away; the gate changes on this thread only in calls (which every
+    /// load after them sees), and another thread's change has no order to keep.
     unsafe fn gate_open(&self, builder: LLVMBuilderRef) -> LLVMValueRef {
         let gate = LLVMBuildLoad2(builder, self.i32_type, self.gate, c"".as_ptr());
-        LLVMSetOrdering(gate, LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic);
+        LLVMSetOrdering(gate, LLVMAtomicOrdering::LLVMAtomicOrderingUnordered);
         LLVMSetAlignment(gate, 4);
         let zero = LLVMConstInt(self.i32_type, 0, 0);
         LLVMBuildICmp(
