@@ -1013,7 +1013,6 @@ impl Default for CountTool {
 
 impl CountTool {
     pub fn new() -> Self {
-        // SAFETY: a C global of the runtime, only accessed atomically.
         Self::with_epoch(&RESET_EPOCH)
     }
 
