@@ -189,7 +189,8 @@ fn count_build_adds_each_segments_counts_inline() {
             .filter_map(|line| line.split("@__kage_count_add(").nth(1))
             .flat_map(|args| {
                 let args = args.split(')').next().unwrap();
-                (args.split(", ").skip(1))
+                // The record, its four counts, then the locals where the totals wait.
+                (args.split(", ").skip(1).take(4))
                     .map(|arg| arg.trim_start_matches("i64 ").to_string())
                     .collect::<Vec<_>>()
             })

@@ -72,6 +72,9 @@ pub(super) struct Emitter<'a> {
     pub(super) nodes: &'a [Node],
     /// Per region: its deferral, when it is deferred.
     pub(super) deferred_regions: &'a [Option<DeferredRegion>],
+    /// The locals holding the function's additions to the thread's totals not made yet
+    /// (none in a promoted function, which counts everything in its tree's locals).
+    pub(super) waiting_totals: Option<[LLVMValueRef; 4]>,
 }
 
 /// What a push needs: the module, the function's table entry, its frame, and the byte
@@ -272,7 +275,20 @@ impl Emitter<'_> {
         }
     }
 
+    /// The additions to the thread's totals that wait in locals made (a branch on whether
+    /// any is not 0, which folds away where they are known to be).
+    pub(super) unsafe fn settle_totals(&self) {
+        if let Some(waiting) = self.waiting_totals {
+            self.inline.settle_totals(self.builder, waiting);
+        }
+    }
+
     pub(super) unsafe fn change(&self, c: &Change) {
+        // A record that opens or closes reads the totals.
+        let counted_in_records = |node: &usize| self.deferred_region(*node).is_none();
+        if !c.records.closes.is_empty() || c.records.opens.iter().any(counted_in_records) {
+            self.settle_totals();
+        }
         for &j in &c.reports {
             self.flush(j);
         }
@@ -484,7 +500,20 @@ impl Emitter<'_> {
         }
         let adder = self.inline.segment_adder(values.map(|v| v.is_some()));
         let zero = LLVMConstInt(self.inline.i64_type, 0, 0);
-        let mut args = [self.record(node), zero, zero, zero, zero];
+        let waiting = self
+            .waiting_totals
+            .expect("a promoted function counts in its tree's locals");
+        let mut args = [
+            self.record(node),
+            zero,
+            zero,
+            zero,
+            zero,
+            waiting[0],
+            waiting[1],
+            waiting[2],
+            waiting[3],
+        ];
         for (k, value) in values.iter().enumerate() {
             args[1 + k] = value.unwrap_or(zero);
         }
@@ -583,6 +612,8 @@ pub(super) struct Inline {
     deferred_entry_helpers: std::cell::RefCell<DeferredEntryHelpers>,
     /// The helpers that add a segment's counts to a record, by the counters they add to.
     segment_adders: std::cell::RefCell<std::collections::HashMap<[bool; 4], RuntimeFunction>>,
+    /// The helper that adds what waits in a function's locals to the thread's totals.
+    totals_settler: std::cell::OnceCell<RuntimeFunction>,
     i32_type: LLVMTypeRef,
     i64_type: LLVMTypeRef,
     ptr_type: LLVMTypeRef,
@@ -663,6 +694,7 @@ impl Inline {
             deferred_helpers: Default::default(),
             deferred_entry_helpers: Default::default(),
             segment_adders: Default::default(),
+            totals_settler: Default::default(),
             arrive: RuntimeFunction::declare(module, &symbols::COUNT_ARRIVE),
             resume: RuntimeFunction::declare(module, &symbols::COUNT_RESUME),
             i32_type: LLVMInt32TypeInContext(context),
@@ -756,6 +788,58 @@ impl Inline {
                 })
                 .collect(),
         )
+    }
+
+    /// The locals where a function's additions to the thread's totals wait: four `i64`,
+    /// zero, at the builder's position (the entry block's start: mem2reg promotes them).
+    pub(super) unsafe fn waiting_totals(&self, b: LLVMBuilderRef) -> [LLVMValueRef; 4] {
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        std::array::from_fn(|_| {
+            let local = LLVMBuildAlloca(b, self.i64_type, c"kage.totals.waiting".as_ptr());
+            LLVMBuildStore(b, zero, local);
+            local
+        })
+    }
+
+    /// The waiting locals added to the thread's totals and zeroed, when any is not 0: a call
+    /// of `void __kage_count_settle_totals(ptr waiting...)` (inlined; its branch folds away
+    /// where the locals are known to be 0).
+    pub(super) unsafe fn settle_totals(&self, b: LLVMBuilderRef, waiting: [LLVMValueRef; 4]) {
+        let helper = *self
+            .totals_settler
+            .get_or_init(|| self.define_settle_totals());
+        let mut args = waiting;
+        helper.call(b, &mut args);
+    }
+
+    unsafe fn define_settle_totals(&self) -> RuntimeFunction {
+        let mut params = [self.ptr_type; 4];
+        let (h, ty) = self.void_helper("__kage_count_settle_totals", &mut params);
+        let b = h.builder;
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        let values: [LLVMValueRef; 4] = std::array::from_fn(|k| {
+            LLVMBuildLoad2(b, self.i64_type, h.param(k as u32), c"".as_ptr())
+        });
+        let any = values
+            .iter()
+            .fold(zero, |any, &v| LLVMBuildOr(b, any, v, c"".as_ptr()));
+        let waiting = LLVMBuildICmp(b, LLVMIntPredicate::LLVMIntNE, any, zero, c"".as_ptr());
+        let (add, done) = (h.block(c"add"), h.block(c"done"));
+        LLVMBuildCondBr(b, waiting, add, done);
+        LLVMPositionBuilderAtEnd(b, add);
+        let totals = self.address(b, self.totals);
+        for (k, &v) in values.iter().enumerate() {
+            ir::add_relaxed(b, self.cell(b, totals, k), v);
+        }
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+        // Zero on both ways: once promoted to registers they are the constant 0 here, and
+        // the next settling with nothing added in between folds away.
+        for k in 0..4 {
+            LLVMBuildStore(b, zero, h.param(k as u32));
+        }
+        LLVMBuildRetVoid(b);
+        h.finish(ty)
     }
 
     /// `__kage_count_running = root` (null: none).
@@ -1100,6 +1184,10 @@ impl Inline {
             self.i64_type,
             self.i64_type,
             self.i64_type,
+            self.ptr_type,
+            self.ptr_type,
+            self.ptr_type,
+            self.ptr_type,
         ];
         let (h, ty) = self.void_helper("__kage_count_add", &mut params);
         let b = h.builder;
@@ -1107,10 +1195,9 @@ impl Inline {
         let branch = LLVMBuildCondBr(b, self.gate_open(b), counting, done);
         ir::set_branch_weights(branch, 1 << 20, 1);
         LLVMPositionBuilderAtEnd(b, counting);
-        let totals = self.address(b, self.totals);
         for k in (0..4).filter(|&k| present[k]) {
             let value = h.param(1 + k as u32);
-            ir::add_relaxed(b, self.cell(b, totals, k), value);
+            self.add_plain(b, h.param(5 + k as u32), value);
             self.add_word(b, h.param(0), SELF + k, value);
         }
         LLVMBuildBr(b, done);

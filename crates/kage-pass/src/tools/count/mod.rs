@@ -339,6 +339,9 @@ unsafe fn instrument_function(
         .iter()
         .map(|t| inline.tree_locals(builder, t.len))
         .collect();
+    // The additions of the segments counted in records to the thread's totals wait in
+    // locals until something may read the totals.
+    let waiting_totals = (!whole_function).then(|| inline.waiting_totals(builder));
     let deferred_locals: Vec<Option<emit::DeferredLocals>> = (deferred_nodes.iter())
         .map(|&d| d.then(|| inline.deferred_locals(builder)))
         .collect();
@@ -482,6 +485,7 @@ unsafe fn instrument_function(
         tree_pending: &tree_pending,
         nodes: &tree.nodes,
         deferred_regions: &deferred_regions,
+        waiting_totals,
     };
     for (b, code) in &start_code {
         let Some(start) = (if *b == 0 {
@@ -503,12 +507,14 @@ unsafe fn instrument_function(
                 let lp = header_of
                     .get(b)
                     .map(|&k| table.region_ptr(region_index(tree.loop_node[k])));
+                at.settle_totals();
                 at.arrive(table.region_ptr(region_index(tree.block_region[*b])), lp);
             }
         }
     }
     for &(inst, block) in &plan.resume_points {
         position(inst);
+        at.settle_totals();
         at.resume(table.region_ptr(region_index(tree.block_region[block])));
     }
     for (segment, (constant, dynamic)) in segments.iter().zip(&segment_counts) {
@@ -530,6 +536,11 @@ unsafe fn instrument_function(
         LLVMPositionBuilderBefore(builder, next);
         LLVMSetCurrentDebugLocation2(builder, locations.for_instruction(inst));
         at.cmpxchg(inst, size, tree.block_region[block]);
+    }
+    // The totals complete before every call that may run instrumented code.
+    for s in segments.iter().filter(|s| crate::segments::is_cut(s.end)) {
+        position(s.end);
+        at.settle_totals();
     }
     // The trees waiting at a call report before it (and before a deferred function or
     // region opens its record there, as they may report to its locals).
@@ -554,6 +565,7 @@ unsafe fn instrument_function(
     }
     for &(inst, block) in &exits {
         position(inst);
+        at.settle_totals();
         if first_cut[block].is_none() {
             reports.before_leaving[block]
                 .iter()
