@@ -492,6 +492,41 @@ pub unsafe fn has_function_attribute(func: LLVMValueRef, name: &str) -> bool {
     kind != 0 && !LLVMGetEnumAttributeAtIndex(func, LLVMAttributeFunctionIndex, kind).is_null()
 }
 
+/// Whether the call `call` of `callee` has the function attribute `name` (one without a
+/// value), on the call or on the callee.
+///
+/// # Safety
+/// `call` must be a call instruction of the function `callee`.
+pub unsafe fn call_has_function_attribute(
+    call: LLVMValueRef,
+    callee: LLVMValueRef,
+    name: &str,
+) -> bool {
+    let kind = LLVMGetEnumAttributeKindForName(name.as_ptr() as *const c_char, name.len());
+    kind != 0
+        && (!LLVMGetCallSiteEnumAttribute(call, LLVMAttributeFunctionIndex, kind).is_null()
+            || !LLVMGetEnumAttributeAtIndex(callee, LLVMAttributeFunctionIndex, kind).is_null())
+}
+
+/// The memory effects of the call `call` of `callee` (the `memory` attribute's value, on the
+/// call or else on the callee), if either says.
+///
+/// # Safety
+/// `call` must be a call instruction of the function `callee`.
+pub unsafe fn call_memory_effects(call: LLVMValueRef, callee: LLVMValueRef) -> Option<u64> {
+    let kind = LLVMGetEnumAttributeKindForName(c"memory".as_ptr(), 6);
+    if kind == 0 {
+        return None;
+    }
+    let on_call = LLVMGetCallSiteEnumAttribute(call, LLVMAttributeFunctionIndex, kind);
+    let attribute = if on_call.is_null() {
+        LLVMGetEnumAttributeAtIndex(callee, LLVMAttributeFunctionIndex, kind)
+    } else {
+        on_call
+    };
+    (!attribute.is_null()).then(|| LLVMGetEnumAttributeValue(attribute))
+}
+
 /// Adds the enum attribute `name` (one without a value) to `func`.
 ///
 /// # Safety

@@ -75,7 +75,7 @@ impl FunctionPlan {
                     terminator_chains[b] = location.as_ref().map(|l| l.sites.clone());
                 }
                 let access = classify_access(inst, data_layout);
-                let is_measured = access.is_some() || segments::is_cut(inst);
+                let is_measured = access.is_some() || segments::calls_other_code(inst);
                 if let Some(access) = access {
                     accesses.push(access);
                 }

@@ -94,15 +94,26 @@ unsafe fn block_segments(
     segments
 }
 
-/// Whether `inst` ends a segment: a call, invoke or callbr that may run instrumented code,
-/// i.e. any except the pass's own `__kage_*` functions, intrinsics other than those in
-/// [`CALLING_INTRINSICS`], and inline assembly whose text has no instruction that calls,
-/// jumps or enters the kernel ([`asm_may_call`]; a branchless `cmov`, a `bswap` or a
-/// `pause` does not run other code). A `callbr` (`asm goto`) always does.
+/// Whether `inst` ends a segment: a call, invoke or callbr that may run instrumented code.
+/// That is every call that [`calls_other_code`] except a call that surely returns without
+/// running code of the program ([`returns_without_callbacks`]: `memcmp`, `strlen`).
 ///
 /// # Safety
 /// `inst` must be a valid instruction.
 pub unsafe fn is_cut(inst: LLVMValueRef) -> bool {
+    calls_other_code(inst)
+        && !ir::direct_callee(inst).is_some_and(|callee| returns_without_callbacks(inst, callee))
+}
+
+/// Whether `inst` is a call, invoke or callbr of code other than the pass's own `__kage_*`
+/// functions, intrinsics other than those in [`CALLING_INTRINSICS`], and inline assembly
+/// whose text has no instruction that calls, jumps or enters the kernel ([`asm_may_call`];
+/// a branchless `cmov`, a `bswap` or a `pause` does not run other code). A `callbr` (`asm
+/// goto`) always is.
+///
+/// # Safety
+/// `inst` must be a valid instruction.
+pub unsafe fn calls_other_code(inst: LLVMValueRef) -> bool {
     if !ir::is_call_site(inst) {
         return false;
     }
@@ -126,6 +137,45 @@ pub unsafe fn is_cut(inst: LLVMValueRef) -> bool {
     } else {
         true
     }
+}
+
+/// Whether `call` (a `call` of `callee`) surely returns to its caller without running code
+/// of the program: `callee` is a function of the C library (only declared here, and known
+/// to LLVM as one: not the program's own, which is instrumented), and LLVM knows that it
+/// calls nothing back (`nocallback`), throws nothing (`nounwind`), returns (`willreturn`),
+/// and writes no memory but what its arguments point to and `errno` (`memory`): `memcmp`,
+/// `strlen`, `strtol`, `sqrt`; not `strdup`, which calls the allocator (that the program
+/// may define), nor `qsort`. Such a call ends no segment: nothing instrumented runs while it
+/// does, and every access after it in its block is made. (A program that defines such a
+/// function itself, a `memcmp` of its own, breaks this: see docs/abi.md.)
+///
+/// # Safety
+/// `call` must be a call instruction of `callee`.
+unsafe fn returns_without_callbacks(call: LLVMValueRef, callee: LLVMValueRef) -> bool {
+    ir::opcode(call) == LLVMOpcode::LLVMCall
+        && LLVMIsDeclaration(callee) != 0
+        && kage_calls_library_function(call)
+        && ["nocallback", "nounwind", "willreturn"]
+            .iter()
+            .all(|attribute| ir::call_has_function_attribute(call, callee, attribute))
+        && ir::call_memory_effects(call, callee).is_some_and(writes_only_arguments_and_errno)
+}
+
+extern "C" {
+    /// Whether the call calls a function of the C library that the target has, as LLVM's
+    /// TargetLibraryInfo knows them (shim.cpp).
+    fn kage_calls_library_function(call: LLVMValueRef) -> bool;
+}
+
+/// Whether LLVM memory effects (the `memory` attribute's value: two bits per location, read
+/// and write, locations numbered argument memory 0, inaccessible memory 1, `errno` 2, other
+/// memory 3, and any added later above) write nothing but argument memory and `errno`.
+fn writes_only_arguments_and_errno(effects: u64) -> bool {
+    const WRITE: u64 = 0b10;
+    let writes_elsewhere = (0..32)
+        .filter(|&location| location != 0 && location != 2)
+        .any(|location| effects >> (2 * location) & WRITE != 0);
+    !writes_elsewhere
 }
 
 /// Whether inline assembly `text` may run other code: it names a call, a jump (to a label
@@ -231,7 +281,25 @@ pub unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range], gap: 
 
 #[cfg(test)]
 mod tests {
-    use super::asm_may_call;
+    use super::{asm_may_call, writes_only_arguments_and_errno};
+
+    #[test]
+    fn library_calls_may_write_their_arguments_and_errno_only() {
+        // Two bits per location (1 read, 2 write): argument memory 0, inaccessible 1, errno
+        // 2, other 3, the target's 4 and 5 (llvm/Support/ModRef.h, LLVM 22).
+        let effects = |location: u32, bits: u64| bits << (2 * location);
+        for quiet in [
+            0,                                // memory(none): sqrt without errno
+            effects(0, 1),                    // memory(argmem: read): memcmp, strlen
+            effects(0, 3) | effects(2, 2),    // strtol: *endptr and errno
+            effects(0, 1) | 0b0101_0101 << 2, // memory(read)
+        ] {
+            assert!(writes_only_arguments_and_errno(quiet), "{quiet:#b}");
+        }
+        for writing in [effects(1, 2), effects(3, 3), effects(4, 2), effects(5, 2)] {
+            assert!(!writes_only_arguments_and_errno(writing), "{writing:#b}");
+        }
+    }
 
     #[test]
     fn inline_assembly_that_calls_jumps_or_enters_the_kernel_may_call() {

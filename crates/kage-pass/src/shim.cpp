@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/IR/DebugInfo.h"
 #include "llvm/IR/DebugInfoMetadata.h"
 #include "llvm/IR/DebugProgramInstruction.h"
@@ -185,6 +186,26 @@ extern "C" void kage_declare_runtime_effects(LLVMValueRef Function, const unsign
 // than through the GOT (ir::declare_runtime_global).
 extern "C" void kage_set_dso_local(LLVMValueRef Global) {
   llvm::cast<llvm::GlobalValue>(llvm::unwrap(Global))->setDSOLocal(true);
+}
+
+// Whether the call `Call` calls a function of the C library (or the C++ runtime) that the
+// target has, as LLVM's TargetLibraryInfo knows them, taking the caller's `-fno-builtin`
+// into account (segments::returns_without_callbacks), which the C API cannot tell. The
+// target's table is built once per target triple.
+extern "C" bool kage_calls_library_function(LLVMValueRef Call) {
+  auto *CB = llvm::dyn_cast_or_null<llvm::CallBase>(llvm::unwrap(Call));
+  if (!CB || !CB->getCalledFunction()) return false;
+  const llvm::Function &Caller = *CB->getFunction();
+  static thread_local std::unique_ptr<llvm::TargetLibraryInfoImpl> Table;
+  static thread_local std::string TableTriple;
+  const std::string &Triple = Caller.getParent()->getTargetTriple().str();
+  if (!Table || TableTriple != Triple) {
+    Table = std::make_unique<llvm::TargetLibraryInfoImpl>(Caller.getParent()->getTargetTriple());
+    TableTriple = Triple;
+  }
+  llvm::TargetLibraryInfo Library(*Table, &Caller);
+  llvm::LibFunc Function;
+  return Library.getLibFunc(*CB, Function) && Library.has(Function);
 }
 
 // Inlines the call `Call` (a direct call to a function with a body); false when LLVM

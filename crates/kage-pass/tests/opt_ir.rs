@@ -448,6 +448,27 @@ fn count_build_reports_a_function_without_calls_whole() {
     }
 }
 
+/// A call of a C library function that returns without calling back and writes only what
+/// its arguments point to (`bcmp`, from `memcmp`) cuts no segment: `count_equal`, whose loop
+/// calls it, is counted whole in locals, as a function without calls. `strdup` (which calls
+/// the allocator) and the program's own function declared `leaf` and `const` (its body is
+/// instrumented) still do: their callers push an activation.
+#[test]
+fn count_build_does_not_cut_at_library_calls_that_return_without_callbacks() {
+    let ir = instrument_in(Mode::Counts, "library_calls.ll");
+    let count_equal = function_body(&ir, "count_equal");
+    assert!(count_equal.contains("call i32 @bcmp("), "{count_equal}");
+    assert!(
+        !count_equal.contains("@__kage_count_enter("),
+        "{count_equal}"
+    );
+    assert!(count_equal.contains("@__kage_count_flush"), "{count_equal}");
+    for caller in ["copy", "mixed"] {
+        let body = function_body(&ir, caller);
+        assert!(body.contains("@__kage_count_enter("), "{body}");
+    }
+}
+
 /// In a count build, an inlined call without calls inside a loop (`pick`, whose code is the
 /// loop's header and two branches), in a function without calls: one tree, nothing settled
 /// into; the loop's entry from the function's guard (a conditional branch) gets a block of
