@@ -18,6 +18,8 @@ pub fn bench_dir() -> PathBuf {
 pub enum Origin {
     /// `bench/kernels/<name>.c`.
     Kernel,
+    /// `bench/kernels/<name>.cpp`: C++, linked with the C++ standard library.
+    CxxKernel,
     /// Lua 5.4 from `lua-src`, running `bench/programs/lua/bench.lua`.
     Lua,
     /// The SQLite amalgamation from `libsqlite3-sys`, with `bench/programs/sqlite/driver.c`.
@@ -88,6 +90,13 @@ pub const SUITE: &[Program] = &[
     kernel("bst", &["2000"], &["40000"]),
     kernel("quicksort", &["10000"], &["600000"]),
     kernel("blocks", &["100"], &["5000"]),
+    Program {
+        name: "stl",
+        origin: Origin::CxxKernel,
+        full_args: &[],
+        quick_args: &["1"],
+        medium_args: &["6"],
+    },
     Program {
         name: "lua",
         origin: Origin::Lua,
@@ -192,7 +201,10 @@ impl Program {
 
     /// Whether building this program needs crate sources (and so `cargo metadata`).
     pub fn needs_crate_sources(&self) -> bool {
-        !matches!(self.origin, Origin::Kernel | Origin::Versioned)
+        !matches!(
+            self.origin,
+            Origin::Kernel | Origin::CxxKernel | Origin::Versioned
+        )
     }
 
     pub fn recipe(&self, crates: Option<&CrateSources>) -> Result<Recipe> {
@@ -204,6 +216,12 @@ impl Program {
                 sources: vec![bench.join("kernels").join(format!("{}.c", self.name))],
                 cflags: vec![],
                 libs: vec!["-lm".into()],
+            },
+            Origin::CxxKernel => Recipe {
+                // The C compiler drivers compile `.cpp` as C++; the link needs the library.
+                sources: vec![bench.join("kernels").join(format!("{}.cpp", self.name))],
+                cflags: vec!["-std=c++17".into()],
+                libs: vec!["-lstdc++".into(), "-lm".into()],
             },
             Origin::Versioned => Recipe {
                 sources: vec![bench.join("versions").join(format!("{}.c", self.name))],
