@@ -422,6 +422,14 @@ fn calls_of_library_functions_that_return_without_callbacks_count_as_a_call_per_
     inline_counts_equal_a_call_per_access("count_library.c", &["same", "copied_length"]);
 }
 
+#[test]
+fn deferred_regions_where_exceptions_land_count_as_a_call_per_access() {
+    inline_counts_equal_a_call_per_access(
+        "count_exceptions.cpp",
+        &["step(int, bool)", "guarded(int)", "Guard::~Guard()"],
+    );
+}
+
 /// The inline count build of `source` and its per-access build agree region by region at
 /// -O2 and -O3, and each of `helpers` (inlined functions) ran more than 100 times.
 fn inline_counts_equal_a_call_per_access(source: &str, helpers: &[&str]) {

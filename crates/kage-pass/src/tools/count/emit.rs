@@ -427,6 +427,25 @@ impl Emitter<'_> {
             .call(self.builder, &mut [region, self.activation()]);
     }
 
+    /// After the runtime made `node` the activation's innermost region at a resume point
+    /// (every record from the function's down to `node`'s open, the others closed), the
+    /// deferrals' flags say the same: the activation is pushed (a call came first: an
+    /// `invoke`, or `setjmp`), and a deferred region's record is open exactly when the
+    /// region is around `node`. Their counts are 0 there: the call reported them.
+    pub(super) unsafe fn resumed(&self, node: usize) {
+        let bool_type = LLVMInt1TypeInContext(self.context());
+        if let Some(d) = self.deferred {
+            LLVMBuildStore(self.builder, LLVMConstInt(bool_type, 1, 0), d.flag);
+        }
+        let around = path_up(self.nodes, node, None);
+        for (region, deferral) in self.deferred_regions.iter().enumerate() {
+            if let Some(d) = deferral {
+                let open = LLVMConstInt(bool_type, around.contains(&region) as u64, 0);
+                LLVMBuildStore(self.builder, open, d.flag);
+            }
+        }
+    }
+
     /// A return: `open` (the block's region and those around it, innermost first) close,
     /// and the activation is popped.
     pub(super) unsafe fn exit(&self, open: &[usize]) {

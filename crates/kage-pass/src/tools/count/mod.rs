@@ -323,7 +323,6 @@ unsafe fn instrument_function(
         .filter(|&(_, region)| region == 0 || deferred_nodes[region])
         .collect();
     let deferrable = !whole_function
-        && plan.resume_points.is_empty()
         && dynamic_blocks.is_empty()
         && !cmpxchgs.iter().any(|&(_, _, b)| tree.block_region[b] == 0)
         && returns_quietly(plan, &tree_of, &trees, &deferred_nodes, &cut_blocks, &exits);
@@ -516,6 +515,7 @@ unsafe fn instrument_function(
         position(inst);
         at.settle_totals();
         at.resume(table.region_ptr(region_index(tree.block_region[block])));
+        at.resumed(tree.block_region[block]);
     }
     for (segment, (constant, dynamic)) in segments.iter().zip(&segment_counts) {
         let region = tree.block_region[segment.block];
@@ -733,9 +733,9 @@ unsafe fn returns_quietly(
 }
 
 /// The inlined calls whose records open only when they need to ([`emit::DeferredRegion`]):
-/// those not in a promoted tree, in a function without resume points (a `longjmp` or an
-/// exception would leave their flags stale), with no block in or right after them whose
-/// regions the runtime changes (it does not see the flags), and no `cmpxchg` in their own
+/// those not in a promoted tree, with no block in or right after them whose regions the
+/// runtime changes on an edge (it does not see the flags; at a resume point, which a call
+/// always precedes, the pass sets them: `Emitter::resumed`), and no `cmpxchg` in their own
 /// code (it adds to the thread's totals directly).
 #[allow(clippy::too_many_arguments)]
 fn deferred_regions(
@@ -750,9 +750,6 @@ fn deferred_regions(
 ) -> Vec<bool> {
     let tree = plan.tree();
     let nodes = &tree.nodes;
-    if !plan.resume_points.is_empty() {
-        return vec![false; nodes.len()];
-    }
     let mut deferred: Vec<bool> = (nodes.iter().zip(tree_of))
         .map(|(node, in_tree)| matches!(node.kind, NodeKind::Inlined(_)) && in_tree.is_none())
         .collect();
