@@ -4,7 +4,7 @@
 
 mod e2e_support;
 use e2e_support::*;
-use object::{Object, ObjectSection};
+use object::Object;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
