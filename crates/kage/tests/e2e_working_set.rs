@@ -189,6 +189,23 @@ fn hand_counted_lines() {
 }
 
 #[test]
+fn ranges_of_two_lines_mark_the_lines_they_touch() {
+    // Two-line ranges first test both shadow bytes at once: a read inside a line whose
+    // next line is untouched must not mark that line, a read across the boundary marks both.
+    let work = Work::new();
+    for line_size in ["64", "16"] {
+        let exe = work.build_with_env(
+            "ws/straddle.c",
+            &["-O2"],
+            &[INLINE[0], ("KAGE_WS_LINE_SIZE", line_size)],
+        );
+        let report = run_ws(&work, &exe, &[], "interval_unit=accesses:interval=1G");
+        assert_eq!(u(&report, "total_lines"), 300, "{line_size}-byte lines");
+        assert_eq!(u(&report, "accesses"), 400, "{line_size}-byte lines");
+    }
+}
+
+#[test]
 fn phases_match_the_trace_reference() {
     let work = Work::new();
     let exe = work.build_with_env("ws/phases.c", &["-O2"], TRACE);

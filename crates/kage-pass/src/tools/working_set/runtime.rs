@@ -406,6 +406,15 @@ impl WsRuntime {
         let offset = self.load_invariant(builder, &symbols::WS_SHADOW_OFFSET);
         let address = LLVMBuildPtrToInt(builder, p, self.i64_type, c"".as_ptr());
         let first = self.line_of(builder, address);
+        if span == LineSpan::Two {
+            // Most pairs find both bytes marked: one 16-bit load and a compare instead of
+            // a load and a compare per line plus the test of whether there is a second.
+            let exact = LLVMInsertBasicBlockInContext(self.context, done, c"exact".as_ptr());
+            let marked = self.pair_marked(builder, offset, first);
+            let branch = LLVMBuildCondBr(builder, marked, done, exact);
+            ir::set_branch_weights(branch, 1 << 10, 1);
+            LLVMPositionBuilderAtEnd(builder, exact);
+        }
         self.mark_line(builder, offset, first, done);
         if span == LineSpan::One {
             LLVMBuildBr(builder, done);
@@ -460,6 +469,31 @@ impl WsRuntime {
     unsafe fn line_of(&self, builder: LLVMBuilderRef, address: LLVMValueRef) -> LLVMValueRef {
         let shift = LLVMConstInt(self.i64_type, self.line_size.trailing_zeros() as u64, 0);
         LLVMBuildLShr(builder, address, shift, c"".as_ptr())
+    }
+
+    /// Whether bit 0 is set in the shadow bytes of both `line` and `line + 1` (one unaligned
+    /// 16-bit load: the byte after a line's is always in the reservation, docs/abi.md). A
+    /// range of two lines at most is then marked whether it ends in `line` or the next.
+    unsafe fn pair_marked(
+        &self,
+        builder: LLVMBuilderRef,
+        offset: LLVMValueRef,
+        line: LLVMValueRef,
+    ) -> LLVMValueRef {
+        let i16_type = LLVMInt16TypeInContext(self.context);
+        let shadow_address = LLVMBuildAdd(builder, offset, line, c"".as_ptr());
+        let shadow = LLVMBuildIntToPtr(builder, shadow_address, self.ptr_type, c"".as_ptr());
+        let pair = LLVMBuildLoad2(builder, i16_type, shadow, c"".as_ptr());
+        LLVMSetAlignment(pair, 1);
+        let both_bits = LLVMConstInt(i16_type, 0x0101, 0);
+        let bits = LLVMBuildAnd(builder, pair, both_bits, c"".as_ptr());
+        LLVMBuildICmp(
+            builder,
+            LLVMIntPredicate::LLVMIntEQ,
+            bits,
+            both_bits,
+            c"".as_ptr(),
+        )
     }
 
     /// `s = (uint8_t *)(offset + line); if (!(*s & 1)) *s |= 1;` — check before set, so a
