@@ -15,7 +15,8 @@
 //!   first and last lines inline (check before set), the lines between them through
 //!   `__kage_ws_mark_lines`; nothing at all when `len` is 0.
 //! - `void __kage_ws_mark_pair(ptr p, i64 len)`: the same for `0 < len <=` the line size,
-//!   which touches at most two lines: no middle, no call.
+//!   which touches at most two lines: no middle, no call; and first a test of both lines'
+//!   bytes with one 16-bit load, which most pairs find marked.
 //! - `void __kage_ws_mark_line(ptr p, i64 len)`: the one line of a range known not to
 //!   cross a line boundary (see [`LineSpan`]).
 //! - `void __kage_ws_trace_range(ptr p, i64 len)` (mode 2): `__kage_ws_trace(p, len)` unless
@@ -471,6 +472,17 @@ impl WsRuntime {
         LLVMBuildLShr(builder, address, shift, c"".as_ptr())
     }
 
+    /// The address of line `line`'s shadow byte: `offset + line`.
+    unsafe fn shadow_byte(
+        &self,
+        builder: LLVMBuilderRef,
+        offset: LLVMValueRef,
+        line: LLVMValueRef,
+    ) -> LLVMValueRef {
+        let address = LLVMBuildAdd(builder, offset, line, c"".as_ptr());
+        LLVMBuildIntToPtr(builder, address, self.ptr_type, c"".as_ptr())
+    }
+
     /// Whether bit 0 is set in the shadow bytes of both `line` and `line + 1` (one unaligned
     /// 16-bit load: the byte after a line's is always in the reservation, docs/abi.md). A
     /// range of two lines at most is then marked whether it ends in `line` or the next.
@@ -481,8 +493,7 @@ impl WsRuntime {
         line: LLVMValueRef,
     ) -> LLVMValueRef {
         let i16_type = LLVMInt16TypeInContext(self.context);
-        let shadow_address = LLVMBuildAdd(builder, offset, line, c"".as_ptr());
-        let shadow = LLVMBuildIntToPtr(builder, shadow_address, self.ptr_type, c"".as_ptr());
+        let shadow = self.shadow_byte(builder, offset, line);
         let pair = LLVMBuildLoad2(builder, i16_type, shadow, c"".as_ptr());
         LLVMSetAlignment(pair, 1);
         let both_bits = LLVMConstInt(i16_type, 0x0101, 0);
@@ -510,8 +521,7 @@ impl WsRuntime {
             |name: &str| LLVMInsertBasicBlockInContext(self.context, next, c_string(name).as_ptr());
         let set = insert("set");
         let marked = insert("marked");
-        let shadow_address = LLVMBuildAdd(builder, offset, line, c"".as_ptr());
-        let shadow = LLVMBuildIntToPtr(builder, shadow_address, self.ptr_type, c"".as_ptr());
+        let shadow = self.shadow_byte(builder, offset, line);
         let byte = LLVMBuildLoad2(builder, self.i8_type, shadow, c"".as_ptr());
         let bit_one = LLVMConstInt(self.i8_type, 1, 0);
         let bit = LLVMBuildAnd(builder, byte, bit_one, c"".as_ptr());
