@@ -503,9 +503,8 @@ pub unsafe fn call_has_function_attribute(
     name: &str,
 ) -> bool {
     let kind = LLVMGetEnumAttributeKindForName(name.as_ptr() as *const c_char, name.len());
-    kind != 0
-        && (!LLVMGetCallSiteEnumAttribute(call, LLVMAttributeFunctionIndex, kind).is_null()
-            || !LLVMGetEnumAttributeAtIndex(callee, LLVMAttributeFunctionIndex, kind).is_null())
+    (kind != 0 && !LLVMGetCallSiteEnumAttribute(call, LLVMAttributeFunctionIndex, kind).is_null())
+        || has_function_attribute(callee, name)
 }
 
 /// The memory effects of the call `call` of `callee` (the `memory` attribute's value, on the
