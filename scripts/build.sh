@@ -11,12 +11,14 @@ ln -sf kage-cxx target/release/kage-c++
 
 # The runtime kage-cc links into every instrumented program, as one object: cargo's
 # libkage_rt.a (the runtime with all of std and its crates) reduced to what the runtime's
-# entry points (every `__kage_*` and `kage_*` symbol it defines) and its start-up sections
+# entry points (every `__kage_*` and `kage_*` symbol it defines, and the `sigaction` and
+# `signal` functions it puts in place of the C library's: crates/kage-rt/src/handlers.rs)
+# and its start-up sections
 # reach, with `ld -r --gc-sections`: a quarter of the text, a megabyte less resident.
 rt=target/release/libkage_rt.a
 if [ ! target/release/libkage_rt.o -nt "$rt" ]; then
   echo "build: target/release/libkage_rt.o from $rt"
-  roots=$(nm -g --defined-only "$rt" 2>/dev/null | awk '$3 ~ /^(__kage_|kage_)/ { print "--undefined=" $3 }' | sort -u)
+  roots=$(nm -g --defined-only "$rt" 2>/dev/null | awk '$3 ~ /^(__kage_|kage_|sigaction$|signal$|bsd_signal$|sysv_signal$)/ { print "--undefined=" $3 }' | sort -u)
   ld -r --gc-sections $roots --whole-archive "$rt" -o target/release/libkage_rt.o.tmp
   mv -f target/release/libkage_rt.o.tmp target/release/libkage_rt.o
 fi

@@ -70,6 +70,31 @@ pub fn set_current(ts: &'static ThreadState) {
     CURRENT.with(|c| c.set(ts));
 }
 
+/// Whether the runtime is busy on the calling thread (for [`crate::handlers`]: a signal's
+/// handler then waits).
+pub fn runtime_busy() -> bool {
+    let ts = current();
+    // SAFETY: the calling thread's own state.
+    !ts.is_null() && unsafe { (*ts).busy.get() } & IN_RUNTIME != 0
+}
+
+/// The thread leaves the runtime (clears [`IN_RUNTIME`]), then runs the program's handlers
+/// of the signals that came meanwhile ([`crate::handlers`]): none runs inside the runtime.
+///
+/// # Safety
+/// On the thread that owns `state`, at the end of a span it marked [`IN_RUNTIME`].
+#[inline(always)]
+pub unsafe fn leave_runtime(state: &ThreadState) {
+    // Keep the compiler from moving the runtime's writes out of the busy span (no
+    // instruction is emitted): the handlers run on this thread.
+    compiler_fence(SeqCst);
+    state.busy.set(state.busy.get() & !IN_RUNTIME);
+    compiler_fence(SeqCst);
+    if crate::handlers::pending() {
+        crate::handlers::deliver_pending();
+    }
+}
+
 impl ThreadState {
     /// Runs `f` with exclusive access to the stack and tool, marking the thread as inside
     /// the runtime so nested events (signal handlers) are ignored. Returns `None` when the
@@ -89,8 +114,7 @@ impl ThreadState {
         let (stack, tool) = (&mut *self.stack.get(), &mut **self.tool.get());
         let r = f(stack, tool);
         inline::publish(stack);
-        compiler_fence(SeqCst);
-        self.busy.set(self.busy.get() & !IN_RUNTIME);
+        leave_runtime(self);
         Some(r)
     }
 
@@ -201,8 +225,7 @@ pub unsafe fn in_runtime<R>(f: impl FnOnce(*const ThreadState) -> R) -> Option<R
     state.busy.set(IN_RUNTIME);
     compiler_fence(SeqCst);
     let answer = f(ts);
-    compiler_fence(SeqCst);
-    state.busy.set(state.busy.get() & !IN_RUNTIME);
+    leave_runtime(state);
     Some(answer)
 }
 
@@ -232,6 +255,5 @@ pub unsafe fn with_access_tool(f: impl FnOnce(&mut dyn ThreadTool)) {
     // out of the busy span (no instruction is emitted).
     compiler_fence(SeqCst);
     f(&mut **state.tool.get());
-    compiler_fence(SeqCst);
-    state.busy.set(0);
+    leave_runtime(state);
 }

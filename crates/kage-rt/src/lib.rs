@@ -26,6 +26,7 @@ pub mod chunked;
 pub mod collections;
 pub mod contexts;
 pub mod gate;
+pub mod handlers;
 pub mod inline;
 pub mod options;
 pub mod registry;

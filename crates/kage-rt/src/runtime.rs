@@ -156,6 +156,8 @@ fn init() {
         exe,
         key,
     });
+    // The program's signal handlers wait while the runtime is busy on their thread.
+    crate::handlers::set_busy_check(gate::runtime_busy);
     unsafe {
         on_exit(exit_handler, std::ptr::null_mut());
         at_quick_exit(quick_exit_handler);
@@ -316,12 +318,12 @@ fn set_busy(on: bool) {
     let ts = gate::current();
     if !ts.is_null() {
         let ts = unsafe { &*ts };
-        let b = ts.busy.get();
-        ts.busy.set(if on {
-            b | gate::IN_RUNTIME
+        if on {
+            ts.busy.set(ts.busy.get() | gate::IN_RUNTIME);
         } else {
-            b & !gate::IN_RUNTIME
-        });
+            // SAFETY: the calling thread's state, marked busy by `set_busy(true)`.
+            unsafe { gate::leave_runtime(ts) };
+        }
     }
 }
 
@@ -350,6 +352,8 @@ unsafe extern "C" fn fork_child() {
     FORKED_FROM.store(parent, Relaxed);
     PID.store(std::process::id(), Relaxed);
     // Only the forking thread exists in the child; the report covers what it does from now.
+    // A child has no pending signals: those the parent kept are the parent's.
+    crate::handlers::forget_pending();
     let me = gate::current();
     THREADS.lock().retain(|&t| t == me as usize);
     if let Some(rt) = RT.get() {

@@ -3,6 +3,7 @@
 //!
 //! Below the runtime: what to do on a fatal signal is given to [`install`].
 
+use crate::handlers::real_sigaction;
 use std::sync::OnceLock;
 
 /// The signals whose default action ends the process (signal(7): "Term" and "Core"), but
@@ -56,7 +57,7 @@ pub fn install(on_fatal: fn(i32), reserved: libc::c_int) {
     unsafe {
         for sig in fatal_signals(reserved) {
             let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+            if real_sigaction(sig, std::ptr::null(), &mut old) != 0
                 || old.sa_sigaction != libc::SIG_DFL
             {
                 continue;
@@ -65,7 +66,7 @@ pub fn install(on_fatal: fn(i32), reserved: libc::c_int) {
             sa.sa_sigaction = handler as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
             libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
+            real_sigaction(sig, &sa, std::ptr::null_mut());
         }
         let mut cur: libc::stack_t = std::mem::zeroed();
         if libc::sigaltstack(std::ptr::null(), &mut cur) == 0
@@ -102,7 +103,9 @@ unsafe extern "C" fn handler(
     }
     // Die by the same signal: it stays blocked until we return, then the default action runs
     // (a synchronous fault re-executes the faulting instruction and faults again).
-    libc::signal(sig, libc::SIG_DFL);
+    let mut default: libc::sigaction = std::mem::zeroed();
+    default.sa_sigaction = libc::SIG_DFL;
+    real_sigaction(sig, &default, std::ptr::null_mut());
     libc::raise(sig);
     *libc::__errno_location() = saved;
 }

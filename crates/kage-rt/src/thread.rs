@@ -158,7 +158,7 @@ fn install_close_handler() {
         sa.sa_sigaction = close_on_signal as *const () as usize;
         sa.sa_flags = libc::SA_RESTART;
         libc::sigfillset(&mut sa.sa_mask);
-        libc::sigaction(close_signal(), &sa, std::ptr::null_mut());
+        crate::handlers::real_sigaction(close_signal(), &sa, std::ptr::null_mut());
     }
 }
 

@@ -732,3 +732,38 @@ fn footprint_shadows_go_with_their_threads() {
         "shadow peak {two} B with 2 rounds, {forty} B with 40"
     );
 }
+
+/// A timer's handler that leaves with `siglongjmp` (a computation cut short five times):
+/// every round's call and handler are counted, whichever tool, though the signal mostly
+/// comes while the runtime is busy on the thread. The runtime keeps such a signal until it
+/// is done, then runs the handler (crates/kage-rt/src/handlers.rs); it used to run it
+/// there, and the siglongjmp left the thread marked busy: main, spin and the handler had 0
+/// instances under footprint and hcpa.
+#[test]
+fn a_handler_that_leaves_by_siglongjmp_leaves_the_runtime_whole() {
+    let work = Work::new();
+    for tool in ["count", "footprint", "hcpa"] {
+        let exe = build(&work, tool, "timeouts.c", &format!("timeouts_{tool}"), &[]);
+        let report_path = work.path(&format!("timeouts_{tool}.json"));
+        assert_eq!(run_ok(&exe, &[], &report_path), "5 timeouts\n", "{tool}");
+        let report = read_report(&report_path).unwrap();
+        assert!(report.complete, "{tool}");
+        let instances = |name: &str| -> u64 {
+            let region = func(&report, name);
+            match tool {
+                "count" => stats(region).instances,
+                "footprint" => report.footprint().unwrap().regions[region.id as usize].instances,
+                _ => kage_report::HcpaStats::of(region)
+                    .unwrap()
+                    .map_or(0, |s| s.instances),
+            }
+        };
+        assert_eq!(instances("main"), 1, "{tool}: main");
+        assert_eq!(instances("on_alarm"), 5, "{tool}: on_alarm");
+        // The count build keeps `spin` (a function without calls) in locals until it
+        // returns: an instance left by a handler's siglongjmp is lost (docs/abi.md).
+        if tool != "count" {
+            assert_eq!(instances("spin"), 5, "{tool}: spin");
+        }
+    }
+}

@@ -850,8 +850,7 @@ unsafe fn with_part<R>(f: impl FnOnce(Part) -> R) -> R {
         Some(_) => f(Part::NoThread),
         None => f(Part::OtherTool),
     };
-    std::sync::atomic::compiler_fence(SeqCst);
-    state.busy.set(state.busy.get() & !gate::IN_RUNTIME);
+    gate::leave_runtime(state);
     answer
 }
 

@@ -53,11 +53,15 @@ pub const RUNTIME_LINK_ARGS: &[&str] = &[
 /// static link is left as it is.
 pub const PACKED_RELOCATIONS_FLAG: &str = "-Wl,-z,pack-relative-relocs";
 
-/// Exports the runtime's hooks, for instrumented shared libraries; in [`RUNTIME_LINK_ARGS`].
-/// A static link (which loads no shared library) leaves it out: an exported thread-local
-/// hook keeps a dynamic TLS relocation, which a static PIE's start-up code cannot apply
-/// (it crashed in `_dl_relocate_static_pie` before `main`).
-pub const EXPORT_HOOKS: &str = "-Wl,--export-dynamic-symbol=__kage_*";
+/// Exports the runtime's hooks, for instrumented shared libraries, and the signal functions
+/// it puts in place of the C library's, so that a shared library's handlers are the
+/// program's too (crates/kage-rt/src/handlers.rs); in [`RUNTIME_LINK_ARGS`]. A static link
+/// (which loads no shared library) leaves it out: an exported thread-local hook keeps a
+/// dynamic TLS relocation, which a static PIE's start-up code cannot apply (it crashed in
+/// `_dl_relocate_static_pie` before `main`).
+pub const EXPORT_HOOKS: &str = "-Wl,--export-dynamic-symbol=__kage_*,\
+--export-dynamic-symbol=sigaction,--export-dynamic-symbol=signal,\
+--export-dynamic-symbol=bsd_signal,--export-dynamic-symbol=sysv_signal";
 
 /// The unwinder the Rust runtime may need, in [`RUNTIME_LINK_ARGS`]; a static link
 /// (`-static` has no shared `libgcc_s`) takes [`STATIC_UNWINDER`] in its place.

@@ -88,7 +88,7 @@ unsafe fn with_engine(f: impl FnOnce(&mut Engine)) {
     if !engine.is_null() {
         f(&mut *engine);
     }
-    state.busy.set(state.busy.get() & !gate::IN_RUNTIME);
+    gate::leave_runtime(state);
 }
 
 /// The `n` candidates at `cands`.

@@ -50,7 +50,7 @@ pub unsafe extern "C" fn kage_ws_tick(innermost: *mut Region) {
     let innermost = registry::global_id(innermost);
     (*ts).busy.set(gate::IN_RUNTIME);
     ws.tick(StackAt::Innermost(innermost));
-    (*ts).busy.set((*ts).busy.get() & !gate::IN_RUNTIME);
+    gate::leave_runtime(&*ts);
 }
 
 // `__kage_ws_tick` for x86-64: `preserve_most` around `kage_ws_tick`. It saves the
