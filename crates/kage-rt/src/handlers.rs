@@ -14,6 +14,13 @@
 //! `SIGSEGV` the kernel raised for an access, ...) cannot wait: returning would repeat the
 //! fault; they are handled at once, as before.
 //!
+//! A handler that leaves by `siglongjmp` also abandons what it interrupted. The count
+//! build keeps a function without calls (or a loop nest without calls) in locals until it
+//! returns, noting only which one runs (`__kage_count_running`); the trampoline remembers
+//! that note with the stack pointer of the interrupted code while the handler runs, and a
+//! resume point (where the `siglongjmp` lands) counts an instance of each note whose code
+//! was left ([`take_abandoned`]): the instance, not the accesses that were in its locals.
+//!
 //! What the program sees is what the C library would have shown it: `sigaction`'s old
 //! action is the program's handler, not the trampoline. Every call in the process comes
 //! here: `kage-cc` exports these functions from the executable (so shared libraries bind to
@@ -24,7 +31,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_int, c_void};
 use std::mem::MaybeUninit;
-use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering::*};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering::*};
 
 extern "C" {
     /// glibc's `sigaction` by its other exported name: the C library's own, which the
@@ -120,6 +127,89 @@ thread_local! {
     static KEPT_COUNT: Cell<usize> = const { Cell::new(0) };
     static KEPT: UnsafeCell<[MaybeUninit<libc::siginfo_t>; WAITING]> =
         const { UnsafeCell::new([MaybeUninit::uninit(); WAITING]) };
+}
+
+/// What a handler running on this thread interrupted: the stack pointer there, and the
+/// count build's running note then (`__kage_count_running`), innermost last.
+const NESTED_HANDLERS: usize = 8;
+
+thread_local! {
+    static INTERRUPTED_COUNT: Cell<usize> = const { Cell::new(0) };
+    static INTERRUPTED: Cell<[(usize, usize); NESTED_HANDLERS]> =
+        const { Cell::new([(0, 0); NESTED_HANDLERS]) };
+}
+
+extern "C" {
+    /// csrc/tls.c: the calling thread's `__kage_count_running`.
+    fn kage_count_running_slot() -> *const AtomicPtr<c_void>;
+}
+
+/// Notes, while a handler runs, what it interrupted (`sp`: the stack pointer there); the
+/// returned guard forgets it and puts the running note back when the handler returns (a
+/// handler that leaves by `siglongjmp` never drops it: [`take_abandoned`] finds it).
+fn interrupted(sp: usize) -> Interrupted {
+    // SAFETY: the calling thread's slot.
+    let running = unsafe { &*kage_count_running_slot() }.load(Relaxed) as usize;
+    let n = INTERRUPTED_COUNT.with(|c| c.get());
+    if n < NESTED_HANDLERS {
+        INTERRUPTED.with(|records| {
+            let mut all = records.get();
+            all[n] = (sp, running);
+            records.set(all);
+        });
+        INTERRUPTED_COUNT.with(|c| c.set(n + 1));
+    }
+    Interrupted { depth: n, running }
+}
+
+/// [`interrupted`]'s guard.
+struct Interrupted {
+    depth: usize,
+    running: usize,
+}
+
+impl Drop for Interrupted {
+    fn drop(&mut self) {
+        INTERRUPTED_COUNT.with(|c| c.set(c.get().min(self.depth)));
+        // SAFETY: the calling thread's slot; the interrupted code goes on.
+        unsafe { &*kage_count_running_slot() }.store(self.running as *mut c_void, Relaxed);
+    }
+}
+
+/// The running notes of the code that handlers interrupted and left (their records still
+/// here, their stack pointers below `frame`, the frame of the code running now), oldest
+/// first, forgotten. A resume point calls it: control may have arrived by a handler's
+/// `siglongjmp`.
+pub fn take_abandoned(frame: usize, mut each: impl FnMut(usize)) {
+    let n = INTERRUPTED_COUNT.with(|c| c.get());
+    let all = INTERRUPTED.with(|records| records.get());
+    let kept = all[..n].iter().take_while(|&&(sp, _)| sp >= frame).count();
+    for &(_, running) in &all[kept..n] {
+        if running != 0 {
+            each(running);
+        }
+    }
+    INTERRUPTED_COUNT.with(|c| c.set(kept));
+}
+
+/// The stack pointer of the code a signal interrupted, from its context.
+///
+/// # Safety
+/// `context` is the kernel's `ucontext_t` for the signal.
+unsafe fn interrupted_sp(context: *const c_void) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let uc = &*(context as *const libc::ucontext_t);
+        uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // The handler's own frame: below the interrupted code's (without an alternate
+        // signal stack).
+        let _ = context;
+        let here = 0u8;
+        &here as *const u8 as usize
+    }
 }
 
 /// Whether a signal the runtime kept for the program waits on this thread.
@@ -242,6 +332,7 @@ unsafe extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, context:
             return;
         }
     }
+    let _note = interrupted(interrupted_sp(context));
     call(&action, sig, info, context);
 }
 
@@ -289,6 +380,8 @@ pub unsafe fn deliver_pending() {
         libc::pthread_sigmask(libc::SIG_BLOCK, &blocked, &mut before);
         let mut context: libc::ucontext_t = std::mem::zeroed();
         libc::getcontext(&mut context);
+        let here = 0u8;
+        let _note = interrupted(&here as *const u8 as usize);
         call(
             &action,
             sig,

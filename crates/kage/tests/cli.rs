@@ -174,7 +174,9 @@ fn the_wrapper_adds_the_plugin_and_runtime_and_keeps_every_argument() {
             "-o",
             "prog",
             &runtime,
-            "-Wl,--export-dynamic-symbol=__kage_*",
+            "-Wl,--export-dynamic-symbol=__kage_*,--export-dynamic-symbol=sigaction,\
+             --export-dynamic-symbol=signal,--export-dynamic-symbol=bsd_signal,\
+             --export-dynamic-symbol=sysv_signal",
             "-Wl,--push-state,--as-needed",
             "-lpthread",
             "-ldl",

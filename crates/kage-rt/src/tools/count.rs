@@ -506,6 +506,23 @@ impl CountThread {
     }
 
     /// Closes the activations above `i`.
+    /// Counts an instance of `root`, a tree's root (and of its body, a loop's) whose code
+    /// was left while it ran (a fault, a signal handler's `siglongjmp`): what its locals
+    /// held is lost, the instance is not.
+    ///
+    /// # Safety
+    /// `root` points to an entry of a module table.
+    unsafe fn count_left_tree(&self, root: *const Region) {
+        let Some(gid) = gid_of(root) else { return };
+        let body =
+            (registry::meta(gid).map(|m| m.kind) == Some(RegionKind::Loop)).then_some(gid + 1);
+        for g in std::iter::once(gid).chain(body) {
+            if let Some(rec) = self.record(g) {
+                bump(&rec.rec[INSTANCES], 1);
+            }
+        }
+    }
+
     fn close_above(&self, i: u32) {
         while self.top() > i + 1 {
             let last = self.top() - 1;
@@ -924,13 +941,7 @@ pub unsafe fn count_faulted_tree(ts: &ThreadState) {
     else {
         return;
     };
-    let Some(gid) = gid_of(r) else { return };
-    let body = (registry::meta(gid).map(|m| m.kind) == Some(RegionKind::Loop)).then_some(gid + 1);
-    for g in std::iter::once(gid).chain(body) {
-        if let Some(rec) = part.record(g) {
-            bump(&rec.rec[INSTANCES], 1);
-        }
-    }
+    part.count_left_tree(r);
 }
 
 const _: symbols::CountUnwind = __kage_count_unwind;
@@ -969,6 +980,11 @@ const _: symbols::CountResume = __kage_count_resume;
 pub unsafe extern "C" fn __kage_count_resume(r: *mut Region, activation: u32) {
     with_part(|part| match part {
         Part::Running(part) => {
+            // Trees that a signal handler interrupted and left by `siglongjmp` to here.
+            let frame = part.act(activation).frame.load(Relaxed);
+            crate::handlers::take_abandoned(frame, |root| {
+                part.count_left_tree(root as *const Region)
+            });
             part.close_above(activation);
             if let Some(gid) = gid_of(r) {
                 part.settle_in(activation, gid);
