@@ -39,8 +39,8 @@ extern "C" {
     fn __sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int;
 }
 
-/// The C library's `sigaction`: the runtime's own handlers (fatal signals, closing threads)
-/// are installed with it.
+/// The C library's `sigaction`, for the runtime's own handlers (fatal signals, closing
+/// threads), which the program is not shown.
 ///
 /// # Safety
 /// As `sigaction(2)`.
@@ -49,7 +49,26 @@ pub unsafe fn real_sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    __sigaction(sig, act, old)
+    let result = __sigaction(sig, act, old);
+    if result == 0 && !act.is_null() {
+        if let Some(slot) = RUNTIME_HANDLERS.get(sig as usize) {
+            slot.store((*act).sa_sigaction, Relaxed);
+        }
+    }
+    result
+}
+
+/// By signal: the handler the runtime installed for itself, which the program is shown as
+/// `SIG_DFL` (the disposition it would have without the runtime).
+static RUNTIME_HANDLERS: [AtomicUsize; SIGNALS] = [const { AtomicUsize::new(0) }; SIGNALS];
+
+/// Whether `handler` is the runtime's own for `sig`.
+fn runtime_handler(sig: c_int, handler: usize) -> bool {
+    handler != libc::SIG_DFL
+        && handler != libc::SIG_IGN
+        && RUNTIME_HANDLERS
+            .get(sig as usize)
+            .is_some_and(|h| h.load(Relaxed) == handler)
 }
 
 /// Signals are 1 to 64 on Linux.
@@ -98,6 +117,14 @@ impl Action {
 
     /// Replaces the program's action (writers of one signal take turns on the sequence).
     fn write(&self, action: &libc::sigaction, wrapped: bool) {
+        // No handler on this thread may read it half-written (it would wait for ever).
+        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+        let mut before: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: plain signal-mask calls on local sets.
+        unsafe {
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut before);
+        }
         loop {
             let now = self.sequence.load(Relaxed);
             if now & 1 == 0
@@ -114,6 +141,8 @@ impl Action {
         unsafe { std::ptr::write_volatile(self.action.get(), MaybeUninit::new(*action)) };
         self.wrapped.store(u32::from(wrapped), Relaxed);
         self.sequence.fetch_add(1, Release);
+        // SAFETY: the mask saved above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut()) };
     }
 }
 
@@ -407,12 +436,12 @@ pub unsafe extern "C" fn sigaction(
         .get(sig as usize)
         .filter(|_| sig > 0 && sig != libc::SIGKILL && sig != libc::SIGSTOP)
     else {
-        return real_sigaction(sig, act, old);
+        return __sigaction(sig, act, old);
     };
     let previous = slot.read();
     let was_wrapped = slot.wrapped.load(Relaxed) != 0;
     let result = if act.is_null() {
-        real_sigaction(sig, act, old)
+        __sigaction(sig, act, old)
     } else {
         let wanted = *act;
         let handles = wanted.sa_sigaction != libc::SIG_DFL && wanted.sa_sigaction != libc::SIG_IGN;
@@ -423,15 +452,21 @@ pub unsafe extern "C" fn sigaction(
         }
         // The program's action is known before the kernel can call the trampoline for it.
         slot.write(&wanted, handles);
-        let result = real_sigaction(sig, &installed, old);
+        let result = __sigaction(sig, &installed, old);
         if result != 0 {
             slot.write(&previous, was_wrapped);
         }
         result
     };
-    if result == 0 && !old.is_null() && was_wrapped {
-        // The kernel holds the trampoline: the program installed its handler.
-        *old = previous;
+    if result == 0 && !old.is_null() {
+        if was_wrapped {
+            // The kernel holds the trampoline: the program installed its handler.
+            *old = previous;
+        } else if runtime_handler(sig, (*old).sa_sigaction) {
+            // The runtime's own (a report on a fatal signal): the program installed none.
+            *old = std::mem::zeroed();
+            (*old).sa_sigaction = libc::SIG_DFL;
+        }
     }
     result
 }
@@ -623,6 +658,14 @@ mod tests {
             assert_eq!(CALLS.load(SeqCst), 4);
             assert_eq!(query(libc::SIGUSR1).sa_sigaction, libc::SIG_IGN);
             assert_eq!(signal(libc::SIGUSR1, libc::SIG_DFL), libc::SIG_IGN);
+
+            // The runtime's own handler (a report on a fatal signal) is not the program's:
+            // it sees the default disposition.
+            let mut own: libc::sigaction = std::mem::zeroed();
+            own.sa_sigaction = counting as *const () as usize;
+            assert_eq!(real_sigaction(libc::SIGURG, &own, std::ptr::null_mut()), 0);
+            assert_eq!(query(libc::SIGURG).sa_sigaction, libc::SIG_DFL);
+            assert_eq!(signal(libc::SIGURG, libc::SIG_DFL), libc::SIG_DFL);
         }
     }
 }
