@@ -119,15 +119,17 @@ impl ThreadState {
     }
 
     /// The program ends on this thread: exits every open frame and tells the tool, which
-    /// frees what the report does not need before the report is built.
+    /// frees what the report does not need before the report is built. False when the
+    /// thread is inside the runtime: nothing is done.
     ///
     /// # Safety
     /// As for [`ThreadState::with`].
-    pub unsafe fn end_program(&self) {
+    pub unsafe fn end_program(&self) -> bool {
         self.with(|s, t| {
             s.exit_all(t);
             t.program_end();
-        });
+        })
+        .is_some()
     }
 
     /// The thread ends, or the program does: exits every open frame and tells the tool the

@@ -14,7 +14,7 @@ use crate::tools;
 use crate::{report, signals};
 use kage_report::ProgramEnd;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::*};
 use std::sync::OnceLock;
 
 pub struct Runtime {
@@ -36,6 +36,8 @@ static RT: OnceLock<Runtime> = OnceLock::new();
 static INIT: AtomicU8 = AtomicU8::new(0);
 static PID: AtomicU32 = AtomicU32::new(0);
 static FORKED_FROM: AtomicU32 = AtomicU32::new(0);
+/// The thread that ends the program was left inside the runtime by a signal handler.
+static LEFT_BY_HANDLER: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     static INITIALIZING: Cell<bool> = const { Cell::new(false) };
@@ -259,7 +261,18 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         if from_signal {
             unsafe { tools::count::count_faulted_tree(&*ts) };
         }
-        unsafe { (*ts).end_program() };
+        let ended = unsafe { (*ts).end_program() };
+        if !ended && !from_signal {
+            // Inside the runtime, yet not interrupted: a handler of a fault that came while
+            // the runtime ran (a stack overflow in a hook) left it by `siglongjmp`, and the
+            // thread has been ignored since.
+            eprintln!(
+                "kage: warning: a signal handler left the runtime by siglongjmp (a fault \
+                 inside it, such as a stack overflow); this thread's events since were not \
+                 measured and the report is incomplete"
+            );
+            LEFT_BY_HANDLER.store(true, Relaxed);
+        }
         unsafe { thread::close_suspended(ts) };
         unsafe { (*ts).busy.set((*ts).busy.get() | gate::IN_RUNTIME) };
     }
@@ -291,7 +304,7 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         pid,
         forked_from,
         end,
-        complete: !from_signal && others_closed,
+        complete: !from_signal && others_closed && !LEFT_BY_HANDLER.load(Relaxed),
         threads: nthreads,
         options: rt.opts.to_map(),
         regions: &regions,

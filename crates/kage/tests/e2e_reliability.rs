@@ -766,3 +766,46 @@ fn a_handler_that_leaves_by_siglongjmp_leaves_the_runtime_whole() {
         assert_eq!(instances("spin"), 5, "{tool}: spin");
     }
 }
+
+/// Stack overflows recovered by a SIGSEGV handler's `siglongjmp`: when an overflow comes
+/// inside a runtime hook, the handler (which cannot wait: it is a fault) leaves the runtime
+/// half-way and the thread is ignored from then on. Whichever happens, the report is right
+/// or says it is not: complete with main's one instance and the handler's three, or
+/// incomplete with a warning (it used to be complete, with main and down at 0 instances).
+#[test]
+fn a_fault_handler_that_leaves_the_runtime_leaves_an_incomplete_report() {
+    let work = Work::new();
+    for tool in ["count", "footprint", "hcpa"] {
+        let exe = build(&work, tool, "overflow.c", &format!("overflow_{tool}"), &[]);
+        let report_path = work.path(&format!("overflow_{tool}.json"));
+        let out = Command::new(&exe)
+            .env("KAGE_OPTIONS", format!("output={}", report_path.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{tool}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "3 overflows, then -236\n", "{tool}");
+        let report = read_report(&report_path).unwrap();
+        let instances = |name: &str| -> u64 {
+            let region = func(&report, name);
+            match tool {
+                "count" => stats(region).instances,
+                "footprint" => report.footprint().unwrap().regions[region.id as usize].instances,
+                _ => kage_report::HcpaStats::of(region)
+                    .unwrap()
+                    .map_or(0, |s| s.instances),
+            }
+        };
+        let warned = text(&out.stderr).contains("left the runtime by siglongjmp");
+        if report.complete {
+            assert!(!warned, "{tool}");
+            assert_eq!(instances("main"), 1, "{tool}: main");
+            assert_eq!(instances("on_segv"), 3, "{tool}: on_segv");
+        } else {
+            assert!(warned, "{tool}: an incomplete report says why");
+        }
+        // The count build runs its hooks only at a function's first entry: complete.
+        if tool == "count" {
+            assert!(report.complete);
+        }
+    }
+}
