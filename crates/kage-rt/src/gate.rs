@@ -74,8 +74,9 @@ pub fn set_current(ts: &'static ThreadState) {
 /// handler then waits).
 pub fn runtime_busy() -> bool {
     let ts = current();
-    // SAFETY: the calling thread's own state.
-    !ts.is_null() && unsafe { (*ts).busy.get() } & IN_RUNTIME != 0
+    SETTING_UP.with(|s| s.get())
+        // SAFETY: the calling thread's own state.
+        || (!ts.is_null() && unsafe { (*ts).busy.get() } & IN_RUNTIME != 0)
 }
 
 /// The thread leaves the runtime (clears [`IN_RUNTIME`]), then runs the program's handlers
@@ -167,14 +168,29 @@ extern "Rust" {
 
 const _: FirstEvent = kage_rt_first_event;
 
-/// The thread's first event: set up the runtime and the thread first.
+thread_local! {
+    /// The runtime or the calling thread's state is being set up (no state is in force yet,
+    /// and the runtime holds its locks): the program's signal handlers wait meanwhile.
+    static SETTING_UP: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The thread's first event: set up the runtime and the thread first. A signal that comes
+/// meanwhile has its handler run after (its code would need the locks the set-up holds).
 ///
 /// # Safety
 /// Called from a hook, on the calling thread.
 #[cold]
 #[inline(never)]
 pub unsafe fn first_event() -> *const ThreadState {
-    kage_rt_first_event()
+    SETTING_UP.with(|s| s.set(true));
+    compiler_fence(SeqCst);
+    let ts = kage_rt_first_event();
+    compiler_fence(SeqCst);
+    SETTING_UP.with(|s| s.set(false));
+    if crate::handlers::pending() {
+        crate::handlers::deliver_pending();
+    }
+    ts
 }
 
 /// The calling thread's state, set up (runtime and thread) on its first event; null while

@@ -809,3 +809,55 @@ fn a_fault_handler_that_leaves_the_runtime_leaves_an_incomplete_report() {
         }
     }
 }
+
+/// Signals sent to threads while they set themselves up with the runtime: the handler used
+/// to enter the runtime again and wait for ever on the lock the set-up held. Now it runs
+/// once the set-up is done: the program ends, and every handler call is counted.
+#[test]
+fn signals_while_threads_start_wait_for_the_set_up() {
+    use std::time::{Duration, Instant};
+    let work = Work::new();
+    for tool in ["count", "footprint", "hcpa"] {
+        let exe = build(
+            &work,
+            tool,
+            "startsignals.c",
+            &format!("startsignals_{tool}"),
+            &["-lpthread"],
+        );
+        for round in 0..3 {
+            let report_path = work.path(&format!("startsignals_{tool}_{round}.json"));
+            let mut child = Command::new(&exe)
+                .env("KAGE_OPTIONS", format!("output={}", report_path.display()))
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let start = Instant::now();
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                if start.elapsed() > Duration::from_secs(60) {
+                    let _ = child.kill();
+                    panic!("{tool}: hung (round {round})");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            assert!(status.success(), "{tool}");
+            let mut out = String::new();
+            std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+            let handled: u64 = out.trim().parse().unwrap();
+            assert!(handled >= 64, "{tool}: every thread's handler ran");
+            let report = read_report(&report_path).unwrap();
+            let region = func(&report, "on_usr1");
+            let instances = match tool {
+                "count" => stats(region).instances,
+                "footprint" => report.footprint().unwrap().regions[region.id as usize].instances,
+                _ => kage_report::HcpaStats::of(region)
+                    .unwrap()
+                    .map_or(0, |s| s.instances),
+            };
+            assert_eq!(instances, handled, "{tool}: every handler call is counted");
+        }
+    }
+}
