@@ -199,12 +199,14 @@ fn reverse_post_order(successors: &[Vec<usize>]) -> Vec<usize> {
     order
 }
 
-/// Leaves out the inlined calls whose code makes no memory access and no call (arithmetic
-/// the optimiser merged into the caller: there is nothing in them for a tool to measure, and
-/// entering and leaving them would cost an event each time they run): cuts every chain
-/// (and loop back edges' chain) at the first such call. `measured[b]` says whether block
-/// `b` makes a memory access or a call; a call counts as measured when any block whose
-/// chain holds it is.
+/// Leaves out the inlined calls whose code makes no memory access and no call and holds no
+/// loop (arithmetic the optimiser merged into the caller: there is nothing in them for a
+/// tool to measure, and entering and leaving them would cost an event each time they run):
+/// cuts every chain (and loop back edges' chain) at the first such call. `measured[b]` says
+/// whether block `b` makes a memory access or a call; a call counts as measured when any
+/// block whose chain holds it is, or a loop's back edges are its code (the loop is a region
+/// of its own, named and placed in the callee: left out, the call would make it a loop of
+/// the caller at the line of the call).
 pub fn drop_unmeasured_calls(
     chains: &mut [Vec<Site>],
     back_edges: &mut [Option<Vec<Site>>],
@@ -215,6 +217,11 @@ pub fn drop_unmeasured_calls(
         let here = measured.get(b).copied().unwrap_or(false);
         for &site in chain {
             *useful.entry(site).or_insert(false) |= here;
+        }
+    }
+    for chain in back_edges.iter().flatten() {
+        for &site in chain {
+            useful.insert(site, true);
         }
     }
     let cut = |chain: &mut Vec<Site>| {
@@ -639,7 +646,9 @@ mod tests {
     #[test]
     fn inlined_calls_without_accesses_or_calls_are_left_out() {
         // Site 1 (inside it, 2) touches memory in block 1; site 3 is arithmetic only; site
-        // 4 only holds site 5, which touches memory: 4 counts too.
+        // 4 only holds site 5, which touches memory: 4 counts too. Site 6 is arithmetic
+        // only but holds a loop (the back edge of loop 1 is its code): it stays, so that
+        // its loop is its own, not its caller's.
         let mut chains = vec![
             vec![1],
             vec![1, 2],
@@ -647,15 +656,24 @@ mod tests {
             vec![1, 3],
             vec![4],
             vec![4, 5],
+            vec![6],
         ];
-        let measured = [false, true, false, false, false, true];
-        let mut back_edges = vec![Some(vec![3]), None, Some(vec![1, 2])];
+        let measured = [false, true, false, false, false, true, false];
+        let mut back_edges = vec![Some(vec![1]), Some(vec![6]), Some(vec![1, 2])];
         drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
         assert_eq!(
             chains,
-            [vec![1], vec![1, 2], vec![], vec![1], vec![4], vec![4, 5]]
+            [
+                vec![1],
+                vec![1, 2],
+                vec![],
+                vec![1],
+                vec![4],
+                vec![4, 5],
+                vec![6]
+            ]
         );
-        assert_eq!(back_edges, [Some(vec![]), None, Some(vec![1, 2])]);
+        assert_eq!(back_edges, [Some(vec![1]), Some(vec![6]), Some(vec![1, 2])]);
     }
 
     #[test]

@@ -503,6 +503,37 @@ fn an_inlined_callee_that_only_computes_takes_none_of_its_callers_accesses() {
     }
 }
 
+/// A callee that only computes, in a loop (`tests/c/inlined/computes.c`): inlined, it is
+/// still a region around its loop, at every level, and the loop is the callee's, at its
+/// own line (it was `main`'s, at the line of the call, when a callee without accesses or
+/// calls was left out).
+#[test]
+fn an_inlined_callee_whose_loop_only_computes_keeps_its_loop() {
+    let mut levels = reports("computes.c").into_iter();
+    let (first, report) = levels.next().unwrap();
+    let expected = source_regions(&report, "computes.c");
+    assert!(
+        expected.contains(&("loop", "horner".to_string(), 8)),
+        "{first}: {expected:?}"
+    );
+    assert!(expected.contains(&("function", "horner".to_string(), 6)));
+    for (level, report) in std::iter::once((first, report)).chain(levels) {
+        assert_eq!(source_regions(&report, "computes.c"), expected, "{level}");
+        let (calls, _) = function_totals(&report, "horner");
+        assert_eq!(calls, 1000, "{level}: calls of horner");
+        // Each copy of the loop (vector loop and remainder, at -O2 and -O3) runs once a
+        // call.
+        let loops: Vec<u64> = (report.regions.iter())
+            .filter(|r| r.kind == RegionKind::Loop && r.name == "horner")
+            .map(|r| stats(r).instances)
+            .collect();
+        assert!(!loops.is_empty(), "{level}");
+        for instances in loops {
+            assert_eq!(instances, 1000, "{level}: horner's loop runs once a call");
+        }
+    }
+}
+
 /// Recursion through the compiler's copies of a function (`tests/c/inlined/recursion.c`:
 /// step() inlined into main() and into run(), which step() calls): each instance of step
 /// counts its accesses once, in the copy whose instance is the outermost of the source
