@@ -68,6 +68,46 @@ fn run_ok(exe: &Path, args: &[&str], report: &Path) -> String {
     text(&out.stdout)
 }
 
+/// Runs `exe` with its report written to `report` and its output captured; panics with
+/// `what` when it does not end within `limit`.
+fn run_within(
+    exe: &Path,
+    report: &Path,
+    limit: std::time::Duration,
+    what: &str,
+) -> std::process::Output {
+    use std::time::Instant;
+    let mut child = Command::new(exe)
+        .env("KAGE_OPTIONS", format!("output={}", report.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{what}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The instances of function `name` in a report of `tool` (count, footprint or hcpa).
+fn instances_of(report: &kage_report::Report, tool: &str, name: &str) -> u64 {
+    let region = func(report, name);
+    match tool {
+        "count" => stats(region).instances,
+        "footprint" => report.footprint().unwrap().regions[region.id as usize].instances,
+        _ => kage_report::HcpaStats::of(region)
+            .unwrap()
+            .map_or(0, |s| s.instances),
+    }
+}
+
 /// A library built for each tool, bound lazily, linked at build time and `dlopen`ed with
 /// `RTLD_LAZY`: the working-set tool's `preserve_most` tick used to be called through a
 /// lazily bound PLT entry whose resolver clobbered r10/r11 (SIGSEGV on the first tick).
@@ -532,7 +572,7 @@ fn parts_built_for_different_tools_are_named_and_the_program_decides() {
 /// the region stack searched its frames from the bottom at every call), with exact counts.
 #[test]
 fn deep_recursion_finishes_with_exact_counts() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let work = Work::new();
     for tool in ["count", "footprint"] {
         let exe = build(
@@ -543,23 +583,13 @@ fn deep_recursion_finishes_with_exact_counts() {
             &["-lpthread"],
         );
         let report_path = work.path(&format!("deep_{tool}.json"));
-        let mut child = Command::new(&exe)
-            .env("KAGE_OPTIONS", format!("output={}", report_path.display()))
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > Duration::from_secs(60) {
-                let _ = child.kill();
-                panic!("{tool}: 400,000 nested calls did not finish in 60 s");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        assert!(status.success(), "{tool}");
+        let out = run_within(
+            &exe,
+            &report_path,
+            Duration::from_secs(60),
+            &format!("{tool}: 400,000 nested calls did not finish in 60 s"),
+        );
+        assert!(out.status.success(), "{tool}");
         let report = read_report(&report_path).unwrap();
         let down = func(&report, "down");
         if tool == "count" {
@@ -749,16 +779,7 @@ fn a_handler_that_leaves_by_siglongjmp_leaves_the_runtime_whole() {
         assert_eq!(run_ok(&exe, &[], &report_path), "5 timeouts\n", "{tool}");
         let report = read_report(&report_path).unwrap();
         assert!(report.complete, "{tool}");
-        let instances = |name: &str| -> u64 {
-            let region = func(&report, name);
-            match tool {
-                "count" => stats(region).instances,
-                "footprint" => report.footprint().unwrap().regions[region.id as usize].instances,
-                _ => kage_report::HcpaStats::of(region)
-                    .unwrap()
-                    .map_or(0, |s| s.instances),
-            }
-        };
+        let instances = |name: &str| instances_of(&report, tool, name);
         assert_eq!(instances("main"), 1, "{tool}: main");
         assert_eq!(instances("on_alarm"), 5, "{tool}: on_alarm");
         // The count build keeps `spin` (a function without calls) in locals until it
@@ -785,16 +806,7 @@ fn a_fault_handler_that_leaves_the_runtime_leaves_an_incomplete_report() {
         assert!(out.status.success(), "{tool}: {}", text(&out.stderr));
         assert_eq!(text(&out.stdout), "3 overflows, then -236\n", "{tool}");
         let report = read_report(&report_path).unwrap();
-        let instances = |name: &str| -> u64 {
-            let region = func(&report, name);
-            match tool {
-                "count" => stats(region).instances,
-                "footprint" => report.footprint().unwrap().regions[region.id as usize].instances,
-                _ => kage_report::HcpaStats::of(region)
-                    .unwrap()
-                    .map_or(0, |s| s.instances),
-            }
-        };
+        let instances = |name: &str| instances_of(&report, tool, name);
         let warned = text(&out.stderr).contains("left the runtime by siglongjmp");
         if report.complete {
             assert!(!warned, "{tool}");
@@ -815,7 +827,7 @@ fn a_fault_handler_that_leaves_the_runtime_leaves_an_incomplete_report() {
 /// once the set-up is done: the program ends, and every handler call is counted.
 #[test]
 fn signals_while_threads_start_wait_for_the_set_up() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let work = Work::new();
     for tool in ["count", "footprint", "hcpa"] {
         let exe = build(
@@ -827,37 +839,21 @@ fn signals_while_threads_start_wait_for_the_set_up() {
         );
         for round in 0..3 {
             let report_path = work.path(&format!("startsignals_{tool}_{round}.json"));
-            let mut child = Command::new(&exe)
-                .env("KAGE_OPTIONS", format!("output={}", report_path.display()))
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let start = Instant::now();
-            let status = loop {
-                if let Some(status) = child.try_wait().unwrap() {
-                    break status;
-                }
-                if start.elapsed() > Duration::from_secs(60) {
-                    let _ = child.kill();
-                    panic!("{tool}: hung (round {round})");
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
-            assert!(status.success(), "{tool}");
-            let mut out = String::new();
-            std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
-            let handled: u64 = out.trim().parse().unwrap();
+            let out = run_within(
+                &exe,
+                &report_path,
+                Duration::from_secs(60),
+                &format!("{tool}: hung (round {round})"),
+            );
+            assert!(out.status.success(), "{tool}");
+            let handled: u64 = text(&out.stdout).trim().parse().unwrap();
             assert!(handled >= 64, "{tool}: every thread's handler ran");
             let report = read_report(&report_path).unwrap();
-            let region = func(&report, "on_usr1");
-            let instances = match tool {
-                "count" => stats(region).instances,
-                "footprint" => report.footprint().unwrap().regions[region.id as usize].instances,
-                _ => kage_report::HcpaStats::of(region)
-                    .unwrap()
-                    .map_or(0, |s| s.instances),
-            };
-            assert_eq!(instances, handled, "{tool}: every handler call is counted");
+            assert_eq!(
+                instances_of(&report, tool, "on_usr1"),
+                handled,
+                "{tool}: every handler call is counted"
+            );
         }
     }
 }
