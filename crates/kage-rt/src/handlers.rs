@@ -80,9 +80,12 @@ struct Action {
     /// Odd while a writer changes `action`.
     sequence: AtomicU32,
     action: UnsafeCell<MaybeUninit<libc::sigaction>>,
-    /// Whether the program's action was installed as the trampoline (else it is the C
-    /// library's own: `SIG_DFL` or `SIG_IGN`, or never set by the program).
-    wrapped: AtomicU32,
+}
+
+/// Whether `action` runs a handler of the program's (installed as the trampoline), not one
+/// of the C library's dispositions (`SIG_DFL`, `SIG_IGN`; all-zero: never set).
+fn handles(action: &libc::sigaction) -> bool {
+    action.sa_sigaction != libc::SIG_DFL && action.sa_sigaction != libc::SIG_IGN
 }
 
 // SAFETY: `action` is read and written only under `sequence` (readers retry a torn read).
@@ -92,7 +95,6 @@ static ACTIONS: [Action; SIGNALS] = [const {
     Action {
         sequence: AtomicU32::new(0),
         action: UnsafeCell::new(MaybeUninit::zeroed()),
-        wrapped: AtomicU32::new(0),
     }
 }; SIGNALS];
 
@@ -116,7 +118,7 @@ impl Action {
     }
 
     /// Replaces the program's action (writers of one signal take turns on the sequence).
-    fn write(&self, action: &libc::sigaction, wrapped: bool) {
+    fn write(&self, action: &libc::sigaction) {
         // No handler on this thread may read it half-written (it would wait for ever).
         let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
         let mut before: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -139,7 +141,6 @@ impl Action {
         }
         // SAFETY: the sequence is odd: readers discard what they read meanwhile.
         unsafe { std::ptr::write_volatile(self.action.get(), MaybeUninit::new(*action)) };
-        self.wrapped.store(u32::from(wrapped), Relaxed);
         self.sequence.fetch_add(1, Release);
         // SAFETY: the mask saved above.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut()) };
@@ -347,9 +348,9 @@ unsafe extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, context:
         let mut reset = action;
         reset.sa_sigaction = libc::SIG_DFL;
         reset.sa_flags &= !libc::SA_RESETHAND;
-        slot.write(&reset, false);
+        slot.write(&reset);
     }
-    if action.sa_sigaction == libc::SIG_DFL || action.sa_sigaction == libc::SIG_IGN {
+    if !handles(&action) {
         // Changed meanwhile: the C library's disposition is being set too.
         return;
     }
@@ -439,27 +440,25 @@ pub unsafe extern "C" fn sigaction(
         return __sigaction(sig, act, old);
     };
     let previous = slot.read();
-    let was_wrapped = slot.wrapped.load(Relaxed) != 0;
     let result = if act.is_null() {
         __sigaction(sig, act, old)
     } else {
         let wanted = *act;
-        let handles = wanted.sa_sigaction != libc::SIG_DFL && wanted.sa_sigaction != libc::SIG_IGN;
         let mut installed = wanted;
-        if handles {
+        if handles(&wanted) {
             installed.sa_sigaction = trampoline as *const () as usize;
             installed.sa_flags |= libc::SA_SIGINFO;
         }
         // The program's action is known before the kernel can call the trampoline for it.
-        slot.write(&wanted, handles);
+        slot.write(&wanted);
         let result = __sigaction(sig, &installed, old);
         if result != 0 {
-            slot.write(&previous, was_wrapped);
+            slot.write(&previous);
         }
         result
     };
     if result == 0 && !old.is_null() {
-        if was_wrapped {
+        if handles(&previous) {
             // The kernel holds the trampoline: the program installed its handler.
             *old = previous;
         } else if runtime_handler(sig, (*old).sa_sigaction) {
