@@ -40,6 +40,9 @@
 //!   block-entry hooks (and in working-set modes no instrumentation at all), and calls
 //!   inside funclets get no `funclet` bundle: Windows EH is not supported (Linux targets
 //!   never produce these).
+//! - Masked and per-lane vector accesses (`llvm.masked.*`) are made plain accesses, one per
+//!   lane under a test of its mask bit, before anything is planned ([`pass`]); target
+//!   intrinsics that access memory (`llvm.x86.avx2.gather.*`) and `llvm.vp.*` are not seen.
 //! - Accesses through pointers outside address space 0, scalable vectors and zero-sized
 //!   types are skipped; `naked` and `available_externally` functions are not instrumented.
 //! - Before a `ret` that returns a `musttail` call, `__kage_func_exit` goes before the call.

@@ -49,6 +49,14 @@ pub unsafe fn instrument_module_with(
         return false;
     }
 
+    // Before planning: the plans (regions, segments, hoisting) and every tool then see each
+    // lane of a masked or gathering vector access as a plain load or store.
+    if declares_masked_memory(module) {
+        for &func in &functions {
+            kage_scalarize_masked_memory(func);
+        }
+    }
+
     // Analyse every function before changing anything.
     let mut plans = Vec::with_capacity(functions.len());
     let mut entries: Vec<RegionEntry> = Vec::new();
@@ -84,6 +92,26 @@ pub unsafe fn instrument_module_with(
     contexts::redirect_context_switches(module, &instrumented);
     regions::add_registration_ctor(module, &table, register, &module_name);
     true
+}
+
+extern "C" {
+    /// Turns the function's masked vector accesses into a plain access per lane under a
+    /// branch on its mask bit (shim.cpp); returns whether it changed anything.
+    fn kage_scalarize_masked_memory(func: LLVMValueRef) -> bool;
+}
+
+/// Whether `module` declares a vector access that no tool sees as it is: a masked load or
+/// store, a gather or scatter, an expanding load or compressing store (the vectoriser's,
+/// for AVX2 and AVX-512 targets), or a histogram update. [`kage_scalarize_masked_memory`]
+/// makes them plain loads and stores, one per lane, before the tools plan anything.
+unsafe fn declares_masked_memory(module: LLVMModuleRef) -> bool {
+    module_functions(module).into_iter().any(|f| {
+        LLVMIsDeclaration(f) != 0 && {
+            let name = ir::value_name(f);
+            name.starts_with("llvm.masked.")
+                || name.starts_with("llvm.experimental.vector.histogram.")
+        }
+    })
 }
 
 /// Instrumented functions now call the runtime, which reads and writes its own memory and

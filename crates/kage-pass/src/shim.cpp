@@ -1,12 +1,13 @@
 // The only C++ in Kage: registers the Rust module passes with LLVM's new PassBuilder, reads
 // the few debug-info fields the C API has no accessor for (src/debuginfo.rs), and wraps the
 // few transformations the C API lacks (demoting SSA values to the stack, loop metadata:
-// src/nests; splitting a critical edge: src/tools/count.rs). The passes themselves are `kage_run_on_module` and `kage_version_loops` in
+// src/nests; splitting a critical edge: src/tools/count.rs; masked vector accesses made plain: src/pass.rs). The passes themselves are `kage_run_on_module` and `kage_version_loops` in
 // Rust (src/lib.rs), driven through the C API.
 #include <memory>
 #include <utility>
 
 #include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/IR/DebugInfo.h"
 #include "llvm/IR/DebugInfoMetadata.h"
 #include "llvm/IR/DebugProgramInstruction.h"
@@ -22,6 +23,7 @@
 #include "llvm/Transforms/Scalar/SimplifyCFG.h"
 #include "llvm/Transforms/Scalar/LICM.h"
 #include "llvm/Transforms/Scalar/LoopPassManager.h"
+#include "llvm/Transforms/Scalar/ScalarizeMaskedMemIntrin.h"
 #include "llvm/Transforms/Utils/BasicBlockUtils.h"
 #include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Transforms/Utils/Local.h"
@@ -210,6 +212,22 @@ extern "C" bool kage_calls_library_function(LLVMValueRef Call) {
 
 // Inlines the call `Call` (a direct call to a function with a body); false when LLVM
 // cannot.
+// Masked and per-lane vector accesses (`llvm.masked.load`, `store`, `gather`, `scatter`,
+// `expandload`, `compressstore`: what the vectoriser emits for AVX2 and AVX-512 targets)
+// become one plain access per lane under a branch on its mask bit, as LLVM's code generator
+// makes them for targets without such instructions: every tool then sees each lane that is
+// accessed as a plain load or store. The default TargetTransformInfo (no target machine)
+// finds none of them legal, so the pass scalarises them all. Returns whether it changed
+// anything.
+extern "C" bool kage_scalarize_masked_memory(LLVMValueRef Function) {
+  llvm::Function &F = *llvm::unwrap<llvm::Function>(Function);
+  llvm::FunctionAnalysisManager FAM;
+  FAM.registerPass([] { return llvm::TargetIRAnalysis(); });
+  FAM.registerPass([] { return llvm::DominatorTreeAnalysis(); });
+  FAM.registerPass([] { return llvm::PassInstrumentationAnalysis(); });
+  return !llvm::ScalarizeMaskedMemIntrinPass().run(F, FAM).areAllPreserved();
+}
+
 extern "C" bool kage_inline_call(LLVMValueRef Call) {
   auto *CB = llvm::dyn_cast_or_null<llvm::CallBase>(llvm::unwrap(Call));
   if (!CB) return false;

@@ -173,6 +173,29 @@ fn counts_are_exact_at_o0() {
 /// `tests/c/count_reset.c`: `kage_reset` in the middle of a function, in the count build
 /// (where a thread applies it at its next function entry) and the count-calls build.
 #[test]
+fn every_lane_of_a_masked_vector_access_is_an_access_of_its_own() {
+    // tests/c/vector/masked.c: each function makes one masked load or store of 8 doubles,
+    // called with 2, 8 and 0 lanes on: 10 accesses of 8 bytes, nothing else (no stack
+    // traffic from -O1 on).
+    let work = Work::new();
+    for level in ["-O1", "-O2", "-O3"] {
+        for exe in [
+            work.build("vector/masked.c", &[level]),
+            work.build_for_every_tool("vector/masked.c", &[level]),
+        ] {
+            let report = work.run_report(&exe, &[], 0);
+            assert_totals_consistent(&report);
+            for name in ["masked_load", "gather", "expand_load"] {
+                assert_counts(func(&report, name), 3, c(10, 0, 80, 0), c(10, 0, 80, 0));
+            }
+            for name in ["masked_store", "scatter", "compress_store"] {
+                assert_counts(func(&report, name), 3, c(0, 10, 0, 80), c(0, 10, 0, 80));
+            }
+        }
+    }
+}
+
+#[test]
 fn a_reset_forgets_what_ran_before_and_keeps_the_open_regions() {
     let work = Work::new();
     let inline = work.build("count_reset.c", &["-O2"]);

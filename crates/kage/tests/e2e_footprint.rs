@@ -536,3 +536,35 @@ fn a_forked_child_of_a_footprint_build_reports_its_own_accesses() {
     );
     assert_eq!(child.tool_data["accesses"], 7);
 }
+
+/// Masked and per-lane vector accesses (`tests/c/vector/masked.c`): each lane the mask lets
+/// through is a range of its own, and no other is.
+#[test]
+fn masked_vector_accesses_touch_exactly_their_lanes() {
+    let work = Work::new();
+    // Per function, its three calls (masks 0x05, 0xFF, 0x00), as offsets into its array.
+    let contiguous: Vec<Instance> = vec![vec![(0, 8), (16, 24)], vec![(0, 64)], vec![]];
+    let packed: Vec<Instance> = vec![vec![(0, 16)], vec![(0, 64)], vec![]];
+    let spread: Vec<Instance> = vec![
+        vec![(0, 8), (128, 136)],
+        (0..8).map(|i| (i * 64, i * 64 + 8)).collect(),
+        vec![],
+    ];
+    for level in ["-O2", "-O3"] {
+        let exe = work.build_with_env("vector/masked.c", &[level], &[("KAGE_TOOL", "footprint")]);
+        for (granularity, location_bytes) in [("byte", 1), ("line", 64)] {
+            let report = run(&work, &exe, &format!("granularity={granularity}"));
+            let what = format!("{level} granularity={granularity}");
+            for (name, instances) in [
+                ("masked_load", &contiguous),
+                ("masked_store", &contiguous),
+                ("expand_load", &packed),
+                ("compress_store", &packed),
+                ("gather", &spread),
+                ("scatter", &spread),
+            ] {
+                check(func(&report, name), instances, location_bytes, &what);
+            }
+        }
+    }
+}

@@ -116,6 +116,21 @@ fn kernels_have_the_self_parallelism_derived_on_paper() {
     assert!(text.contains("loop  independent  kernels.c:16"), "{text}");
 }
 
+/// Masked loads and stores, gathers and scatters carry dependences through memory like
+/// plain ones, lane by lane (`tests/c/hcpa/masked.c`).
+#[test]
+fn masked_vector_accesses_carry_dependences_through_memory() {
+    let work = Work::new();
+    for level in ["-O2", "-O3"] {
+        let report = build_and_run(&work, "masked.c", &[level, "-g"], &[]);
+        // Each iteration gathers what the one before scattered: a chain.
+        let chained = sp(&report, "chained", 24);
+        assert!(chained < 1.5, "{level}: {chained}");
+        // Each row from itself: 200 independent iterations of the same critical path.
+        assert_eq!(sp(&report, "rowwise", 32), 200.0, "{level}");
+    }
+}
+
 /// The reference model's statistics for a trace: `{"program": ..., "regions": {id: ...}}`;
 /// `report` names the source regions (recursion counts once per source region).
 fn reference(trace: &Path, report: &Path) -> Value {

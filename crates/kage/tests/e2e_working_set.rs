@@ -206,6 +206,19 @@ fn ranges_of_two_lines_mark_the_lines_they_touch() {
 }
 
 #[test]
+fn masked_vector_accesses_mark_the_lines_of_their_lanes() {
+    // tests/c/vector/masked.c: 10 lanes for each of 6 kinds of access, over 8 lines of
+    // `src` and 8 of `dst`; the lanes a mask turns off are no accesses.
+    let work = Work::new();
+    for level in ["-O2", "-O3"] {
+        let exe = work.build_with_env("vector/masked.c", &[level], INLINE);
+        let report = run_ws(&work, &exe, &[], "interval_unit=accesses:interval=1G");
+        assert_eq!(u(&report, "total_lines"), 16, "{level}");
+        assert_eq!(u(&report, "accesses"), 60, "{level}");
+    }
+}
+
+#[test]
 fn phases_match_the_trace_reference() {
     let work = Work::new();
     let exe = work.build_with_env("ws/phases.c", &["-O2"], TRACE);
