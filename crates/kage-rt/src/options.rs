@@ -60,8 +60,8 @@ pub const TOOL: OptionDef = OptionDef {
 pub const OUTPUT: OptionDef = OptionDef {
     name: "output",
     default: "kage.%e.%p.json",
-    help: "report path; %e = executable name, %p = pid (a forked child without %p \
-           inserts .<pid> before .json)",
+    help: "report path, relative to the directory the program started in; %e = \
+           executable name, %p = pid (a forked child without %p inserts .<pid> before .json)",
     parse: |v| non_empty(v, "a path"),
 };
 

@@ -232,6 +232,16 @@ fn add_hcpa_plan(report: &mut RuntimeReport<'_>) {
     report.tool_data.extend(plan.to_tool_data());
 }
 
+/// `path`, taken from `dir` when it is relative (and `dir` is known).
+pub fn from_dir(path: &str, dir: Option<&std::path::Path>) -> String {
+    match dir {
+        Some(dir) if std::path::Path::new(path).is_relative() => {
+            dir.join(path).to_string_lossy().into_owned()
+        }
+        _ => path.to_string(),
+    }
+}
+
 /// Expands the `output=` template: `%e` executable name, `%p` pid, `%%` a percent sign.
 /// A forked child whose template has no `%p` gets `.<pid>` before `.json` (or at the end),
 /// so it does not overwrite its parent's report.
@@ -476,6 +486,14 @@ mod tests {
         assert_eq!(output_path("/t/r.json", "p", 7, true), "/t/r.7.json");
         assert_eq!(output_path("/t/out", "p", 7, true), "/t/out.7");
         assert_eq!(output_path("a%%b%x%", "p", 7, false), "a%b%x%");
+        let dir = Some(std::path::Path::new("/started/here"));
+        assert_eq!(
+            from_dir("kage.p.7.json", dir),
+            "/started/here/kage.p.7.json"
+        );
+        assert_eq!(from_dir("out/r.json", dir), "/started/here/out/r.json");
+        assert_eq!(from_dir("/t/r.json", dir), "/t/r.json");
+        assert_eq!(from_dir("r.json", None), "r.json");
     }
 
     #[test]

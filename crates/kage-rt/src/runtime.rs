@@ -22,6 +22,9 @@ pub struct Runtime {
     pub tool: &'static dyn Tool,
     /// Executable basename, for `%e`.
     pub exe: String,
+    /// The working directory when the program started: relative report paths are taken
+    /// from it, not from wherever the program has gone since (`chdir`).
+    start_dir: Option<std::path::PathBuf>,
     key: libc::pthread_key_t,
 }
 
@@ -149,6 +152,7 @@ fn init() {
     PID.store(std::process::id(), Relaxed);
     let exe = report::program_path();
     let exe = exe.rsplit('/').next().unwrap_or("").to_string();
+    let start_dir = std::env::current_dir().ok();
     let mut key: libc::pthread_key_t = 0;
     unsafe { libc::pthread_key_create(&mut key, Some(thread::thread_end)) };
     let handle_signals = opts.handle_signals();
@@ -156,6 +160,7 @@ fn init() {
         opts,
         tool,
         exe,
+        start_dir,
         key,
     });
     // The program's signal handlers wait while the runtime is busy on their thread.
@@ -311,6 +316,7 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         results,
     });
     let path = report::output_path(rt.opts.output(), &rt.exe, pid, forked_from.is_some());
+    let path = report::from_dir(&path, rt.start_dir.as_deref());
     match report::write(&path, &r, pid) {
         Ok(()) => {
             if rt.opts.verbosity() >= 1 {
@@ -318,7 +324,8 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
             }
             let log = rt.opts.get(&options::REPORT_LOG);
             if !log.is_empty() {
-                if let Err(e) = report::log_report(log, &path) {
+                let log = report::from_dir(log, rt.start_dir.as_deref());
+                if let Err(e) = report::log_report(&log, &path) {
                     eprintln!("kage: cannot add the report's path to {log}: {e}");
                 }
             }

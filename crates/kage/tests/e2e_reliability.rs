@@ -397,6 +397,43 @@ fn kage_run_forwards_signals_and_refuses_unknown_tools() {
     );
 }
 
+/// A program that changes directory before it ends writes its report (and `kage run`'s
+/// list of reports) relative to where it started.
+#[test]
+fn a_program_that_changes_directory_reports_where_it_started() {
+    let work = Work::new();
+    let exe = build(&work, "count", "wanders.c", "wanders", &[]);
+    std::fs::create_dir(work.path("elsewhere")).unwrap();
+    let out = Command::new(kage())
+        .args(["run", "--"])
+        .arg(&exe)
+        .arg("elsewhere")
+        .current_dir(work.dir.path())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "4950\n");
+    let written: Vec<String> = std::fs::read_dir(work.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("kage.wanders.") && n.ends_with(".json"))
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}: {stderr}");
+    assert!(
+        stderr.contains(&format!("count report written to {}", written[0])),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(work.path("elsewhere")).unwrap().count(),
+        0
+    );
+    let report = kage_report::read_report(&work.path(&written[0])).unwrap();
+    // 100 values written and read back, and argv[1].
+    let main = stats(func(&report, "main"));
+    assert_eq!((main.inclusive.loads, main.inclusive.stores), (101, 100));
+}
+
 /// A test driver (here a shell, not instrumented) that runs instrumented tests in their own
 /// directories: `kage run` lists the reports they wrote instead of saying none was.
 #[test]
