@@ -954,6 +954,10 @@ pub mod symbols {
     const NESTS: &[Instrumentation] = &[Loops, Interpolate, Dependences];
     const NEST_ACCESSES: &[Instrumentation] = &[Interpolate, Dependences];
     const WORKING_SET: &[Instrumentation] = &[WorkingSet, WorkingSetTrace];
+    /// The builds that see the memory effects of C library functions (docs/abi.md, "C library
+    /// functions").
+    pub const LIBRARY_EFFECTS: &[Instrumentation] =
+        &[Calls, Counts, WorkingSet, WorkingSetTrace, Footprint];
 
     /// `void __kage_register_module(struct kage_module *m)`.
     pub const REGISTER_MODULE: Symbol = function("__kage_register_module", &[Ptr], EVERY);
@@ -990,6 +994,20 @@ pub mod symbols {
     /// `void __kage_cmpxchg(const void *addr, uint64_t size, uint32_t stored)`.
     pub const CMPXCHG: Symbol = function("__kage_cmpxchg", &[Ptr, I64, I32], REGION_HOOKS);
     pub type CmpXchg = unsafe extern "C" fn(*const c_void, u64, u32);
+
+    /// `uint64_t __kage_library_compared(const void *a, const void *b, uint64_t n, uint32_t
+    /// nul)`: how many bytes a comparison of `a` and `b` of at most `n` bytes reads: up to and
+    /// including the first that differs or, when `nul` is not 0, the first NUL (with `a == b`,
+    /// a string's length and its NUL); 0 when either is null. Called after a C library function whose result does
+    /// not say how much it read (docs/abi.md, "C library functions").
+    pub const LIBRARY_COMPARED: Symbol = Symbol::Function {
+        name: "__kage_library_compared",
+        params: &[Ptr, Ptr, I64, I32],
+        returns: I64,
+        convention: C,
+        called_by: LIBRARY_EFFECTS,
+    };
+    pub type LibraryCompared = unsafe extern "C" fn(*const c_void, *const c_void, u64, u32) -> u64;
 
     /// `__thread uint64_t __kage_count[4]`: the thread's loads, stores, bytes read and bytes
     /// written so far, which count instrumentation adds each segment's to inline (relaxed
@@ -1257,6 +1275,7 @@ pub mod symbols {
         LOAD,
         STORE,
         CMPXCHG,
+        LIBRARY_COMPARED,
         COUNT_TOTALS,
         COUNT_THREAD,
         COUNT_RUNNING,

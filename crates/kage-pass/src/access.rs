@@ -6,7 +6,7 @@ use llvm_sys::prelude::{LLVMTypeRef, LLVMValueRef};
 use llvm_sys::target::{LLVMStoreSizeOfType, LLVMTargetDataRef};
 use llvm_sys::{LLVMOpcode, LLVMTypeKind};
 
-use crate::ir;
+use crate::{ir, library};
 
 /// One memory access to report, found before any insertion.
 pub enum Access {
@@ -25,10 +25,12 @@ pub enum Access {
         ptr: LLVMValueRef,
         size: u64,
     },
-    /// `llvm.mem*`: `len` bytes read from `src` (when there is one) and written to `dst`.
-    Intrinsic {
+    /// A run of `len` bytes read from `src` and/or written to `dst`, before `at`: an
+    /// `llvm.mem*` (`dst` always), or a C library function's effect, marked after its call
+    /// ([`crate::library`]).
+    Bulk {
         at: LLVMValueRef,
-        dst: LLVMValueRef,
+        dst: Option<LLVMValueRef>,
         src: Option<LLVMValueRef>,
         len: LLVMValueRef,
     },
@@ -56,7 +58,7 @@ impl Access {
     /// The instruction making the access.
     pub fn instruction(&self) -> LLVMValueRef {
         match *self {
-            Access::Plain { at, .. } | Access::Intrinsic { at, .. } => at,
+            Access::Plain { at, .. } | Access::Bulk { at, .. } => at,
             Access::CmpXchg { inst, .. } => inst,
         }
     }
@@ -72,13 +74,13 @@ impl Access {
                 len: Length::Constant(size),
                 align: u64::from(LLVMGetAlignment(self.instruction())).max(1),
             }],
-            Access::Intrinsic { dst, src, len, .. } => {
+            Access::Bulk { dst, src, len, .. } => {
                 let len = match ir::constant_u64(len) {
                     Some(n) => Length::Constant(n),
                     None => Length::Dynamic(len),
                 };
                 src.into_iter()
-                    .chain([dst])
+                    .chain(dst)
                     .map(|ptr| Range { ptr, len, align: 1 })
                     .collect()
             }
@@ -140,6 +142,15 @@ pub unsafe fn classify_access(
                 return None;
             }
             let name = ir::value_name(callee);
+            if let Some(write) = library::marker_writes(&name) {
+                let (ptr, len) = (pointer(operand(0))?, operand(1));
+                return Some(Access::Bulk {
+                    at: inst,
+                    dst: write.then_some(ptr),
+                    src: (!write).then_some(ptr),
+                    len,
+                });
+            }
             // memcpy/memmove (dst, src, len, ...) and memset (dst, val, len, ...), including
             // `.inline` and `.element.unordered.atomic`, which keep those argument positions.
             let transfer = name.starts_with("llvm.memcpy") || name.starts_with("llvm.memmove");
@@ -159,9 +170,9 @@ pub unsafe fn classify_access(
             } else {
                 None
             };
-            Some(Access::Intrinsic {
+            Some(Access::Bulk {
                 at: inst,
-                dst,
+                dst: Some(dst),
                 src,
                 len,
             })

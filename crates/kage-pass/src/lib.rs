@@ -76,6 +76,7 @@ pub mod debuginfo;
 pub mod hoist;
 pub mod hooks;
 pub mod ir;
+pub mod library;
 pub mod loops;
 pub mod nests;
 pub mod pass;

@@ -9,6 +9,7 @@ use llvm_sys::{LLVMAttributeFunctionIndex, LLVMLinkage};
 
 use crate::contexts;
 use crate::ir::{self, c_string, RuntimeFunction};
+use crate::library;
 use crate::plan::FunctionPlan;
 use crate::regions::{self, ModuleInfo, RegionEntry};
 use crate::tools::{self, Tool};
@@ -57,6 +58,12 @@ pub unsafe fn instrument_module_with(
         }
     }
 
+    if tool.sees_library_effects() {
+        for &func in &functions {
+            library::mark_effects(module, func);
+        }
+    }
+
     // Analyse every function before changing anything.
     let mut plans = Vec::with_capacity(functions.len());
     let mut entries: Vec<RegionEntry> = Vec::new();
@@ -84,6 +91,7 @@ pub unsafe fn instrument_module_with(
         drop_attributes_hooks_break(plan.func);
     }
     tool.instrument(module, &plans, &table);
+    library::remove_markers(module);
     // After the tool: the versions some builds make of a function switch contexts too.
     let instrumented: Vec<LLVMValueRef> = module_functions(module)
         .into_iter()

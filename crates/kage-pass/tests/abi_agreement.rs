@@ -23,8 +23,9 @@ const MODES: [Mode; 5] = [
 
 /// Inputs that between them reach every hook: loops, every kind of access, exceptions,
 /// setjmp, hoisted loops, segments.
-const INPUTS: [&str; 7] = [
+const INPUTS: [&str; 8] = [
     "accesses.ll",
+    "library.ll",
     "contexts.ll",
     "nested_loops.ll",
     "eh.ll",

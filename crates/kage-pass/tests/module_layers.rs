@@ -23,6 +23,7 @@ const LOW: &[&str] = &[
     "hoist",
     "hooks",
     "ir",
+    "library",
     "loops",
     "plan",
     "region_tree",

@@ -1798,3 +1798,44 @@ fn inlined_calls_are_their_callers_code_when_inlined_regions_are_off() {
         1
     );
 }
+
+/// C library calls get their effects as accesses right after the call, the markers gone
+/// (docs/abi.md, "C library functions"); a program's own function of a library name is not
+/// one; a masked store is a store per lane.
+#[test]
+fn library_effects_and_masked_accesses_become_plain_accesses() {
+    let ir = instrument_in(Mode::Calls, "library.ll");
+    assert!(!ir.contains("__kage_effect_"), "{ir}");
+    assert!(!ir.contains("call void @llvm.masked.store"), "{ir}");
+    let calls_of = |function: &str, callee: &str| -> Vec<String> {
+        (function_body(&ir, function).lines())
+            .filter_map(|line| line.split(&format!("@{callee}(")).nth(1))
+            .map(|args| args.rsplit_once(')').unwrap().0.to_string())
+            .collect()
+    };
+    // strlen(s): its result and the NUL, read at s.
+    let measure = function_body(&ir, "measure");
+    let length = measure
+        .lines()
+        .find(|l| l.contains("add i64 %n, 1"))
+        .expect(measure);
+    let length = length.trim().split(' ').next().unwrap();
+    assert_eq!(
+        calls_of("measure", "__kage_load"),
+        [format!("ptr %s, i64 {length}")]
+    );
+    // memcmp(a, b, n): both, up to the first byte that differs, at most n.
+    let compared = calls_of("compare", "__kage_library_compared");
+    assert_eq!(compared, ["ptr %a, ptr %b, i64 %n, i32 0"]);
+    let loads = calls_of("compare", "__kage_load");
+    assert_eq!(loads.len(), 2, "{loads:?}");
+    assert!(loads[0].starts_with("ptr %a, i64 %") && loads[1].starts_with("ptr %b, i64 %"));
+    // The program's own strnlen is instrumented as its own (one load of a byte); its call
+    // is no library call.
+    assert!(calls_of("own", "__kage_load").is_empty());
+    assert_eq!(calls_of("strnlen", "__kage_load"), ["ptr %s, i64 1"]);
+    // The masked store: a store of 4 bytes per lane, each under its mask bit.
+    let stores = calls_of("masked", "__kage_store");
+    assert_eq!(stores.len(), 4, "{stores:?}");
+    assert!(stores.iter().all(|s| s.ends_with("i64 4")), "{stores:?}");
+}

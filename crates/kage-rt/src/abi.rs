@@ -181,6 +181,37 @@ unsafe fn access(addr: *const c_void, size: u64, write: bool) {
     gate::with_access_tool(|tool| tool.access(addr as usize, size, write));
 }
 
+/// How many bytes a comparison of `a` and `b` of at most `n` bytes reads: up to and including
+/// the first that differs or, when `nul` is not 0, the first NUL; 0 when either is null
+/// (`symbols::LIBRARY_COMPARED`). Reads the program's memory, as the library function that
+/// ran just before it did.
+///
+/// # Safety
+/// `a` and `b` must be null or readable up to the first difference (or NUL) or `n` bytes, as
+/// they were for the library function the call follows.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_library_compared(
+    a: *const c_void,
+    b: *const c_void,
+    n: u64,
+    nul: u32,
+) -> u64 {
+    let (a, b) = (a.cast::<u8>(), b.cast::<u8>());
+    if a.is_null() || b.is_null() {
+        return 0;
+    }
+    let mut read = 0;
+    while read < n {
+        let (x, y) = (*a.add(read as usize), *b.add(read as usize));
+        read += 1;
+        if x != y || (nul != 0 && x == 0) {
+            break;
+        }
+    }
+    read
+}
+const _: symbols::LibraryCompared = __kage_library_compared;
+
 /// `size` bytes are about to be read at `addr`.
 ///
 /// # Safety

@@ -196,6 +196,42 @@ fn every_lane_of_a_masked_vector_access_is_an_access_of_its_own() {
 }
 
 #[test]
+fn c_library_functions_count_what_they_read_and_write() {
+    // tests/c/library/effects.c, whose comment derives each function's bytes. With
+    // -fno-builtin every call stays a call; at -O2 the optimiser folds the calls on constant
+    // strings (search, strcmp), turns strcpy and strcat's copy into llvm.memcpy, and drops
+    // the memcpy that memset overwrites: the same bytes where the calls remain.
+    let work = Work::new();
+    for exe in [
+        work.build("library/effects.c", &["-O2", "-fno-builtin"]),
+        work.build_for_every_tool("library/effects.c", &["-O2", "-fno-builtin"]),
+    ] {
+        let report = work.run_report(&exe, &[], 0);
+        assert_totals_consistent(&report);
+        for (name, counts) in [
+            ("measure", c(1, 0, 13, 0)),
+            ("compare", c(4, 0, 41 * 2 + 6 * 2, 0)),
+            ("search", c(2, 0, 8 + 13, 0)),
+            ("copy", c(2, 3, 13 + 64, 13 + 64 + 100)),
+            ("append", c(2, 1, 13 + 3, 3)),
+            ("io", c(0, 2, 0, 50 + 20)),
+        ] {
+            assert_counts(func(&report, name), 1, counts, counts);
+        }
+    }
+    let report = work.run_report(&work.build("library/effects.c", &["-O2"]), &[], 0);
+    for (name, counts) in [
+        ("measure", c(1, 0, 13, 0)),
+        ("compare", c(2, 0, 41 * 2, 0)),
+        ("copy", c(1, 2, 13, 13 + 100)),
+        ("append", c(2, 1, 13 + 3, 3)),
+        ("io", c(0, 2, 0, 50 + 20)),
+    ] {
+        assert_counts(func(&report, name), 1, counts, counts);
+    }
+}
+
+#[test]
 fn a_reset_forgets_what_ran_before_and_keeps_the_open_regions() {
     let work = Work::new();
     let inline = work.build("count_reset.c", &["-O2"]);

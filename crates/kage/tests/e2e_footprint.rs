@@ -568,3 +568,34 @@ fn masked_vector_accesses_touch_exactly_their_lanes() {
         }
     }
 }
+
+/// The C library functions' reads and writes are ranges like the program's own
+/// (`tests/c/library/effects.c`, whose comment derives them).
+#[test]
+fn c_library_functions_touch_what_they_read_and_write() {
+    let work = Work::new();
+    let exe = work.build_with_env(
+        "library/effects.c",
+        &["-O2", "-fno-builtin"],
+        &[("KAGE_TOOL", "footprint")],
+    );
+    let report = run(&work, &exe, "");
+    for (name, bytes) in [
+        ("measure", 13),
+        // a[0..41) and b[0..41), and 6 bytes of each literal.
+        ("compare", 41 * 2 + 6 * 2),
+        ("search", 13),
+        // text and buf 13 each, a 64, big 100 (the memcpy's 64 inside the memset's 100).
+        ("copy", 13 + 13 + 64 + 100),
+        // buf up to its NUL and the 2 bytes after it, and "!!" with its NUL.
+        ("append", 15 + 3),
+        ("io", 50),
+    ] {
+        let f = &func(&report, name).metrics["footprint"];
+        assert_eq!(
+            (f["instances"].as_u64(), f["max_bytes"].as_u64()),
+            (Some(1), Some(bytes)),
+            "{name}: {f}"
+        );
+    }
+}

@@ -4,7 +4,7 @@
 mod e2e_support;
 
 use e2e_support::*;
-use kage_report::read_report;
+use kage_report::{read_report, RegionKind};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -286,6 +286,14 @@ fn threads_still_running_at_the_end_are_in_the_report() {
                     for region in &report.regions {
                         let s = stats(region);
                         let (i, e) = (s.inclusive, s.exclusive);
+                        if crash && region.name == "main" && region.kind == RegionKind::Function {
+                            // The fault loses what main's frame kept waiting in registers
+                            // for the thread's totals (docs/abi.md, "Totals that wait"):
+                            // its own accesses since its last call (argv[1], strcmp's
+                            // reads, the faulting store) are in its self counts only.
+                            assert!(i.stores >= N, "{what}: {i:?}");
+                            continue;
+                        }
                         assert!(
                             i.loads >= e.loads && i.stores >= e.stores,
                             "{what}: region {} {i:?} {e:?}",

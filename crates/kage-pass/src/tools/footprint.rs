@@ -365,7 +365,7 @@ impl FpRuntime {
 fn hook_count(access: &Access) -> u64 {
     match *access {
         Access::Plain { load, store, .. } => u64::from(load) + u64::from(store),
-        Access::Intrinsic { src, .. } => 1 + u64::from(src.is_some()),
+        Access::Bulk { dst, src, .. } => u64::from(dst.is_some()) + u64::from(src.is_some()),
         Access::CmpXchg { .. } => 0,
     }
 }

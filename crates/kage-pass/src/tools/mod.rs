@@ -42,6 +42,14 @@ pub trait Tool {
     /// attributes.
     unsafe fn instrument(&self, module: LLVMModuleRef, plans: &[FunctionPlan], table: &RegionTable);
 
+    /// Whether the tool sees the memory effects of C library functions (`strlen`, `memcmp`,
+    /// `fread`...: [`crate::library`]): the driver marks them as bulk accesses before
+    /// planning, and removes the marks after [`Tool::instrument`]. The instrumentations
+    /// that call `__kage_library_compared` (`kage_abi::symbols::LIBRARY_EFFECTS`).
+    fn sees_library_effects(&self) -> bool {
+        kage_abi::symbols::LIBRARY_EFFECTS.contains(&self.instrumentation())
+    }
+
     /// Whether the module needs the clean-up passes the C++ shim runs after inlining the
     /// `alwaysinline` helpers (src/shim.cpp): promoting the helpers' locals to registers,
     /// merging their repeated loads and threading their branches.

@@ -573,7 +573,7 @@ impl SegmentCounts {
                 values[k] = Some(LLVMConstInt(i64_type, constant, 0));
             }
         }
-        for &(len, reads) in &self.dynamic {
+        for &(len, reads, writes) in &self.dynamic {
             let len = LLVMBuildIntCast2(builder, len, i64_type, 0, c"".as_ptr());
             let zero = LLVMConstInt(i64_type, 0, 0);
             let nonempty = LLVMBuildICmp(
@@ -594,8 +594,10 @@ impl SegmentCounts {
                 plus(LOADS, one);
                 plus(BYTES_READ, len);
             }
-            plus(STORES, one);
-            plus(BYTES_WRITTEN, len);
+            if writes {
+                plus(STORES, one);
+                plus(BYTES_WRITTEN, len);
+            }
         }
         values
     }

@@ -356,11 +356,11 @@ unsafe fn instrument_function(
             node[k] |= constant.constant[k] != 0;
         }
         for (_, counts) in dynamic {
-            for &(_, reads) in &counts.dynamic {
+            for &(_, reads, writes) in &counts.dynamic {
                 node[LOADS] |= reads;
                 node[BYTES_READ] |= reads;
-                node[STORES] = true;
-                node[BYTES_WRITTEN] = true;
+                node[STORES] |= writes;
+                node[BYTES_WRITTEN] |= writes;
             }
         }
     }
@@ -671,11 +671,13 @@ fn uniform_sizes(
             }
         }
         for (_, counts) in dynamic {
-            for &(_, reads) in &counts.dynamic {
+            for &(_, reads, writes) in &counts.dynamic {
                 if reads {
                     node[0] = Some(None);
                 }
-                node[1] = Some(None);
+                if writes {
+                    node[1] = Some(None);
+                }
             }
         }
     }
@@ -821,14 +823,14 @@ fn deferred_regions(
 }
 
 /// What is added to `__kage_count` at one place: constants (a segment's), or the length of
-/// an `llvm.mem*` call of run-time length.
+/// a bulk access of run-time length (an `llvm.mem*`, a library function's effect).
 #[derive(Default)]
 struct SegmentCounts {
     /// Loads, stores, bytes read, bytes written, as `__kage_count` orders them.
     constant: [u64; 4],
-    /// `(len, reads)`: one store (and one load when `reads`) of `len` bytes, none when `len`
-    /// is 0, as the runtime ignores empty accesses.
-    dynamic: Vec<(LLVMValueRef, bool)>,
+    /// `(len, reads, writes)`: one load when `reads`, one store when `writes`, of `len`
+    /// bytes; none when `len` is 0, as the runtime ignores empty accesses.
+    dynamic: Vec<(LLVMValueRef, bool, bool)>,
 }
 
 const LOADS: usize = 0;
@@ -860,23 +862,26 @@ impl SegmentCounts {
                     }
                 }
                 Access::Plain { .. } | Access::CmpXchg { .. } => {}
-                Access::Intrinsic { at, src, len, .. } => {
+                Access::Bulk { at, dst, src, len } => {
+                    let (reads, writes) = (src.is_some(), dst.is_some());
                     if LLVMIsAConstantInt(len).is_null() {
                         let own = SegmentCounts {
                             constant: [0; 4],
-                            dynamic: vec![(len, src.is_some())],
+                            dynamic: vec![(len, reads, writes)],
                         };
                         dynamic.push((at, own));
                         continue;
                     }
                     let len = LLVMConstIntGetZExtValue(len);
                     if len > 0 {
-                        if src.is_some() {
+                        if reads {
                             counts.constant[LOADS] += 1;
                             counts.constant[BYTES_READ] += len;
                         }
-                        counts.constant[STORES] += 1;
-                        counts.constant[BYTES_WRITTEN] += len;
+                        if writes {
+                            counts.constant[STORES] += 1;
+                            counts.constant[BYTES_WRITTEN] += len;
+                        }
                     }
                 }
             }
@@ -951,13 +956,15 @@ impl AccessCalls {
                 }
             }
             Access::CmpXchg { inst, ptr, size } => ins.cmpxchg_hook(inst, ptr, size),
-            Access::Intrinsic { at, dst, src, len } => {
+            Access::Bulk { at, dst, src, len } => {
                 ins.position_before(at);
                 let len = LLVMBuildIntCast2(ins.builder, len, self.i64_type, 0, c"".as_ptr());
                 if let Some(src) = src {
                     self.load.call(ins.builder, &mut [src, len]);
                 }
-                self.store.call(ins.builder, &mut [dst, len]);
+                if let Some(dst) = dst {
+                    self.store.call(ins.builder, &mut [dst, len]);
+                }
             }
         }
     }
