@@ -200,6 +200,20 @@ pub unsafe extern "C" fn __kage_library_compared(
     if a.is_null() || b.is_null() {
         return 0;
     }
+    if a == b && nul != 0 {
+        // A string's length: the C library's own (vectorised) scan.
+        let len = libc::strnlen(a.cast(), usize::try_from(n).unwrap_or(usize::MAX)) as u64;
+        return (len + 1).min(n);
+    }
+    if nul == 0 && n >= 4 {
+        // Both objects have `n` bytes (memcmp's contract): whole words, the last one ending
+        // at `n` (it overlaps the one before, whose bytes were equal).
+        return if n >= 8 {
+            first_difference::<u64>(a, b, n)
+        } else {
+            first_difference::<u32>(a, b, n)
+        };
+    }
     let mut read = 0;
     while read < n {
         let (x, y) = (*a.add(read as usize), *b.add(read as usize));
@@ -211,6 +225,49 @@ pub unsafe extern "C" fn __kage_library_compared(
     read
 }
 const _: symbols::LibraryCompared = __kage_library_compared;
+
+/// How many bytes of `a` and `b` a comparison reads: through the first that differs, else
+/// `n` (at least one word of `W`), a word of `W` at a time.
+///
+/// # Safety
+/// `a` and `b` readable for `n` bytes.
+#[inline]
+unsafe fn first_difference<W: Word>(a: *const u8, b: *const u8, n: u64) -> u64 {
+    let size = std::mem::size_of::<W>() as u64;
+    let mut next = 0;
+    loop {
+        let at = next.min(n - size);
+        let x = std::ptr::read_unaligned(a.add(at as usize).cast::<W>());
+        let y = std::ptr::read_unaligned(b.add(at as usize).cast::<W>());
+        if let Some(byte) = W::first_differing_byte(x, y) {
+            return at + byte + 1;
+        }
+        if at == n - size {
+            return n;
+        }
+        next += size;
+    }
+}
+
+/// An unsigned word, compared byte by byte in memory order.
+trait Word: Copy {
+    /// The index of the first byte (in memory) where `x` and `y` differ.
+    fn first_differing_byte(x: Self, y: Self) -> Option<u64>;
+}
+
+impl Word for u64 {
+    fn first_differing_byte(x: u64, y: u64) -> Option<u64> {
+        let diff = u64::from_le(x) ^ u64::from_le(y);
+        (diff != 0).then(|| u64::from(diff.trailing_zeros() / 8))
+    }
+}
+
+impl Word for u32 {
+    fn first_differing_byte(x: u32, y: u32) -> Option<u64> {
+        let diff = u32::from_le(x) ^ u32::from_le(y);
+        (diff != 0).then(|| u64::from(diff.trailing_zeros() / 8))
+    }
+}
 
 /// `size` bytes are about to be read at `addr`.
 ///
@@ -260,4 +317,54 @@ pub unsafe extern "C" fn kage_set_enabled(on: libc::c_int) {
 #[no_mangle]
 pub unsafe extern "C" fn kage_reset() {
     runtime::reset();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::__kage_library_compared as compared;
+
+    fn measure(a: &[u8], b: &[u8], n: u64, nul: bool) -> u64 {
+        unsafe { compared(a.as_ptr().cast(), b.as_ptr().cast(), n, u32::from(nul)) }
+    }
+
+    #[test]
+    fn comparisons_read_through_the_byte_that_decides() {
+        let a: Vec<u8> = (0..100).collect();
+        // memcmp: equal buffers are read whole; a difference at any place, in the words or
+        // in the tail, is the last byte read.
+        assert_eq!(measure(&a, &a.clone(), 100, false), 100);
+        for at in [0usize, 7, 8, 13, 91, 92, 95, 99] {
+            let mut b = a.clone();
+            b[at] ^= 1;
+            assert_eq!(measure(&a, &b, 100, false), at as u64 + 1, "{at}");
+            assert_eq!(measure(&a, &b, at as u64, false), at as u64, "{at}");
+            for n in [at as u64 + 1, at as u64 + 5, at as u64 + 9] {
+                assert_eq!(
+                    measure(&a, &b, n.min(100), false),
+                    at as u64 + 1,
+                    "{at} {n}"
+                );
+            }
+        }
+        for n in [3, 4, 5, 7, 8, 13] {
+            assert_eq!(measure(&a, &a.clone(), n, false), n);
+            for at in 0..n as usize {
+                let mut b = a.clone();
+                b[at] ^= 0x80;
+                assert_eq!(measure(&a, &b, n, false), at as u64 + 1, "{n} {at}");
+            }
+        }
+        // strcmp: the NUL ends it too; strncmp: at most n.
+        assert_eq!(measure(b"kage-alpha\0", b"kage-beta\0", u64::MAX, true), 6);
+        assert_eq!(measure(b"same\0xx", b"same\0yy", u64::MAX, true), 5);
+        assert_eq!(measure(b"same\0", b"same\0", 3, true), 3);
+        // A string's length with its NUL, at most n; nothing for a null pointer.
+        let s = b"hello, world\0";
+        assert_eq!(measure(s, s, u64::MAX, true), 13);
+        assert_eq!(measure(s, s, 5, true), 5);
+        assert_eq!(
+            unsafe { compared(std::ptr::null(), s.as_ptr().cast(), 9, 1) },
+            0
+        );
+    }
 }
