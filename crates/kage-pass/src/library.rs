@@ -77,10 +77,24 @@ enum Effect {
     Write,
     /// `fgets(p, n, f)`: the string and its NUL written at `p` when `r` is not null.
     Fgets,
+    /// `strspn(s, set)`, `strcspn`: `s` through the byte that stopped it (`r + 1`), `set`'s
+    /// string and NUL.
+    Span,
+    /// `strpbrk(s, set)`: `s` through the byte found, else its string and NUL; `set`'s.
+    Strpbrk,
+    /// `strstr(h, n)`: `h` through the end of the match, else its string and NUL; `n`'s
+    /// string and NUL.
+    Strstr,
+    /// `sprintf(p, format, ...)`, `vsprintf` (and `__*_chk`, `p` first): `r + 1` written at
+    /// `p` when `r` is not negative. What the format reads (`%s` arguments) is not seen.
+    Sprintf,
+    /// `snprintf(p, n, format, ...)`, `vsnprintf` (and `__*_chk`): `min(r + 1, n)` written at
+    /// `p` when `r` is not negative.
+    Snprintf,
 }
 
 /// The functions, by name, with their number of parameters (a declaration with another
-/// number is not the C library's).
+/// number is not the C library's; a variadic one's calls may pass more).
 const FUNCTIONS: &[(&str, usize, Effect)] = &[
     ("strlen", 1, Effect::Strlen),
     ("strnlen", 2, Effect::Strnlen),
@@ -120,6 +134,18 @@ const FUNCTIONS: &[(&str, usize, Effect)] = &[
     ("pwrite64", 4, Effect::Write),
     ("fgets", 3, Effect::Fgets),
     ("fgets_unlocked", 3, Effect::Fgets),
+    ("strspn", 2, Effect::Span),
+    ("strcspn", 2, Effect::Span),
+    ("strpbrk", 2, Effect::Strpbrk),
+    ("strstr", 2, Effect::Strstr),
+    ("sprintf", 2, Effect::Sprintf),
+    ("vsprintf", 3, Effect::Sprintf),
+    ("__sprintf_chk", 4, Effect::Sprintf),
+    ("__vsprintf_chk", 5, Effect::Sprintf),
+    ("snprintf", 3, Effect::Snprintf),
+    ("vsnprintf", 4, Effect::Snprintf),
+    ("__snprintf_chk", 5, Effect::Snprintf),
+    ("__vsnprintf_chk", 6, Effect::Snprintf),
 ];
 
 /// The effect of `call`, a direct call of a declared function of [`FUNCTIONS`] whose
@@ -135,7 +161,9 @@ unsafe fn effect_of(call: LLVMValueRef) -> Option<Effect> {
     }
     let name = ir::value_name(callee);
     let &(_, params, effect) = FUNCTIONS.iter().find(|(n, ..)| *n == name)?;
-    if LLVMGetNumArgOperands(call) as usize != params {
+    let declared = LLVMCountParams(callee) as usize;
+    let variadic = LLVMIsFunctionVarArg(LLVMGlobalGetValueType(callee)) != 0;
+    if declared != params || (!variadic && LLVMGetNumArgOperands(call) as usize != params) {
         return None;
     }
     let kind = |i: u32| LLVMGetTypeKind(LLVMTypeOf(LLVMGetOperand(call, i)));
@@ -155,12 +183,17 @@ unsafe fn effect_of(call: LLVMValueRef) -> Option<Effect> {
         Fread | Fwrite => pointer(0) && integer(1),
         Read | Write => pointer(1),
         Fgets => pointer(0),
+        Span | Strpbrk | Strstr => pointer(0) && pointer(1),
+        Sprintf => pointer(0),
+        Snprintf => pointer(0) && integer(1),
     };
     let returns = match effect {
-        Strlen | Strnlen | Fread | Fwrite | Read | Write => {
+        Strlen | Strnlen | Fread | Fwrite | Read | Write | Span | Sprintf | Snprintf => {
             result == LLVMTypeKind::LLVMIntegerTypeKind
         }
-        Memchr | Strchr | Stpcpy | Strdup | Fgets => result == LLVMTypeKind::LLVMPointerTypeKind,
+        Memchr | Strchr | Stpcpy | Strdup | Fgets | Strpbrk | Strstr => {
+            result == LLVMTypeKind::LLVMPointerTypeKind
+        }
         _ => true,
     };
     (shaped && returns).then_some(effect)
@@ -362,6 +395,46 @@ impl Marks {
                 }
             }
             Fgets => self.write(arg(0), self.string(call, None)),
+            Span => {
+                let len = LLVMBuildAdd(self.builder, self.i64(call), one, c"".as_ptr());
+                self.read(arg(0), len);
+                self.read(arg(1), self.string(arg(1), None));
+            }
+            Strpbrk => {
+                let found = self.through(arg(0), call);
+                let whole = self.string(arg(0), None);
+                self.read(arg(0), self.unless_null(call, found, whole));
+                self.read(arg(1), self.string(arg(1), None));
+            }
+            Strstr => {
+                let needle = self.string(arg(1), None);
+                // The match's start, its length (without the NUL) and the one before it.
+                let matched = self.through(arg(0), call);
+                let through_match = LLVMBuildAdd(self.builder, matched, needle, c"".as_ptr());
+                let through_match =
+                    LLVMBuildSub(self.builder, through_match, self.constant(2), c"".as_ptr());
+                let whole = self.string(arg(0), None);
+                self.read(arg(0), self.unless_null(call, through_match, whole));
+                self.read(arg(1), needle);
+            }
+            Sprintf | Snprintf => {
+                let result = call;
+                let len = LLVMBuildAdd(self.builder, self.i64(result), one, c"".as_ptr());
+                let len = match effect {
+                    Snprintf => self.min(len, self.i64(arg(1))),
+                    _ => len,
+                };
+                let negative = LLVMBuildICmp(
+                    self.builder,
+                    LLVMIntPredicate::LLVMIntSLT,
+                    result,
+                    LLVMConstInt(LLVMTypeOf(result), 0, 0),
+                    c"".as_ptr(),
+                );
+                let len =
+                    LLVMBuildSelect(self.builder, negative, self.constant(0), len, c"".as_ptr());
+                self.write(arg(0), len);
+            }
         }
     }
 

@@ -13,6 +13,10 @@
  *             writes 3 at buf + 12.
  *   io:       read(fd of /dev/zero, big, 50) writes 50; fread(big, 4, 5, /dev/zero) writes
  *             20.
+ *   scan:     strspn(text, "hel") stops at byte 4: reads 5 of text and "hel" with its NUL;
+ *             strstr(text, "wor") matches at 7: reads 10 of text and 4 of "wor";
+ *             snprintf(out, 32, "%d-%d", 12, 345) writes "12-345" and its NUL, 7; then one
+ *             byte of out is read.
  * Prints what it computed. */
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +51,14 @@ NOINLINE long io(int fd, FILE *f) {
   return read(fd, big, 50) + (long)fread(big, 4, 5, f);
 }
 
+NOINLINE long scan(void) {
+  char out[32];
+  size_t span = strspn(text, "hel");
+  const char *w = strstr(text, "wor");
+  int n = snprintf(out, sizeof out, "%d-%d", 12, 345);
+  return (long)span * 1000 + (w - text) * 100 + n * 10 + (out[2] == '-');
+}
+
 int main(void) {
   for (int i = 0; i < 64; i++) a[i] = b[i] = (char)i;
   b[40] = 100;
@@ -56,6 +68,6 @@ int main(void) {
   printf("%zu %d %ld\n", measure(text), compare(), search());
   copy();
   append();
-  printf("%s %ld\n", buf, io(fd, f));
+  printf("%s %ld %ld\n", buf, io(fd, f), scan());
   return 0;
 }
