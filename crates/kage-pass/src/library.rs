@@ -42,8 +42,8 @@ enum Effect {
     Memchr,
     /// `strchr(s, c)`: up to the byte found, else the string and its NUL.
     Strchr,
-    /// `strrchr(s, c)`: the string and its NUL.
-    Strrchr,
+    /// `strrchr(s, c)`, `fputs(s, f)`, `puts(s)`: the string and its NUL.
+    WholeString,
     /// `memcmp(a, b, n)`, `bcmp`: both up to the first byte that differs, at most `n`.
     Memcmp,
     /// `strcmp(a, b)`: both up to the first byte that differs or the NUL.
@@ -100,7 +100,10 @@ const FUNCTIONS: &[(&str, usize, Effect)] = &[
     ("strnlen", 2, Effect::Strnlen),
     ("memchr", 3, Effect::Memchr),
     ("strchr", 2, Effect::Strchr),
-    ("strrchr", 2, Effect::Strrchr),
+    ("strrchr", 2, Effect::WholeString),
+    ("fputs", 2, Effect::WholeString),
+    ("fputs_unlocked", 2, Effect::WholeString),
+    ("puts", 1, Effect::WholeString),
     ("memcmp", 3, Effect::Memcmp),
     ("bcmp", 3, Effect::Memcmp),
     ("strcmp", 2, Effect::Strcmp),
@@ -172,7 +175,7 @@ unsafe fn effect_of(call: LLVMValueRef) -> Option<Effect> {
     let result = LLVMGetTypeKind(LLVMTypeOf(call));
     use Effect::*;
     let shaped = match effect {
-        Strlen | Strrchr | Strdup => pointer(0),
+        Strlen | WholeString | Strdup => pointer(0),
         Strnlen => pointer(0) && integer(1),
         Memchr => pointer(0) && integer(2),
         Strchr => pointer(0),
@@ -309,7 +312,7 @@ impl Marks {
                 let len = self.unless_null(call, found, whole);
                 self.read(arg(0), len);
             }
-            Strrchr => {
+            WholeString => {
                 let len = self.string(arg(0), None);
                 self.read(arg(0), len);
             }

@@ -12,7 +12,7 @@
  *   append:   strcat(buf, "!!") after "hello, world": reads 13 of buf (to its NUL) and 3,
  *             writes 3 at buf + 12.
  *   io:       read(fd of /dev/zero, big, 50) writes 50; fread(big, 4, 5, /dev/zero) writes
- *             20.
+ *             20; fputs(text, /dev/null) reads 13.
  *   scan:     strspn(text, "hel") stops at byte 4: reads 5 of text and "hel" with its NUL;
  *             strstr(text, "wor") matches at 7: reads 10 of text and 4 of "wor";
  *             snprintf(out, 32, "%d-%d", 12, 345) writes "12-345" and its NUL, 7; then one
@@ -47,8 +47,8 @@ NOINLINE void copy(void) {
 
 NOINLINE void append(void) { strcat(buf, "!!"); }
 
-NOINLINE long io(int fd, FILE *f) {
-  return read(fd, big, 50) + (long)fread(big, 4, 5, f);
+NOINLINE long io(int fd, FILE *f, FILE *sink) {
+  return read(fd, big, 50) + (long)fread(big, 4, 5, f) + (fputs(text, sink) >= 0);
 }
 
 NOINLINE long scan(void) {
@@ -64,10 +64,11 @@ int main(void) {
   b[40] = 100;
   int fd = open("/dev/zero", O_RDONLY);
   FILE *f = fopen("/dev/zero", "rb");
-  if (fd < 0 || !f) return 1;
+  FILE *sink = fopen("/dev/null", "w");
+  if (fd < 0 || !f || !sink) return 1;
   printf("%zu %d %ld\n", measure(text), compare(), search());
   copy();
   append();
-  printf("%s %ld %ld\n", buf, io(fd, f), scan());
+  printf("%s %ld %ld\n", buf, io(fd, f, sink), scan());
   return 0;
 }
