@@ -203,11 +203,10 @@ unsafe fn effect_of(call: LLVMValueRef) -> Option<Effect> {
 }
 
 /// Marks the memory effects of every C library call in `func` (see the module's text).
-/// Returns whether it marked any.
 ///
 /// # Safety
 /// `func` must be a live function of `module` that nothing else mutates meanwhile.
-pub unsafe fn mark_effects(module: LLVMModuleRef, func: LLVMValueRef) -> bool {
+pub unsafe fn mark_effects(module: LLVMModuleRef, func: LLVMValueRef) {
     let calls: Vec<(LLVMValueRef, Effect)> = ir::FunctionCfg::new(func)
         .blocks
         .into_iter()
@@ -215,7 +214,7 @@ pub unsafe fn mark_effects(module: LLVMModuleRef, func: LLVMValueRef) -> bool {
         .filter_map(|inst| Some((inst, effect_of(inst)?)))
         .collect();
     if calls.is_empty() {
-        return false;
+        return;
     }
     let context = LLVMGetModuleContext(module);
     let builder = LLVMCreateBuilderInContext(context);
@@ -233,7 +232,6 @@ pub unsafe fn mark_effects(module: LLVMModuleRef, func: LLVMValueRef) -> bool {
         marks.effect(call, effect);
     }
     LLVMDisposeBuilder(builder);
-    true
 }
 
 /// Deletes every marker call, and the markers, once the tool has instrumented them.
@@ -381,16 +379,7 @@ impl Marks {
                 }
             }
             Read | Write => {
-                let result = self.i64(call);
-                let zero = self.constant(0);
-                let positive = LLVMBuildICmp(
-                    self.builder,
-                    LLVMIntPredicate::LLVMIntSGT,
-                    result,
-                    zero,
-                    c"".as_ptr(),
-                );
-                let len = LLVMBuildSelect(self.builder, positive, result, zero, c"".as_ptr());
+                let len = self.unless_negative(call, self.i64(call));
                 if effect == Read {
                     self.write(arg(1), len);
                 } else {
@@ -421,22 +410,12 @@ impl Marks {
                 self.read(arg(1), needle);
             }
             Sprintf | Snprintf => {
-                let result = call;
-                let len = LLVMBuildAdd(self.builder, self.i64(result), one, c"".as_ptr());
+                let len = LLVMBuildAdd(self.builder, self.i64(call), one, c"".as_ptr());
                 let len = match effect {
                     Snprintf => self.min(len, self.i64(arg(1))),
                     _ => len,
                 };
-                let negative = LLVMBuildICmp(
-                    self.builder,
-                    LLVMIntPredicate::LLVMIntSLT,
-                    result,
-                    LLVMConstInt(LLVMTypeOf(result), 0, 0),
-                    c"".as_ptr(),
-                );
-                let len =
-                    LLVMBuildSelect(self.builder, negative, self.constant(0), len, c"".as_ptr());
-                self.write(arg(0), len);
+                self.write(arg(0), self.unless_negative(call, len));
             }
         }
     }
@@ -496,6 +475,25 @@ impl Marks {
     ) -> LLVMValueRef {
         let null = LLVMBuildIsNull(self.builder, pointer, c"".as_ptr());
         LLVMBuildSelect(self.builder, null, otherwise, value, c"".as_ptr())
+    }
+
+    /// `value` unless `result` (a signed count, -1 for an error) is negative, else 0.
+    unsafe fn unless_negative(&self, result: LLVMValueRef, value: LLVMValueRef) -> LLVMValueRef {
+        let zero = LLVMConstInt(LLVMTypeOf(result), 0, 0);
+        let negative = LLVMBuildICmp(
+            self.builder,
+            LLVMIntPredicate::LLVMIntSLT,
+            result,
+            zero,
+            c"".as_ptr(),
+        );
+        LLVMBuildSelect(
+            self.builder,
+            negative,
+            self.constant(0),
+            value,
+            c"".as_ptr(),
+        )
     }
 
     /// The length of the string at `s` with its NUL, at most `limit`; 0 when `s` is null (a

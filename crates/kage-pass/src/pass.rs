@@ -104,8 +104,8 @@ pub unsafe fn instrument_module_with(
 
 extern "C" {
     /// Turns the function's masked vector accesses into a plain access per lane under a
-    /// branch on its mask bit (shim.cpp); returns whether it changed anything.
-    fn kage_scalarize_masked_memory(func: LLVMValueRef) -> bool;
+    /// branch on its mask bit (shim.cpp).
+    fn kage_scalarize_masked_memory(func: LLVMValueRef);
 }
 
 /// Whether `module` declares a vector access that no tool sees as it is: a masked load or

@@ -217,15 +217,14 @@ extern "C" bool kage_calls_library_function(LLVMValueRef Call) {
 // become one plain access per lane under a branch on its mask bit, as LLVM's code generator
 // makes them for targets without such instructions: every tool then sees each lane that is
 // accessed as a plain load or store. The default TargetTransformInfo (no target machine)
-// finds none of them legal, so the pass scalarises them all. Returns whether it changed
-// anything.
-extern "C" bool kage_scalarize_masked_memory(LLVMValueRef Function) {
+// finds none of them legal, so the pass scalarises them all.
+extern "C" void kage_scalarize_masked_memory(LLVMValueRef Function) {
   llvm::Function &F = *llvm::unwrap<llvm::Function>(Function);
   llvm::FunctionAnalysisManager FAM;
   FAM.registerPass([] { return llvm::TargetIRAnalysis(); });
   FAM.registerPass([] { return llvm::DominatorTreeAnalysis(); });
   FAM.registerPass([] { return llvm::PassInstrumentationAnalysis(); });
-  return !llvm::ScalarizeMaskedMemIntrinPass().run(F, FAM).areAllPreserved();
+  llvm::ScalarizeMaskedMemIntrinPass().run(F, FAM);
 }
 
 extern "C" bool kage_inline_call(LLVMValueRef Call) {
