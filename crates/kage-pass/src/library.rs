@@ -151,11 +151,12 @@ const FUNCTIONS: &[(&str, usize, Effect)] = &[
     ("__vsnprintf_chk", 6, Effect::Snprintf),
 ];
 
-/// The effect of `call`, a direct call of a declared function of [`FUNCTIONS`] whose
-/// parameters have the types the table expects (pointers where it reads or writes, integers
-/// for lengths).
+/// The effect of `call`, a direct call (not `musttail`) of a declared function of
+/// [`FUNCTIONS`] whose parameters have the types the table expects (pointers where it reads
+/// or writes, integers for lengths).
 unsafe fn effect_of(call: LLVMValueRef) -> Option<Effect> {
-    if ir::opcode(call) != LLVMOpcode::LLVMCall {
+    // Nothing may come between a `musttail` call and its `ret`: its effects are not seen.
+    if ir::opcode(call) != LLVMOpcode::LLVMCall || ir::is_musttail_call(call) {
         return None;
     }
     let callee = ir::direct_callee(call)?;

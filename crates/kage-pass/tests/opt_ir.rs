@@ -1834,6 +1834,8 @@ fn library_effects_and_masked_accesses_become_plain_accesses() {
     // is no library call.
     assert!(calls_of("own", "__kage_load").is_empty());
     assert_eq!(calls_of("strnlen", "__kage_load"), ["ptr %s, i64 1"]);
+    // A musttail call keeps its ret right after it: nothing marked.
+    assert!(calls_of("measure_in_tail", "__kage_load").is_empty());
     // The masked store: a store of 4 bytes per lane, each under its mask bit.
     let stores = calls_of("masked", "__kage_store");
     assert_eq!(stores.len(), 4, "{stores:?}");
