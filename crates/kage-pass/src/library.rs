@@ -307,7 +307,7 @@ impl Marks {
             }
             Strchr => {
                 let found = self.through(arg(0), call);
-                let whole = self.string(arg(0), None);
+                let whole = self.string_if_missed(arg(0), call);
                 let len = self.unless_null(call, found, whole);
                 self.read(arg(0), len);
             }
@@ -395,7 +395,7 @@ impl Marks {
             }
             Strpbrk => {
                 let found = self.through(arg(0), call);
-                let whole = self.string(arg(0), None);
+                let whole = self.string_if_missed(arg(0), call);
                 self.read(arg(0), self.unless_null(call, found, whole));
                 self.read(arg(1), self.string(arg(1), None));
             }
@@ -406,7 +406,7 @@ impl Marks {
                 let through_match = LLVMBuildAdd(self.builder, matched, needle, c"".as_ptr());
                 let through_match =
                     LLVMBuildSub(self.builder, through_match, self.constant(2), c"".as_ptr());
-                let whole = self.string(arg(0), None);
+                let whole = self.string_if_missed(arg(0), call);
                 self.read(arg(0), self.unless_null(call, through_match, whole));
                 self.read(arg(1), needle);
             }
@@ -495,6 +495,15 @@ impl Marks {
             value,
             c"".as_ptr(),
         )
+    }
+
+    /// The length of the string at `s` with its NUL when a search of it found nothing
+    /// (`result` is null), else 0 without scanning: the scan is given a null pointer.
+    unsafe fn string_if_missed(&self, s: LLVMValueRef, result: LLVMValueRef) -> LLVMValueRef {
+        let missed = LLVMBuildIsNull(self.builder, result, c"".as_ptr());
+        let null = LLVMConstNull(LLVMTypeOf(s));
+        let s = LLVMBuildSelect(self.builder, missed, s, null, c"".as_ptr());
+        self.string(s, None)
     }
 
     /// The length of the string at `s` with its NUL, at most `limit`; 0 when `s` is null (a
