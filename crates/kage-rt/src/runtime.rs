@@ -347,10 +347,35 @@ fn set_busy(on: bool) {
     }
 }
 
+thread_local! {
+    /// The forking thread's signal mask before `fork_prepare` blocked every signal.
+    static MASK_BEFORE_FORK: std::cell::Cell<libc::sigset_t> =
+        const { std::cell::Cell::new(unsafe { std::mem::zeroed() }) };
+}
+
+/// Blocks every signal on the calling thread until [`unblock_after_fork`].
+unsafe fn block_for_fork() {
+    let mut all: libc::sigset_t = std::mem::zeroed();
+    libc::sigfillset(&mut all);
+    let mut before: libc::sigset_t = std::mem::zeroed();
+    libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut before);
+    MASK_BEFORE_FORK.set(before);
+}
+
+/// The signal mask [`block_for_fork`] found; what came meanwhile is delivered now, the
+/// runtime no longer busy.
+unsafe fn unblock_after_fork() {
+    let before = MASK_BEFORE_FORK.get();
+    libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+}
+
 // Fork: hold every runtime lock across fork() so the child never inherits one held by a
 // thread that does not exist there. Order: registry, threads (tools lock only under it),
-// allocator.
+// allocator. Signals wait from before the parent takes the locks until both processes are
+// done with them: a signal that ends the child (its parent's `kill` right after `fork`)
+// then finds the child's runtime set up, and it writes its report.
 unsafe extern "C" fn fork_prepare() {
+    block_for_fork();
     set_busy(true);
     REGISTRY.raw_lock();
     THREADS.raw_lock();
@@ -362,9 +387,12 @@ unsafe extern "C" fn fork_parent() {
     THREADS.raw_unlock();
     REGISTRY.raw_unlock();
     set_busy(false);
+    unblock_after_fork();
 }
 
 unsafe extern "C" fn fork_child() {
+    // A child has no pending signals: those the parent kept are the parent's.
+    crate::handlers::forget_pending();
     crate::alloc::fork_release();
     THREADS.raw_unlock();
     REGISTRY.raw_unlock();
@@ -372,8 +400,6 @@ unsafe extern "C" fn fork_child() {
     FORKED_FROM.store(parent, Relaxed);
     PID.store(std::process::id(), Relaxed);
     // Only the forking thread exists in the child; the report covers what it does from now.
-    // A child has no pending signals: those the parent kept are the parent's.
-    crate::handlers::forget_pending();
     let me = gate::current();
     THREADS.lock().retain(|&t| t == me as usize);
     if let Some(rt) = RT.get() {
@@ -383,6 +409,7 @@ unsafe extern "C" fn fork_child() {
         }
     }
     set_busy(false);
+    unblock_after_fork();
 }
 
 /// `kage_set_enabled`: memory-access delivery on or off.

@@ -375,6 +375,47 @@ fn every_fatal_signal_and_quick_exit_leave_a_report() {
     check_work(&report);
 }
 
+/// A child killed by its parent right after `fork` leaves its report: the signal used to
+/// come while the child's runtime, holding a lock, started its tool over, and the child
+/// died without a report ("fatal signal inside the runtime"), every time, for every tool.
+#[test]
+fn a_child_killed_right_after_fork_leaves_its_report() {
+    use kage_report::ProgramEnd;
+    const CHILDREN: u32 = 4;
+    let work = Work::new();
+    for tool in ["count", "working-set", "footprint", "hcpa"] {
+        let exe = build(&work, tool, "killed.c", &format!("killed_{tool}"), &[]);
+        let dir = work.path(&format!("killed_{tool}.d"));
+        std::fs::create_dir(&dir).unwrap();
+        let out = Command::new(&exe)
+            .arg(CHILDREN.to_string())
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{tool}: {stderr}");
+        assert_eq!(text(&out.stdout).trim(), CHILDREN.to_string(), "{tool}");
+        assert!(!stderr.contains("no report written"), "{tool}: {stderr}");
+        let reports: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| read_report(&entry.unwrap().path()).unwrap())
+            .collect();
+        assert_eq!(reports.len() as u32, 1 + CHILDREN, "{tool}");
+        let parent = reports.iter().find(|r| r.forked_from.is_none()).unwrap();
+        assert_eq!(parent.end, ProgramEnd::Exit { code: 0 }, "{tool}");
+        for child in reports.iter().filter(|r| r.forked_from.is_some()) {
+            assert_eq!(child.forked_from, Some(parent.pid), "{tool}");
+            assert_eq!(
+                child.end,
+                ProgramEnd::Signal {
+                    signal: libc::SIGTERM
+                },
+                "{tool}"
+            );
+        }
+    }
+}
+
 /// `kage run` passes the signals sent to it alone on to the program (it used to die of
 /// SIGUSR1 and orphan the program), and refuses a tool that does not exist (it used to run
 /// the default one without a word).
