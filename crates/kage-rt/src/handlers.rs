@@ -255,7 +255,7 @@ pub fn forget_pending() {
 
 /// A fault the kernel raised for the instruction that was running: it repeats if the
 /// handler does not run now.
-fn synchronous(sig: c_int, info: *const libc::siginfo_t) -> bool {
+pub fn synchronous(sig: c_int, info: *const libc::siginfo_t) -> bool {
     matches!(
         sig,
         libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP | libc::SIGSYS

@@ -241,15 +241,22 @@ unsafe extern "C" fn quick_exit_handler() {
     finish(ProgramEnd::QuickExit, false);
 }
 
-/// A fatal signal: write a best-effort report unless the signal interrupted the runtime
-/// while it held a lock (building a report would deadlock).
-pub fn finish_on_signal(sig: i32) {
+/// A fatal signal: write a best-effort report. Building one while the interrupted runtime
+/// holds a lock would deadlock: a signal sent to the process (`kill`, Ctrl-C) then waits
+/// until the thread releases its last lock, which raises it again; a fault inside the
+/// runtime (it cannot wait: the faulting instruction would run again) ends the process
+/// without a report.
+fn finish_on_signal(sig: i32, info: *const libc::siginfo_t) -> signals::Fatal {
     if locks_held() > 0 {
+        if !crate::handlers::synchronous(sig, info) && crate::sync::defer_while_locked(sig) {
+            return signals::Fatal::Later;
+        }
         let msg = b"kage: fatal signal inside the runtime; no report written\n";
         unsafe { libc::write(2, msg.as_ptr() as *const _, msg.len()) };
-        return;
+        return signals::Fatal::Die;
     }
     finish(ProgramEnd::Signal { signal: sig }, true);
+    signals::Fatal::Die
 }
 
 /// Ends the analysis and writes the report (once). Later events are ignored.

@@ -47,12 +47,22 @@ fn fatal_signals(reserved: libc::c_int) -> impl Iterator<Item = libc::c_int> {
 /// thread still gets a report.
 const ALT_STACK: usize = 256 * 1024;
 
-/// What [`install`] was given.
-static ON_FATAL: OnceLock<fn(i32)> = OnceLock::new();
+/// What a fatal signal's handler does after the runtime's `on_fatal` (see [`install`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fatal {
+    /// The process dies by the signal now.
+    Die,
+    /// The runtime kept the signal, and raises it again later: the handler returns.
+    Later,
+}
 
-/// Installs the handlers: on a fatal signal, `on_fatal(signal)` runs (on the alternate
-/// stack), then the process dies by the signal. `reserved` is left alone.
-pub fn install(on_fatal: fn(i32), reserved: libc::c_int) {
+/// What [`install`] was given.
+static ON_FATAL: OnceLock<fn(i32, *const libc::siginfo_t) -> Fatal> = OnceLock::new();
+
+/// Installs the handlers: on a fatal signal, `on_fatal(signal, info)` runs (on the
+/// alternate stack), then the process dies by the signal unless it answered
+/// [`Fatal::Later`]. `reserved` is left alone.
+pub fn install(on_fatal: fn(i32, *const libc::siginfo_t) -> Fatal, reserved: libc::c_int) {
     let _ = ON_FATAL.set(on_fatal);
     unsafe {
         for sig in fatal_signals(reserved) {
@@ -94,12 +104,15 @@ pub fn install(on_fatal: fn(i32), reserved: libc::c_int) {
 
 unsafe extern "C" fn handler(
     sig: libc::c_int,
-    _info: *mut libc::siginfo_t,
+    info: *mut libc::siginfo_t,
     _ctx: *mut libc::c_void,
 ) {
     let saved = *libc::__errno_location();
     if let Some(on_fatal) = ON_FATAL.get() {
-        on_fatal(sig);
+        if on_fatal(sig, info) == Fatal::Later {
+            *libc::__errno_location() = saved;
+            return;
+        }
     }
     // Die by the same signal: it stays blocked until we return, then the default action runs
     // (a synchronous fault re-executes the faulting instruction and faults again).

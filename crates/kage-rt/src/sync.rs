@@ -18,6 +18,23 @@ pub fn locks_held() -> u32 {
     HELD.with(|h| h.get())
 }
 
+thread_local! {
+    /// A signal that ends the process, which came while this thread held a lock
+    /// ([`defer_while_locked`]); 0: none.
+    static DEFERRED: Cell<i32> = const { Cell::new(0) };
+}
+
+/// Keeps `sig`, a signal that is to end the process, until the calling thread releases its
+/// last lock, which raises it again: the report cannot be built while a lock is held, and
+/// is once it is released. False when the thread holds no lock.
+pub fn defer_while_locked(sig: i32) -> bool {
+    if locks_held() == 0 {
+        return false;
+    }
+    DEFERRED.with(|d| d.set(sig));
+    true
+}
+
 pub struct SpinLock<T> {
     locked: AtomicBool,
     data: UnsafeCell<T>,
@@ -57,8 +74,17 @@ impl<T> SpinLock<T> {
     /// # Safety
     /// The caller holds the lock (via `raw_lock`), or is the only thread left (fork child).
     pub unsafe fn raw_unlock(&self) {
-        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+        let held = HELD.with(|h| {
+            h.set(h.get().saturating_sub(1));
+            h.get()
+        });
         self.locked.store(false, Ordering::Release);
+        if held == 0 {
+            let sig = DEFERRED.with(|d| d.replace(0));
+            if sig != 0 {
+                libc::raise(sig);
+            }
+        }
     }
 
     /// Frees the lock whoever held it: in a forked child, a lock another thread of the
@@ -115,5 +141,38 @@ impl<T> DerefMut for SpinGuard<'_, T> {
 impl<T> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
         unsafe { self.lock.raw_unlock() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
+
+    static RAISED: AtomicI32 = AtomicI32::new(0);
+
+    extern "C" fn note(sig: libc::c_int) {
+        RAISED.store(sig, Relaxed);
+    }
+
+    #[test]
+    fn a_deferred_signal_is_raised_when_the_last_lock_is_released() {
+        // A real-time signal no other test uses, with a handler that only notes it.
+        let sig = libc::SIGRTMIN() + 7;
+        unsafe { libc::signal(sig, note as *const () as libc::sighandler_t) };
+        let (outer, inner) = (SpinLock::new(()), SpinLock::new(()));
+        assert!(
+            !defer_while_locked(sig),
+            "no lock held: nothing to wait for"
+        );
+        let outer_guard = outer.lock();
+        let inner_guard = inner.lock();
+        assert!(defer_while_locked(sig));
+        drop(inner_guard);
+        assert_eq!(RAISED.load(Relaxed), 0, "a lock is still held");
+        drop(outer_guard);
+        assert_eq!(RAISED.load(Relaxed), sig);
+        assert_eq!(DEFERRED.with(|d| d.get()), 0, "raised once");
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
 }
