@@ -202,6 +202,36 @@ fn incomplete_report_from_a_signal_as_text() {
     );
 }
 
+/// A program that exited while two of its threads could not close their regions: one
+/// blocks every signal (a pool's worker), one is stopped. The warnings say which, and why.
+#[test]
+fn incomplete_report_of_threads_left_open() {
+    let regions = [count_region(
+        0,
+        "function",
+        "worker",
+        "pool.c",
+        (10, 30),
+        None,
+        2,
+        [20, 12, 160, 96],
+        [20, 12, 160, 96],
+    )];
+    let report = parse(&format!(
+        r#"{{"format":"kage-report","version":1,"tool":"count","program":"/tmp/pool",
+            "args":["/tmp/pool"],"pid":80,"end":{{"how":"exit","code":0}},
+            "complete":false,"unclosed_threads":{{"blocking":1,"stopped":1,"unanswered":0}},
+            "threads":3,"options":{{}},"regions":[{}],
+            "totals":{{"loads":20,"stores":12,"bytes_read":160,"bytes_written":96}}}}"#,
+        regions.join(",")
+    ));
+    insta::assert_snapshot!(render::text(&report));
+    insta::assert_snapshot!(
+        "threads_left_open_summary",
+        render::summary(&report, "/tmp/kage.pool.80.json", 5)
+    );
+}
+
 /// The reader refuses a tool Kage does not have; a report made otherwise (a library user's
 /// own) still renders, as a generic tree of its regions' fields.
 #[test]

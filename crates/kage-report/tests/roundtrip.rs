@@ -31,6 +31,7 @@ fn sample() -> Report {
         forked_from: None,
         end: ProgramEnd::Exit { code: 0 },
         complete: true,
+        unclosed_threads: None,
         threads: 1,
         options: Default::default(),
         regions: vec![Region {

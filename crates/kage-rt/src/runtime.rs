@@ -290,7 +290,7 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
     }
     // Threads still running (never joined, or busy when another crashed) close their own
     // regions, as if they ended now; one that does not answer leaves the report incomplete.
-    let others_closed = thread::close_others();
+    let unclosed = thread::close_others();
     // Bounded waits in a signal handler: another thread may hold a lock and be stopped.
     let spins = if from_signal { 1 << 20 } else { u32::MAX };
     let Some(reg) = REGISTRY.try_lock_for(spins) else {
@@ -316,7 +316,8 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         pid,
         forked_from,
         end,
-        complete: !from_signal && others_closed && !LEFT_BY_HANDLER.load(Relaxed),
+        complete: !from_signal && unclosed.total() == 0 && !LEFT_BY_HANDLER.load(Relaxed),
+        unclosed_threads: (unclosed.total() > 0).then_some(unclosed),
         threads: nthreads,
         options: rt.opts.to_map(),
         regions: &regions,

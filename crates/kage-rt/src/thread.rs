@@ -8,6 +8,7 @@ use crate::gate::{self, ThreadState};
 use crate::stack::RegionStack;
 use crate::sync::SpinLock;
 use crate::tool::{ThreadTool, Tool};
+use kage_report::UnclosedThreads;
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, Ordering::Acquire};
 
@@ -101,12 +102,14 @@ const CLOSE_RETRY_MS: u32 = 2;
 /// The program ends (the analysis is finished: no thread's events are taken any more) while
 /// other threads may still run with regions open: asks each of them, by [`close_signal`],
 /// to close its own state (its regions exited on it, as the threading contract of the tools
-/// wants), and waits until all have, or until [`CLOSE_PATIENCE_MS`] passed (a thread that
-/// blocks the signal, or is stopped). True when every thread is closed.
+/// wants), and waits until all have, or until [`CLOSE_PATIENCE_MS`] passed. A thread that
+/// blocks the signal (worker threads of a pool often block every signal) or is stopped
+/// cannot answer: once only such threads are left, the wait ends. Returns the threads
+/// left open, by why (all 0: every thread is closed).
 ///
 /// Async-signal-safe as far as a fatal signal's report needs: no allocation, no lock held
 /// while waiting.
-pub fn close_others() -> bool {
+pub fn close_others() -> UnclosedThreads {
     let me = gate::current();
     let mut open: [usize; 256] = [0; 256];
     let mut rounds = CLOSE_PATIENCE_MS / CLOSE_RETRY_MS;
@@ -132,10 +135,19 @@ pub fn close_others() -> bool {
             }
         }
         if n == 0 && !more {
-            return true;
+            return UnclosedThreads::default();
         }
-        if rounds == 0 {
-            return false;
+        let mut left = UnclosedThreads::default();
+        for &t in &open[..n] {
+            let ts = unsafe { &*(t as *const ThreadState) };
+            match can_answer(ts.tid) {
+                Answer::Blocking => left.blocking += 1,
+                Answer::Stopped => left.stopped += 1,
+                Answer::Yes => left.unanswered += 1,
+            }
+        }
+        if rounds == 0 || (left.unanswered == 0 && !more) {
+            return left;
         }
         rounds -= 1;
         let pid = unsafe { libc::getpid() };
@@ -150,6 +162,94 @@ pub fn close_others() -> bool {
         };
         unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
     }
+}
+
+/// Whether a thread of this process can run [`close_signal`]'s handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Yes,
+    /// It blocks the signal.
+    Blocking,
+    /// It is stopped or traced.
+    Stopped,
+}
+
+/// What the kernel says of thread `tid` (`/proc/self/task/<tid>/status`: its state and its
+/// blocked signals); `Yes` when it cannot be read (a thread that ended meanwhile).
+/// Async-signal-safe: a buffer on the stack, `open` and `read`.
+fn can_answer(tid: libc::pid_t) -> Answer {
+    let mut path = [0u8; 64];
+    let mut len = 0;
+    for &b in b"/proc/self/task/" {
+        path[len] = b;
+        len += 1;
+    }
+    len += write_decimal(&mut path[len..], tid.max(0) as u32);
+    for &b in b"/status" {
+        path[len] = b;
+        len += 1;
+    }
+    let mut status = [0u8; 4096];
+    let read = unsafe {
+        let fd = libc::open(
+            path.as_ptr() as *const libc::c_char,
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return Answer::Yes;
+        }
+        let read = libc::read(fd, status.as_mut_ptr() as *mut libc::c_void, status.len());
+        libc::close(fd);
+        read
+    };
+    let status = &status[..read.max(0) as usize];
+    if let Some(state) = field(status, b"State:") {
+        if matches!(state.first(), Some(b'T' | b't')) {
+            return Answer::Stopped;
+        }
+    }
+    let blocked = field(status, b"SigBlk:").map_or(0, |hex| {
+        hex.iter()
+            .map_while(|&c| (c as char).to_digit(16))
+            .fold(0u64, |mask, digit| mask << 4 | digit as u64)
+    });
+    if blocked >> (close_signal() - 1) & 1 != 0 {
+        Answer::Blocking
+    } else {
+        Answer::Yes
+    }
+}
+
+/// The value of the line `name` of a `/proc` status file, its leading blanks skipped.
+fn field<'a>(status: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let start = status
+        .split(|&b| b == b'\n')
+        .find(|line| line.starts_with(name))?;
+    let value = &start[name.len()..];
+    let blanks = value
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    Some(&value[blanks..])
+}
+
+/// Writes `n` in decimal at the start of `out`; returns how many digits it wrote.
+fn write_decimal(out: &mut [u8], n: u32) -> usize {
+    let mut digits = [0u8; 10];
+    let mut count = 0;
+    let mut rest = n;
+    loop {
+        digits[count] = b'0' + (rest % 10) as u8;
+        count += 1;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for k in 0..count {
+        out[k] = digits[count - 1 - k];
+    }
+    count
 }
 
 fn install_close_handler() {

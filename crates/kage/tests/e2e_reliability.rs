@@ -321,6 +321,56 @@ fn threads_still_running_at_the_end_are_in_the_report() {
     }
 }
 
+/// A thread that blocks every signal (a pool's worker) cannot be asked to close its regions
+/// when the program ends: the report says which threads stayed open and why, and the end
+/// does not wait for them (it waited a second, on every run of `xz -T2`).
+#[test]
+fn threads_that_block_every_signal_are_named_in_the_report() {
+    const N: u64 = 1000;
+    let work = Work::new();
+    for tool in ["count", "working-set"] {
+        let exe = build(
+            &work,
+            tool,
+            "alive.c",
+            &format!("alive_{tool}"),
+            &["-lpthread"],
+        );
+        let report_path = work.path(&format!("alive_blocking_{tool}.json"));
+        assert_eq!(
+            run_status(&exe, &["blocking"], &report_path).code(),
+            Some(0),
+            "{tool}"
+        );
+        let report = read_report(&report_path).unwrap();
+        assert_eq!(report.threads, 4, "{tool}");
+        assert!(!report.complete, "{tool}");
+        assert_eq!(
+            report.unclosed_threads,
+            Some(kage_report::UnclosedThreads {
+                blocking: 1,
+                stopped: 0,
+                unanswered: 0
+            }),
+            "{tool}"
+        );
+        if tool == "count" {
+            // Every thread's finished calls are in, the blocking one's too.
+            assert_counts(
+                func(&report, "work"),
+                4,
+                c(0, 4 * N, 0, 16 * N),
+                c(0, 0, 0, 0),
+            );
+        }
+        let text = kage_report::render::text(&report);
+        assert!(
+            text.contains("1 thread: 1 blocks SIGRTMAX, by which the runtime asks a thread"),
+            "{tool}: {text}"
+        );
+    }
+}
+
 /// Every signal whose default action ends the process leaves a report (`complete: false`,
 /// `end` naming the signal) and the program still dies by it; `quick_exit` leaves a complete
 /// one. Before, only eight signals were caught and `quick_exit` left none.

@@ -65,9 +65,15 @@ pub struct ReportOf<Regions> {
     pub forked_from: Option<u32>,
     /// How the program ended.
     pub end: ProgramEnd,
-    /// False when the report was written from a fatal signal handler: counts in regions that
-    /// other threads had open at that moment may be missing.
+    /// False when the report was written from a fatal signal handler (counts in regions
+    /// that other threads had open at that moment may be missing), when threads still
+    /// running at the end left their regions open ([`unclosed_threads`](Self::unclosed_threads)),
+    /// or when a signal handler left the runtime by `siglongjmp`.
     pub complete: bool,
+    /// Threads still running when the program ended that did not close their open regions:
+    /// what those regions did is missing. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unclosed_threads: Option<UnclosedThreads>,
     /// Number of threads that ran instrumented code.
     pub threads: u32,
     /// The runtime options in force (every option, with its value).
@@ -77,6 +83,56 @@ pub struct ReportOf<Regions> {
     /// Tool-level results (for `count`: `"totals"`).
     #[serde(flatten)]
     pub tool_data: Map<String, Value>,
+}
+
+/// Threads still running when the program ended whose open regions stayed open, by why the
+/// runtime could not have them closed (with the signal `SIGRTMAX`, which each thread
+/// handles itself).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnclosedThreads {
+    /// They block the signal (worker threads of a pool often block every signal).
+    pub blocking: u32,
+    /// They are stopped or traced.
+    pub stopped: u32,
+    /// They did not answer within a second.
+    pub unanswered: u32,
+}
+
+impl UnclosedThreads {
+    /// Every thread.
+    pub fn total(&self) -> u32 {
+        self.blocking + self.stopped + self.unanswered
+    }
+
+    /// In words, for a warning: "2 threads: 1 blocks SIGRTMAX, by which the runtime asks a
+    /// thread to close its regions; 1 is stopped".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.blocking > 0 {
+            parts.push(format!(
+                "{} {} SIGRTMAX, by which the runtime asks a thread to close its regions",
+                self.blocking,
+                if self.blocking == 1 {
+                    "blocks"
+                } else {
+                    "block"
+                }
+            ));
+        }
+        if self.stopped > 0 {
+            let verb = if self.stopped == 1 { "is" } else { "are" };
+            parts.push(format!("{} {verb} stopped", self.stopped));
+        }
+        if self.unanswered > 0 {
+            parts.push(format!(
+                "{} did not answer within a second",
+                self.unanswered
+            ));
+        }
+        let total = self.total();
+        let threads = if total == 1 { "thread" } else { "threads" };
+        format!("{total} {threads}: {}", parts.join("; "))
+    }
 }
 
 /// How the program ended.

@@ -31,11 +31,10 @@ pub(crate) fn page_start(report: &Report, page: &PageStart) -> String {
         page.heading,
         escape(&report.program),
     );
-    if !report.complete {
+    for cause in super::incomplete_causes(report, page.incomplete) {
         out.push_str(&format!(
-            "<p class=\"warning\">The report is incomplete: it was written from a fatal signal \
-             handler, so {}.</p>\n",
-            page.incomplete
+            "<p class=\"warning\">The report is incomplete: {}.</p>\n",
+            escape(&cause)
         ));
     }
     out

@@ -222,6 +222,37 @@ pub(crate) fn common_facts(report: &Report) -> Vec<(String, String)> {
     facts
 }
 
+/// Why an incomplete report is incomplete, one phrase per cause, to follow "the report is
+/// incomplete: " (empty when it is complete). `missed` says what a report written from a
+/// fatal signal handler may miss, in the view's terms ("accesses of regions that other
+/// threads had open at that moment may be missing").
+pub(crate) fn incomplete_causes(report: &Report, missed: &str) -> Vec<String> {
+    if report.complete {
+        return Vec::new();
+    }
+    let mut causes = Vec::new();
+    if matches!(report.end, ProgramEnd::Signal { .. }) {
+        causes.push(format!(
+            "it was written from a fatal signal handler, so {missed}"
+        ));
+    }
+    if let Some(unclosed) = report.unclosed_threads.filter(|u| u.total() > 0) {
+        causes.push(format!(
+            "threads still running when the program ended kept their regions open ({}): what \
+             those regions did is missing",
+            unclosed.describe()
+        ));
+    }
+    if causes.is_empty() {
+        causes.push(
+            "a signal handler left the runtime by siglongjmp (after a fault inside it), and \
+             that thread's events since were not measured"
+                .into(),
+        );
+    }
+    causes
+}
+
 /// How the program ended, in words: "exited with status 0", "killed by signal 11 (SIGSEGV)".
 pub fn describe_end(end: &ProgramEnd) -> String {
     match *end {
