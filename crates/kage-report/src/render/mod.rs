@@ -244,9 +244,10 @@ pub(crate) fn incomplete_causes(report: &Report, missed: &str) -> Vec<String> {
         ));
     }
     if causes.is_empty() {
+        // A report of an earlier version does not name the threads left open.
         causes.push(
-            "a signal handler left the runtime by siglongjmp (after a fault inside it), and \
-             that thread's events since were not measured"
+            "a signal handler left the runtime by siglongjmp (after a fault inside it), or \
+             threads still running when the program ended kept their regions open"
                 .into(),
         );
     }

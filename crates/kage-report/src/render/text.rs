@@ -142,7 +142,8 @@ pub fn summary(report: &Report, report_path: &str, top: usize) -> String {
         } else if let Some(unclosed) = report.unclosed_threads.filter(|u| u.total() > 0) {
             format!("regions left open by {}", unclosed.describe())
         } else {
-            "a signal handler left the runtime by siglongjmp".to_string()
+            "a signal handler left the runtime by siglongjmp, or threads kept regions open"
+                .to_string()
         };
         out.push_str(&format!(
             "kage: warning: the report is incomplete ({why})\n"
