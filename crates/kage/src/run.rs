@@ -450,7 +450,16 @@ pub fn run(options: &RunOptions) -> i32 {
     let code = exit_code_of(status);
     let logged = log.map(ReportLog::take).unwrap_or_default();
 
-    let report_path = expected_report_path(options_in_force.as_deref(), &exe, pid);
+    let mut report_path = expected_report_path(options_in_force.as_deref(), &exe, pid);
+    if !reports_before.is_fresh(&cwd.join(&report_path)) {
+        // The program may have become another executable under the same pid (a wrapper
+        // script that execs it, as pyenv's `python3` does), whose name the runtime used.
+        if let Some(found) =
+            report_of_any_executable(options_in_force.as_deref(), pid, &cwd, &reports_before)
+        {
+            report_path = found;
+        }
+    }
     let absolute_report = cwd.join(&report_path);
     // Show the path as the user would type it: as given with -o, else relative to here.
     let shown = match &options.output {
@@ -486,6 +495,35 @@ pub fn run(options: &RunOptions) -> i32 {
     explain_missing_report(program, &shown, &absolute_report, status, &others);
     list_other_reports(&others, &cwd, "");
     code
+}
+
+/// The fresh report of process `pid` under the report path's template with any executable
+/// name for `%e` (relative to `cwd`, where the template is), when exactly one matches.
+fn report_of_any_executable(
+    options: Option<&OsStr>,
+    pid: u32,
+    cwd: &Path,
+    reports: &ReportFiles,
+) -> Option<PathBuf> {
+    const ANY: &str = "\u{0}";
+    let template = expected_report_path(options, ANY, pid);
+    let template = template.to_str()?;
+    let (before, after) = template.split_once(ANY)?;
+    if after.contains(ANY) || before.contains('/') || after.contains('/') {
+        return None; // %e twice, or in a directory's name: not worth guessing
+    }
+    let mut found = reports_in(cwd).into_iter().filter(|path| {
+        let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
+        name.len() > before.len() + after.len()
+            && name.starts_with(before)
+            && name.ends_with(after)
+            && reports.is_fresh(path)
+    });
+    let first = found.next()?;
+    found
+        .next()
+        .is_none()
+        .then(|| first.strip_prefix(cwd).unwrap_or(&first).to_path_buf())
 }
 
 /// How many other reports `kage run` names; the rest are counted.

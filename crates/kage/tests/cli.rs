@@ -605,6 +605,37 @@ fn kage_run_finds_the_report_by_executable_name_and_pid() {
     );
 }
 
+/// A wrapper that execs another executable keeps its pid, and the runtime names the report
+/// after the executable that ran (pyenv's `python3` is a script that execs `python3.11`):
+/// the report with the pid is the program's own, whatever its executable's name.
+#[test]
+fn kage_run_finds_the_report_of_a_program_a_wrapper_became() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "template.json",
+        &report_json(&[region(0, "function", None, 1, 7)]),
+    );
+    let mut command = kage();
+    command
+        .args([
+            "run",
+            "--",
+            "/bin/sh",
+            "-c",
+            "cp template.json kage.python3.11.$$.json",
+        ])
+        .current_dir(dir.path());
+    let out = run(command);
+    assert_eq!(out.status.code(), Some(0));
+    let summary = stderr(&out);
+    assert!(
+        summary.contains("count report written to kage.python3.11."),
+        "{summary}"
+    );
+    assert!(!summary.contains("no report of its own"), "{summary}");
+}
+
 #[test]
 fn kage_run_cannot_start_a_missing_program() {
     let mut command = kage();
