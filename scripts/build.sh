@@ -8,6 +8,13 @@ scripts/setup.sh
 echo "build: cargo build --release --workspace"
 cargo build --release --workspace
 ln -sf kage-cxx target/release/kage-c++
+# CMake reads the "kage-" of kage-cc as a toolchain prefix and looks for kage-llvm-ar and
+# kage-llvm-ranlib next to the compiler; without them it takes the system's unversioned
+# llvm-ar, which may be an older LLVM that cannot read clang 22's bitcode (an -flto build of
+# a static library then fails). These are clang 22's own tools.
+for tool in ar ranlib nm; do
+  ln -sf /usr/lib/llvm-22/bin/llvm-$tool target/release/kage-llvm-$tool
+done
 
 # The runtime kage-cc links into every instrumented program, as one object: cargo's
 # libkage_rt.a (the runtime with all of std and its crates) reduced to what the runtime's

@@ -299,36 +299,53 @@ fn run_tool(
     out
 }
 
+/// Also with `-flto`: CMake takes the "kage-" of kage-cc for a toolchain prefix and looks
+/// for `kage-llvm-ar` beside it; without it, it archived the static library's clang 22
+/// bitcode with the system's older llvm-ar, which cannot read it.
 #[test]
 fn a_cmake_project_builds_with_cc_kage_cc_and_cxx_kage_cxx() {
     let work = Work::new();
     let cxx = work.path("kage-c++");
     std::os::unix::fs::symlink(kage_cxx(), &cxx).unwrap();
     let source = c_dir().join("cmake");
-    let build = work.path("build");
-    let (cc, src, bld) = (
-        kage_cc(),
-        source.to_str().unwrap().to_owned(),
-        build.to_str().unwrap().to_owned(),
-    );
-    let release = "-DCMAKE_BUILD_TYPE=Release";
-    run_tool(
-        work.dir.path(),
-        "cmake",
-        &["-S", &src, "-B", &bld, release],
-        &[("CC", &cc), ("CXX", &cxx)],
-    );
-    let cache = std::fs::read_to_string(build.join("CMakeCache.txt")).unwrap();
-    assert!(
-        cache.contains("CMAKE_C_COMPILER:FILEPATH=") && cache.contains("kage-cc"),
-        "CMake uses kage-cc"
-    );
-    run_tool(work.dir.path(), "cmake", &["--build", &bld], &[]);
-    let report = work.run_report(&build.join("probe"), &[], 0);
-    let scale = func(&report, "scale");
-    assert!(scale.file.ends_with("cmake/scale.c"));
-    assert_counts(scale, 1, c(0, 16, 0, 64), c(0, 0, 0, 0));
-    assert_eq!(stats(func(&report, "main")).inclusive.stores, 16);
+    for (name, flags) in [("build", ""), ("build-lto", "-flto")] {
+        let build = work.path(name);
+        let (cc, src, bld) = (
+            kage_cc(),
+            source.to_str().unwrap().to_owned(),
+            build.to_str().unwrap().to_owned(),
+        );
+        let release = "-DCMAKE_BUILD_TYPE=Release";
+        let c_flags = format!("-DCMAKE_C_FLAGS={flags}");
+        let cxx_flags = format!("-DCMAKE_CXX_FLAGS={flags}");
+        let link_flags = format!("-DCMAKE_EXE_LINKER_FLAGS={flags}");
+        run_tool(
+            work.dir.path(),
+            "cmake",
+            &[
+                "-S",
+                &src,
+                "-B",
+                &bld,
+                release,
+                &c_flags,
+                &cxx_flags,
+                &link_flags,
+            ],
+            &[("CC", &cc), ("CXX", &cxx)],
+        );
+        let cache = std::fs::read_to_string(build.join("CMakeCache.txt")).unwrap();
+        assert!(
+            cache.contains("CMAKE_C_COMPILER:FILEPATH=") && cache.contains("kage-cc"),
+            "CMake uses kage-cc"
+        );
+        run_tool(work.dir.path(), "cmake", &["--build", &bld], &[]);
+        let report = work.run_report(&build.join("probe"), &[], 0);
+        let scale = func(&report, "scale");
+        assert!(scale.file.ends_with("cmake/scale.c"), "{name}");
+        assert_counts(scale, 1, c(0, 16, 0, 64), c(0, 0, 0, 0));
+        assert_eq!(stats(func(&report, "main")).inclusive.stores, 16, "{name}");
+    }
 }
 
 #[test]
