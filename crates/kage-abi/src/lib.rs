@@ -962,6 +962,9 @@ pub mod symbols {
     /// `void __kage_register_module(struct kage_module *m)`.
     pub const REGISTER_MODULE: Symbol = function("__kage_register_module", &[Ptr], EVERY);
     pub type RegisterModule = unsafe extern "C" fn(*mut Module);
+    /// `void __kage_unregister_module(struct kage_module *m)`, from the module's destructor
+    /// (a `dlclose` that unloads it; the program's end).
+    pub const UNREGISTER_MODULE: Symbol = function("__kage_unregister_module", &[Ptr], EVERY);
 
     /// `void __kage_func_enter(struct kage_region *fn, const void *frame)`.
     pub const FUNC_ENTER: Symbol = function("__kage_func_enter", &[Ptr, Ptr], REGION_HOOKS);
@@ -1263,6 +1266,7 @@ pub mod symbols {
     /// Every symbol above.
     pub const ALL: &[Symbol] = &[
         REGISTER_MODULE,
+        UNREGISTER_MODULE,
         SWAPCONTEXT,
         SETCONTEXT,
         CONTEXT_MADE,

@@ -98,7 +98,8 @@ pub unsafe fn instrument_module_with(
         .filter(|&f| should_instrument(f))
         .collect();
     contexts::redirect_context_switches(module, &instrumented);
-    regions::add_registration_ctor(module, &table, register, &module_name);
+    let unregister = RuntimeFunction::declare(module, &symbols::UNREGISTER_MODULE);
+    regions::add_registration_ctor(module, &table, register, unregister, &module_name);
     true
 }
 

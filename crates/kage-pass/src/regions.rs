@@ -19,6 +19,7 @@ const REGIONS_GLOBAL: &str = "__kage_regions";
 const FLAGS_FIELD: u32 = 15;
 /// Starts with `__kage_`, so the pass never instruments its own constructor.
 const CTOR_NAME: &str = "__kage_module_ctor";
+const DTOR_NAME: &str = "__kage_module_dtor";
 
 /// Lowest and highest non-zero source line seen; 0 when none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -503,48 +504,81 @@ pub unsafe fn emit_table(
     }
 }
 
-/// Adds an internal constructor calling `register_fn(&module)` to `llvm.global_ctors` at
-/// priority 1, keeping any constructors already there (the array global is rebuilt, since
-/// a global's type cannot change in place).
+/// Adds an internal constructor calling `register(&module)` to `llvm.global_ctors` at
+/// priority 1, and an internal destructor calling `unregister(&module)` to
+/// `llvm.global_dtors` (a `dlclose` that unloads the module runs it: the runtime then keeps
+/// what it still needs of the table), keeping any constructors and destructors already
+/// there.
 ///
 /// # Safety
-/// `module` must be valid; `register_fn` a function of type `void(ptr)` in it.
+/// `module` must be valid; `register` and `unregister` functions of type `void(ptr)` in it.
 pub unsafe fn add_registration_ctor(
     module: LLVMModuleRef,
     table: &RegionTable,
     register: RuntimeFunction,
+    unregister: RuntimeFunction,
     module_name: &str,
 ) {
+    let ctor = add_module_function(
+        module,
+        CTOR_NAME,
+        table,
+        register,
+        Some(&no_runtime_message(module_name)),
+    );
+    append_to_global_array(module, "llvm.global_ctors", ctor);
+    let dtor = add_module_function(module, DTOR_NAME, table, unregister, None);
+    append_to_global_array(module, "llvm.global_dtors", dtor);
+}
+
+/// An internal `void name(void)` that calls `runtime(&module)` when the runtime is there
+/// (its entry point is a weak reference: null in a shared library loaded by a program
+/// without the runtime), else writes `missing` on stderr, if given.
+unsafe fn add_module_function(
+    module: LLVMModuleRef,
+    name: &str,
+    table: &RegionTable,
+    runtime: RuntimeFunction,
+    missing: Option<&str>,
+) -> LLVMValueRef {
     let context = LLVMGetModuleContext(module);
     let void_type = LLVMVoidTypeInContext(context);
-    let ctor_type = LLVMFunctionType(void_type, std::ptr::null_mut(), 0, 0);
-    let ctor = LLVMAddFunction(module, c_string(CTOR_NAME).as_ptr(), ctor_type);
-    LLVMSetLinkage(ctor, LLVMLinkage::LLVMInternalLinkage);
-    let entry = LLVMAppendBasicBlockInContext(context, ctor, c_string("entry").as_ptr());
-    let registers = LLVMAppendBasicBlockInContext(context, ctor, c_string("register").as_ptr());
-    let alone = LLVMAppendBasicBlockInContext(context, ctor, c_string("no_runtime").as_ptr());
-    let done = LLVMAppendBasicBlockInContext(context, ctor, c_string("done").as_ptr());
+    let fn_type = LLVMFunctionType(void_type, std::ptr::null_mut(), 0, 0);
+    let function = LLVMAddFunction(module, c_string(name).as_ptr(), fn_type);
+    LLVMSetLinkage(function, LLVMLinkage::LLVMInternalLinkage);
+    let entry = LLVMAppendBasicBlockInContext(context, function, c_string("entry").as_ptr());
+    let calls = LLVMAppendBasicBlockInContext(context, function, c_string("call").as_ptr());
+    let alone = LLVMAppendBasicBlockInContext(context, function, c_string("no_runtime").as_ptr());
+    let done = LLVMAppendBasicBlockInContext(context, function, c_string("done").as_ptr());
     let builder = LLVMCreateBuilderInContext(context);
-    // The registration entry point is a weak reference: in a shared library loaded by a
-    // program without the runtime it is null, and the library says so (the loader would
-    // only say `undefined symbol`) before its first hook stops the program.
-    LLVMSetLinkage(register.value, LLVMLinkage::LLVMExternalWeakLinkage);
+    // Without the runtime, a library's constructor says so (the loader would only say
+    // `undefined symbol`) before its first hook stops the program.
+    LLVMSetLinkage(runtime.value, LLVMLinkage::LLVMExternalWeakLinkage);
     LLVMPositionBuilderAtEnd(builder, entry);
-    let missing = LLVMBuildIsNull(builder, register.value, c_string("").as_ptr());
-    LLVMBuildCondBr(builder, missing, alone, registers);
-    LLVMPositionBuilderAtEnd(builder, registers);
-    register.call(builder, &mut [table.module_global]);
+    let absent = LLVMBuildIsNull(builder, runtime.value, c_string("").as_ptr());
+    LLVMBuildCondBr(builder, absent, alone, calls);
+    LLVMPositionBuilderAtEnd(builder, calls);
+    runtime.call(builder, &mut [table.module_global]);
     LLVMBuildBr(builder, done);
     LLVMPositionBuilderAtEnd(builder, alone);
-    write_to_stderr(module, builder, &no_runtime_message(module_name));
+    if let Some(text) = missing {
+        write_to_stderr(module, builder, text);
+    }
     LLVMBuildBr(builder, done);
     LLVMPositionBuilderAtEnd(builder, done);
     LLVMBuildRetVoid(builder);
     LLVMDisposeBuilder(builder);
+    function
+}
 
+/// Appends `function` at priority [`CTOR_PRIORITY`] to `llvm.global_ctors` or
+/// `llvm.global_dtors` (`array`), keeping its elements (the array global is rebuilt, since a
+/// global's type cannot change in place).
+unsafe fn append_to_global_array(module: LLVMModuleRef, array: &str, function: LLVMValueRef) {
+    let context = LLVMGetModuleContext(module);
     let i32_type = LLVMInt32TypeInContext(context);
     let ptr_type = LLVMPointerTypeInContext(context, 0);
-    let name = c_string("llvm.global_ctors");
+    let name = c_string(array);
     let existing = LLVMGetNamedGlobal(module, name.as_ptr());
     let mut elements: Vec<LLVMValueRef> = Vec::new();
     let mut element_type = {
@@ -572,15 +606,15 @@ pub unsafe fn add_registration_ctor(
     }
     let mut ours = [
         LLVMConstInt(i32_type, CTOR_PRIORITY, 0),
-        ctor,
+        function,
         LLVMConstPointerNull(ptr_type),
     ];
     elements.push(LLVMConstNamedStruct(element_type, ours.as_mut_ptr(), 3));
     let array_type = LLVMArrayType2(element_type, elements.len() as u64);
-    let ctors = LLVMAddGlobal(module, array_type, name.as_ptr());
-    LLVMSetLinkage(ctors, LLVMLinkage::LLVMAppendingLinkage);
+    let global = LLVMAddGlobal(module, array_type, name.as_ptr());
+    LLVMSetLinkage(global, LLVMLinkage::LLVMAppendingLinkage);
     LLVMSetInitializer(
-        ctors,
+        global,
         LLVMConstArray2(element_type, elements.as_mut_ptr(), elements.len() as u64),
     );
 }

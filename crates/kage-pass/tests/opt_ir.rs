@@ -661,9 +661,11 @@ fn existing_global_ctors_are_kept() {
     );
     assert_eq!(
         global_line(&ir, "llvm.global_dtors").unwrap(),
-        "@llvm.global_dtors = appending global [1 x { i32, ptr, ptr }] [{ i32, ptr, ptr } { i32 65535, ptr @fini, ptr null }]"
+        "@llvm.global_dtors = appending global [2 x { i32, ptr, ptr }] [{ i32, ptr, ptr } { i32 65535, ptr @fini, ptr null }, { i32, ptr, ptr } { i32 1, ptr @__kage_module_dtor, ptr null }]"
     );
     assert!(!function_body(&ir, "__kage_module_ctor").contains("__kage_func_enter"));
+    assert!(function_body(&ir, "__kage_module_dtor")
+        .contains("call void @__kage_unregister_module(ptr @__kage_module)"));
     // Functions without debug info: lines unknown (0), file "".
     assert_eq!(
         regions(&ir)[0],

@@ -15,6 +15,8 @@ use kage_abi::{symbols, Module, Region, RegionKind};
 use std::ffi::c_void;
 
 const _: symbols::RegisterModule = __kage_register_module;
+// `__kage_unregister_module`: `__kage_register_module`'s type.
+const _: symbols::RegisterModule = __kage_unregister_module;
 const _: symbols::FuncEnter = __kage_func_enter;
 const _: symbols::RegionHook = __kage_func_exit;
 const _: symbols::RegionHook = __kage_loop_iter;
@@ -66,6 +68,24 @@ pub unsafe extern "C" fn __kage_register_module(m: *mut Module) {
     }
     registry::register_announced();
     runtime::warn_about_other_builds(rt);
+}
+
+/// Module `m` is being unloaded (its destructor): the runtime keeps copies of what it still
+/// needs of the table ([`registry::unregister`]).
+///
+/// # Safety
+/// `m` is null or points to a `struct kage_module` laid out as in `docs/abi.md`, still
+/// mapped for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_unregister_module(m: *mut Module) {
+    if m.is_null() || gate::finished() {
+        return;
+    }
+    let ts = gate::current();
+    if !ts.is_null() && (*ts).busy.get() != 0 {
+        return;
+    }
+    registry::unregister(m);
 }
 
 /// A function starts. `frame` is where its return address lives (the stack pointer at its

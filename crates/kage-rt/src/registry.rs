@@ -203,6 +203,55 @@ pub fn register_announced() {
     }
 }
 
+/// Module `m` is being unloaded (its destructor: a `dlclose`). Its table goes with it, so
+/// the runtime moves what it still reads after the module's code is gone (the report's
+/// counts are found through the table: the module's header and region entries) to copies
+/// of its own, and forgets that the table's address was announced: a module loaded there
+/// later is another, registered anew. Nothing is done once the analysis finished (the
+/// program's end runs every destructor, after the report).
+///
+/// # Safety
+/// `m` points to a registered or announced `struct kage_module`, still mapped.
+pub unsafe fn unregister(m: *mut Module) {
+    ANNOUNCED.lock().retain(|a| a.table != m as usize);
+    let reg = REGISTRY.lock();
+    let Some(slot) = (1..=last_slot())
+        .find(|&slot| slot_module(slot).is_some_and(|found| std::ptr::eq(found.module, m)))
+    else {
+        return;
+    };
+    let count = (*m).region_count as usize;
+    let copy: &'static mut Module = Box::leak(Box::new(std::ptr::read(m)));
+    let entries: &'static mut [Region] = Box::leak(
+        std::slice::from_raw_parts((*m).regions, count)
+            .iter()
+            .map(|r| Region {
+                module: copy as *mut Module,
+                // The strings go with the module; the registry has its own.
+                name: std::ptr::null(),
+                symbol: std::ptr::null(),
+                file: std::ptr::null(),
+                call_file: std::ptr::null(),
+                code: std::ptr::null(),
+                ..std::ptr::read(r)
+            })
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    copy.regions = entries.as_mut_ptr();
+    copy.module_name = std::ptr::null();
+    let base = slot_module(slot).map_or(0, |found| found.base) as usize;
+    for (i, entry) in entries.iter().enumerate() {
+        if let Some(w) = meta_table().get((base + i) as usize) {
+            w[2].store(entry as *const Region as u64, Ordering::Relaxed);
+        }
+    }
+    if let Some(w) = slot_table().get(slot as usize) {
+        w[0].store(copy as *mut Module as u64, Ordering::Release);
+    }
+    drop(reg);
+}
+
 /// The announced modules built for one tool other than `tool` that were not named yet
 /// (each is named once).
 pub fn built_for_other_tools(tool: &str) -> Vec<AnnouncedModule> {

@@ -176,6 +176,59 @@ fn lazily_bound_and_dlopened_libraries_work_for_every_tool() {
     }
 }
 
+/// A library loaded, called and unloaded three times: the count build crashed at the end
+/// (the report read the unmapped module's table), and a library loaded again at the same
+/// address was taken for the one already registered, so its calls went uncounted. Every
+/// load's calls are in the report now, with the library's names and lines.
+#[test]
+fn an_unloaded_library_keeps_its_counts_and_a_reloaded_one_counts_anew() {
+    const N: u64 = 1000;
+    let work = Work::new();
+    for tool in BUILDS {
+        let lib = work.path(&format!("libunloaded_{tool}.so"));
+        let lib_s = lib.to_str().unwrap();
+        cc(
+            &work,
+            tool,
+            &[
+                "-O2",
+                "-shared",
+                "-fPIC",
+                &source("unloaded.c"),
+                "-o",
+                lib_s,
+            ],
+        );
+        let exe = build(
+            &work,
+            tool,
+            "reload.c",
+            &format!("reload_{tool}"),
+            &["-ldl"],
+        );
+        let report_path = work.path(&format!("reload_{tool}.json"));
+        let out = run_ok(&exe, &[lib_s], &report_path);
+        assert_eq!(out, "3\n", "{tool}: the library was unmapped each time");
+        let report = read_report(&report_path).unwrap().by_source();
+        let fill = func(&report, "fill");
+        assert!(fill.file.ends_with("reliability/unloaded.c"), "{tool}");
+        match *tool {
+            "count" | "count-calls" => {
+                assert_counts(fill, 3, c(0, 3 * N, 0, 12 * N), c(0, 0, 0, 0))
+            }
+            "footprint" => {
+                let footprint = report.footprint().unwrap();
+                assert_eq!(footprint.regions[fill.id as usize].instances, 3, "{tool}");
+            }
+            "hcpa" => {
+                let stats = kage_report::HcpaStats::of(fill).unwrap().unwrap();
+                assert_eq!(stats.instances, 3, "{tool}");
+            }
+            _ => {}
+        }
+    }
+}
+
 /// `kage-cc -static` and `-static-pie` link (the static unwinder, `libgcc_eh`, instead of
 /// `libgcc_s`; no exported hooks, whose TLS relocations a static PIE cannot apply at
 /// start-up) and the program measures both of its threads.
