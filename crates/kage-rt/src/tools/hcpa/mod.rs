@@ -165,6 +165,17 @@ pub struct HcpaThread {
     engine: Engine,
     /// The heap bytes last added to the tool's sum.
     heap: u64,
+    /// Per analysed level, outermost first: its region's record and the open-instance count
+    /// of its source region, found at its enter for its exit (a region event is the
+    /// commonest call of loop-heavy code: each iteration is one).
+    level_records: Vec<LevelRecords>,
+}
+
+/// What an analysed level's exit folds its statistics into.
+#[derive(Clone, Copy)]
+struct LevelRecords {
+    record: Option<&'static Record>,
+    open: Option<&'static AtomicU64>,
 }
 
 pub fn make() -> &'static dyn Tool {
@@ -374,6 +385,7 @@ impl Tool for HcpaTool {
             s,
             engine,
             heap,
+            level_records: Vec::with_capacity(64),
         })
     }
 
@@ -490,13 +502,14 @@ impl HcpaThread {
         self.sync_heap();
     }
 
-    /// An analysed instance's exit, into its region's record and the thread's totals.
-    fn fold(&self, st: &InstanceStats) {
+    /// An analysed instance's exit, into its region's record and the thread's totals
+    /// (`at`: what its enter found).
+    fn fold(&self, st: &InstanceStats, at: LevelRecords) {
         if st.depth == 0 {
             bump(&self.s.work, st.work);
             bump(&self.s.critical_path, st.critical_path);
         }
-        let Some(rec) = self.record(st.region) else {
+        let Some(rec) = at.record else {
             return;
         };
         bump(&rec[ALL_INSTANCES], 1);
@@ -508,7 +521,7 @@ impl HcpaThread {
         // Not nested in another instance of its source region (recursion, also through
         // the compiler's copies of it, counts once: the copies' sums in the source view
         // count every instance once).
-        let open = self.open_count(st.region).map_or(0, |open| {
+        let open = at.open.map_or(0, |open| {
             let left = open.load(Relaxed).saturating_sub(1);
             open.store(left, Relaxed);
             left
@@ -535,13 +548,18 @@ impl ThreadTool for HcpaThread {
         };
         trace::event!("enter {region}");
         if self.engine.enter(region, kind) {
-            if let Some(open) = self.open_count(region) {
+            let open = self.open_count(region);
+            if let Some(open) = open {
                 bump(open, 1);
             }
+            self.level_records.push(LevelRecords {
+                record: self.record(region),
+                open,
+            });
         } else {
             bump(&self.s.skipped, 1);
         }
-        self.sync_heap();
+        // The shadow's heap grows with stores and shrinks at exits, where it is published.
     }
 
     fn exit(&mut self, region: u32) {
@@ -553,7 +571,11 @@ impl ThreadTool for HcpaThread {
         }
         trace::event!("exit {region}");
         if let Some(st) = self.engine.exit() {
-            self.fold(&st);
+            let at = self.level_records.pop().unwrap_or(LevelRecords {
+                record: None,
+                open: None,
+            });
+            self.fold(&st, at);
         }
         self.sync_heap();
     }
