@@ -53,6 +53,9 @@ pub struct ThreadState {
     /// Every region of the thread has been exited and its tool told that it ended: set by
     /// the thread itself, read by the thread that writes the report.
     pub closed: AtomicBool,
+    /// The thread runs the handler of `thread::close_signal` (which blocks the signal while
+    /// it runs): set and cleared by the thread itself.
+    pub closing: AtomicBool,
 }
 
 thread_local! {

@@ -577,6 +577,7 @@ mod tests {
             tid: unsafe { libc::gettid() },
             context: false,
             closed: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         }));
         gate::set_current(ts);
         set_busy_check(gate::runtime_busy);

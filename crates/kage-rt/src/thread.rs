@@ -10,7 +10,10 @@ use crate::sync::SpinLock;
 use crate::tool::{ThreadTool, Tool};
 use kage_report::UnclosedThreads;
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, Ordering::Acquire};
+use std::sync::atomic::{
+    AtomicBool,
+    Ordering::{Acquire, Release},
+};
 
 /// Every thread state of this process (pointers to leaked states).
 pub static THREADS: SpinLock<Vec<usize>> = SpinLock::new(Vec::new());
@@ -47,6 +50,7 @@ fn listed_state(part: impl FnOnce() -> Box<dyn ThreadTool>, context: bool) -> &'
         tid: unsafe { libc::gettid() },
         context,
         closed: AtomicBool::new(false),
+        closing: AtomicBool::new(false),
     }));
     threads.push(ts as *const _ as usize);
     ts
@@ -98,14 +102,18 @@ pub fn close_signal() -> libc::c_int {
 /// How long [`close_others`] waits for the threads, at most, and how often it asks again.
 const CLOSE_PATIENCE_MS: u32 = 1000;
 const CLOSE_RETRY_MS: u32 = 2;
+/// Rounds of [`CLOSE_RETRY_MS`] during which only threads that cannot answer are left
+/// before [`close_others`] stops waiting (a thread may block signals for a moment).
+const CLOSE_GIVE_UP_ROUNDS: u32 = 10;
 
 /// The program ends (the analysis is finished: no thread's events are taken any more) while
-/// other threads may still run with regions open: asks each of them, by [`close_signal`],
-/// to close its own state (its regions exited on it, as the threading contract of the tools
-/// wants), and waits until all have, or until [`CLOSE_PATIENCE_MS`] passed. A thread that
-/// blocks the signal (worker threads of a pool often block every signal) or is stopped
-/// cannot answer: once only such threads are left, the wait ends. Returns the threads
-/// left open, by why (all 0: every thread is closed).
+/// other threads may still run with regions open: asks each of them, once, by
+/// [`close_signal`], to close its own state (its regions exited on it, as the threading
+/// contract of the tools wants), and waits until all have, or until [`CLOSE_PATIENCE_MS`]
+/// passed. A thread that blocks the signal (it stays pending: worker threads of a pool often
+/// block every signal) or is stopped cannot answer: once only such threads have been left
+/// for [`CLOSE_GIVE_UP_ROUNDS`] rounds, the wait ends. Returns the threads left open, by
+/// why (all 0: every thread is closed).
 ///
 /// Async-signal-safe as far as a fatal signal's report needs: no allocation, no lock held
 /// while waiting.
@@ -113,6 +121,7 @@ pub fn close_others() -> UnclosedThreads {
     let me = gate::current();
     let mut open: [usize; 256] = [0; 256];
     let mut rounds = CLOSE_PATIENCE_MS / CLOSE_RETRY_MS;
+    let mut unable_rounds = 0;
     install_close_handler();
     loop {
         // Copy the states not closed yet (bounded: more threads are asked in later rounds).
@@ -137,25 +146,35 @@ pub fn close_others() -> UnclosedThreads {
         if n == 0 && !more {
             return UnclosedThreads::default();
         }
+        let pid = unsafe { libc::getpid() };
         let mut left = UnclosedThreads::default();
         for &t in &open[..n] {
             let ts = unsafe { &*(t as *const ThreadState) };
-            match can_answer(ts.tid) {
+            let closing = ts.closing.load(Acquire);
+            let answer = can_answer(ts.tid, closing);
+            match answer {
                 Answer::Blocking => left.blocking += 1,
                 Answer::Stopped => left.stopped += 1,
-                Answer::Yes => left.unanswered += 1,
+                Answer::Yes { asked: false } if !closing => {
+                    // Asked again each round it is not under way: a thread inside the
+                    // runtime when the signal came could not close then.
+                    // tgkill: a thread that ended meanwhile is an error (ESRCH), never
+                    // another's signal.
+                    unsafe { libc::syscall(libc::SYS_tgkill, pid, ts.tid, close_signal()) };
+                    left.unanswered += 1;
+                }
+                Answer::Yes { .. } => left.unanswered += 1,
             }
         }
-        if rounds == 0 || (left.unanswered == 0 && !more) {
+        unable_rounds = if left.unanswered == 0 && !more {
+            unable_rounds + 1
+        } else {
+            0
+        };
+        if rounds == 0 || unable_rounds >= CLOSE_GIVE_UP_ROUNDS {
             return left;
         }
         rounds -= 1;
-        let pid = unsafe { libc::getpid() };
-        for &t in &open[..n] {
-            let ts = unsafe { &*(t as *const ThreadState) };
-            // tgkill: a thread that ended meanwhile is an error (ESRCH), never another's signal.
-            unsafe { libc::syscall(libc::SYS_tgkill, pid, ts.tid, close_signal()) };
-        }
         let pause = libc::timespec {
             tv_sec: 0,
             tv_nsec: CLOSE_RETRY_MS as libc::c_long * 1_000_000,
@@ -167,17 +186,19 @@ pub fn close_others() -> UnclosedThreads {
 /// Whether a thread of this process can run [`close_signal`]'s handler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
-    Yes,
-    /// It blocks the signal.
+    /// It can; `asked`: the signal waits for it (pending, not blocked).
+    Yes { asked: bool },
+    /// It blocks the signal, which waits.
     Blocking,
     /// It is stopped or traced.
     Stopped,
 }
 
-/// What the kernel says of thread `tid` (`/proc/self/task/<tid>/status`: its state and its
-/// blocked signals); `Yes` when it cannot be read (a thread that ended meanwhile).
+/// What the kernel says of thread `tid` (`/proc/self/task/<tid>/status`: its state, and its
+/// pending and blocked signals); `closing`: it runs the signal's handler (which blocks the
+/// signal meanwhile). `Yes` when the status cannot be read (a thread that ended meanwhile).
 /// Async-signal-safe: a buffer on the stack, `open` and `read`.
-fn can_answer(tid: libc::pid_t) -> Answer {
+fn can_answer(tid: libc::pid_t, closing: bool) -> Answer {
     let mut path = [0u8; 64];
     let mut len = 0;
     for &b in b"/proc/self/task/" {
@@ -196,7 +217,7 @@ fn can_answer(tid: libc::pid_t) -> Answer {
             libc::O_RDONLY | libc::O_CLOEXEC,
         );
         if fd < 0 {
-            return Answer::Yes;
+            return Answer::Yes { asked: true };
         }
         let read = libc::read(fd, status.as_mut_ptr() as *mut libc::c_void, status.len());
         libc::close(fd);
@@ -208,15 +229,19 @@ fn can_answer(tid: libc::pid_t) -> Answer {
             return Answer::Stopped;
         }
     }
-    let blocked = field(status, b"SigBlk:").map_or(0, |hex| {
-        hex.iter()
-            .map_while(|&c| (c as char).to_digit(16))
-            .fold(0u64, |mask, digit| mask << 4 | digit as u64)
-    });
-    if blocked >> (close_signal() - 1) & 1 != 0 {
+    let mask = |name: &[u8]| {
+        field(status, name).map_or(0, |hex| {
+            hex.iter()
+                .map_while(|&c| (c as char).to_digit(16))
+                .fold(0u64, |mask, digit| mask << 4 | digit as u64)
+        })
+    };
+    let bit = 1u64 << (close_signal() - 1);
+    let pending = mask(b"SigPnd:") & bit != 0;
+    if pending && !closing && mask(b"SigBlk:") & bit != 0 {
         Answer::Blocking
     } else {
-        Answer::Yes
+        Answer::Yes { asked: pending }
     }
 }
 
@@ -268,8 +293,12 @@ extern "C" fn close_on_signal(_signal: libc::c_int) {
     unsafe {
         let saved = *libc::__errno_location();
         let ts = gate::current();
-        if !ts.is_null() && (*ts).close() {
-            close_suspended(ts);
+        if !ts.is_null() {
+            (*ts).closing.store(true, Release);
+            if (*ts).close() {
+                close_suspended(ts);
+            }
+            (*ts).closing.store(false, Release);
         }
         *libc::__errno_location() = saved;
     }
