@@ -41,6 +41,18 @@ fn build(work: &Work, tool: &str, file: &str, name: &str, flags: &[&str]) -> Pat
     out
 }
 
+/// Builds `tests/c/reliability/<file>` with `KAGE_TOOL=tool` at -O2 as a shared library
+/// (and `flags`) into `<scratch>/<name>`.
+fn shared_library(work: &Work, tool: &str, file: &str, name: &str, flags: &[&str]) -> PathBuf {
+    let out = work.path(name);
+    let src = source(file);
+    let mut args = vec!["-O2", "-shared", "-fPIC", src.as_str()];
+    args.extend_from_slice(flags);
+    args.extend(["-o", out.to_str().unwrap()]);
+    cc(work, tool, &args);
+    out
+}
+
 fn source(name: &str) -> String {
     c_dir()
         .join("reliability")
@@ -117,21 +129,14 @@ fn lazily_bound_and_dlopened_libraries_work_for_every_tool() {
     let lazy = "-Wl,-z,lazy";
     let expected = "52226752512000.0\n";
     for tool in BUILDS {
-        let lib = work.path(&format!("libbig_{tool}.so"));
-        let lib_s = lib.to_str().unwrap();
-        cc(
+        let lib = shared_library(
             &work,
             tool,
-            &[
-                "-O2",
-                "-shared",
-                "-fPIC",
-                lazy,
-                &source("biglib.c"),
-                "-o",
-                lib_s,
-            ],
+            "biglib.c",
+            &format!("libbig_{tool}.so"),
+            &[lazy],
         );
+        let lib_s = lib.to_str().unwrap();
         let linked = work.path(&format!("linked_{tool}"));
         let dir = work.dir.path().to_str().unwrap().to_owned();
         cc(
@@ -185,20 +190,14 @@ fn an_unloaded_library_keeps_its_counts_and_a_reloaded_one_counts_anew() {
     const N: u64 = 1000;
     let work = Work::new();
     for tool in BUILDS {
-        let lib = work.path(&format!("libunloaded_{tool}.so"));
-        let lib_s = lib.to_str().unwrap();
-        cc(
+        let lib = shared_library(
             &work,
             tool,
-            &[
-                "-O2",
-                "-shared",
-                "-fPIC",
-                &source("unloaded.c"),
-                "-o",
-                lib_s,
-            ],
+            "unloaded.c",
+            &format!("libunloaded_{tool}.so"),
+            &[],
         );
+        let lib_s = lib.to_str().unwrap();
         let exe = build(
             &work,
             tool,
