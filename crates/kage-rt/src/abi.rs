@@ -71,7 +71,8 @@ pub unsafe extern "C" fn __kage_register_module(m: *mut Module) {
 }
 
 /// Module `m` is being unloaded (its destructor): the runtime keeps copies of what it still
-/// needs of the table ([`registry::unregister`]).
+/// needs of the table ([`registry::unregister`]). Nothing is done once the analysis
+/// finished: the program's end runs every module's destructor, after the report.
 ///
 /// # Safety
 /// `m` is null or points to a `struct kage_module` laid out as in `docs/abi.md`, still

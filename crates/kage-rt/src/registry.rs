@@ -207,8 +207,7 @@ pub fn register_announced() {
 /// the runtime moves what it still reads after the module's code is gone (the report's
 /// counts are found through the table: the module's header and region entries) to copies
 /// of its own, and forgets that the table's address was announced: a module loaded there
-/// later is another, registered anew. Nothing is done once the analysis finished (the
-/// program's end runs every destructor, after the report).
+/// later is another, registered anew.
 ///
 /// # Safety
 /// `m` points to a registered or announced `struct kage_module`, still mapped.
