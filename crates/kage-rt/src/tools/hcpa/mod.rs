@@ -165,17 +165,6 @@ pub struct HcpaThread {
     engine: Engine,
     /// The heap bytes last added to the tool's sum.
     heap: u64,
-    /// Per analysed level, outermost first: its region's record and the open-instance count
-    /// of its source region, found at its enter for its exit (a region event is the
-    /// commonest call of loop-heavy code: each iteration is one).
-    level_records: Vec<LevelRecords>,
-}
-
-/// What an analysed level's exit folds its statistics into.
-#[derive(Clone, Copy)]
-struct LevelRecords {
-    record: Option<&'static Record>,
-    open: Option<&'static AtomicU64>,
 }
 
 pub fn make() -> &'static dyn Tool {
@@ -385,7 +374,6 @@ impl Tool for HcpaTool {
             s,
             engine,
             heap,
-            level_records: Vec::with_capacity(64),
         })
     }
 
@@ -502,14 +490,13 @@ impl HcpaThread {
         self.sync_heap();
     }
 
-    /// An analysed instance's exit, into its region's record and the thread's totals
-    /// (`at`: what its enter found).
-    fn fold(&self, st: &InstanceStats, at: LevelRecords) {
+    /// An analysed instance's exit, into its region's record and the thread's totals.
+    fn fold(&self, st: &InstanceStats) {
         if st.depth == 0 {
             bump(&self.s.work, st.work);
             bump(&self.s.critical_path, st.critical_path);
         }
-        let Some(rec) = at.record else {
+        let Some(rec) = self.record(st.region) else {
             return;
         };
         bump(&rec[ALL_INSTANCES], 1);
@@ -521,7 +508,7 @@ impl HcpaThread {
         // Not nested in another instance of its source region (recursion, also through
         // the compiler's copies of it, counts once: the copies' sums in the source view
         // count every instance once).
-        let open = at.open.map_or(0, |open| {
+        let open = self.open_count(st.region).map_or(0, |open| {
             let left = open.load(Relaxed).saturating_sub(1);
             open.store(left, Relaxed);
             left
@@ -548,18 +535,13 @@ impl ThreadTool for HcpaThread {
         };
         trace::event!("enter {region}");
         if self.engine.enter(region, kind) {
-            let open = self.open_count(region);
-            if let Some(open) = open {
+            if let Some(open) = self.open_count(region) {
                 bump(open, 1);
             }
-            self.level_records.push(LevelRecords {
-                record: self.record(region),
-                open,
-            });
         } else {
             bump(&self.s.skipped, 1);
         }
-        // The shadow's heap grows with stores and shrinks at exits, where it is published.
+        self.sync_heap();
     }
 
     fn exit(&mut self, region: u32) {
@@ -571,11 +553,7 @@ impl ThreadTool for HcpaThread {
         }
         trace::event!("exit {region}");
         if let Some(st) = self.engine.exit() {
-            let at = self.level_records.pop().unwrap_or(LevelRecords {
-                record: None,
-                open: None,
-            });
-            self.fold(&st, at);
+            self.fold(&st);
         }
         self.sync_heap();
     }
