@@ -107,10 +107,11 @@ const CLOSE_RETRY_MS: u32 = 2;
 const CLOSE_GIVE_UP_ROUNDS: u32 = 10;
 
 /// The program ends (the analysis is finished: no thread's events are taken any more) while
-/// other threads may still run with regions open: asks each of them, once, by
-/// [`close_signal`], to close its own state (its regions exited on it, as the threading
-/// contract of the tools wants), and waits until all have, or until [`CLOSE_PATIENCE_MS`]
-/// passed. A thread that blocks the signal (it stays pending: worker threads of a pool often
+/// other threads may still run with regions open: asks each of them, by [`close_signal`],
+/// to close its own state (its regions exited on it, as the threading contract of the tools
+/// wants; asked again while the signal neither waits for it nor is being handled: a thread
+/// inside the runtime when it came could not close then), and waits until all have, or
+/// until [`CLOSE_PATIENCE_MS`] passed. A thread that blocks the signal (it stays pending: worker threads of a pool often
 /// block every signal) or is stopped cannot answer: once only such threads have been left
 /// for [`CLOSE_GIVE_UP_ROUNDS`] rounds, the wait ends. Returns the threads left open, by
 /// why (all 0: every thread is closed).
@@ -151,13 +152,10 @@ pub fn close_others() -> UnclosedThreads {
         for &t in &open[..n] {
             let ts = unsafe { &*(t as *const ThreadState) };
             let closing = ts.closing.load(Acquire);
-            let answer = can_answer(ts.tid, closing);
-            match answer {
+            match can_answer(ts.tid, closing) {
                 Answer::Blocking => left.blocking += 1,
                 Answer::Stopped => left.stopped += 1,
                 Answer::Yes { asked: false } if !closing => {
-                    // Asked again each round it is not under way: a thread inside the
-                    // runtime when the signal came could not close then.
                     // tgkill: a thread that ended meanwhile is an error (ESRCH), never
                     // another's signal.
                     unsafe { libc::syscall(libc::SYS_tgkill, pid, ts.tid, close_signal()) };
@@ -199,16 +197,18 @@ enum Answer {
 /// signal meanwhile). `Yes` when the status cannot be read (a thread that ended meanwhile).
 /// Async-signal-safe: a buffer on the stack, `open` and `read`.
 fn can_answer(tid: libc::pid_t, closing: bool) -> Answer {
+    // "/proc/self/task/<tid>/status" and its NUL, on the stack.
     let mut path = [0u8; 64];
+    let mut number = itoa::Buffer::new();
+    let parts: [&[u8]; 3] = [
+        b"/proc/self/task/",
+        number.format(tid).as_bytes(),
+        b"/status",
+    ];
     let mut len = 0;
-    for &b in b"/proc/self/task/" {
-        path[len] = b;
-        len += 1;
-    }
-    len += write_decimal(&mut path[len..], tid.max(0) as u32);
-    for &b in b"/status" {
-        path[len] = b;
-        len += 1;
+    for part in parts {
+        path[len..len + part.len()].copy_from_slice(part);
+        len += part.len();
     }
     let mut status = [0u8; 4096];
     let read = unsafe {
@@ -256,25 +256,6 @@ fn field<'a>(status: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
         .take_while(|&&b| b == b' ' || b == b'\t')
         .count();
     Some(&value[blanks..])
-}
-
-/// Writes `n` in decimal at the start of `out`; returns how many digits it wrote.
-fn write_decimal(out: &mut [u8], n: u32) -> usize {
-    let mut digits = [0u8; 10];
-    let mut count = 0;
-    let mut rest = n;
-    loop {
-        digits[count] = b'0' + (rest % 10) as u8;
-        count += 1;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    for k in 0..count {
-        out[k] = digits[count - 1 - k];
-    }
-    count
 }
 
 fn install_close_handler() {
