@@ -31,10 +31,10 @@ pub(crate) fn page_start(report: &Report, page: &PageStart) -> String {
         page.heading,
         escape(&report.program),
     );
-    for cause in super::incomplete_causes(report, page.incomplete) {
+    for cause in super::Incomplete::of(report) {
         out.push_str(&format!(
             "<p class=\"warning\">The report is incomplete: {}.</p>\n",
-            escape(&cause)
+            escape(&cause.explain(page.incomplete))
         ));
     }
     out

@@ -33,8 +33,8 @@ pub use text::{summary, text};
 pub use working_set::{display_rows, DisplayRow, MAX_CHART_ROWS};
 
 use crate::model::{
-    ProgramEnd, Region, RegionKind, Report, COUNT_TOOL, DEPENDENCES_TOOL, FOOTPRINT_TOOL,
-    HCPA_TOOL, INTERPOLATE_TOOL, LOOPS_TOOL, SELECT_TOOL, WORKING_SET_TOOL,
+    ProgramEnd, Region, RegionKind, Report, UnclosedThreads, COUNT_TOOL, DEPENDENCES_TOOL,
+    FOOTPRINT_TOOL, HCPA_TOOL, INTERPOLATE_TOOL, LOOPS_TOOL, SELECT_TOOL, WORKING_SET_TOOL,
 };
 use std::fmt;
 
@@ -222,36 +222,69 @@ pub(crate) fn common_facts(report: &Report) -> Vec<(String, String)> {
     facts
 }
 
-/// Why an incomplete report is incomplete, one phrase per cause, to follow "the report is
-/// incomplete: " (empty when it is complete). `missed` says what a report written from a
-/// fatal signal handler may miss, in the view's terms ("accesses of regions that other
-/// threads had open at that moment may be missing").
-pub(crate) fn incomplete_causes(report: &Report, missed: &str) -> Vec<String> {
-    if report.complete {
-        return Vec::new();
+/// Why a report is incomplete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Incomplete {
+    /// It was written from a fatal signal handler.
+    FatalSignal,
+    /// Threads still running at the end kept their regions open.
+    Threads(UnclosedThreads),
+    /// A signal handler left the runtime by `siglongjmp`, or (a report of an earlier
+    /// version, which does not name them) threads kept their regions open.
+    Unnamed,
+}
+
+impl Incomplete {
+    /// Every cause of `report`'s incompleteness (none when it is complete).
+    pub(crate) fn of(report: &Report) -> Vec<Incomplete> {
+        if report.complete {
+            return Vec::new();
+        }
+        let mut causes = Vec::new();
+        if matches!(report.end, ProgramEnd::Signal { .. }) {
+            causes.push(Incomplete::FatalSignal);
+        }
+        if let Some(unclosed) = report.unclosed_threads.filter(|u| u.total() > 0) {
+            causes.push(Incomplete::Threads(unclosed));
+        }
+        if causes.is_empty() {
+            causes.push(Incomplete::Unnamed);
+        }
+        causes
     }
-    let mut causes = Vec::new();
-    if matches!(report.end, ProgramEnd::Signal { .. }) {
-        causes.push(format!(
-            "it was written from a fatal signal handler, so {missed}"
-        ));
-    }
-    if let Some(unclosed) = report.unclosed_threads.filter(|u| u.total() > 0) {
-        causes.push(format!(
-            "threads still running when the program ended kept their regions open ({}): what \
-             those regions did is missing",
-            unclosed.describe()
-        ));
-    }
-    if causes.is_empty() {
-        // A report of an earlier version does not name the threads left open.
-        causes.push(
-            "a signal handler left the runtime by siglongjmp (after a fault inside it), or \
-             threads still running when the program ended kept their regions open"
+
+    /// The cause in full, to follow "the report is incomplete: "; `missed` says what a
+    /// report written from a fatal signal handler may miss, in the view's terms.
+    pub(crate) fn explain(self, missed: &str) -> String {
+        match self {
+            Incomplete::FatalSignal => {
+                format!("it was written from a fatal signal handler, so {missed}")
+            }
+            Incomplete::Threads(unclosed) => format!(
+                "threads still running when the program ended kept their regions open ({}): \
+                 what those regions did is missing",
+                unclosed.describe()
+            ),
+            Incomplete::Unnamed => "a signal handler left the runtime by siglongjmp (after a \
+                                    fault inside it), or threads still running when the \
+                                    program ended kept their regions open"
                 .into(),
-        );
+        }
     }
-    causes
+
+    /// The cause in a few words, for a summary line.
+    pub(crate) fn brief(self) -> String {
+        match self {
+            Incomplete::FatalSignal => "written from a fatal signal handler".into(),
+            Incomplete::Threads(unclosed) => {
+                format!("regions left open by {}", unclosed.describe())
+            }
+            Incomplete::Unnamed => {
+                "a signal handler left the runtime by siglongjmp, or threads kept regions open"
+                    .into()
+            }
+        }
+    }
 }
 
 /// How the program ended, in words: "exited with status 0", "killed by signal 11 (SIGSEGV)".

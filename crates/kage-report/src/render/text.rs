@@ -6,7 +6,7 @@
 
 use super::table::{Align, Table};
 use super::tree::{tree_label, RegionTree};
-use super::{common_facts, describe_end, incomplete_causes, tool_view, FileNames, SUMMARY, TEXT};
+use super::{common_facts, describe_end, tool_view, FileNames, Incomplete, SUMMARY, TEXT};
 use crate::model::{ProgramEnd, Report};
 use serde_json::Value;
 use std::fmt::Write;
@@ -68,11 +68,11 @@ pub(crate) fn header(report: &Report, extra: &[(String, String)], out: &mut Stri
     let mut rendered = String::new();
     fields.render("", &mut rendered);
     out.extend(rendered.lines().skip(1).map(|l| format!("{l}\n")));
-    for cause in incomplete_causes(
-        report,
-        "accesses of regions that other threads had open at that moment may be missing",
-    ) {
-        out.push_str(&format!("warning: the report is incomplete: {cause}\n"));
+    for cause in Incomplete::of(report) {
+        let text = cause.explain(
+            "accesses of regions that other threads had open at that moment may be missing",
+        );
+        out.push_str(&format!("warning: the report is incomplete: {text}\n"));
     }
 }
 
@@ -136,17 +136,10 @@ pub fn summary(report: &Report, report_path: &str, top: usize) -> String {
         report.pid,
         describe_end(&report.end)
     );
-    if !report.complete {
-        let why = if matches!(report.end, ProgramEnd::Signal { .. }) {
-            "written from a fatal signal handler".to_string()
-        } else if let Some(unclosed) = report.unclosed_threads.filter(|u| u.total() > 0) {
-            format!("regions left open by {}", unclosed.describe())
-        } else {
-            "a signal handler left the runtime by siglongjmp, or threads kept regions open"
-                .to_string()
-        };
+    if let Some(cause) = Incomplete::of(report).first() {
         out.push_str(&format!(
-            "kage: warning: the report is incomplete ({why})\n"
+            "kage: warning: the report is incomplete ({})\n",
+            cause.brief()
         ));
     }
     match tool_view(SUMMARY, &report.tool)
