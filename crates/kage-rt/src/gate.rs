@@ -15,7 +15,7 @@ use crate::tool::ThreadTool;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr::null;
 use std::sync::atomic::{
-    compiler_fence, AtomicBool, AtomicU32,
+    compiler_fence, AtomicBool, AtomicI32, AtomicU32,
     Ordering::{Acquire, Relaxed, Release, SeqCst},
 };
 
@@ -46,8 +46,9 @@ pub struct ThreadState {
     pub busy: Cell<u8>,
     pub stack: UnsafeCell<RegionStack>,
     pub tool: UnsafeCell<Box<dyn ThreadTool>>,
-    /// The kernel's id of the thread, to signal it (`thread::close_others`).
-    pub tid: libc::pid_t,
+    /// The kernel's id of the thread, to signal it (`thread::close_others`): it changes
+    /// when a new thread takes over the state of one that ended (`thread::current_or_create`).
+    pub tid: AtomicI32,
     /// A coroutine's context on that thread (`contexts`), not the thread itself.
     pub context: bool,
     /// Every region of the thread has been exited and its tool told that it ended: set by
@@ -100,6 +101,21 @@ pub unsafe fn leave_runtime(state: &ThreadState) {
 }
 
 impl ThreadState {
+    /// The state of the calling thread (a coroutine's context on it when `context`), with
+    /// the tool part `tool`, before its first event.
+    pub fn new(tool: Box<dyn ThreadTool>, context: bool) -> Self {
+        ThreadState {
+            busy: Cell::new(0),
+            stack: UnsafeCell::new(RegionStack::new()),
+            tool: UnsafeCell::new(tool),
+            // SAFETY: gettid has no preconditions.
+            tid: AtomicI32::new(unsafe { libc::gettid() }),
+            context,
+            closed: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+        }
+    }
+
     /// Runs `f` with exclusive access to the stack and tool, marking the thread as inside
     /// the runtime so nested events (signal handlers) are ignored. Returns `None` when the
     /// thread is busy. The thread's innermost region is published after (`inline`).

@@ -570,15 +570,8 @@ mod tests {
     /// One test: the handlers and the thread's state are process-wide.
     #[test]
     fn handlers_wait_while_the_runtime_is_busy_and_the_program_sees_its_own() {
-        let ts: &'static ThreadState = Box::leak(Box::new(ThreadState {
-            busy: Cell::new(0),
-            stack: UnsafeCell::new(RegionStack::new()),
-            tool: UnsafeCell::new(Box::new(Quiet)),
-            tid: unsafe { libc::gettid() },
-            context: false,
-            closed: AtomicBool::new(false),
-            closing: AtomicBool::new(false),
-        }));
+        let ts: &'static ThreadState =
+            Box::leak(Box::new(ThreadState::new(Box::new(Quiet), false)));
         gate::set_current(ts);
         set_busy_check(gate::runtime_busy);
         unsafe {

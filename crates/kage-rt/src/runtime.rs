@@ -301,7 +301,7 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
     let Some(threads) = THREADS.try_lock_for(spins) else {
         return;
     };
-    let nthreads = thread::count(&threads) as u32;
+    let nthreads = threads.started() as u32;
     let results = rt.tool.finish(regions.len());
     drop(threads);
     let pid = PID.load(Relaxed);
@@ -409,7 +409,7 @@ unsafe extern "C" fn fork_child() {
     PID.store(std::process::id(), Relaxed);
     // Only the forking thread exists in the child; the report covers what it does from now.
     let me = gate::current();
-    THREADS.lock().retain(|&t| t == me as usize);
+    THREADS.lock().fork_child(me);
     if let Some(rt) = RT.get() {
         rt.tool.fork_child();
         if !me.is_null() {

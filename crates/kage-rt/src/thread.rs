@@ -1,34 +1,101 @@
 //! The threads: every thread's state ([`gate::ThreadState`]) is allocated on its first
 //! event, registered in a global list and never freed; a pthread key destructor exits the
-//! thread's open regions when it ends.
+//! thread's open regions when it ends, and a thread that starts later takes the state over
+//! (with its tool part and the statistics it holds), so that a program that starts
+//! threads again and again holds as many states as it ever had threads at once.
 //!
 //! Below the runtime: it is given what it needs (the tool, the pthread key).
 
 use crate::gate::{self, ThreadState};
-use crate::stack::RegionStack;
 use crate::sync::SpinLock;
 use crate::tool::{ThreadTool, Tool};
 use kage_report::UnclosedThreads;
-use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{
-    AtomicBool,
-    Ordering::{Acquire, Release},
-};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::OnceLock;
 
-/// Every thread state of this process (pointers to leaked states).
-pub static THREADS: SpinLock<Vec<usize>> = SpinLock::new(Vec::new());
+/// Every thread state of this process.
+pub static THREADS: SpinLock<Threads> = SpinLock::new(Threads::new());
 
-/// The calling thread's state, created on its first event with `tool`'s per-thread part;
-/// `key` is the pthread key whose destructor ([`thread_end`]) ends it.
+/// The states, by address (leaked: never freed).
+pub struct Threads {
+    /// Every state: running threads', ended threads' (also in `ended`) and coroutine
+    /// contexts'.
+    states: Vec<usize>,
+    /// States of ended threads that a new thread can take over, most recent last.
+    ended: Vec<usize>,
+    /// Threads that ran instrumented code (contexts are not threads).
+    started: usize,
+}
+
+impl Threads {
+    const fn new() -> Self {
+        Threads {
+            states: Vec::new(),
+            ended: Vec::new(),
+            started: 0,
+        }
+    }
+
+    /// Every state.
+    pub fn states(&self) -> &[usize] {
+        &self.states
+    }
+
+    /// Number of threads that ran instrumented code.
+    pub fn started(&self) -> usize {
+        self.started
+    }
+
+    /// In a forked child: only `survivor` (the forking thread's state, or null) is left.
+    /// The ended threads' states go too: their parts hold the parent's statistics, which
+    /// the tool retires (`Tool::fork_child`).
+    pub fn fork_child(&mut self, survivor: *const ThreadState) {
+        self.states.retain(|&t| t == survivor as usize);
+        self.ended.clear();
+        self.started = (self.states.iter())
+            .filter(|&&t| !unsafe { &*(t as *const ThreadState) }.context)
+            .count();
+    }
+}
+
+/// The calling thread's state, created on its first event with `tool`'s per-thread part,
+/// or taken over from a thread that ended; `key` is the pthread key whose destructor
+/// ([`thread_end`]) ends it.
 pub fn current_or_create(tool: &'static dyn Tool, key: libc::pthread_key_t) -> *const ThreadState {
     let p = gate::current();
     if !p.is_null() {
         return p;
     }
-    let ts = listed_state(|| tool.new_thread(), false);
+    let ts = match take_over_ended() {
+        Some(ts) => ts,
+        None => listed_state(|| tool.new_thread(), false),
+    };
     gate::set_current(ts);
     unsafe { libc::pthread_setspecific(key, ts as *const ThreadState as *const libc::c_void) };
     ts
+}
+
+/// A state whose thread ended, made the calling thread's: its tool part adopts the thread
+/// ([`ThreadTool::adopt`]). None when there is none, or the tool's parts cannot be taken
+/// over.
+fn take_over_ended() -> Option<&'static ThreadState> {
+    let mut threads = THREADS.lock();
+    let t = *threads.ended.last()?;
+    // SAFETY: listed states are leaked; an ended one is no thread's (its thread marked it
+    // dead and stopped pointing at it before listing it).
+    let ts = unsafe { &*(t as *const ThreadState) };
+    // SAFETY: as above; no other thread uses its part (the report writer reads only the
+    // tool's atomics).
+    if !unsafe { (*ts.tool.get()).adopt() } {
+        return None;
+    }
+    threads.ended.pop();
+    threads.started += 1;
+    ts.tid.store(unsafe { libc::gettid() }, Relaxed);
+    ts.closing.store(false, Relaxed);
+    ts.closed.store(false, Release);
+    ts.busy.set(0);
+    Some(ts)
 }
 
 /// A new state for a coroutine's context that starts running on the calling thread
@@ -42,18 +109,37 @@ pub fn new_context(tool: &'static dyn Tool) -> &'static ThreadState {
 /// runtime's fork handlers).
 fn listed_state(part: impl FnOnce() -> Box<dyn ThreadTool>, context: bool) -> &'static ThreadState {
     let mut threads = THREADS.lock();
-    let part = part();
-    let ts: &'static ThreadState = Box::leak(Box::new(ThreadState {
-        busy: Cell::new(0),
-        stack: UnsafeCell::new(RegionStack::new()),
-        tool: UnsafeCell::new(part),
-        tid: unsafe { libc::gettid() },
-        context,
-        closed: AtomicBool::new(false),
-        closing: AtomicBool::new(false),
-    }));
-    threads.push(ts as *const _ as usize);
+    let ts: &'static ThreadState = Box::leak(Box::new(ThreadState::new(part(), context)));
+    threads.states.push(ts as *const _ as usize);
+    if !context {
+        threads.started += 1;
+    }
     ts
+}
+
+/// What an ended thread's last events find (its thread-local state pointer, once its own
+/// state may belong to another thread): a state that takes no event.
+fn ended_state() -> &'static ThreadState {
+    static ENDED: OnceLock<usize> = OnceLock::new();
+    let t = *ENDED.get_or_init(|| {
+        let ts = ThreadState::new(Box::new(Ended), false);
+        ts.busy.set(gate::DEAD);
+        ts.closed.store(true, Relaxed);
+        Box::leak(Box::new(ts)) as *const ThreadState as usize
+    });
+    // SAFETY: leaked above, never written after (its `busy` stays DEAD: no event runs).
+    unsafe { &*(t as *const ThreadState) }
+}
+
+/// The tool part of [`ended_state`]: it is never called (the state is dead).
+struct Ended;
+
+impl ThreadTool for Ended {
+    fn enter(&mut self, _region: u32) {}
+    fn exit(&mut self, _region: u32) {}
+    fn access(&mut self, _addr: usize, _size: u64, _write: bool) {}
+    fn reset(&mut self) {}
+    fn fork_survivor(&mut self) {}
 }
 
 /// Closes the calling thread's states other than `current`: the coroutine contexts it
@@ -65,10 +151,10 @@ fn listed_state(part: impl FnOnce() -> Box<dyn ThreadTool>, context: bool) -> &'
 pub unsafe fn close_suspended(current: *const ThreadState) {
     let tid = libc::gettid();
     let mine: Vec<usize> = match THREADS.try_lock_for(1 << 20) {
-        Some(threads) => (threads.iter().copied())
+        Some(threads) => (threads.states.iter().copied())
             .filter(|&t| {
                 let ts = &*(t as *const ThreadState);
-                t != current as usize && ts.tid == tid
+                t != current as usize && ts.tid.load(Relaxed) == tid && !ts.closed.load(Acquire)
             })
             .collect(),
         None => return,
@@ -78,7 +164,9 @@ pub unsafe fn close_suspended(current: *const ThreadState) {
     }
 }
 
-/// pthread key destructor: the thread ends.
+/// pthread key destructor: the thread ends. Its state, closed, waits for a thread that
+/// starts later to take it over; its last events (other keys' destructors) find a dead
+/// state.
 ///
 /// # Safety
 /// Called by libc with the pointer stored by [`current_or_create`], on the ending thread.
@@ -88,9 +176,15 @@ pub unsafe extern "C" fn thread_end(p: *mut libc::c_void) {
     if !current.is_null() && !std::ptr::eq(current, ts) {
         (*current).close();
     }
-    ts.close();
+    let closed = ts.close();
     close_suspended(ts);
     ts.busy.set(gate::DEAD);
+    gate::set_current(ended_state());
+    if closed && !ts.context {
+        if let Some(mut threads) = THREADS.try_lock_for(1 << 20) {
+            threads.ended.push(ts as *const ThreadState as usize);
+        }
+    }
 }
 
 /// The signal [`close_others`] sends: the last real-time signal, which programs rarely use
@@ -130,10 +224,10 @@ pub fn close_others() -> UnclosedThreads {
         let mut more = false;
         if let Some(threads) = THREADS.try_lock_for(1 << 20) {
             let my_tid = unsafe { libc::gettid() };
-            for &t in threads.iter() {
+            for &t in threads.states.iter() {
                 let ts = unsafe { &*(t as *const ThreadState) };
                 // The caller's own states (it and its coroutines' contexts) are its to close.
-                if t == me as usize || ts.tid == my_tid || ts.closed.load(Acquire) {
+                if t == me as usize || ts.tid.load(Relaxed) == my_tid || ts.closed.load(Acquire) {
                     continue;
                 }
                 if n == open.len() {
@@ -152,13 +246,14 @@ pub fn close_others() -> UnclosedThreads {
         for &t in &open[..n] {
             let ts = unsafe { &*(t as *const ThreadState) };
             let closing = ts.closing.load(Acquire);
-            match can_answer(ts.tid, closing) {
+            let tid = ts.tid.load(Relaxed);
+            match can_answer(tid, closing) {
                 Answer::Blocking => left.blocking += 1,
                 Answer::Stopped => left.stopped += 1,
                 Answer::Yes { asked: false } if !closing => {
                     // tgkill: a thread that ended meanwhile is an error (ESRCH), never
                     // another's signal.
-                    unsafe { libc::syscall(libc::SYS_tgkill, pid, ts.tid, close_signal()) };
+                    unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, close_signal()) };
                     left.unanswered += 1;
                 }
                 Answer::Yes { .. } => left.unanswered += 1,
@@ -283,12 +378,4 @@ extern "C" fn close_on_signal(_signal: libc::c_int) {
         }
         *libc::__errno_location() = saved;
     }
-}
-
-/// Number of threads that ran instrumented code among `states` (the list in [`THREADS`],
-/// held by the caller): coroutine contexts are not threads.
-pub fn count(states: &[usize]) -> usize {
-    (states.iter())
-        .filter(|&&t| !unsafe { &*(t as *const ThreadState) }.context)
-        .count()
 }

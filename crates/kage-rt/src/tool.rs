@@ -118,6 +118,15 @@ pub trait ThreadTool {
     fn fork_survivor(&mut self);
     /// The thread ends; every region has been exited.
     fn thread_exit(&mut self) {}
+    /// The thread this part belonged to has ended (`thread_exit` was called) and a thread
+    /// that starts now, the calling one, takes the part over: it binds itself to the calling
+    /// thread (its thread-locals) and goes on as a new thread's part would, keeping the
+    /// statistics it holds (the report sums every part's, so one part counting for thread
+    /// after thread counts what as many parts would). Called under the runtime's thread list
+    /// lock. False when the part cannot go on: the thread gets a new part.
+    fn adopt(&mut self) -> bool {
+        false
+    }
     /// The program ends on this thread (`exit`, `main` returned, a fatal signal) and every
     /// region has been exited; the report is built next and later events are ignored. A
     /// tool frees here what its report does not need, so that the report's memory does not

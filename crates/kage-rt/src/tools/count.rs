@@ -730,7 +730,11 @@ impl CountThread {
         if !other.is_null() {
             // SAFETY: parts' counts are never freed.
             park(unsafe { &*other }, self.cells, s);
-        } else if self.c.acts.load(Relaxed).is_null() {
+        } else if self.c.acts.load(Relaxed).is_null()
+            && ENDED_ACTIVATIONS
+                .get()
+                .is_none_or(|lent| lent.acts.load(Relaxed) != s.acts.load(Relaxed))
+        {
             // The thread's first part, perhaps after code ran counting nowhere (the runtime
             // could not set the thread up then): the activations still open there are its
             // own.
@@ -823,6 +827,31 @@ fn reserve(slot: &ThreadSlot) {
     }
     slot.acts.store(p, Relaxed);
     slot.cap.store(new_cap, Relaxed);
+}
+
+/// The activations [`lend_ended_activations`] lends, once it has.
+static ENDED_ACTIVATIONS: std::sync::OnceLock<ThreadSlot> = std::sync::OnceLock::new();
+
+/// Gives `slot`, the slot of a thread whose part has ended (and gone to the next thread),
+/// activations for the code that runs on the thread still, counting nowhere (other
+/// thread-specific destructors than the runtime's): one array that every ended thread
+/// shares, so that a program that starts threads again and again does not map one for each.
+/// What they write there is never read but by the entry checks of the same code.
+fn lend_ended_activations(slot: &ThreadSlot) {
+    let shared = ENDED_ACTIVATIONS.get_or_init(|| {
+        let shared = ThreadSlot {
+            records: AtomicPtr::new(no_directory()),
+            acts: AtomicPtr::new(std::ptr::null_mut()),
+            top: AtomicU32::new(0),
+            cap: AtomicU32::new(0),
+            owner: AtomicPtr::new(std::ptr::null_mut()),
+        };
+        reserve(&shared);
+        shared
+    });
+    slot.top.store(0, Relaxed);
+    slot.acts.store(shared.acts.load(Relaxed), Relaxed);
+    slot.cap.store(shared.cap.load(Relaxed), Relaxed);
 }
 
 /// The calling thread's `__kage_count_thread`.
@@ -1316,6 +1345,20 @@ impl ThreadTool for CountThread {
             self.slot.top.store(0, Relaxed);
         }
         self.stop_running();
+        if self.slot.owner.load(Relaxed).is_null() {
+            lend_ended_activations(self.slot);
+        }
+    }
+
+    /// The thread's cells and slot become the calling thread's: it runs on them with the
+    /// counts this part saved when it stopped (its records hold no open instance).
+    fn adopt(&mut self) -> bool {
+        // SAFETY: the calling thread's thread-locals, which live as long as it (the part's
+        // new owner).
+        self.cells = unsafe { &*(kage_count_slot() as *const Cells) };
+        self.slot = thread_slot();
+        self.start_running();
+        true
     }
 
     fn suspend(&mut self) {

@@ -304,6 +304,15 @@ impl BufferSlot {
         self.drain(|_, _| {});
     }
 
+    /// After [`close`](Self::close): the calling thread is the new owner, its buffer used
+    /// when `on`.
+    fn adopt(&self, on: bool) {
+        // SAFETY: the calling thread's buffer, which lives as long as the thread.
+        let buffer = unsafe { kage_fp_buffer_slot() };
+        self.buffer.store(buffer, Release);
+        self.set_enabled(on);
+    }
+
     /// Owner only, at its end: nothing is buffered any more.
     fn close(&self) {
         self.clear();
@@ -358,17 +367,15 @@ impl InlineCount {
     }
 
     fn counted(&self, paused: bool) -> u64 {
-        match self.now() {
-            None => self.folded.load(Relaxed),
-            Some(now) => {
-                let upto = if paused {
-                    self.paused_at.load(Relaxed)
-                } else {
-                    now
-                };
-                upto.saturating_sub(self.excluded.load(Relaxed))
-            }
-        }
+        let live = self.now().map_or(0, |now| {
+            let upto = if paused {
+                self.paused_at.load(Relaxed)
+            } else {
+                now
+            };
+            upto.saturating_sub(self.excluded.load(Relaxed))
+        });
+        self.folded.load(Relaxed) + live
     }
 
     /// Accesses turned off (`on` false) or on again.
@@ -385,6 +392,7 @@ impl InlineCount {
 
     /// The owner starts counting from zero.
     fn zero(&self) {
+        self.folded.store(0, Relaxed);
         if let Some(now) = self.now() {
             self.excluded.store(now, Relaxed);
             self.paused_at.store(now, Relaxed);
@@ -395,6 +403,18 @@ impl InlineCount {
     fn fold(&self, paused: bool) {
         self.folded.store(self.counted(paused), Relaxed);
         self.slot.store(std::ptr::null_mut(), Release);
+    }
+
+    /// After [`fold`](Self::fold): the calling thread becomes the owner, its accesses from
+    /// now on added to the count kept.
+    fn adopt(&self) {
+        // SAFETY: returns the address of the calling thread's counter.
+        let slot = unsafe { kage_fp_accesses_slot() };
+        // SAFETY: the slot lives as long as the thread.
+        let now = unsafe { (*slot).load(Relaxed) };
+        self.excluded.store(now, Relaxed);
+        self.paused_at.store(now, Relaxed);
+        self.slot.store(slot, Release);
     }
 }
 
@@ -439,6 +459,9 @@ pub struct FootprintThread {
     /// The heap bytes last added to the tool's sum.
     heap: u64,
     bodies: bool,
+    /// The root level's counters of the threads this part counted for before the current
+    /// one (`adopt`): the part's totals are theirs plus the current shadow's.
+    carried: Touched,
 }
 
 pub fn make() -> &'static dyn Tool {
@@ -486,6 +509,7 @@ impl FootprintTool {
             saved_level_frame: std::ptr::null(),
             heap,
             bodies: settings.bodies,
+            carried: Touched::default(),
         })
     }
 
@@ -721,8 +745,8 @@ impl FootprintThread {
     fn publish_totals(&self) {
         let Some(fp) = self.fp.as_ref() else { return };
         let total = fp.total();
-        self.s.total_locations.store(total.locations, Relaxed);
-        self.s.total_lines.store(total.lines, Relaxed);
+        (self.s.total_locations).store(self.carried.locations + total.locations, Relaxed);
+        (self.s.total_lines).store(self.carried.lines + total.lines, Relaxed);
     }
 
     /// Applies the ranges instrumented code buffered (all in the current innermost
@@ -920,6 +944,7 @@ impl FootprintThread {
 
     /// Statistics and shadow start anew; the open regions stay open, as if entered now.
     fn zero(&mut self) {
+        self.carried = Touched::default();
         self.s.regions.zero();
         for a in [
             &self.s.accesses,
@@ -1050,6 +1075,39 @@ impl ThreadTool for FootprintThread {
         self.saved_level_frame = std::mem::replace(&mut leaf.level_frame, std::ptr::null());
         self.drain();
         self.suspended = true;
+    }
+
+    /// A new thread goes on with this part's statistics: the ended thread's totals are
+    /// carried, the shadow starts empty (each thread's footprints are its own), the inline
+    /// counter, the buffer and the leaf slot are the new thread's.
+    fn adopt(&mut self) -> bool {
+        if !self.s.buffer.owner {
+            return false;
+        }
+        self.carried = Touched {
+            locations: self.s.total_locations.load(Relaxed),
+            lines: self.s.total_lines.load(Relaxed),
+        };
+        let on = self.tool.enabled.load(Relaxed);
+        self.s.inline.adopt();
+        {
+            // As `thread_exit` releases it: under the lock `set_enabled` writes limits under.
+            let _threads = self.tool.threads.lock();
+            self.s.buffer.adopt(on);
+        }
+        // SAFETY: the calling thread's slot, which lives as long as the thread.
+        self.leaf = unsafe { kage_fp_leaf_slot() };
+        self.suspended = false;
+        self.open.clear();
+        self.leaf_side.clear();
+        self.leaf_levels.clear();
+        self.saved_level_frame = std::ptr::null();
+        let fp = Footprint::new(self.config);
+        let heap = fp.heap_bytes() as u64;
+        self.tool.heap_change(self.heap, heap);
+        self.heap = heap;
+        self.fp = Some(fp);
+        true
     }
 
     fn resume(&mut self) {

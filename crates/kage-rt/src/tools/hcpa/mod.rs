@@ -578,6 +578,14 @@ impl ThreadTool for HcpaThread {
         self.sync_heap();
     }
 
+    /// A new thread goes on with this part's statistics, with an engine of its own (each
+    /// thread's times are its own).
+    fn adopt(&mut self) -> bool {
+        self.engine = Engine::new(self.tool.settings().engine);
+        self.sync_heap();
+        true
+    }
+
     fn program_end(&mut self) {
         // The shadow memory (megabytes of VCache and tag tables) holds nothing the report
         // reads: the statistics are in the records.

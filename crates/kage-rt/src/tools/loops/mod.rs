@@ -742,6 +742,12 @@ impl ThreadTool for LoopsThread {
         self.levels.clear();
     }
 
+    /// Its statistics go on; its entries and analyses ended with the thread.
+    fn adopt(&mut self) -> bool {
+        self.thread_exit();
+        true
+    }
+
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }

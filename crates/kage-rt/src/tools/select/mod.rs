@@ -173,6 +173,10 @@ impl ThreadTool for SelectThread {
     fn access(&mut self, _: usize, _: u64, _: bool) {}
     fn reset(&mut self) {}
     fn fork_survivor(&mut self) {}
+    /// The part holds nothing.
+    fn adopt(&mut self) -> bool {
+        true
+    }
 }
 
 pub fn make() -> &'static dyn Tool {

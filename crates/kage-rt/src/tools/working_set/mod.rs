@@ -771,6 +771,12 @@ impl ThreadTool for WsThread {
     fn thread_exit(&mut self) {
         self.tool.flush_thread();
     }
+
+    /// Nothing of the part is the thread's but its region stack (empty once it ended).
+    fn adopt(&mut self) -> bool {
+        self.stack.clear();
+        true
+    }
 }
 
 #[cfg(test)]
