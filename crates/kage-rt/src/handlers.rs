@@ -527,7 +527,6 @@ unsafe fn install_simple(
 mod tests {
     use super::*;
     use crate::gate::{self, ThreadState};
-    use crate::stack::RegionStack;
     use crate::tool::ThreadTool;
     use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize};
 
