@@ -49,9 +49,16 @@ pub struct InlineSite {
 pub struct InlineSites {
     pub sites: Vec<InlineSite>,
     /// By the call's `DILocation` (unique per chain of calls: it names its own
-    /// inlined-at).
-    index: HashMap<LLVMMetadataRef, Site>,
+    /// inlined-at) and the copy ([`Copy`]: 0 for code the optimiser did not duplicate).
+    index: HashMap<(LLVMMetadataRef, u32), Site>,
 }
+
+/// Which copy of an inlined call an instruction is in, where the optimiser laid copies of
+/// the call's code one after another (a loop around the call unrolled whole): the depth of
+/// the copied call in the instruction's chain (0: called from the function itself) and the
+/// copy's number (1, 2, ...; the first copy is the call's own code). Each copy is a call
+/// site of its own: the calls it makes, at deeper levels, too.
+pub type Copy = (usize, u32);
 
 impl InlineSites {
     /// Where `inst`'s code comes from (see [`Location`]), its inlined calls numbered here;
@@ -60,6 +67,18 @@ impl InlineSites {
     /// # Safety
     /// `inst` must be a valid instruction.
     pub unsafe fn location(&mut self, inst: LLVMValueRef) -> Option<Location> {
+        self.location_in_copy(inst, None)
+    }
+
+    /// [`location`](Self::location) for an instruction in copy `copy` of an inlined call.
+    ///
+    /// # Safety
+    /// As for [`location`](Self::location).
+    pub unsafe fn location_in_copy(
+        &mut self,
+        inst: LLVMValueRef,
+        copy: Option<Copy>,
+    ) -> Option<Location> {
         let own = LLVMInstructionGetDebugLoc(inst);
         if own.is_null() {
             return None;
@@ -78,7 +97,11 @@ impl InlineSites {
         for j in 1..levels.len() {
             let call = levels[j - 1];
             let parent = sites.last().copied();
-            let site = match self.index.get(&call) {
+            let key = (
+                call,
+                copy.filter(|&(depth, _)| j > depth).map_or(0, |c| c.1),
+            );
+            let site = match self.index.get(&key) {
                 Some(&site) => site,
                 None => {
                     let site = self.sites.len() as Site;
@@ -89,7 +112,7 @@ impl InlineSites {
                         call_column: LLVMDILocationGetColumn(call),
                         parent,
                     });
-                    self.index.insert(call, site);
+                    self.index.insert(key, site);
                     site
                 }
             };

@@ -2,19 +2,176 @@
 //! its region entries, its memory accesses, and where control enters and leaves it (the
 //! places the region hooks go). Every tool instruments from a [`FunctionPlan`].
 
+use std::collections::HashMap;
+
 use llvm_sys::core::*;
+use llvm_sys::debuginfo::{
+    LLVMDILocationGetColumn, LLVMDILocationGetLine, LLVMInstructionGetDebugLoc,
+};
 use llvm_sys::prelude::LLVMValueRef;
 use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
 use llvm_sys::LLVMOpcode;
 
 use crate::access::{classify_access, Access};
-use crate::debuginfo::{self, InlineSites};
+use crate::debuginfo::{self, Copy, InlineSites};
 use crate::hoist;
 use crate::ir::{self, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
 use crate::region_tree::{self, Location, RegionTree};
 use crate::regions::{self, CallSite, FunctionIdentity, FunctionSlots, InlinedCall, RegionEntry};
 use crate::segments;
+
+/// A measured instruction of a block, as [`split_where_inlined_calls_change`] reads it.
+struct Measured {
+    /// Its index in the block's instructions (phis and terminator left out).
+    at: usize,
+    chain: Vec<region_tree::Site>,
+    /// Its own source position and opcode: what makes copies of code recognisable.
+    key: (u32, u32, LLVMOpcode),
+    call: bool,
+}
+
+/// Splits `func`'s blocks where the chain of inlined calls of their measured instructions
+/// changes, so that each block is measured in one chain: a block's region is one chain
+/// (`region_tree::block_chains`), and small functions inlined one after another in straight
+/// code (`get(a, 1) + get(a, 9)`) would otherwise fall into one region, their caller's or
+/// one of theirs. A block is cut before the first measured instruction of a new chain, or
+/// before the instructions of that chain that lead to it (its address, its arguments).
+///
+/// Copies of one inlined call laid one after another in a block (a loop around the call
+/// unrolled whole) have one chain: they are found as a run of measured instructions of
+/// that call that repeats itself, source position by position, at least twice (a repeated
+/// unit with one position and no call is left alone: the accesses one statement was split
+/// into look the same), cut apart, and returned: each measured instruction of the second
+/// copy on, with its [`Copy`].
+///
+/// # Safety
+/// `func` must be a function with a body in a valid module, not yet instrumented.
+unsafe fn split_where_inlined_calls_change(
+    func: LLVMValueRef,
+    data_layout: LLVMTargetDataRef,
+) -> HashMap<LLVMValueRef, Copy> {
+    let mut sites = InlineSites::default();
+    let mut copies = HashMap::new();
+    for block in FunctionCfg::new(func).blocks {
+        // Each instruction with its chain, when it has a location.
+        let mut located: Vec<(LLVMValueRef, Option<Vec<region_tree::Site>>)> = Vec::new();
+        let mut measured: Vec<Measured> = Vec::new();
+        for inst in ir::instructions(block) {
+            let op = ir::opcode(inst);
+            if op == LLVMOpcode::LLVMPHI || !LLVMIsATerminatorInst(inst).is_null() {
+                continue;
+            }
+            let chain = sites.location(inst).map(|l| l.sites);
+            located.push((inst, chain.clone()));
+            let call = segments::calls_other_code(inst);
+            if let (Some(chain), true) =
+                (chain, call || classify_access(inst, data_layout).is_some())
+            {
+                let own = LLVMInstructionGetDebugLoc(inst);
+                let key = (LLVMDILocationGetLine(own), LLVMDILocationGetColumn(own), op);
+                measured.push(Measured {
+                    at: located.len() - 1,
+                    chain,
+                    key,
+                    call,
+                });
+            }
+        }
+        // The measured instructions that start a block: where the chain changes, and where
+        // a copy starts.
+        let mut starts: Vec<usize> = (1..measured.len())
+            .filter(|&m| measured[m].chain != measured[m - 1].chain)
+            .collect();
+        let mut copy_of: Vec<Option<Copy>> = vec![None; measured.len()];
+        let deepest = measured.iter().map(|m| m.chain.len()).max().unwrap_or(0);
+        for depth in 0..deepest {
+            let mut first = 0;
+            while first < measured.len() {
+                let Some(call) = measured[first].chain.get(..=depth) else {
+                    first += 1;
+                    continue;
+                };
+                let mut end = first + 1;
+                while end < measured.len() && measured[end].chain.get(..=depth) == Some(call) {
+                    end += 1;
+                }
+                let run = &measured[first..end];
+                if copy_of[first..end].iter().all(Option::is_none) {
+                    if let Some(unit) = repeating_unit(run, depth) {
+                        for (i, m) in (first..end).enumerate() {
+                            let number = (i / unit) as u32;
+                            if number > 0 {
+                                copy_of[m] = Some((depth, number));
+                                if i % unit == 0 {
+                                    starts.push(m);
+                                }
+                            }
+                        }
+                    }
+                }
+                first = end;
+            }
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        for (m, copy) in copy_of.iter().enumerate() {
+            if let Some(copy) = copy {
+                copies.insert(located[measured[m].at].0, *copy);
+            }
+        }
+        // Cut before each start, or before the unmeasured instructions of its chain (or
+        // without a location) that precede it, back to the measured instruction before;
+        // never before an `alloca` (one out of the entry block would be a dynamic one).
+        let last_alloca =
+            (located.iter()).rposition(|&(inst, _)| ir::opcode(inst) == LLVMOpcode::LLVMAlloca);
+        let mut cuts = Vec::with_capacity(starts.len());
+        for &m in &starts {
+            if last_alloca.is_some_and(|a| a >= measured[m].at) {
+                continue;
+            }
+            let chain = &measured[m].chain;
+            let previous = measured[m - 1].at;
+            let mut at = measured[m].at;
+            while at > previous + 1
+                && last_alloca.is_none_or(|a| a < at - 1)
+                && located[at - 1].1.as_ref().is_none_or(|c| c == chain)
+            {
+                at -= 1;
+            }
+            cuts.push(located[at].0);
+        }
+        for inst in cuts {
+            if ir::opcode(inst) != LLVMOpcode::LLVMLandingPad {
+                kage_split_block_before(inst);
+            }
+        }
+    }
+    copies
+}
+
+/// The length of the unit `run` (measured instructions whose chains share their first
+/// `depth + 1` calls) repeats, at least twice, position by position (the same calls below
+/// `depth`, source position and opcode; a last copy may be cut short), when there is one:
+/// a unit of two positions or more, or with a call.
+fn repeating_unit(run: &[Measured], depth: usize) -> Option<usize> {
+    let same =
+        |a: &Measured, b: &Measured| a.key == b.key && a.chain[depth + 1..] == b.chain[depth + 1..];
+    (1..=run.len() / 2).find(|&unit| {
+        (unit..run.len()).all(|i| same(&run[i], &run[i % unit])) && {
+            let unit = &run[..unit];
+            unit.iter().any(|m| m.call)
+                || unit
+                    .iter()
+                    .any(|m| (m.key.0, m.key.1) != (unit[0].key.0, unit[0].key.1))
+        }
+    })
+}
+
+extern "C" {
+    /// Splits the block of `inst` before it (shim.cpp); returns the new block.
+    fn kage_split_block_before(inst: LLVMValueRef) -> llvm_sys::prelude::LLVMBasicBlockRef;
+}
 
 /// Everything the pass will do to one function, decided before mutating it.
 pub struct FunctionPlan {
@@ -46,9 +203,14 @@ impl FunctionPlan {
     /// # Safety
     /// `func` must be a function with a body in a valid module.
     pub unsafe fn new(func: LLVMValueRef, base: u32, inlined_regions: bool) -> Self {
+        let data_layout = LLVMGetModuleDataLayout(LLVMGetGlobalParent(func));
+        let copies = if inlined_regions {
+            split_where_inlined_calls_change(func, data_layout)
+        } else {
+            HashMap::new()
+        };
         let cfg = FunctionCfg::new(func);
         let forest = find_loops(&cfg.successors, 0);
-        let data_layout = LLVMGetModuleDataLayout(LLVMGetGlobalParent(func));
         let mut sites = InlineSites::default();
         let mut locations = Vec::with_capacity(cfg.blocks.len());
         // Each block's located accesses and calls: what decides its chain (see below).
@@ -70,7 +232,7 @@ impl FunctionPlan {
                 }
             }
             for inst in ir::instructions(block) {
-                let location = sites.location(inst);
+                let location = sites.location_in_copy(inst, copies.get(&inst).copied());
                 if !LLVMIsATerminatorInst(inst).is_null() {
                     terminator_chains[b] = location.as_ref().map(|l| l.sites.clone());
                 }

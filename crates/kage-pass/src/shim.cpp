@@ -152,6 +152,13 @@ extern "C" LLVMBasicBlockRef kage_split_critical_edge(LLVMBasicBlockRef From,
   return nullptr;
 }
 
+// Splits Inst's block before Inst: Inst and what follows it go to a new block, which the
+// old one branches to (its successors' phis are updated). Returns the new block.
+extern "C" LLVMBasicBlockRef kage_split_block_before(LLVMValueRef Inst) {
+  auto *I = llvm::cast<llvm::Instruction>(llvm::unwrap(Inst));
+  return llvm::wrap(I->getParent()->splitBasicBlock(I));
+}
+
 // Demotes an instruction's value to a stack slot (loads before its uses, a store after it);
 // a PHI to stores in its predecessors and a load in its block. Returns the slot, or null
 // when the instruction cannot be demoted (a token, or used by a PHI in an EH pad block).

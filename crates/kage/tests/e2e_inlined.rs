@@ -503,6 +503,47 @@ fn an_inlined_callee_that_only_computes_takes_none_of_its_callers_accesses() {
     }
 }
 
+/// Calls inlined side by side in one block (`tests/c/inlined/straight.c`): small functions
+/// inlined one after another in straight code, one of them twice inside another, and the
+/// copies of a call in a loop of four unrolled whole. At -O2 and -O3 each used to fall into
+/// one region with its neighbours (a block had one region: `get` and `pair` had none and
+/// their loads were main's, the four unrolled calls of `bump` were one instance). Every
+/// call is an instance of its source function, with its own data accesses, as at -O0
+/// (where its locals come on top).
+#[test]
+fn calls_inlined_side_by_side_in_one_block_are_each_an_instance() {
+    // (function, calls, bytes read, bytes written), callees included.
+    let expect = [
+        ("get", 4, 8 * 4, 0),
+        ("pair", 1, 16, 0),
+        ("bump", 4, 4 * 16, 4 * 16),
+        ("note", 4, 4 * 8, 4 * 8),
+    ];
+    for (level, report) in reports("straight.c") {
+        for (name, calls, read, written) in expect {
+            let (instances, counts) = function_totals(&report, name);
+            assert_eq!(instances, calls, "{level}: instances of {name}");
+            if level == "-O0" {
+                assert!(
+                    counts.bytes_read >= read && counts.bytes_written >= written,
+                    "{level}: {name} {counts:?}"
+                );
+            } else {
+                assert_eq!(
+                    (counts.bytes_read, counts.bytes_written),
+                    (read, written),
+                    "{level}: bytes of {name}"
+                );
+            }
+        }
+        // Nothing of theirs is main's own: it reads only table[11] at the end.
+        let main = stats(func(&report, "main"));
+        if level != "-O0" {
+            assert_eq!(main.exclusive.bytes_read, 8, "{level}: main's own reads");
+        }
+    }
+}
+
 /// A callee that only computes, in a loop (`tests/c/inlined/computes.c`): inlined, it is
 /// still a region around its loop, at every level, and the loop is the callee's, at its
 /// own line (it was `main`'s, at the line of the call, when a callee without accesses or
