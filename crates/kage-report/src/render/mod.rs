@@ -341,15 +341,22 @@ pub fn signal_name(signal: i32) -> Option<&'static str> {
         .copied()
 }
 
-/// Shortens source file names for display: the directory every file of the report shares is
-/// dropped (with a single file, only its base name is left), and a name that is still long
-/// keeps only its base name.
+/// Shortens source file names for display: the directory every file of the program's own
+/// shares is dropped (with a single file, only its base name is left), and a name that is
+/// still long keeps only its base name. The system's headers (`/usr/...`: the C library's
+/// inline functions, the C++ library's templates, inlined into the program) are not the
+/// program's: they keep their directory, and do not shorten the common one to `/`.
 pub(crate) struct FileNames {
     common_dir: String,
 }
 
 /// File names longer than this (after dropping the common directory) are cut to their base name.
 const LONG_FILE_NAME: usize = 40;
+
+/// Whether `file` is one of the system's (a header under `/usr`).
+fn is_system_file(file: &str) -> bool {
+    file.starts_with("/usr/")
+}
 
 impl FileNames {
     pub(crate) fn for_report(report: &Report) -> FileNames {
@@ -358,7 +365,9 @@ impl FileNames {
 
     /// For a report's files other than its regions' (the loops tool's nests).
     pub(crate) fn for_files<'a>(files: impl IntoIterator<Item = &'a str>) -> FileNames {
-        let mut files = files.into_iter().filter(|f| !f.is_empty());
+        let files: Vec<&str> = files.into_iter().filter(|f| !f.is_empty()).collect();
+        let own: Vec<&str> = files.iter().copied().filter(|f| !is_system_file(f)).collect();
+        let mut files = if own.is_empty() { files } else { own }.into_iter();
         let Some(first) = files.next() else {
             return FileNames {
                 common_dir: String::new(),
@@ -383,7 +392,11 @@ impl FileNames {
     }
 
     pub(crate) fn show<'a>(&self, file: &'a str) -> &'a str {
-        let short = file.strip_prefix(self.common_dir.as_str()).unwrap_or(file);
+        let short = if is_system_file(file) && !self.common_dir.starts_with("/usr/") {
+            file
+        } else {
+            file.strip_prefix(self.common_dir.as_str()).unwrap_or(file)
+        };
         if short.chars().count() > LONG_FILE_NAME {
             short.rsplit('/').next().unwrap_or(short)
         } else {
@@ -522,5 +535,29 @@ mod tests {
         assert_eq!(percent_label(0.0), "0%");
         assert_eq!(percent_label(0.99999), "99.9%");
         assert_eq!(percent_label(0.0002), "<0.1%");
+    }
+
+    /// The program's files lose the directory they share; a system header inlined into the
+    /// program (`atoi` from stdlib.h at -O2) keeps its own, and does not take the program's
+    /// files back to the root.
+    #[test]
+    fn file_names_drop_the_programs_directory_and_keep_system_headers_whole() {
+        let names = FileNames::for_files([
+            "/work/app/src/main.c",
+            "/work/app/src/util/hash.c",
+            "/usr/include/stdlib.h",
+        ]);
+        assert_eq!(names.show("/work/app/src/main.c"), "main.c");
+        assert_eq!(names.show("/work/app/src/util/hash.c"), "util/hash.c");
+        assert_eq!(names.show("/usr/include/stdlib.h"), "/usr/include/stdlib.h");
+        let long = "/usr/lib/gcc/x86_64-linux-gnu/12/../../../../include/c++/12/bits/stl_algo.h";
+        assert_eq!(names.show(long), "stl_algo.h");
+        // Only system files: they share /usr/include/.
+        let names = FileNames::for_files(["/usr/include/stdlib.h", "/usr/include/string.h"]);
+        assert_eq!(names.show("/usr/include/string.h"), "string.h");
+        // Files of the program's in unrelated places share only the root.
+        let names = FileNames::for_files(["/tmp/a.c", "/home/b.c", "/usr/include/stdio.h"]);
+        assert_eq!(names.show("/tmp/a.c"), "tmp/a.c");
+        assert_eq!(names.show("/usr/include/stdio.h"), "/usr/include/stdio.h");
     }
 }
