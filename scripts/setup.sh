@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Kage needs on a Debian 12 machine that has only Rust, gcc and Python:
 # clang 22 (the real compiler the wrappers run; it matches rustc's LLVM 22), LLVM 22's
-# development files (the pass plugin links libLLVM), lld 22, make, and the build systems the
-# tests drive the wrappers through (cmake, autoconf).
+# development files (the pass plugin links libLLVM), lld 22, LLVM's OpenMP runtime, make, and
+# the build systems the tests drive the wrappers through (cmake, autoconf).
 set -euo pipefail
 
 need=()
@@ -11,13 +11,15 @@ command -v opt-22 >/dev/null 2>&1 && [ -x /usr/lib/llvm-22/bin/llvm-config ] || 
 command -v ld.lld-22 >/dev/null 2>&1 || need+=(lld-22)
 # clang's headers, for the `#pragma kage profile` plugin (crates/kage-pass/pragma).
 [ -f /usr/lib/llvm-22/include/clang/Lex/Pragma.h ] || need+=(libclang-22-dev)
+# OpenMP's runtime and omp.h, for the tests of programs built with -fopenmp.
+[ -f /usr/lib/llvm-22/lib/libomp.so ] || need+=(libomp-22-dev)
 command -v make >/dev/null 2>&1 || need+=(make)
 # Build systems the end-to-end tests drive the wrappers through.
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v autoconf >/dev/null 2>&1 || need+=(autoconf)
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "setup: clang-22, llvm-22-dev, libclang-22-dev, lld-22, make, cmake and autoconf are installed"
+  echo "setup: clang-22, llvm-22-dev, libclang-22-dev, lld-22, libomp-22-dev, make, cmake and autoconf are installed"
 else
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then
