@@ -155,9 +155,12 @@ unsafe fn split_where_inlined_calls_change(
 /// `depth`, source position and opcode; a last copy may be cut short), when there is one:
 /// a unit of two positions or more, or with a call.
 fn repeating_unit(run: &[Measured], depth: usize) -> Option<usize> {
+    // A whole unroll copies small bodies (LLVM's full-unroll threshold is a few hundred
+    // instructions); the bound keeps a long run of one position from a quadratic search.
+    const MAX_UNIT: usize = 256;
     let same =
         |a: &Measured, b: &Measured| a.key == b.key && a.chain[depth + 1..] == b.chain[depth + 1..];
-    (1..=run.len() / 2).find(|&unit| {
+    (1..=(run.len() / 2).min(MAX_UNIT)).find(|&unit| {
         (unit..run.len()).all(|i| same(&run[i], &run[i % unit])) && {
             let unit = &run[..unit];
             unit.iter().any(|m| m.call)

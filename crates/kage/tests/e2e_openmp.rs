@@ -41,7 +41,11 @@ fn run(work: &Work, tool: &str) -> Report {
         "{tool}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), expected_output(), "{tool}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        expected_output(),
+        "{tool}"
+    );
     let report = read_report(&report_path).unwrap();
     assert!(report.complete, "{tool}: incomplete report");
     assert_eq!(report.threads as u64, THREADS, "{tool}: threads");
@@ -79,7 +83,9 @@ fn every_thread_of_a_team_is_counted_exactly() {
     assert_eq!(instances, THREADS * RUNS);
     // The team's loops are named where the source has them: scale's at its pragma, line 13.
     let scale = parallel_loops(&report, "scale");
-    assert!(scale.iter().all(|r| r.file.ends_with("parallel_for.c") && r.line == 13));
+    assert!(scale
+        .iter()
+        .all(|r| r.file.ends_with("parallel_for.c") && r.line == 13));
     // The functions whose calls start the team, inlined into main, are each called 5 times.
     for name in ["scale", "total"] {
         let calls: u64 = (report.regions.iter())

@@ -366,7 +366,11 @@ impl FileNames {
     /// For a report's files other than its regions' (the loops tool's nests).
     pub(crate) fn for_files<'a>(files: impl IntoIterator<Item = &'a str>) -> FileNames {
         let files: Vec<&str> = files.into_iter().filter(|f| !f.is_empty()).collect();
-        let own: Vec<&str> = files.iter().copied().filter(|f| !is_system_file(f)).collect();
+        let own: Vec<&str> = files
+            .iter()
+            .copied()
+            .filter(|f| !is_system_file(f))
+            .collect();
         let mut files = if own.is_empty() { files } else { own }.into_iter();
         let Some(first) = files.next() else {
             return FileNames {
