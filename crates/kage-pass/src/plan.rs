@@ -21,29 +21,38 @@ use crate::region_tree::{self, Location, RegionTree};
 use crate::regions::{self, CallSite, FunctionIdentity, FunctionSlots, InlinedCall, RegionEntry};
 use crate::segments;
 
-/// A measured instruction of a block, as [`split_where_inlined_calls_change`] reads it.
-struct Measured {
-    /// Its index in the block's instructions (phis and terminator left out).
-    at: usize,
-    chain: Vec<region_tree::Site>,
-    /// Its own source position and opcode: what makes copies of code recognisable.
-    key: (u32, u32, LLVMOpcode),
-    call: bool,
+/// What makes a measured instruction recognisable in copies of an inlined call's code: the
+/// inlined calls below the copied one, its own source position and opcode, and the innermost
+/// loop of its block.
+type CopyKey = (Vec<region_tree::Site>, u32, u32, LLVMOpcode, Option<usize>);
+
+/// An inlined call open along the path [`split_where_inlined_calls_change`] walks.
+#[derive(Clone)]
+struct OpenCall {
+    site: region_tree::Site,
+    /// Which copy of the call's code this is (0: the first).
+    copy: u32,
+    /// The measured instructions of this copy so far, in order.
+    seen: Vec<CopyKey>,
 }
 
 /// Splits `func`'s blocks where the chain of inlined calls of their measured instructions
-/// changes, so that each block is measured in one chain: a block's region is one chain
-/// (`region_tree::block_chains`), and small functions inlined one after another in straight
-/// code (`get(a, 1) + get(a, 9)`) would otherwise fall into one region, their caller's or
-/// one of theirs. A block is cut before the first measured instruction of a new chain, or
-/// before the instructions of that chain that lead to it (its address, its arguments).
+/// (memory accesses and calls) changes, so that each block is measured in one chain: a
+/// block's region is one chain (`region_tree::block_chains`), and small functions inlined
+/// one after another in straight code (`get(a, 1) + get(a, 9)`) would otherwise fall into
+/// one region, their caller's or one of theirs. A block is cut before the first measured
+/// instruction of a new chain, or before the instructions of that chain that lead to it
+/// (its address, its arguments).
 ///
-/// Copies of one inlined call laid one after another in a block (a loop around the call
-/// unrolled whole) have one chain: they are found as a run of measured instructions of
-/// that call that repeats itself, source position by position, at least twice (a repeated
-/// unit with one position and no call is left alone: the accesses one statement was split
-/// into look the same), cut apart, and returned: each measured instruction of the second
-/// copy on, with its [`Copy`].
+/// Copies of one inlined call's code laid one after another (a loop around the call
+/// unrolled whole) have one chain. The blocks are walked in reverse post-order (loops' back
+/// edges left out), each inlined call open along the path with the measured instructions
+/// its code made so far; an instruction of a call that the call already made on the path
+/// (the same calls below it, source position, opcode and loop), with a call or another
+/// position in between and nothing of another loop, starts a new copy of it. (One position
+/// repeated alone is what one statement split into several accesses looks like; code of a
+/// loop in between is what a loop's peeled iteration looks like.) Copies are cut apart and
+/// returned: each instruction of the second copy on, with its [`Copy`].
 ///
 /// # Safety
 /// `func` must be a function with a body in a valid module, not yet instrumented.
@@ -51,124 +60,226 @@ unsafe fn split_where_inlined_calls_change(
     func: LLVMValueRef,
     data_layout: LLVMTargetDataRef,
 ) -> HashMap<LLVMValueRef, Copy> {
+    let cfg = FunctionCfg::new(func);
+    let forest = find_loops(&cfg.successors, 0);
+    let order = region_tree::reverse_post_order(&cfg.successors);
+    let mut position = vec![usize::MAX; cfg.blocks.len()];
+    for (i, &b) in order.iter().enumerate() {
+        position[b] = i;
+    }
+    let mut predecessors = vec![Vec::new(); cfg.blocks.len()];
+    for (from, successors) in cfg.successors.iter().enumerate() {
+        for &to in successors {
+            predecessors[to].push(from);
+        }
+    }
     let mut sites = InlineSites::default();
+    let loop_code = loop_code_of_inlined_calls(&cfg, &forest, &mut sites, data_layout);
+    let mut state_out: Vec<Option<Vec<OpenCall>>> = vec![None; cfg.blocks.len()];
+    let mut next_copy: HashMap<region_tree::Site, u32> = HashMap::new();
     let mut copies = HashMap::new();
-    for block in FunctionCfg::new(func).blocks {
-        // Each instruction with its chain, when it has a location.
+    let mut cuts = Vec::new();
+    for &b in &order {
+        let forward = (predecessors[b].iter())
+            .filter(|&&p| position[p] < position[b])
+            .filter_map(|&p| state_out[p].as_ref());
+        let mut stack = merge_open_calls(forward);
+        let innermost_loop = forest.innermost[b];
+        // Each instruction with its chain (when it has a location).
         let mut located: Vec<(LLVMValueRef, Option<Vec<region_tree::Site>>)> = Vec::new();
-        let mut measured: Vec<Measured> = Vec::new();
-        for inst in ir::instructions(block) {
+        // The last measured instruction: its index in `located`, chain and copy.
+        let mut last: Option<(usize, Vec<region_tree::Site>, Option<Copy>)> = None;
+        let mut starts = Vec::new();
+        for inst in ir::instructions(cfg.blocks[b]) {
             let op = ir::opcode(inst);
             if op == LLVMOpcode::LLVMPHI || !LLVMIsATerminatorInst(inst).is_null() {
                 continue;
             }
             let chain = sites.location(inst).map(|l| l.sites);
             located.push((inst, chain.clone()));
+            let Some(chain) = chain else { continue };
             let call = segments::calls_other_code(inst);
-            if let (Some(chain), true) =
-                (chain, call || classify_access(inst, data_layout).is_some())
-            {
-                let own = LLVMInstructionGetDebugLoc(inst);
-                let key = (LLVMDILocationGetLine(own), LLVMDILocationGetColumn(own), op);
-                measured.push(Measured {
-                    at: located.len() - 1,
-                    chain,
-                    key,
-                    call,
+            if !call && classify_access(inst, data_layout).is_none() {
+                if let Some(copy) = copy_along(&stack, &chain) {
+                    copies.insert(inst, copy);
+                }
+                continue;
+            }
+            // The calls left since the last instruction are over; those entered begin.
+            let kept = (stack.iter().zip(&chain))
+                .take_while(|(open, &site)| open.site == site)
+                .count();
+            stack.truncate(kept);
+            while stack.len() < chain.len() {
+                stack.push(OpenCall {
+                    site: chain[stack.len()],
+                    copy: 0,
+                    seen: Vec::new(),
                 });
             }
-        }
-        // The measured instructions that start a block: where the chain changes, and where
-        // a copy starts.
-        let mut starts: Vec<usize> = (1..measured.len())
-            .filter(|&m| measured[m].chain != measured[m - 1].chain)
-            .collect();
-        let mut copy_of: Vec<Option<Copy>> = vec![None; measured.len()];
-        let deepest = measured.iter().map(|m| m.chain.len()).max().unwrap_or(0);
-        for depth in 0..deepest {
-            let mut first = 0;
-            while first < measured.len() {
-                let Some(call) = measured[first].chain.get(..=depth) else {
-                    first += 1;
-                    continue;
-                };
-                let mut end = first + 1;
-                while end < measured.len() && measured[end].chain.get(..=depth) == Some(call) {
-                    end += 1;
+            let own = LLVMInstructionGetDebugLoc(inst);
+            let (line, column) = (LLVMDILocationGetLine(own), LLVMDILocationGetColumn(own));
+            let key = |depth: usize| -> CopyKey {
+                (
+                    chain[depth + 1..].to_vec(),
+                    line,
+                    column,
+                    op,
+                    innermost_loop,
+                )
+            };
+            // Calls whose own loops hold this instruction are not copied by its repeats.
+            let in_own_loop = (loop_code.get(&(chain.clone(), line, column, op as u32)))
+                .copied()
+                .unwrap_or(0);
+            if let Some(depth) =
+                (in_own_loop..chain.len()).find(|&d| starts_copy(&stack[d].seen, &key(d), call))
+            {
+                let number = next_copy.entry(chain[depth]).or_insert(0);
+                *number += 1;
+                stack[depth].copy = *number;
+                stack[depth].seen.clear();
+                stack.truncate(depth + 1);
+                while stack.len() < chain.len() {
+                    stack.push(OpenCall {
+                        site: chain[stack.len()],
+                        copy: 0,
+                        seen: Vec::new(),
+                    });
                 }
-                let run = &measured[first..end];
-                if copy_of[first..end].iter().all(Option::is_none) {
-                    if let Some(unit) = repeating_unit(run, depth) {
-                        for (i, m) in (first..end).enumerate() {
-                            let number = (i / unit) as u32;
-                            if number > 0 {
-                                copy_of[m] = Some((depth, number));
-                                if i % unit == 0 {
-                                    starts.push(m);
-                                }
-                            }
-                        }
-                    }
-                }
-                first = end;
             }
-        }
-        starts.sort_unstable();
-        starts.dedup();
-        for (m, copy) in copy_of.iter().enumerate() {
+            for (d, open) in stack.iter_mut().enumerate() {
+                open.seen.push(key(d));
+            }
+            let copy = copy_along(&stack, &chain);
             if let Some(copy) = copy {
-                copies.insert(located[measured[m].at].0, *copy);
+                copies.insert(inst, copy);
             }
+            let here = located.len() - 1;
+            if let Some((previous, previous_chain, previous_copy)) = &last {
+                if *previous_chain != chain || *previous_copy != copy {
+                    starts.push((*previous, here, chain.clone()));
+                }
+            }
+            last = Some((here, chain, copy));
         }
+        state_out[b] = Some(stack);
         // Cut before each start, or before the unmeasured instructions of its chain (or
         // without a location) that precede it, back to the measured instruction before;
         // never before an `alloca` (one out of the entry block would be a dynamic one).
         let last_alloca =
             (located.iter()).rposition(|&(inst, _)| ir::opcode(inst) == LLVMOpcode::LLVMAlloca);
-        let mut cuts = Vec::with_capacity(starts.len());
-        for &m in &starts {
-            if last_alloca.is_some_and(|a| a >= measured[m].at) {
+        for (previous, here, chain) in starts {
+            if last_alloca.is_some_and(|a| a >= here) {
                 continue;
             }
-            let chain = &measured[m].chain;
-            let previous = measured[m - 1].at;
-            let mut at = measured[m].at;
+            let mut at = here;
             while at > previous + 1
                 && last_alloca.is_none_or(|a| a < at - 1)
-                && located[at - 1].1.as_ref().is_none_or(|c| c == chain)
+                && located[at - 1].1.as_ref().is_none_or(|c| *c == chain)
             {
                 at -= 1;
             }
             cuts.push(located[at].0);
         }
-        for inst in cuts {
-            if ir::opcode(inst) != LLVMOpcode::LLVMLandingPad {
-                kage_split_block_before(inst);
-            }
+    }
+    for inst in cuts {
+        if ir::opcode(inst) != LLVMOpcode::LLVMLandingPad {
+            kage_split_block_before(inst);
         }
     }
     copies
 }
 
-/// The length of the unit `run` (measured instructions whose chains share their first
-/// `depth + 1` calls) repeats, at least twice, position by position (the same calls below
-/// `depth`, source position and opcode; a last copy may be cut short), when there is one:
-/// a unit of two positions or more, or with a call.
-fn repeating_unit(run: &[Measured], depth: usize) -> Option<usize> {
-    // A whole unroll copies small bodies (LLVM's full-unroll threshold is a few hundred
-    // instructions); the bound keeps a long run of one position from a quadratic search.
-    const MAX_UNIT: usize = 256;
-    let same =
-        |a: &Measured, b: &Measured| a.key == b.key && a.chain[depth + 1..] == b.chain[depth + 1..];
-    (1..=(run.len() / 2).min(MAX_UNIT)).find(|&unit| {
-        (unit..run.len()).all(|i| same(&run[i], &run[i % unit])) && {
-            let unit = &run[..unit];
-            unit.iter().any(|m| m.call)
-                || unit
-                    .iter()
-                    .any(|m| (m.key.0, m.key.1) != (unit[0].key.0, unit[0].key.1))
+/// The measured instructions found in a loop of an inlined call's own code, by chain,
+/// source position and opcode, each with how many of its chain's calls the loop lies in
+/// (the loop's instructions all share that prefix of their chains). Such an instruction met
+/// again is a copy of that loop's body (an unrolled or vectorised loop's remainder, its
+/// unrolled iterations), not of the calls around the loop.
+///
+/// # Safety
+/// `cfg` is a function's, not yet instrumented; `sites` numbers its inlined calls.
+unsafe fn loop_code_of_inlined_calls(
+    cfg: &FunctionCfg,
+    forest: &LoopForest,
+    sites: &mut InlineSites,
+    data_layout: LLVMTargetDataRef,
+) -> HashMap<(Vec<region_tree::Site>, u32, u32, u32), usize> {
+    let mut found = HashMap::new();
+    for lp in &forest.loops {
+        let mut common: Option<Vec<region_tree::Site>> = None;
+        let mut measured = Vec::new();
+        for &b in &lp.blocks {
+            for inst in ir::instructions(cfg.blocks[b]) {
+                let Some(chain) = sites.location(inst).map(|l| l.sites) else {
+                    continue;
+                };
+                let prefix = common.get_or_insert_with(|| chain.clone());
+                let shared = region_tree::common_prefix(prefix, &chain);
+                prefix.truncate(shared);
+                if segments::calls_other_code(inst) || classify_access(inst, data_layout).is_some()
+                {
+                    let own = LLVMInstructionGetDebugLoc(inst);
+                    let (line, column) = (LLVMDILocationGetLine(own), LLVMDILocationGetColumn(own));
+                    measured.push((chain, line, column, ir::opcode(inst) as u32));
+                }
+            }
         }
-    })
+        let depth = common.map_or(0, |c| c.len());
+        if depth == 0 {
+            continue;
+        }
+        for key in measured {
+            let at = found.entry(key).or_insert(0);
+            *at = depth.max(*at);
+        }
+    }
+    found
+}
+
+/// The inlined calls open where the paths from `states` (the forward predecessors') meet:
+/// the longest path's, each call's copy the highest any path has (a copy that began on one
+/// branch of its code goes on after the join).
+fn merge_open_calls<'a>(states: impl Iterator<Item = &'a Vec<OpenCall>>) -> Vec<OpenCall> {
+    let states: Vec<&Vec<OpenCall>> = states.collect();
+    let Some(longest) = states.iter().max_by_key(|s| s.len()) else {
+        return Vec::new();
+    };
+    let mut merged: Vec<OpenCall> = (*longest).clone();
+    for other in &states {
+        for (d, open) in other.iter().enumerate() {
+            if merged.get(d).is_none_or(|m| m.site != open.site) {
+                break;
+            }
+            if open.copy > merged[d].copy
+                || (open.copy == merged[d].copy && open.seen.len() > merged[d].seen.len())
+            {
+                merged[d] = open.clone();
+            }
+        }
+    }
+    merged
+}
+
+/// The copy an instruction of `chain` is in, given the calls open along the path: the
+/// outermost of its calls that is not the first copy.
+fn copy_along(stack: &[OpenCall], chain: &[region_tree::Site]) -> Option<Copy> {
+    (stack.iter().zip(chain))
+        .take_while(|(open, &site)| open.site == site)
+        .position(|(open, _)| open.copy != 0)
+        .map(|depth| (depth, stack[depth].copy))
+}
+
+/// Whether `key` starts a new copy of a call whose copy so far made `seen`: the call made it
+/// already, with a call or another source position since and nothing of another loop.
+fn starts_copy(seen: &[CopyKey], key: &CopyKey, call: bool) -> bool {
+    let Some(last) = seen.iter().rposition(|k| k == key) else {
+        return false;
+    };
+    let since = &seen[last + 1..];
+    !since.is_empty()
+        && since.iter().all(|k| k.4 == key.4)
+        && (call || since.iter().any(|k| (k.1, k.2) != (key.1, key.2)))
 }
 
 extern "C" {

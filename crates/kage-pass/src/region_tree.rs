@@ -164,12 +164,12 @@ pub fn back_edge_chains(
         .collect()
 }
 
-fn common_prefix(a: &[Site], b: &[Site]) -> usize {
+pub(crate) fn common_prefix(a: &[Site], b: &[Site]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Blocks reachable from block 0, in reverse post-order.
-fn reverse_post_order(successors: &[Vec<usize>]) -> Vec<usize> {
+pub(crate) fn reverse_post_order(successors: &[Vec<usize>]) -> Vec<usize> {
     let n = successors.len();
     if n == 0 {
         return Vec::new();
