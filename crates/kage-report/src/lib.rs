@@ -5,10 +5,12 @@
 //! and renders it. The schema is documented in `docs/report-schema.md`.
 
 pub mod model;
+pub mod output;
 pub mod planner;
 pub mod read;
 pub mod render;
 
 pub use model::*;
+pub use output::{expand_output, DEFAULT_OUTPUT};
 pub use planner::{plan, plan_regions, plan_shapes};
 pub use read::{parse_report, read_report, ReadError};

@@ -59,7 +59,7 @@ pub const TOOL: OptionDef = OptionDef {
 
 pub const OUTPUT: OptionDef = OptionDef {
     name: "output",
-    default: "kage.%e.%p.json",
+    default: kage_report::DEFAULT_OUTPUT,
     help: "report path, relative to the directory the program started in; %e = \
            executable name, %p = pid (a forked child without %p inserts .<pid> before .json)",
     parse: |v| non_empty(v, "a path"),

@@ -244,41 +244,6 @@ pub fn from_dir(path: &str, dir: Option<&std::path::Path>) -> String {
     }
 }
 
-/// Expands the `output=` template: `%e` executable name, `%p` pid, `%%` a percent sign.
-/// A forked child whose template has no `%p` gets `.<pid>` before `.json` (or at the end),
-/// so it does not overwrite its parent's report.
-pub fn output_path(template: &str, exe: &str, pid: u32, forked: bool) -> String {
-    let mut out = String::new();
-    let mut has_pid = false;
-    let mut chars = template.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('e') => out += exe,
-            Some('p') => {
-                has_pid = true;
-                out += &pid.to_string();
-            }
-            Some('%') => out.push('%'),
-            Some(o) => {
-                out.push('%');
-                out.push(o);
-            }
-            None => out.push('%'),
-        }
-    }
-    if forked && !has_pid {
-        match out.strip_suffix(".json") {
-            Some(stem) => out = format!("{stem}.{pid}.json"),
-            None => out = format!("{out}.{pid}"),
-        }
-    }
-    out
-}
-
 /// Writes the report to a temporary file beside `path`, then renames it into place, so a
 /// reader never sees a half-written report. The JSON is streamed through a small buffer:
 /// a report with thousands of regions would otherwise take megabytes of the program's peak
@@ -476,19 +441,7 @@ mod tests {
     use kage_report::RegionKind;
 
     #[test]
-    fn output_templates() {
-        assert_eq!(
-            output_path("kage.%e.%p.json", "prog", 42, false),
-            "kage.prog.42.json"
-        );
-        assert_eq!(
-            output_path("kage.%e.%p.json", "prog", 43, true),
-            "kage.prog.43.json"
-        );
-        assert_eq!(output_path("/t/r.json", "p", 7, false), "/t/r.json");
-        assert_eq!(output_path("/t/r.json", "p", 7, true), "/t/r.7.json");
-        assert_eq!(output_path("/t/out", "p", 7, true), "/t/out.7");
-        assert_eq!(output_path("a%%b%x%", "p", 7, false), "a%b%x%");
+    fn relative_paths_are_taken_from_where_the_program_started() {
         let dir = Some(std::path::Path::new("/started/here"));
         assert_eq!(
             from_dir("kage.p.7.json", dir),

@@ -323,7 +323,7 @@ pub fn finish(end: ProgramEnd, from_signal: bool) {
         regions: &regions,
         results,
     });
-    let path = report::output_path(rt.opts.output(), &rt.exe, pid, forked_from.is_some());
+    let path = kage_report::expand_output(rt.opts.output(), &rt.exe, pid, forked_from.is_some());
     let path = report::from_dir(&path, rt.start_dir.as_deref());
     match report::write(&path, &r, pid) {
         Ok(()) => {

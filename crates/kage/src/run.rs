@@ -19,7 +19,6 @@ const OPTION_SEPARATOR: char = ':';
 /// Every character the runtime splits options at, so none may appear inside a value.
 const OPTION_SEPARATORS: [char; 2] = [':', ','];
 /// The runtime's default for `output=`: `%e` is the executable's name, `%p` the pid.
-const DEFAULT_OUTPUT: &str = "kage.%e.%p.json";
 /// How many regions the summary lists.
 const SUMMARY_REGIONS: usize = 5;
 
@@ -109,28 +108,12 @@ pub fn runtime_options(
 }
 
 /// Where the runtime will write the report of process `pid` running the executable named
-/// `exe_name`: the last `output=` in the options, else [`DEFAULT_OUTPUT`], with `%e`, `%p`
-/// and `%%` expanded as the runtime does.
+/// `exe_name`: the last `output=` in the options, else the default, expanded as the runtime
+/// expands it (`kage_report::expand_output`).
 pub fn expected_report_path(options: Option<&OsStr>, exe_name: &str, pid: u32) -> PathBuf {
-    let template = output_option(options).unwrap_or_else(|| DEFAULT_OUTPUT.to_string());
-    let mut path = String::new();
-    let mut chars = template.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '%' => match chars.next() {
-                Some('e') => path.push_str(exe_name),
-                Some('p') => path.push_str(&pid.to_string()),
-                Some('%') => path.push('%'),
-                Some(other) => {
-                    path.push('%');
-                    path.push(other);
-                }
-                None => path.push('%'),
-            },
-            _ => path.push(c),
-        }
-    }
-    PathBuf::from(path)
+    let template = output_option(options);
+    let template = template.as_deref().unwrap_or(kage_report::DEFAULT_OUTPUT);
+    PathBuf::from(kage_report::expand_output(template, exe_name, pid, false))
 }
 
 /// The last non-empty `output=` in a [`OPTIONS_ENV_VAR`] value.
