@@ -36,11 +36,6 @@ impl Threads {
         }
     }
 
-    /// Every state.
-    pub fn states(&self) -> &[usize] {
-        &self.states
-    }
-
     /// Number of threads that ran instrumented code.
     pub fn started(&self) -> usize {
         self.started
