@@ -49,7 +49,7 @@ pub struct InlineSite {
 pub struct InlineSites {
     pub sites: Vec<InlineSite>,
     /// By the call's `DILocation` (unique per chain of calls: it names its own
-    /// inlined-at) and the copy ([`Copy`]: 0 for code the optimiser did not duplicate).
+    /// inlined-at) and the copy ([`CallCopy`]: 0 for code the optimiser did not duplicate).
     index: HashMap<(LLVMMetadataRef, u32), Site>,
 }
 
@@ -58,7 +58,7 @@ pub struct InlineSites {
 /// the copied call in the instruction's chain (0: called from the function itself) and the
 /// copy's number (1, 2, ...; the first copy is the call's own code). Each copy is a call
 /// site of its own: the calls it makes, at deeper levels, too.
-pub type Copy = (usize, u32);
+pub type CallCopy = (usize, u32);
 
 impl InlineSites {
     /// Where `inst`'s code comes from (see [`Location`]), its inlined calls numbered here;
@@ -77,7 +77,7 @@ impl InlineSites {
     pub unsafe fn location_in_copy(
         &mut self,
         inst: LLVMValueRef,
-        copy: Option<Copy>,
+        copy: Option<CallCopy>,
     ) -> Option<Location> {
         let own = LLVMInstructionGetDebugLoc(inst);
         if own.is_null() {

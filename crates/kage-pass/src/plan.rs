@@ -13,7 +13,7 @@ use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
 use llvm_sys::LLVMOpcode;
 
 use crate::access::{classify_access, Access};
-use crate::debuginfo::{self, Copy, InlineSites};
+use crate::debuginfo::{self, CallCopy, InlineSites};
 use crate::hoist;
 use crate::ir::{self, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
@@ -52,14 +52,14 @@ struct OpenCall {
 /// position in between and nothing of another loop, starts a new copy of it. (One position
 /// repeated alone is what one statement split into several accesses looks like; code of a
 /// loop in between is what a loop's peeled iteration looks like.) Copies are cut apart and
-/// returned: each instruction of the second copy on, with its [`Copy`].
+/// returned: each instruction of the second copy on, with its [`CallCopy`].
 ///
 /// # Safety
 /// `func` must be a function with a body in a valid module, not yet instrumented.
 unsafe fn split_where_inlined_calls_change(
     func: LLVMValueRef,
     data_layout: LLVMTargetDataRef,
-) -> HashMap<LLVMValueRef, Copy> {
+) -> HashMap<LLVMValueRef, CallCopy> {
     let cfg = FunctionCfg::new(func);
     let forest = find_loops(&cfg.successors, 0);
     let order = region_tree::reverse_post_order(&cfg.successors);
@@ -88,7 +88,7 @@ unsafe fn split_where_inlined_calls_change(
         // Each instruction with its chain (when it has a location).
         let mut located: Vec<(LLVMValueRef, Option<Vec<region_tree::Site>>)> = Vec::new();
         // The last measured instruction: its index in `located`, chain and copy.
-        let mut last: Option<(usize, Vec<region_tree::Site>, Option<Copy>)> = None;
+        let mut last: Option<(usize, Vec<region_tree::Site>, Option<CallCopy>)> = None;
         let mut starts = Vec::new();
         for inst in ir::instructions(cfg.blocks[b]) {
             let op = ir::opcode(inst);
@@ -263,7 +263,7 @@ fn merge_open_calls<'a>(states: impl Iterator<Item = &'a Vec<OpenCall>>) -> Vec<
 
 /// The copy an instruction of `chain` is in, given the calls open along the path: the
 /// outermost of its calls that is not the first copy.
-fn copy_along(stack: &[OpenCall], chain: &[region_tree::Site]) -> Option<Copy> {
+fn copy_along(stack: &[OpenCall], chain: &[region_tree::Site]) -> Option<CallCopy> {
     (stack.iter().zip(chain))
         .take_while(|(open, &site)| open.site == site)
         .position(|(open, _)| open.copy != 0)
