@@ -280,8 +280,13 @@ pub(super) fn blocks_by_region(plan: &FunctionPlan) -> Vec<Vec<usize>> {
 
 /// The most regions a promoted tree holds: its locals stay live while it runs (more spill
 /// to the stack), and its report at each exit checks each child of a region that ran.
-/// Measured: 64 gives zstd 0.6% more instructions than 16.
-pub(super) const MAX_PROMOTED: usize = 16;
+/// Since inlined calls are regions, a function's inner loops hold many small ones, and a
+/// small limit leaves the loops around them counted in records, with a report per
+/// instance of each small tree inside. Measured (`--medium`, cachegrind, bench/RESULTS-count.md):
+/// zstd 747.7 million instructions at 16, 667.6 at 64, 659.6 at 256, 658.9 with no limit
+/// (its block compressors are leaf functions of 100 to 600 regions); SQLite, Lua and bzip2
+/// within 0.2% of 16 either way. The limit keeps a giant function's report helper bounded.
+pub(super) const MAX_PROMOTED: usize = 256;
 
 /// `t` with the regions of promoted trees (`tree_of`: each node's tree) counted in locals;
 /// `left`: the tree the edge leaves, if any; `from_outside_function`: the function's start.
