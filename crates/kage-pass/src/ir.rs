@@ -383,6 +383,22 @@ pub unsafe fn add_relaxed(builder: LLVMBuilderRef, cell: LLVMValueRef, value: LL
         llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
     );
     LLVMSetAlignment(store, 8);
+    mark_own_word(old);
+    mark_own_word(store);
+}
+
+/// The metadata that marks a relaxed load or store of a word only the calling thread
+/// writes ([`add_relaxed`]): where a value added folds to 0 once the helpers are inlined,
+/// the store writes back what the load read, a pair LLVM keeps (atomics are not removed)
+/// and the shim's clean-up (`KageDropWriteBacks`) removes.
+pub const OWN_WORD_METADATA: &std::ffi::CStr = c"kage.own_word";
+
+unsafe fn mark_own_word(inst: LLVMValueRef) {
+    let context = LLVMGetTypeContext(LLVMTypeOf(LLVMGetOperand(inst, 0)));
+    let name = OWN_WORD_METADATA;
+    let kind = LLVMGetMDKindIDInContext(context, name.as_ptr(), name.count_bytes() as u32);
+    let empty = LLVMMDNodeInContext2(context, std::ptr::null_mut(), 0);
+    LLVMSetMetadata(inst, kind, LLVMMetadataAsValue(context, empty));
 }
 
 /// Whether `module` is compiled for x86-64.

@@ -96,6 +96,37 @@ struct KageEarlyPass : llvm::PassInfoMixin<KageEarlyPass> {
 // EarlyCSE merges what that exposed; LICM hoists what is left out of loops. Measured with
 // cachegrind on the count tool's builds: Lua -4%, SQLite -4%, zstd -1% instructions (the
 // same compile times). Only for modules whose tool asks for it, and not at -O0.
+// A relaxed store of a word only this thread writes (metadata `kage.own_word`, ir.rs's
+// add_relaxed) that writes back what a marked load of the same word just read, with
+// nothing in between that may write memory: what an addition of a count that folded to 0
+// leaves. LLVM keeps such pairs (it does not remove atomic accesses); removing them
+// changes nothing another thread can see, since no other thread writes the word.
+struct KageDropWriteBacks : llvm::PassInfoMixin<KageDropWriteBacks> {
+  llvm::PreservedAnalyses run(llvm::Function &F, llvm::FunctionAnalysisManager &) {
+    unsigned Kind = F.getContext().getMDKindID("kage.own_word");
+    llvm::SmallVector<llvm::StoreInst *, 16> WriteBacks;
+    for (llvm::BasicBlock &BB : F)
+      for (llvm::Instruction &I : BB) {
+        auto *Store = llvm::dyn_cast<llvm::StoreInst>(&I);
+        if (!Store || !Store->getMetadata(Kind)) continue;
+        auto *Load = llvm::dyn_cast<llvm::LoadInst>(Store->getValueOperand());
+        if (!Load || !Load->getMetadata(Kind) || Load->getParent() != &BB ||
+            Load->getPointerOperand() != Store->getPointerOperand())
+          continue;
+        bool Quiet = true;
+        for (auto It = std::next(Load->getIterator()); &*It != Store; ++It)
+          if (It->mayWriteToMemory()) Quiet = false;
+        if (Quiet) WriteBacks.push_back(Store);
+      }
+    for (llvm::StoreInst *Store : WriteBacks) {
+      auto *Load = llvm::cast<llvm::LoadInst>(Store->getValueOperand());
+      Store->eraseFromParent();
+      if (Load->use_empty()) Load->eraseFromParent();
+    }
+    return WriteBacks.empty() ? llvm::PreservedAnalyses::all() : llvm::PreservedAnalyses::none();
+  }
+};
+
 struct KageCleanupPass : llvm::PassInfoMixin<KageCleanupPass> {
   CleanupFlag NeedsCleanup;
   llvm::ModulePassManager Cleanup;
@@ -104,9 +135,11 @@ struct KageCleanupPass : llvm::PassInfoMixin<KageCleanupPass> {
     FPM.addPass(llvm::PromotePass());
     FPM.addPass(llvm::EarlyCSEPass(/*UseMemorySSA=*/true));
     FPM.addPass(llvm::InstCombinePass());
+    FPM.addPass(KageDropWriteBacks());
     FPM.addPass(llvm::JumpThreadingPass());
     FPM.addPass(llvm::SimplifyCFGPass());
     FPM.addPass(llvm::EarlyCSEPass(/*UseMemorySSA=*/true));
+    FPM.addPass(KageDropWriteBacks()); // again: jump threading made constant copies
     FPM.addPass(llvm::createFunctionToLoopPassAdaptor(llvm::LICMPass(llvm::LICMOptions()),
                                                       /*UseMemorySSA=*/true));
     Cleanup.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(FPM)));

@@ -114,12 +114,18 @@ int search(const int *a, int n, int x) {
 /// `clang-22 -S -emit-llvm -g` of [`WORKING_SET_C`] with `KAGE_TOOL=working-set` (on the
 /// child only), checked by `opt-22 -passes=verify`.
 fn working_set_ir(opt_level: &str) -> String {
+    plugin_ir(support::Mode::WorkingSet, WORKING_SET_C, opt_level)
+}
+
+/// `clang-22 -S -emit-llvm -g` of `source` with the plugin in `mode` (on the child only),
+/// checked by `opt-22 -passes=verify`.
+fn plugin_ir(mode: support::Mode, source: &str, opt_level: &str) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
-    let source = dir.path().join("ws.c");
-    let output = dir.path().join("ws.ll");
-    std::fs::write(&source, WORKING_SET_C).unwrap();
+    let source_path = dir.path().join("source.c");
+    let output = dir.path().join("source.ll");
+    std::fs::write(&source_path, source).unwrap();
     let mut clang = Command::new("clang-22");
-    support::Mode::WorkingSet.apply(&mut clang);
+    mode.apply(&mut clang);
     let status = clang
         .arg(opt_level)
         .arg("-g")
@@ -128,14 +134,14 @@ fn working_set_ir(opt_level: &str) -> String {
             support::plugin_path().display()
         ))
         .args(["-S", "-emit-llvm"])
-        .arg(&source)
+        .arg(&source_path)
         .arg("-o")
         .arg(&output)
         .status()
         .expect("run clang-22");
     assert!(
         status.success(),
-        "clang-22 {opt_level} with KAGE_TOOL=working-set failed"
+        "clang-22 {opt_level} with the plugin ({mode:?}) failed"
     );
     let verify = Command::new("opt-22")
         .args(["-passes=verify", "-disable-output"])
@@ -148,6 +154,61 @@ fn working_set_ir(opt_level: &str) -> String {
         String::from_utf8_lossy(&verify.stderr)
     );
     std::fs::read_to_string(&output).unwrap()
+}
+
+/// A function whose deferred entry adds its own counts on two paths (one with no store),
+/// and a loop counted in records around a rare call: additions of counts that fold to 0 once
+/// the helpers are inlined.
+const WRITE_BACK_C: &str = r#"
+int g(int *p);
+int f(int *a, int n) {
+  if (n < 0) return a[0];
+  int s = a[1];
+  s += g(a);
+  a[2] = s;
+  return s;
+}
+int h(int *a, int n) {
+  int s = 0;
+  for (int i = 0; i < n; i++) {
+    s += a[i];
+    if (a[i] == 7) s += g(a);
+  }
+  return s;
+}
+"#;
+
+/// The relaxed loads and stores of words only the thread writes whose store writes back
+/// what the load just read (`%v = load atomic i64, ptr %p` then `store atomic i64 %v, ptr %p`).
+fn write_backs(ir: &str) -> Vec<String> {
+    let lines: Vec<&str> = ir.lines().map(str::trim).collect();
+    let mut found = Vec::new();
+    for pair in lines.windows(2) {
+        let Some((value, rest)) = pair[0].split_once(" = load atomic i64, ptr ") else {
+            continue;
+        };
+        let pointer = rest.split_whitespace().next().unwrap_or("");
+        let store = format!("store atomic i64 {value}, ptr {pointer} ");
+        if pair[1].starts_with(&store) {
+            found.push(format!("{}\n{}", pair[0], pair[1]));
+        }
+    }
+    found
+}
+
+#[test]
+fn count_build_leaves_no_write_back_of_a_count_that_folded_to_zero() {
+    let ir = plugin_ir(support::Mode::Counts, WRITE_BACK_C, "-O2");
+    assert!(
+        ir.contains("!kage.own_word"),
+        "the count build's additions are marked"
+    );
+    let found = write_backs(&ir);
+    assert!(
+        found.is_empty(),
+        "write-backs left:\n{}",
+        found.join("\n\n")
+    );
 }
 
 /// The helpers were inlined (and then deleted); the runtime's fast-path symbols are used.
