@@ -135,13 +135,15 @@ struct KageCleanupPass : llvm::PassInfoMixin<KageCleanupPass> {
     FPM.addPass(llvm::PromotePass());
     FPM.addPass(llvm::EarlyCSEPass(/*UseMemorySSA=*/true));
     FPM.addPass(llvm::InstCombinePass());
-    FPM.addPass(KageDropWriteBacks());
     FPM.addPass(llvm::JumpThreadingPass());
     FPM.addPass(llvm::SimplifyCFGPass());
     FPM.addPass(llvm::EarlyCSEPass(/*UseMemorySSA=*/true));
-    FPM.addPass(KageDropWriteBacks()); // again: jump threading made constant copies
     FPM.addPass(llvm::createFunctionToLoopPassAdaptor(llvm::LICMPass(llvm::LICMOptions()),
                                                       /*UseMemorySSA=*/true));
+    // Measured (`--medium`, cachegrind): SQLite -1.2% instructions, zstd -0.6%, bzip2
+    // -0.2%, Lua +1.1% (its interpreter loop's register allocation spills more, wherever in
+    // this pipeline the pass runs).
+    FPM.addPass(KageDropWriteBacks());
     Cleanup.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(FPM)));
   }
   llvm::PreservedAnalyses run(llvm::Module &M, llvm::ModuleAnalysisManager &MAM) {
