@@ -209,6 +209,11 @@ fn count_build_leaves_no_write_back_of_a_count_that_folded_to_zero() {
         "write-backs left:\n{}",
         found.join("\n\n")
     );
+    // A compiler barrier in each one's place (the backend moved nothing across the store).
+    assert!(
+        ir.contains("fence syncscope(\"singlethread\") seq_cst"),
+        "no barrier where the write-backs were"
+    );
 }
 
 /// The helpers were inlined (and then deleted); the runtime's fast-path symbols are used.
