@@ -391,7 +391,7 @@ pub unsafe fn add_relaxed(builder: LLVMBuilderRef, cell: LLVMValueRef, value: LL
 /// writes ([`add_relaxed`]): where a value added folds to 0 once the helpers are inlined,
 /// the store writes back what the load read, a pair LLVM keeps (atomics are not removed)
 /// and the shim's clean-up (`KageDropWriteBacks`) removes.
-pub const OWN_WORD_METADATA: &std::ffi::CStr = c"kage.own_word";
+const OWN_WORD_METADATA: &std::ffi::CStr = c"kage.own_word";
 
 unsafe fn mark_own_word(inst: LLVMValueRef) {
     let context = LLVMGetTypeContext(LLVMTypeOf(LLVMGetOperand(inst, 0)));

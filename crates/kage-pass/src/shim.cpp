@@ -85,17 +85,6 @@ struct KageEarlyPass : llvm::PassInfoMixin<KageEarlyPass> {
   static bool isRequired() { return true; }
 };
 
-// After the AlwaysInliner, nothing else runs at OptimizerLast: the inlined working-set
-// helpers would leave each function's local budget in memory (an alloca: mem2reg puts it in
-// registers), and, in every hot loop, the `!invariant.load`s of the shadow offset and
-// line shift (one pair per mark) and the budget's `llvm.threadlocal.address`. EarlyCSE
-// (with MemorySSA) merges the repeated ones within a function; InstCombine folds the
-// helpers' arithmetic on constants and phis of constants, JumpThreading and SimplifyCFG
-// thread the branches on what a predecessor already decided (the count tool's return
-// blocks, where a deferred function that pushed and one that did not meet), and a second
-// EarlyCSE merges what that exposed; LICM hoists what is left out of loops. Measured with
-// cachegrind on the count tool's builds: Lua -4%, SQLite -4%, zstd -1% instructions (the
-// same compile times). Only for modules whose tool asks for it, and not at -O0.
 // A relaxed store of a word only this thread writes (metadata `kage.own_word`, ir.rs's
 // add_relaxed) that writes back what a marked load of the same word just read, with
 // nothing in between that may write memory: what an addition of a count that folded to 0
@@ -133,6 +122,17 @@ struct KageDropWriteBacks : llvm::PassInfoMixin<KageDropWriteBacks> {
   }
 };
 
+// After the AlwaysInliner, nothing else runs at OptimizerLast: the inlined working-set
+// helpers would leave each function's local budget in memory (an alloca: mem2reg puts it in
+// registers), and, in every hot loop, the `!invariant.load`s of the shadow offset and
+// line shift (one pair per mark) and the budget's `llvm.threadlocal.address`. EarlyCSE
+// (with MemorySSA) merges the repeated ones within a function; InstCombine folds the
+// helpers' arithmetic on constants and phis of constants, JumpThreading and SimplifyCFG
+// thread the branches on what a predecessor already decided (the count tool's return
+// blocks, where a deferred function that pushed and one that did not meet), and a second
+// EarlyCSE merges what that exposed; LICM hoists what is left out of loops. Measured with
+// cachegrind on the count tool's builds: Lua -4%, SQLite -4%, zstd -1% instructions (the
+// same compile times). Only for modules whose tool asks for it, and not at -O0.
 struct KageCleanupPass : llvm::PassInfoMixin<KageCleanupPass> {
   CleanupFlag NeedsCleanup;
   llvm::ModulePassManager Cleanup;
