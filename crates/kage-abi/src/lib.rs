@@ -141,7 +141,8 @@ pub struct Region {
     /// ([`SourceKey`]): the index of that source region's cell among the module's source
     /// cells ([`count`]); [`NONE`] otherwise.
     pub source_cell: u32,
-    /// [`count::IN_LOCALS`] or 0.
+    /// [`count::IN_LOCALS`] (count builds), a leaf chain's length in
+    /// [`footprint::CHAIN_MASK`] (footprint builds), or 0.
     pub flags: u32,
 }
 
@@ -647,6 +648,20 @@ impl Instrumentation {
             self,
             Instrumentation::WorkingSet | Instrumentation::WorkingSetTrace
         )
+    }
+}
+
+/// Footprint instrumentation's region flags (docs/abi.md, "Footprint instrumentation").
+pub mod footprint {
+    /// [`crate::Region::flags`] bits 8 to 15 of a leaf inlined call counted with the inlined
+    /// calls of its chain: how many regions follow it in the module's array (its chain, in
+    /// pre-order, the leaf last), whose instances and footprints are its own.
+    pub const CHAIN_SHIFT: u32 = 8;
+    pub const CHAIN_MASK: u32 = 0xff << CHAIN_SHIFT;
+
+    /// How many regions follow a region with `flags` in its chain.
+    pub const fn chain_length(flags: u32) -> u32 {
+        (flags & CHAIN_MASK) >> CHAIN_SHIFT
     }
 }
 

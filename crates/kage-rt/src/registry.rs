@@ -518,7 +518,7 @@ pub unsafe fn validate(m: *const Module) -> Result<(), String> {
         if !std::ptr::eq(r.module as *const Module, m) {
             return bad("module pointer does not point to its module".into());
         }
-        if r.flags & !kage_abi::count::IN_LOCALS != 0 {
+        if r.flags & !(kage_abi::count::IN_LOCALS | kage_abi::footprint::CHAIN_MASK) != 0 {
             return bad(format!("unknown flags {:#x}", r.flags));
         }
         if r.source_cell != NONE && r.source_cell >= m.source_cells {

@@ -371,6 +371,24 @@ fn leaf_inlined_calls_measured_without_events_match_a_build_with_every_event() {
         assert_eq!(instances("api"), 3188, "{level}");
         assert_eq!(instances("slot"), 3188, "{level}");
         assert_eq!(instances("maybe_note"), 3188, "{level}");
+        // The chain `hashed` -> `mix` -> `peek`, counted as one leaf: each call once per
+        // iteration, 4 bytes each; `mix` also runs in `maybe_mix` on half the iterations.
+        assert_eq!(instances("hashed"), 3000, "{level}");
+        assert_eq!(instances("mix"), 4500, "{level}");
+        assert_eq!(instances("peek"), 4500, "{level}");
+        for name in ["hashed", "mix", "peek"] {
+            for region in copies(&fast, name)
+                .iter()
+                .filter(|r| a.stats(r.id).instances > 0)
+            {
+                let stats = a.stats(region.id);
+                assert_eq!(
+                    (stats.min_bytes, stats.max_bytes),
+                    (4, 4),
+                    "{level}: {name}"
+                );
+            }
+        }
         let scatter = copies(&fast, "scatter");
         assert!(
             scatter.iter().any(|r| a.stats(r.id).max_bytes == 160),

@@ -7,7 +7,10 @@
  * - `scatter`: a leaf that reports more ranges than the runtime's buffer holds (40
  *   variables apart from one another);
  * - `pick`: a function whose return sits inside a leaf (`choose`);
- * - `clamp` twice in a row, each a leaf of its own. */
+ * - `clamp` twice in a row, each a leaf of its own;
+ * - `hashed`: a chain of inlined calls around a leaf (`hashed` calls `mix`, which calls
+ *   `peek`; only `peek` accesses memory), which footprint builds count as one leaf;
+ *   `maybe_mix` calls `mix` on some paths only. */
 #include <stdio.h>
 
 volatile int g[64];
@@ -87,6 +90,18 @@ static int clamp(int i) {
   return v;
 }
 
+static int peek(int i) { return g[i & 63]; }
+
+static int mix(int i) { return peek(i * 3 + 1) * 5 + 1; }
+
+static int hashed(int i) { return (mix(i) ^ 0x5bd1) >> 1; }
+
+static int maybe_mix(int i) {
+  if (i & 4)
+    return mix(i + 2);
+  return 7;
+}
+
 int main(int argc, char **argv) {
   (void)argv;
   long total = 0;
@@ -94,6 +109,7 @@ int main(int argc, char **argv) {
     total += api(i * argc);
     total += pick(i);
     total += clamp(i) + clamp(i + 17);
+    total += hashed(i) + maybe_mix(i);
   }
   printf("%ld\n", total);
   return 0;

@@ -35,7 +35,7 @@
 //! `cmpxchg`s keep their own hook (`__kage_cmpxchg`: whether they wrote is known only
 //! after), and count themselves in the runtime.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use kage_abi::{symbols, Instrumentation};
 use llvm_sys::core::*;
@@ -80,6 +80,7 @@ impl Tool for Footprint {
         let rt = FpRuntime::declare(module);
         let data_layout = LLVMGetModuleDataLayout(module);
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
+        let mut chain_flags = Vec::new();
         for plan in plans {
             // Planned before anything is inserted into the function.
             let hoisted = plan.hoisted_loops(data_layout, Coverage::Bytes);
@@ -89,6 +90,10 @@ impl Tool for Footprint {
                 .collect();
             let reports = plan_reports(plan, &hoisted_accesses, data_layout);
             let leaves = Leaves::find(plan, &hoisted_loops);
+            chain_flags.extend((leaves.chains.iter()).map(|&(root, follow)| {
+                let flags = follow << kage_abi::footprint::CHAIN_SHIFT;
+                (plan.slots.base + root as u32, flags)
+            }));
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
             let skipped = hooks::Skipped {
                 loops: &hoisted_loops,
@@ -154,6 +159,7 @@ impl Tool for Footprint {
             }
         }
         LLVMDisposeBuilder(builder);
+        table.set_flags(&chain_flags);
     }
 }
 
@@ -167,8 +173,12 @@ impl Tool for Footprint {
 /// reported, without a region event (unless an event comes while it runs: a call it
 /// makes, a signal handler).
 struct Leaves {
-    /// The leaves (nodes of the plan's tree).
+    /// The regions folded into their parents for the region hooks: each leaf and the
+    /// inlined calls of its chain (nodes of the plan's tree).
     regions: Vec<usize>,
+    /// Per leaf counted as one with the calls around it (a chain's outermost call): how
+    /// many regions follow it in the chain (they are the next nodes, in pre-order).
+    chains: Vec<(usize, u32)>,
     /// Each leaf's blocks entered from outside it, with the leaf.
     entries: Vec<(usize, usize)>,
     /// The blocks a leaf's block leads to, but its own.
@@ -242,13 +252,6 @@ impl Leaves {
                 }
             }
         }
-        let leaf_of: Vec<Option<usize>> = (0..n)
-            .map(|b| {
-                let node = tree.block_region[b];
-                (reachable[b] && candidate[node]).then_some(node)
-            })
-            .collect();
-        let (mut entries, mut after) = (Vec::new(), Vec::new());
         let mut predecessors = vec![Vec::new(); n];
         for (p, succs) in plan.cfg.successors.iter().enumerate() {
             if reachable[p] {
@@ -257,6 +260,11 @@ impl Leaves {
                 }
             }
         }
+        let (unit_of, chains) = chains(plan, &candidate, &predecessors, &disqualified);
+        let leaf_of: Vec<Option<usize>> = (0..n)
+            .map(|b| unit_of[tree.block_region[b]].filter(|_| reachable[b]))
+            .collect();
+        let (mut entries, mut after) = (Vec::new(), Vec::new());
         for b in (0..n).filter(|&b| reachable[b]) {
             let preds = &predecessors[b];
             // Another leaf's instance ends here: before any region event at the block's
@@ -275,7 +283,10 @@ impl Leaves {
         }
         Leaves {
             regions: (0..tree.nodes.len())
-                .filter(|&k| candidate[k] && leaf_of.contains(&Some(k)))
+                .filter(|&k| unit_of[k].is_some_and(|u| leaf_of.contains(&Some(u))))
+                .collect(),
+            chains: (chains.into_iter())
+                .filter(|&(root, _)| leaf_of.contains(&Some(root)))
                 .collect(),
             entries,
             after,
@@ -291,6 +302,153 @@ impl Leaves {
         (plan.cfg.blocks.iter().position(|&b| b == block))
             .is_some_and(|b| self.leaf_of[b].is_some())
     }
+}
+
+/// The leaves of a function counted together with the inlined calls around them
+/// (docs/abi.md, "Leaf inlined calls"): an inlined call whose only region inside is a leaf
+/// (`candidate`), or such a call, with no access, no call and no disqualified block of its
+/// own, whose code and its chain's has no cycle, is entered at one block only, and enters
+/// each call of its chain exactly once (the chain's entry block is on every path from its
+/// own to where it is left). Its instances are then its leaf's, and so are its footprints
+/// (only the leaf accesses memory). Returns each node's unit (the outermost call of its
+/// chain, or itself for a leaf alone; `None` for others), and each chain's outermost call
+/// with how many regions follow it. Leaves are `candidate`'s nodes; the chains' calls
+/// become candidates too (`candidate` is not changed: callers read `unit_of`).
+///
+/// # Safety
+/// `plan` must describe a live function not yet changed.
+unsafe fn chains(
+    plan: &FunctionPlan,
+    candidate: &[bool],
+    predecessors: &[Vec<usize>],
+    disqualified: &dyn Fn(usize) -> bool,
+) -> (Vec<Option<usize>>, Vec<(usize, u32)>) {
+    let tree = plan.tree();
+    let nodes = &tree.nodes;
+    let n = plan.cfg.blocks.len();
+    let reachable = &plan.forest.reachable;
+    let mut unit_of: Vec<Option<usize>> = (0..nodes.len())
+        .map(|k| candidate[k].then_some(k))
+        .collect();
+    let mut kids = vec![0usize; nodes.len()];
+    for node in nodes {
+        if let Some(parent) = node.parent {
+            kids[parent] += 1;
+        }
+    }
+    let mut own_blocks = vec![Vec::new(); nodes.len()];
+    for b in (0..n).filter(|&b| reachable[b]) {
+        own_blocks[tree.block_region[b]].push(b);
+    }
+    let access_blocks: HashSet<LLVMBasicBlockRef> = (plan.accesses.iter())
+        .map(|a| LLVMGetInstructionParent(a.instruction()))
+        .collect();
+    // A call with nothing of its own to measure or to wait for.
+    let plain = |k: usize| {
+        matches!(nodes[k].kind, NodeKind::Inlined(_))
+            && kids[k] == 1
+            && own_blocks[k].iter().all(|&b| {
+                !disqualified(b)
+                    && !access_blocks.contains(&plan.cfg.blocks[b])
+                    && !(ir::instructions(plan.cfg.blocks[b]).into_iter())
+                        .any(|i| ir::is_call_site(i))
+            })
+    };
+    // The blocks of `root`'s subtree (a chain: `root..=last`).
+    let blocks_of = |root: usize, last: usize| -> Vec<usize> {
+        (root..=last)
+            .flat_map(|k| own_blocks[k].iter().copied())
+            .collect()
+    };
+    // The one block of `set` entered from outside it (or the function's start), if one.
+    let single_entry = |set: &HashSet<usize>| -> Option<usize> {
+        let mut entry = None;
+        for &b in set {
+            if b == 0 || predecessors[b].iter().any(|p| !set.contains(p)) {
+                if entry.replace(b).is_some() {
+                    return None;
+                }
+            }
+        }
+        entry
+    };
+    let mut chains = Vec::new();
+    for leaf in (0..nodes.len()).filter(|&k| candidate[k]) {
+        let mut top = leaf;
+        let fits = |p: usize| leaf - p <= (kage_abi::footprint::CHAIN_MASK >> 8) as usize;
+        while let Some(parent) = nodes[top].parent.filter(|&p| fits(p) && plain(p)) {
+            let unit: HashSet<usize> = blocks_of(parent, leaf).into_iter().collect();
+            let Some(entry) = single_entry(&unit) else {
+                break;
+            };
+            // Each call inside entered once, at one block every path through the unit takes.
+            let once = (parent + 1..=leaf).all(|inner| {
+                let inside: HashSet<usize> = blocks_of(inner, leaf).into_iter().collect();
+                let Some(inner_entry) = single_entry(&inside) else {
+                    return false;
+                };
+                // A walk from the unit's entry that avoids `inner_entry` must not leave it.
+                let (mut seen, mut stack) = (HashSet::from([entry]), vec![entry]);
+                while let Some(b) = stack.pop() {
+                    if b == inner_entry {
+                        continue;
+                    }
+                    let succs = &plan.cfg.successors[b];
+                    if succs.is_empty() || succs.iter().any(|s| !unit.contains(s)) {
+                        return false;
+                    }
+                    for &s in succs {
+                        if seen.insert(s) {
+                            stack.push(s);
+                        }
+                    }
+                }
+                true
+            });
+            if !once || has_cycle(&unit, &plan.cfg.successors) {
+                break;
+            }
+            top = parent;
+        }
+        if top != leaf {
+            for k in top..=leaf {
+                unit_of[k] = Some(top);
+            }
+            chains.push((top, (leaf - top) as u32));
+        }
+    }
+    (unit_of, chains)
+}
+
+/// Whether the blocks of `set` hold a cycle among themselves.
+fn has_cycle(set: &HashSet<usize>, successors: &[Vec<usize>]) -> bool {
+    let mut state: std::collections::HashMap<usize, u8> = HashMap::new();
+    for &start in set {
+        if state.contains_key(&start) {
+            continue;
+        }
+        state.insert(start, 1);
+        let mut stack = vec![(start, 0usize)];
+        while let Some(&mut (b, ref mut next)) = stack.last_mut() {
+            if let Some(&s) = successors[b].get(*next) {
+                *next += 1;
+                if set.contains(&s) {
+                    match state.get(&s) {
+                        None => {
+                            state.insert(s, 1);
+                            stack.push((s, 0));
+                        }
+                        Some(1) => return true,
+                        Some(_) => {}
+                    }
+                }
+            } else {
+                state.insert(b, 2);
+                stack.pop();
+            }
+        }
+    }
+    false
 }
 
 /// The runtime's footprint symbols, declared in one module.

@@ -181,6 +181,14 @@ pub unsafe extern "C" fn __kage_fp_leaf_resume(entry: *const c_void, frame: *con
     answer
 }
 
+/// How many regions follow the leaf `entry` in its chain (its table flags).
+fn chain_of(entry: *const c_void) -> u32 {
+    // SAFETY: a leaf's entry, given by instrumented code: a registered module's table entry
+    // (the slot keeps only those, `take_leaf`).
+    let flags = unsafe { (*(entry as *const kage_abi::Region)).flags };
+    kage_abi::footprint::chain_length(flags)
+}
+
 /// The thread's part of the footprint tool, if that is the tool.
 fn footprint_part(tool: &mut dyn ThreadTool) -> Option<&mut FootprintThread> {
     tool.as_any_mut()?.downcast_mut::<FootprintThread>()
@@ -828,17 +836,18 @@ impl FootprintThread {
 
     /// Counts the open leaf's instance from the ranges it reported, and frees the slot.
     fn close_pending_leaf(&mut self) {
-        let Some((region, _, _, mark)) = self.take_leaf() else {
+        let Some((region, entry, _, mark)) = self.take_leaf() else {
             return;
         };
         self.sync_epoch();
         let Some(fp) = self.fp.as_ref() else { return };
-        let depth = self.open.len() as u64 + 1;
+        let chain = chain_of(entry);
+        let depth = self.open.len() as u64 + 1 + u64::from(chain);
         if depth > self.s.max_depth.load(Relaxed) {
             self.s.max_depth.store(depth, Relaxed);
         }
         if !fp.can_enter() {
-            bump(&self.s.untracked, 1);
+            bump(&self.s.untracked, 1 + u64::from(chain));
             self.leaf_side.clear();
             return;
         }
@@ -847,7 +856,7 @@ impl FootprintThread {
             .peek_from(mark, |first, last| self.leaf_side.push((first, last)));
         let touched = fp.touched_by(&mut self.leaf_side);
         self.leaf_side.clear();
-        self.record(region, touched);
+        self.record_chain(region, chain, touched);
     }
 
     /// An event inside the open leaf (a call it makes, a signal handler interrupting it,
@@ -883,11 +892,32 @@ impl FootprintThread {
 
     /// The innermost leaf level, innermost in `open`, exits.
     fn exit_leaf_level(&mut self) {
-        self.leaf_levels.pop();
+        let chain = self
+            .leaf_levels
+            .pop()
+            .map_or(0, |(entry, _, _)| chain_of(entry));
         let below = self.leaf_levels.last().map_or(std::ptr::null(), |l| l.1);
         // SAFETY: the thread's slot; only this thread writes it.
         unsafe { (*self.leaf).level_frame = below };
-        self.exit_innermost();
+        self.exit_innermost_of(chain);
+    }
+
+    /// Folds an instance of `region` and of the `chain` regions after it (a leaf counted with
+    /// the inlined calls around it, docs/abi.md: their instances are its) into their records.
+    fn record_chain(&mut self, region: u32, chain: u32, touched: Touched) {
+        self.record(region, touched);
+        if chain != 0 {
+            self.record_followers(region, chain, touched);
+        }
+    }
+
+    /// [`record_chain`](Self::record_chain)'s regions after the first: out of line, so that
+    /// the leaf's close, on every leaf's path, stays as small as without chains.
+    #[inline(never)]
+    fn record_followers(&mut self, region: u32, chain: u32, touched: Touched) {
+        for r in region + 1..=region + chain {
+            self.record(r, touched);
+        }
     }
 
     /// Folds an instance of `region` that touched `touched` into its record.
@@ -919,6 +949,12 @@ impl FootprintThread {
 
     /// The innermost tracked-kind region of `open` exits.
     fn exit_innermost(&mut self) {
+        self.exit_innermost_of(0);
+    }
+
+    /// The innermost region of `open` exits, with the `chain` regions after it if it is a
+    /// leaf level counted with its chain.
+    fn exit_innermost_of(&mut self, chain: u32) {
         self.drain();
         let Some((region, tracked)) = self.open.pop() else {
             return;
@@ -930,7 +966,7 @@ impl FootprintThread {
         let touched = fp.exit();
         self.publish_totals();
         self.sync_heap();
-        self.record(region, touched);
+        self.record_chain(region, chain, touched);
     }
 
     /// Applies the tool's latest reset if this thread has not yet.
