@@ -222,34 +222,17 @@ impl Leaves {
                 candidate[node] = false;
             }
         }
-        // No cycle within a leaf: an edge to a block of the same leaf that a depth-first
-        // search of its blocks is still inside.
-        let (mut state, mut stack) = (vec![0u8; n], Vec::new());
-        for start in 0..n {
-            if !reachable[start] || !candidate[tree.block_region[start]] || state[start] != 0 {
-                continue;
-            }
-            let node = tree.block_region[start];
-            state[start] = 1;
-            stack.push((start, 0));
-            while let Some(&mut (b, ref mut next)) = stack.last_mut() {
-                let succs = &plan.cfg.successors[b];
-                if let Some(&s) = succs.get(*next) {
-                    *next += 1;
-                    if s < n && tree.block_region[s] == node {
-                        match state[s] {
-                            0 => {
-                                state[s] = 1;
-                                stack.push((s, 0));
-                            }
-                            1 => candidate[node] = false,
-                            _ => {}
-                        }
-                    }
-                } else {
-                    state[b] = 2;
-                    stack.pop();
-                }
+        // No cycle within a leaf.
+        let mut leaf_blocks: HashMap<usize, HashSet<usize>> = HashMap::new();
+        for b in (0..n).filter(|&b| reachable[b] && candidate[tree.block_region[b]]) {
+            leaf_blocks
+                .entry(tree.block_region[b])
+                .or_default()
+                .insert(b);
+        }
+        for (node, blocks) in leaf_blocks {
+            if has_cycle(&blocks, &plan.cfg.successors) {
+                candidate[node] = false;
             }
         }
         let mut predecessors = vec![Vec::new(); n];
@@ -422,7 +405,7 @@ unsafe fn chains(
 
 /// Whether the blocks of `set` hold a cycle among themselves.
 fn has_cycle(set: &HashSet<usize>, successors: &[Vec<usize>]) -> bool {
-    let mut state: std::collections::HashMap<usize, u8> = HashMap::new();
+    let mut state: HashMap<usize, u8> = HashMap::new();
     for &start in set {
         if state.contains_key(&start) {
             continue;
