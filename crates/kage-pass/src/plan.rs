@@ -468,6 +468,15 @@ impl FunctionPlan {
         &self.tree
     }
 
+    /// Each region's own reachable blocks (by tree node).
+    pub fn blocks_by_region(&self) -> Vec<Vec<usize>> {
+        let mut node_blocks = vec![Vec::new(); self.tree.nodes.len()];
+        for b in (0..self.cfg.blocks.len()).filter(|&b| self.forest.reachable[b]) {
+            node_blocks[self.tree.block_region[b]].push(b);
+        }
+        node_blocks
+    }
+
     /// [`hoist::plan_function`] for this function, without the loops that hold an inlined
     /// call: a hoisted loop's iterations reach the runtime once per chunk, so the regions
     /// of calls inlined into its body would count one instance per chunk, and their

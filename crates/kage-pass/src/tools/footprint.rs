@@ -288,7 +288,7 @@ impl Leaves {
 }
 
 /// The leaves of a function counted together with the inlined calls around them
-/// (docs/abi.md, "Leaf inlined calls"): an inlined call whose only region inside is a leaf
+/// (docs/abi.md, "Leaf chains"): an inlined call whose only region inside is a leaf
 /// (`candidate`), or such a call, with no access, no call and no disqualified block of its
 /// own, whose code and its chain's has no cycle, is entered at one block only, and enters
 /// each call of its chain exactly once (the chain's entry block is on every path from its
@@ -308,8 +308,6 @@ unsafe fn chains(
 ) -> (Vec<Option<usize>>, Vec<(usize, u32)>) {
     let tree = plan.tree();
     let nodes = &tree.nodes;
-    let n = plan.cfg.blocks.len();
-    let reachable = &plan.forest.reachable;
     let mut unit_of: Vec<Option<usize>> = (0..nodes.len())
         .map(|k| candidate[k].then_some(k))
         .collect();
@@ -319,10 +317,7 @@ unsafe fn chains(
             kids[parent] += 1;
         }
     }
-    let mut own_blocks = vec![Vec::new(); nodes.len()];
-    for b in (0..n).filter(|&b| reachable[b]) {
-        own_blocks[tree.block_region[b]].push(b);
-    }
+    let own_blocks = plan.blocks_by_region();
     let access_blocks: HashSet<LLVMBasicBlockRef> = (plan.accesses.iter())
         .map(|a| LLVMGetInstructionParent(a.instruction()))
         .collect();
@@ -358,7 +353,8 @@ unsafe fn chains(
     let mut chains = Vec::new();
     for leaf in (0..nodes.len()).filter(|&k| candidate[k]) {
         let mut top = leaf;
-        let fits = |p: usize| leaf - p <= (kage_abi::footprint::CHAIN_MASK >> 8) as usize;
+        let longest = kage_abi::footprint::CHAIN_MASK >> kage_abi::footprint::CHAIN_SHIFT;
+        let fits = |p: usize| leaf - p <= longest as usize;
         while let Some(parent) = nodes[top].parent.filter(|&p| fits(p) && plain(p)) {
             let unit: HashSet<usize> = blocks_of(parent, leaf).into_iter().collect();
             let Some(entry) = single_entry(&unit) else {

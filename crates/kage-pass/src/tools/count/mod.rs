@@ -771,7 +771,7 @@ fn deferred_regions(
     // region counted in records, gains from waiting: innermost first, as that depends on
     // which regions under it wait.
     let size = regions::subtree_sizes(nodes);
-    let node_blocks = regions::blocks_by_region(plan);
+    let node_blocks = plan.blocks_by_region();
     let mut returns = vec![false; tree.block_region.len()];
     exits.iter().for_each(|&(_, b)| returns[b] = true);
     // Blocks seen by the search, cleared after each.

@@ -217,7 +217,7 @@ pub(super) unsafe fn promoted_trees(
         })
         .collect();
     let size = subtree_sizes(nodes);
-    let node_blocks = blocks_by_region(plan);
+    let node_blocks = plan.blocks_by_region();
     let try_tree = |root: usize| -> Option<PromotedTree> {
         let whole_function = match nodes[root].kind {
             NodeKind::Loop(_) | NodeKind::Inlined(_) => false,
@@ -266,16 +266,6 @@ pub(super) fn subtree_sizes(nodes: &[Node]) -> Vec<usize> {
         }
     }
     size
-}
-
-/// Each region's reachable blocks.
-pub(super) fn blocks_by_region(plan: &FunctionPlan) -> Vec<Vec<usize>> {
-    let tree = plan.tree();
-    let mut node_blocks = vec![Vec::new(); tree.nodes.len()];
-    for b in (0..plan.cfg.blocks.len()).filter(|&b| plan.forest.reachable[b]) {
-        node_blocks[tree.block_region[b]].push(b);
-    }
-    node_blocks
 }
 
 /// The most regions a promoted tree holds: its locals stay live while it runs (more spill
