@@ -16,7 +16,8 @@
 //!   in groups and counted inline.
 //!
 //! The machinery the tools share, below them (no tool module imports another): [`loops`]
-//! (dominators and natural loops on a plain graph, no LLVM), [`plan`], [`regions`],
+//! (dominators and natural loops on a plain graph, no LLVM), [`equivalence`] (blocks that
+//! run equally often, on a plain graph), [`plan`], [`regions`],
 //! [`access`] (which instructions are accesses), [`address`] (base + constant offset, range
 //! merging), [`segments`] (runs of instructions between calls, accesses coalesced per
 //! range), [`checkpoints`] (where a path-wise "already covered" fact dies), [`hoist`]
@@ -73,6 +74,7 @@ pub mod address;
 pub mod checkpoints;
 pub mod contexts;
 pub mod debuginfo;
+pub mod equivalence;
 pub mod hoist;
 pub mod hooks;
 pub mod ir;

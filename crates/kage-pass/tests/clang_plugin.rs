@@ -216,6 +216,39 @@ fn count_build_leaves_no_write_back_of_a_count_that_folded_to_zero() {
     );
 }
 
+/// A list walk whose body is two inlined helpers: the body's instances and loads and the
+/// helpers' instances, loads and stores run once per iteration.
+const SHARED_COUNTER_C: &str = r#"
+struct node { struct node *next; int value; };
+static inline int get(const struct node *p) { return p->value; }
+static inline void put(struct node *p, int v) { p->value = v; }
+int walk(struct node *p) {
+  int sum = 0;
+  for (; p; p = p->next) {
+    sum += get(p);
+    put(p, sum);
+  }
+  return sum;
+}
+"#;
+
+#[test]
+fn count_build_counts_a_loop_body_and_the_helpers_inlined_in_it_with_one_counter() {
+    let ir = plugin_ir(support::Mode::Counts, SHARED_COUNTER_C, "-O2");
+    let start = ir.find("@walk(").expect("walk is defined");
+    let walk = &ir[start..start + ir[start..].find("\n}\n").expect("walk ends")];
+    // The loop's header: the block that loads the node's value.
+    let header = (walk.split("\n\n"))
+        .find(|block| block.contains("load i32, ptr"))
+        .expect("the loop's header");
+    let counters = header.lines().filter(|l| l.contains("= phi i64 ")).count();
+    // One counter for the class of the block that stores (the body's loads, `get`'s
+    // loads, `put`'s instance and stores: four counts without it), and the two counts
+    // added on the back edge, which runs one iteration fewer (the body's iteration and
+    // `get`'s instance, which the way in counts the first time).
+    assert_eq!(counters, 3, "{header}");
+}
+
 /// The helpers were inlined (and then deleted); the runtime's fast-path symbols are used.
 fn assert_inlined_working_set(ir: &str) {
     for helper in [

@@ -20,6 +20,7 @@ const LOW: &[&str] = &[
     "checkpoints",
     "contexts",
     "debuginfo",
+    "equivalence",
     "hoist",
     "hooks",
     "ir",

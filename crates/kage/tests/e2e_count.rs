@@ -490,6 +490,14 @@ fn deferred_regions_where_exceptions_land_count_as_a_call_per_access() {
     );
 }
 
+#[test]
+fn blocks_that_share_a_counter_count_as_a_call_per_access() {
+    inline_counts_equal_a_call_per_access(
+        "count_classes.c",
+        &["node_value", "node_set", "get", "put", "row_sum"],
+    );
+}
+
 /// The inline count build of `source` and its per-access build agree region by region at
 /// -O2 and -O3, and each of `helpers` (inlined functions) ran more than 100 times.
 fn inline_counts_equal_a_call_per_access(source: &str, helpers: &[&str]) {

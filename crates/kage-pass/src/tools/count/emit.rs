@@ -12,6 +12,7 @@ use llvm_sys::prelude::{
     LLVMBasicBlockRef, LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
 };
 use llvm_sys::{LLVMAtomicOrdering, LLVMIntPredicate};
+use std::cell::RefCell;
 
 use super::regions::{path_up, Change, PromotedTree};
 use super::{SegmentCounts, BYTES_READ, BYTES_WRITTEN, LOADS, STORES};
@@ -23,6 +24,22 @@ use crate::regions::RegionTable;
 /// A promoted tree's locals: per region, its instances, loads, stores, bytes read and bytes
 /// written (`i64` allocas, zero outside the tree).
 pub(super) struct TreeLocals(Vec<[LLVMValueRef; 5]>);
+
+/// A constant added to a tree's local, as emitted: `load`, `add`, `store`.
+pub(super) struct TreeAdd {
+    pub(super) tree: usize,
+    pub(super) local: LLVMValueRef,
+    pub(super) amount: u64,
+    pub(super) instructions: [LLVMValueRef; 3],
+}
+
+/// What the emitter built that [`super::classes`] may rewrite: each constant added to a
+/// tree's locals and each tree's report (tree, call).
+#[derive(Default)]
+pub(super) struct Emitted {
+    pub(super) adds: Vec<TreeAdd>,
+    pub(super) flushes: Vec<(usize, LLVMValueRef)>,
+}
 
 /// What a tree's report visits its regions with ([`Inline::flush_region`]).
 struct FlushSite<'a> {
@@ -75,6 +92,7 @@ pub(super) struct Emitter<'a> {
     /// The locals holding the function's additions to the thread's totals not made yet
     /// (none in a promoted function, which counts everything in its tree's locals).
     pub(super) waiting_totals: Option<[LLVMValueRef; 4]>,
+    pub(super) emitted: RefCell<Emitted>,
 }
 
 /// What a push needs: the module, the function's table entry, its frame, and the byte
@@ -352,22 +370,34 @@ impl Emitter<'_> {
                 self.inline.set_running(self.builder, entry);
             }
             if let Some(local) = self.local(node) {
-                self.inline.add_plain(
-                    self.builder,
-                    local[0],
-                    LLVMConstInt(self.inline.i64_type, 1, 0),
-                );
+                self.add_to_tree(node, local[0], LLVMConstInt(self.inline.i64_type, 1, 0));
             }
         }
     }
 
+    /// The promoted tree holding tree node `node`, if any.
+    fn tree_of(&self, node: usize) -> Option<usize> {
+        (self.trees.iter()).position(|t| (t.root..t.root + t.len).contains(&node))
+    }
+
     /// The locals of tree node `node`, if it is in a promoted tree.
     fn local(&self, node: usize) -> Option<&[LLVMValueRef; 5]> {
-        let j = self
-            .trees
-            .iter()
-            .position(|t| (t.root..t.root + t.len).contains(&node))?;
+        let j = self.tree_of(node)?;
         self.locals[j].0.get(node - self.trees[j].root)
+    }
+
+    /// `*local += value` for a local of tree node `node`'s tree; a constant is noted in
+    /// [`Emitted`].
+    unsafe fn add_to_tree(&self, node: usize, local: LLVMValueRef, value: LLVMValueRef) {
+        let instructions = self.inline.add_plain(self.builder, local, value);
+        if let (Some(tree), false) = (self.tree_of(node), LLVMIsAConstantInt(value).is_null()) {
+            self.emitted.borrow_mut().adds.push(TreeAdd {
+                tree,
+                local,
+                amount: LLVMConstIntGetZExtValue(value),
+                instructions,
+            });
+        }
     }
 
     /// Tree `j`'s report (when it ran: an exit block may also be reached from outside it).
@@ -386,7 +416,8 @@ impl Emitter<'_> {
             args.extend(pending);
         }
         args.push(self.running_after());
-        self.flushes[j].call(self.builder, &mut args);
+        let call = self.flushes[j].call(self.builder, &mut args);
+        self.emitted.borrow_mut().flushes.push((j, call));
     }
 
     /// What `__kage_count_running` holds once a tree no longer runs.
@@ -504,7 +535,7 @@ impl Emitter<'_> {
                 };
                 for (k, value) in values.iter().enumerate() {
                     if let (Some(value), false) = (*value, derived(k)) {
-                        self.inline.add_plain(self.builder, local[1 + k], value);
+                        self.add_to_tree(node, local[1 + k], value);
                     }
                 }
             }
@@ -868,12 +899,20 @@ impl Inline {
         self.store(b, root, self.address(b, self.running));
     }
 
-    /// `*local += value`, a plain load and store (mem2reg makes it a register).
-    unsafe fn add_plain(&self, b: LLVMBuilderRef, local: LLVMValueRef, value: LLVMValueRef) {
+    /// `*local += value`, a plain load and store (mem2reg makes it a register); the load,
+    /// the addition and the store.
+    unsafe fn add_plain(
+        &self,
+        b: LLVMBuilderRef,
+        local: LLVMValueRef,
+        value: LLVMValueRef,
+    ) -> [LLVMValueRef; 3] {
         let old = LLVMBuildLoad2(b, self.i64_type, local, c"".as_ptr());
         LLVMSetAlignment(old, 8);
         let new = LLVMBuildAdd(b, old, value, c"".as_ptr());
-        LLVMSetAlignment(LLVMBuildStore(b, new, local), 8);
+        let store = LLVMBuildStore(b, new, local);
+        LLVMSetAlignment(store, 8);
+        [old, new, store]
     }
 
     /// Promoted tree `tree`'s report, `void __kage_count_flush(ptr root_record, ptr
@@ -1619,7 +1658,9 @@ impl Inline {
             };
             if let Some(total) = total {
                 match to {
-                    Some(at) => self.add_plain(b, h.param(at + k as u32), total),
+                    Some(at) => {
+                        self.add_plain(b, h.param(at + k as u32), total);
+                    }
                     None => ir::add_relaxed(b, self.cell(b, totals, k), total),
                 }
             }

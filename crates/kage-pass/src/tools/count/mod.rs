@@ -20,6 +20,7 @@
 //! - `count-calls` (instrumentation 0): the region hooks and a call per access, which every
 //!   runtime tool understands.
 
+mod classes;
 mod emit;
 mod regions;
 
@@ -485,6 +486,7 @@ unsafe fn instrument_function(
         nodes: &tree.nodes,
         deferred_regions: &deferred_regions,
         waiting_totals,
+        emitted: Default::default(),
     };
     for (b, code) in &start_code {
         let Some(start) = (if *b == 0 {
@@ -577,6 +579,8 @@ unsafe fn instrument_function(
             at.exit(&path_up(&tree.nodes, tree.block_region[block], None));
         }
     }
+    let in_tree: Vec<Option<usize>> = (0..n).map(owner).collect();
+    classes::count_per_class(plan, &in_tree, &at.emitted.borrow(), builder);
 }
 
 /// Which trees wait to report, and where they report ([`regions::delay_reports`]), given
