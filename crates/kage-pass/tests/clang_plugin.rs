@@ -249,6 +249,38 @@ fn count_build_counts_a_loop_body_and_the_helpers_inlined_in_it_with_one_counter
     assert_eq!(counters, 3, "{header}");
 }
 
+/// A function counting `helpers` inlined loops that call out (each loop and its body
+/// counted in records), picked by a switch in a loop, as an interpreter's cases are.
+fn many_records_source(helpers: usize) -> String {
+    let mut source = String::from("void ext(int);\n");
+    for k in 0..helpers {
+        source += &format!(
+            "static inline void h{k}(int *a, int n) {{ for (int i = 0; i < n; i++) ext(a[i] + {k}); }}\n"
+        );
+    }
+    source += "void run(int *code, int *a, int n) {\n  for (int pc = 0; pc < n; pc++) {\n    switch (code[pc]) {\n";
+    for k in 0..helpers {
+        source += &format!("    case {k}: h{k}(a, code[pc + 1]); break;\n");
+    }
+    source += "    }\n  }\n}\n";
+    source
+}
+
+#[test]
+fn count_build_reads_the_records_base_at_each_use_in_a_function_of_many_records() {
+    // 40 helpers: 80 regions counted in records, beyond the 64 from which the base is read
+    // afresh (else LLVM hoists every record's address out of the loop and the register
+    // allocator spills them all at each call); 10 helpers: the base stays in a register.
+    let reads = |helpers: usize| {
+        let ir = plugin_ir(support::Mode::Counts, &many_records_source(helpers), "-O2");
+        let start = ir.find("@run(").expect("run is defined");
+        let run = &ir[start..start + ir[start..].find("\n}\n").expect("run ends")];
+        run.matches("load volatile ptr").count()
+    };
+    assert!(reads(40) >= 40, "{}", reads(40));
+    assert_eq!(reads(10), 0);
+}
+
 /// The helpers were inlined (and then deleted); the runtime's fast-path symbols are used.
 fn assert_inlined_working_set(ir: &str) {
     for helper in [

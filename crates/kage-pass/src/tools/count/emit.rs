@@ -59,6 +59,13 @@ struct FlushSite<'a> {
     local: &'a dyn Fn(usize, usize) -> LLVMValueRef,
 }
 
+/// How many regions a function counts in records before it reads their base afresh at each
+/// use: otherwise LLVM hoists each record's address out of the loops, and in a function
+/// with hundreds of them (an interpreter's loop: SQLite's `sqlite3VdbeExec`) the register
+/// allocator spills them all at every call (a `lea` and a store each, 430 instructions a
+/// call). A fresh read costs what the reload of a spilled address costs.
+pub(super) const RECORDS_RELOADED_FROM: usize = 64;
+
 /// Builds one function's inline code at the builder's position.
 pub(super) struct Emitter<'a> {
     pub(super) inline: &'a Inline,
@@ -66,6 +73,10 @@ pub(super) struct Emitter<'a> {
     /// The thread's records of the module's regions (from the function's entry; none in a
     /// promoted function, whose report looks them up).
     pub(super) records: Option<LLVMValueRef>,
+    /// Where `records` is kept when the function counts many regions in records (a deferred
+    /// function's local of them): read afresh (a volatile load) at each use
+    /// ([`RECORDS_RELOADED_FROM`]).
+    pub(super) records_slot: Option<LLVMValueRef>,
     /// The function's activation index (none in a promoted function).
     pub(super) activation: Option<LLVMValueRef>,
     pub(super) table: &'a RegionTable,
@@ -116,7 +127,7 @@ pub(super) struct DeferredEntry {
     /// `i1` local: the activation was pushed.
     flag: LLVMValueRef,
     /// `ptr` local: the thread's records of the module.
-    records: LLVMValueRef,
+    pub(super) records: LLVMValueRef,
     /// `i32` local: the activation, once pushed.
     activation: LLVMValueRef,
     /// `i64` locals: the function's own loads, stores, bytes read and written, whether
@@ -176,9 +187,14 @@ impl Emitter<'_> {
 
     /// The thread's records of the module (not in a promoted function).
     unsafe fn records(&self) -> LLVMValueRef {
-        match self.deferred {
-            Some(d) => self.plain_load(self.inline.ptr_type, d.records),
-            None => self.records.expect("records outside promoted functions"),
+        match (self.records_slot, self.deferred) {
+            (Some(slot), _) => {
+                let records = self.plain_load(self.inline.ptr_type, slot);
+                LLVMSetVolatile(records, 1);
+                records
+            }
+            (None, Some(d)) => self.plain_load(self.inline.ptr_type, d.records),
+            (None, None) => self.records.expect("records outside promoted functions"),
         }
     }
 
@@ -403,12 +419,11 @@ impl Emitter<'_> {
     /// Tree `j`'s report (when it ran: an exit block may also be reached from outside it).
     pub(super) unsafe fn flush(&self, j: usize) {
         let records = match (self.deferred, self.records) {
-            (Some(d), _) => self.plain_load(self.inline.ptr_type, d.records),
-            (None, Some(records)) => records,
             (None, None) => self
                 .inline
                 .records
                 .call(self.builder, &mut [self.table.module_global]),
+            _ => self.records(),
         };
         let mut args = vec![self.record_in(records, self.trees[j].root)];
         args.extend(self.locals[j].0.iter().flatten().copied());
@@ -840,6 +855,17 @@ impl Inline {
                 })
                 .collect(),
         )
+    }
+
+    /// A `ptr` local before `first` (the entry block's first instruction).
+    pub(super) unsafe fn local_at_entry(
+        &self,
+        b: LLVMBuilderRef,
+        first: LLVMValueRef,
+        name: &std::ffi::CStr,
+    ) -> LLVMValueRef {
+        LLVMPositionBuilderBefore(b, first);
+        LLVMBuildAlloca(b, self.ptr_type, name.as_ptr())
     }
 
     /// The locals where a function's additions to the thread's totals wait: four `i64`,

@@ -446,6 +446,20 @@ unsafe fn instrument_function(
         );
         (Some(records), Some(activation))
     };
+    let in_records = (0..tree.nodes.len())
+        .filter(|&node| tree_of[node].is_none() && !deferred_nodes[node])
+        .count();
+    let records_slot = match (records, &deferred) {
+        _ if in_records < emit::RECORDS_RELOADED_FROM => None,
+        (Some(records), _) => {
+            let slot = inline.local_at_entry(builder, first, c"kage.records");
+            position(entry_at);
+            LLVMBuildStore(builder, records, slot);
+            Some(slot)
+        }
+        (None, Some(d)) => Some(d.records),
+        (None, None) => None,
+    };
     // Trees directly under a deferred function or region leave their accesses in its locals.
     let tree_pending: Vec<Option<[LLVMValueRef; 4]>> = (trees.iter())
         .map(|t| match (tree.nodes[t.root].parent, &deferred) {
@@ -473,6 +487,7 @@ unsafe fn instrument_function(
         inline,
         builder,
         records,
+        records_slot,
         activation,
         table,
         base: plan.slots.base,
