@@ -107,6 +107,14 @@ impl FunctionCfg {
             .collect();
         FunctionCfg { blocks, successors }
     }
+
+    /// Each block's index in [`blocks`](Self::blocks).
+    pub fn block_indices(&self) -> HashMap<LLVMBasicBlockRef, usize> {
+        (self.blocks.iter())
+            .enumerate()
+            .map(|(i, &b)| (b, i))
+            .collect()
+    }
 }
 
 /// Where hooks that run "on entry to a block" go: after its PHIs and its `landingpad`.

@@ -253,12 +253,7 @@ unsafe fn analyse(
         return bad("the switch's end has a PHI node (a case yields a value)");
     }
     let cfg = FunctionCfg::new(func);
-    let index: HashMap<LLVMBasicBlockRef, usize> = cfg
-        .blocks
-        .iter()
-        .enumerate()
-        .map(|(i, &b)| (b, i))
-        .collect();
+    let index = cfg.block_indices();
     let forest = find_loops(&cfg.successors, 0);
     let join_index = index[&join];
     let mut versions = Vec::new();

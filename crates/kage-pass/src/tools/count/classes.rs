@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use llvm_sys::core::*;
-use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMBuilderRef, LLVMValueRef};
+use llvm_sys::prelude::{LLVMBuilderRef, LLVMValueRef};
 
 use super::emit::Emitted;
 use crate::equivalence::execution_classes;
@@ -41,16 +41,8 @@ pub(super) unsafe fn count_per_class(
     // What is inserted here is bookkeeping, of no source line.
     LLVMSetCurrentDebugLocation2(builder, std::ptr::null_mut());
     let cfg = FunctionCfg::new(plan.func);
-    let index: HashMap<LLVMBasicBlockRef, usize> = cfg
-        .blocks
-        .iter()
-        .enumerate()
-        .map(|(i, &b)| (b, i))
-        .collect();
-    let original: HashMap<LLVMBasicBlockRef, usize> = (plan.cfg.blocks.iter())
-        .enumerate()
-        .map(|(i, &b)| (b, i))
-        .collect();
+    let index = cfg.block_indices();
+    let original = plan.cfg.block_indices();
     let mut predecessors = vec![Vec::new(); cfg.blocks.len()];
     for (from, successors) in cfg.successors.iter().enumerate() {
         for &to in successors {

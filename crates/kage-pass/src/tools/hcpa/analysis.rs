@@ -159,12 +159,7 @@ pub unsafe fn analyse(
 ) -> HcpaFunction {
     let cfg = &plan.cfg;
     let reachable = &plan.forest.reachable;
-    let index: HashMap<LLVMBasicBlockRef, usize> = cfg
-        .blocks
-        .iter()
-        .enumerate()
-        .map(|(i, &b)| (b, i))
-        .collect();
+    let index = cfg.block_indices();
     let block_of = |inst: LLVMValueRef| index.get(&LLVMGetInstructionParent(inst)).copied();
     let controllers = control::controllers(&cfg.successors, 0);
     let mut a = Analysis {
