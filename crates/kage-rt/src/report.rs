@@ -35,6 +35,17 @@ pub struct RegionEntries<'a> {
     fields: RegionFields,
 }
 
+/// What comes before a region's member's value: a comma (but for the first), a line break,
+/// the indentation and the member's name, one literal (one copy into the writer's buffer).
+macro_rules! member {
+    (first $name:literal) => {
+        concat!("\n      \"", $name, "\": ").as_bytes()
+    };
+    ($name:literal) => {
+        concat!(",\n      \"", $name, "\": ").as_bytes()
+    };
+}
+
 impl RegionEntries<'_> {
     /// The entry of region `id`.
     pub fn entry(&self, id: usize) -> Region {
@@ -74,27 +85,27 @@ impl RegionEntries<'_> {
         let mut number = itoa::Buffer::new();
         for (id, r) in self.regions.iter().enumerate() {
             out.write_all(if id == 0 { b"[\n    {" } else { b",\n    {" })?;
-            member(out, "id", true)?;
+            out.write_all(member!(first "id"))?;
             out.write_all(number.format(id as u32).as_bytes())?;
-            member(out, "kind", false)?;
+            out.write_all(member!("kind"))?;
             out.write_all(strings.kind(r.kind)?)?;
-            member(out, "name", false)?;
+            out.write_all(member!("name"))?;
             out.write_all(strings.get(&r.name)?)?;
-            member(out, "symbol", false)?;
+            out.write_all(member!("symbol"))?;
             out.write_all(strings.get(&r.symbol)?)?;
-            member(out, "file", false)?;
+            out.write_all(member!("file"))?;
             out.write_all(strings.get(&r.file)?)?;
-            member(out, "line", false)?;
+            out.write_all(member!("line"))?;
             out.write_all(number.format(r.line).as_bytes())?;
-            member(out, "end_line", false)?;
+            out.write_all(member!("end_line"))?;
             out.write_all(number.format(r.end_line).as_bytes())?;
-            member(out, "parent", false)?;
+            out.write_all(member!("parent"))?;
             match r.parent {
                 Some(parent) => out.write_all(number.format(parent).as_bytes())?,
                 None => out.write_all(b"null")?,
             }
             if let Some(at) = &r.inlined_at {
-                member(out, "inlined_at", false)?;
+                out.write_all(member!("inlined_at"))?;
                 out.write_all(b"{\n        \"file\": ")?;
                 out.write_all(strings.get(&at.file)?)?;
                 out.write_all(b",\n        \"line\": ")?;
@@ -108,17 +119,17 @@ impl RegionEntries<'_> {
                     let (i, e) = (&c.inclusive, &c.exclusive);
                     // In their names' order, as a JSON map holds them.
                     for (name, value) in [
-                        ("bytes_read", i.bytes_read),
-                        ("bytes_written", i.bytes_written),
-                        ("instances", c.instances),
-                        ("loads", i.loads),
-                        ("self_bytes_read", e.bytes_read),
-                        ("self_bytes_written", e.bytes_written),
-                        ("self_loads", e.loads),
-                        ("self_stores", e.stores),
-                        ("stores", i.stores),
+                        (member!("bytes_read"), i.bytes_read),
+                        (member!("bytes_written"), i.bytes_written),
+                        (member!("instances"), c.instances),
+                        (member!("loads"), i.loads),
+                        (member!("self_bytes_read"), e.bytes_read),
+                        (member!("self_bytes_written"), e.bytes_written),
+                        (member!("self_loads"), e.loads),
+                        (member!("self_stores"), e.stores),
+                        (member!("stores"), i.stores),
                     ] {
-                        member(out, name, false)?;
+                        out.write_all(name)?;
                         out.write_all(number.format(value).as_bytes())?;
                     }
                 }
@@ -140,14 +151,6 @@ impl RegionEntries<'_> {
         }
         out.write_all(b"\n  ]")
     }
-}
-
-/// A line break, the indentation of a region's member and its name (`first`: no comma
-/// before).
-fn member<W: io::Write>(out: &mut W, name: &str, first: bool) -> io::Result<()> {
-    out.write_all(if first { b"\n      \"" } else { b",\n      \"" })?;
-    out.write_all(name.as_bytes())?;
-    out.write_all(b"\": ")
 }
 
 /// Strings as JSON (quoted and escaped), each made once: the registry's interned strings
