@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMBuilderRef, LLVMValueRef};
 
-use super::emit::Emitted;
+use super::emit::{Emitted, Inline};
 use crate::equivalence::execution_classes;
 use crate::ir::FunctionCfg;
 use crate::plan::FunctionPlan;
@@ -28,11 +28,12 @@ use crate::plan::FunctionPlan;
 ///
 /// # Safety
 /// `plan` must describe the function the emitter instrumented, `emitted` what it built
-/// (nothing removed since), and `builder` a builder of the function's context.
+/// (nothing removed since) with `inline`, and `builder` a builder of the function's context.
 pub(super) unsafe fn count_per_class(
     plan: &FunctionPlan,
     in_tree: &[Option<usize>],
     emitted: &Emitted,
+    inline: &Inline,
     builder: LLVMBuilderRef,
 ) {
     let Some(trees) = emitted.adds.iter().map(|a| a.tree + 1).max() else {
@@ -123,11 +124,14 @@ pub(super) unsafe fn count_per_class(
             if 2 * amounts.len() > 3 * (class_adds.len() - 1) {
                 continue;
             }
-            let counter = counter_at_entry(plan, builder);
+            let entry = LLVMGetEntryBasicBlock(plan.func);
+            LLVMPositionBuilderBefore(builder, LLVMGetFirstInstruction(entry));
+            let counter = inline.zeroed_count(builder);
             // One block of the class counts, before its first addition.
             let first = first_in_block(adds[class_adds[0]].instructions[0], &class_adds, &adds);
             LLVMPositionBuilderBefore(builder, first);
-            add_one(builder, counter);
+            let one = LLVMConstInt(LLVMGetAllocatedType(counter), 1, 0);
+            inline.add_plain(builder, counter, one);
             for &k in &class_adds {
                 for &inst in adds[k].instructions.iter().rev() {
                     LLVMInstructionEraseFromParent(inst);
@@ -137,7 +141,7 @@ pub(super) unsafe fn count_per_class(
         }
         for &call in &reports {
             LLVMPositionBuilderBefore(builder, call);
-            settle(builder, &shared);
+            settle(inline, builder, &shared);
         }
     }
 }
@@ -182,10 +186,7 @@ unsafe fn first_in_block(
     let block = LLVMGetInstructionParent(any);
     let mut at = LLVMGetFirstInstruction(block);
     while !at.is_null() {
-        if members
-            .iter()
-            .any(|&k| adds[k].instructions[0] == at && LLVMGetInstructionParent(at) == block)
-        {
+        if members.iter().any(|&k| adds[k].instructions[0] == at) {
             return at;
         }
         at = LLVMGetNextInstruction(at);
@@ -193,45 +194,17 @@ unsafe fn first_in_block(
     any
 }
 
-/// A zeroed `i64` counter at the function's start (mem2reg promotes it).
-unsafe fn counter_at_entry(plan: &FunctionPlan, builder: LLVMBuilderRef) -> LLVMValueRef {
-    let entry = LLVMGetEntryBasicBlock(plan.func);
-    LLVMPositionBuilderBefore(builder, LLVMGetFirstInstruction(entry));
-    let i64_type = LLVMInt64TypeInContext(LLVMGetModuleContext(LLVMGetGlobalParent(plan.func)));
-    let counter = LLVMBuildAlloca(builder, i64_type, c"kage.count.class".as_ptr());
-    LLVMSetAlignment(counter, 8);
-    LLVMSetAlignment(
-        LLVMBuildStore(builder, LLVMConstInt(i64_type, 0, 0), counter),
-        8,
-    );
-    counter
-}
-
-unsafe fn add_one(builder: LLVMBuilderRef, counter: LLVMValueRef) {
-    let i64_type = LLVMGetAllocatedType(counter);
-    let old = LLVMBuildLoad2(builder, i64_type, counter, c"".as_ptr());
-    LLVMSetAlignment(old, 8);
-    let new = LLVMBuildAdd(builder, old, LLVMConstInt(i64_type, 1, 0), c"".as_ptr());
-    LLVMSetAlignment(LLVMBuildStore(builder, new, counter), 8);
-}
-
 /// Before a report: each class's `amount * counter` added to its locals, the counters
 /// zeroed.
-unsafe fn settle(builder: LLVMBuilderRef, shared: &[(LLVMValueRef, Vec<(LLVMValueRef, u64)>)]) {
-    let Some(&(first, _)) = shared.first() else {
-        return;
-    };
-    let i64_type = LLVMGetAllocatedType(first);
-    let load = |at: LLVMValueRef| {
-        let v = LLVMBuildLoad2(builder, i64_type, at, c"".as_ptr());
-        LLVMSetAlignment(v, 8);
-        v
-    };
-    let store = |value: LLVMValueRef, at: LLVMValueRef| {
-        LLVMSetAlignment(LLVMBuildStore(builder, value, at), 8);
-    };
-    for (counter, amounts) in shared {
-        let count = load(*counter);
+unsafe fn settle(
+    inline: &Inline,
+    builder: LLVMBuilderRef,
+    shared: &[(LLVMValueRef, Vec<(LLVMValueRef, u64)>)],
+) {
+    for &(counter, ref amounts) in shared {
+        let i64_type = LLVMGetAllocatedType(counter);
+        let count = LLVMBuildLoad2(builder, i64_type, counter, c"".as_ptr());
+        LLVMSetAlignment(count, 8);
         for &(local, amount) in amounts {
             let scaled = match amount {
                 1 => count,
@@ -242,9 +215,9 @@ unsafe fn settle(builder: LLVMBuilderRef, shared: &[(LLVMValueRef, Vec<(LLVMValu
                     c"".as_ptr(),
                 ),
             };
-            let sum = LLVMBuildAdd(builder, load(local), scaled, c"".as_ptr());
-            store(sum, local);
+            inline.add_plain(builder, local, scaled);
         }
-        store(LLVMConstInt(i64_type, 0, 0), *counter);
+        let zero = LLVMConstInt(i64_type, 0, 0);
+        LLVMSetAlignment(LLVMBuildStore(builder, zero, counter), 8);
     }
 }

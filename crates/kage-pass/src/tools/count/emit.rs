@@ -842,19 +842,20 @@ impl Inline {
 
     /// At the builder's position (the entry block's start): a promoted tree's locals, zero.
     pub(super) unsafe fn tree_locals(&self, b: LLVMBuilderRef, len: usize) -> TreeLocals {
-        let zero = LLVMConstInt(self.i64_type, 0, 0);
         TreeLocals(
             (0..len)
-                .map(|_| {
-                    std::array::from_fn(|_| {
-                        let local = LLVMBuildAlloca(b, self.i64_type, c"kage.count".as_ptr());
-                        LLVMSetAlignment(local, 8);
-                        LLVMSetAlignment(LLVMBuildStore(b, zero, local), 8);
-                        local
-                    })
-                })
+                .map(|_| std::array::from_fn(|_| self.zeroed_count(b)))
                 .collect(),
         )
+    }
+
+    /// At the builder's position (the entry block's start): an `i64` local, zero.
+    pub(super) unsafe fn zeroed_count(&self, b: LLVMBuilderRef) -> LLVMValueRef {
+        let local = LLVMBuildAlloca(b, self.i64_type, c"kage.count".as_ptr());
+        LLVMSetAlignment(local, 8);
+        let zero = LLVMConstInt(self.i64_type, 0, 0);
+        LLVMSetAlignment(LLVMBuildStore(b, zero, local), 8);
+        local
     }
 
     /// A `ptr` local before `first` (the entry block's first instruction).
@@ -927,7 +928,7 @@ impl Inline {
 
     /// `*local += value`, a plain load and store (mem2reg makes it a register); the load,
     /// the addition and the store.
-    unsafe fn add_plain(
+    pub(super) unsafe fn add_plain(
         &self,
         b: LLVMBuilderRef,
         local: LLVMValueRef,

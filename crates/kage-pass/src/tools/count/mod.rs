@@ -595,7 +595,7 @@ unsafe fn instrument_function(
         }
     }
     let in_tree: Vec<Option<usize>> = (0..n).map(owner).collect();
-    classes::count_per_class(plan, &in_tree, &at.emitted.borrow(), builder);
+    classes::count_per_class(plan, &in_tree, &at.emitted.borrow(), inline, builder);
 }
 
 /// Which trees wait to report, and where they report ([`regions::delay_reports`]), given
