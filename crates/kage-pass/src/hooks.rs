@@ -108,8 +108,18 @@ impl Hooks {
         Hooks {
             func_enter: declare(&symbols::FUNC_ENTER),
             func_exit: declare(&symbols::FUNC_EXIT),
-            loop_iter: declare(&symbols::LOOP_ITER),
-            settle: define_settle(module, declare(&symbols::SETTLE)),
+            loop_iter: define_unless_innermost(
+                module,
+                "__kage_loop_iter_unless_iterating",
+                declare(&symbols::LOOP_ITER),
+                kage_abi::layout::REGION_SIZE as u64,
+            ),
+            settle: define_unless_innermost(
+                module,
+                "__kage_settle_unless_innermost",
+                declare(&symbols::SETTLE),
+                0,
+            ),
             resume_at: declare(&symbols::RESUME_AT),
             frame_address: {
                 let name = c"llvm.addressofreturnaddress.p0";
@@ -128,18 +138,25 @@ impl Hooks {
     }
 }
 
-/// The inline helper `void __kage_settle_unless_innermost(ptr r)`: calls `settle`
-/// (`__kage_settle`) unless `r` is the thread's `__kage_innermost`, the region a settle
-/// would leave as it is (docs/abi.md, "Hooks the pass inserts").
+/// The inline helper `void name(ptr r)`: calls `hook(r)` unless the thread's
+/// `__kage_innermost` is the entry `offset` bytes after `r`: `__kage_settle_unless_innermost`
+/// (offset 0: a settle to the innermost region changes nothing) and
+/// `__kage_loop_iter_unless_iterating` (the loop's body, the next entry: the runtime publishes
+/// a body only for tools to which a new iteration changes nothing). docs/abi.md, "Hooks the
+/// pass inserts".
 ///
 /// # Safety
-/// `module` must be valid and hold `settle`.
-unsafe fn define_settle(module: LLVMModuleRef, settle: RuntimeFunction) -> RuntimeFunction {
+/// `module` must be valid and hold `hook`.
+unsafe fn define_unless_innermost(
+    module: LLVMModuleRef,
+    name: &str,
+    hook: RuntimeFunction,
+    offset: u64,
+) -> RuntimeFunction {
     let context = LLVMGetModuleContext(module);
     let ptr_type = LLVMPointerTypeInContext(context, 0);
     let mut params = [ptr_type];
     let ty = LLVMFunctionType(LLVMVoidTypeInContext(context), params.as_mut_ptr(), 1, 0);
-    let name = "__kage_settle_unless_innermost";
     let existing = LLVMGetNamedFunction(module, ir::c_string(name).as_ptr());
     if !existing.is_null() {
         return RuntimeFunction::helper(existing, ty);
@@ -153,16 +170,30 @@ unsafe fn define_settle(module: LLVMModuleRef, settle: RuntimeFunction) -> Runti
     LLVMPositionBuilderAtEnd(builder, entry);
     let address = ir::thread_local_address(module, builder, innermost);
     let current = ir::load_relaxed(builder, ptr_type, address);
+    let skipped_if = if offset == 0 {
+        region
+    } else {
+        let i8_type = LLVMInt8TypeInContext(context);
+        let mut index = [LLVMConstInt(LLVMInt64TypeInContext(context), offset, 0)];
+        LLVMBuildInBoundsGEP2(
+            builder,
+            i8_type,
+            region,
+            index.as_mut_ptr(),
+            1,
+            c"".as_ptr(),
+        )
+    };
     let same = LLVMBuildICmp(
         builder,
         LLVMIntPredicate::LLVMIntEQ,
         current,
-        region,
+        skipped_if,
         c"".as_ptr(),
     );
     LLVMBuildCondBr(builder, same, done, call);
     LLVMPositionBuilderAtEnd(builder, call);
-    settle.call(builder, &mut [region]);
+    hook.call(builder, &mut [region]);
     LLVMBuildBr(builder, done);
     LLVMPositionBuilderAtEnd(builder, done);
     LLVMBuildRetVoid(builder);

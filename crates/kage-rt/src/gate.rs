@@ -133,7 +133,7 @@ impl ThreadState {
         compiler_fence(SeqCst);
         let (stack, tool) = (&mut *self.stack.get(), &mut **self.tool.get());
         let r = f(stack, tool);
-        inline::publish(stack);
+        inline::publish(stack, tool.measures_iterations());
         leave_runtime(self);
         Some(r)
     }

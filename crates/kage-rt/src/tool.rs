@@ -112,6 +112,13 @@ pub trait ThreadTool {
             self.access(addr.wrapping_add((k * stride) as usize), width, false);
         }
     }
+    /// Whether the tool tells a loop's iterations apart (a new iteration exits the loop's
+    /// body and enters it again). When it does not, the runtime publishes the body as the
+    /// innermost region and instrumented code leaves out `__kage_loop_iter` while the body
+    /// is innermost: the iteration would change nothing (`inline::publish`).
+    fn measures_iterations(&self) -> bool {
+        true
+    }
     /// Apply a pending [`Tool::reset`] now.
     fn reset(&mut self);
     /// This thread is the only one left in a forked child: start from zero.

@@ -328,6 +328,40 @@ fn call_hook_build_agrees_and_measures_loop_bodies() {
     }
 }
 
+/// Iterations left out inline (a loop whose body is the innermost region, for a tool that
+/// does not measure iterations: docs/abi.md, "Hooks the pass inserts") change no footprint.
+/// A build with call hooks, run with `loop_bodies=1` (every iteration reaches the runtime)
+/// and without (iterations left out), and a footprint build agree on every function's and
+/// loop's footprint, over loops left by `break`, `continue`, `goto`, a `longjmp` two frames
+/// down, and loop bodies with inlined helpers and calls in them.
+#[test]
+fn iterations_left_out_inline_change_no_footprint() {
+    let work = Work::new();
+    for source in ["count_classes.c", "longjmp.c"] {
+        let exe = work.build_for_every_tool(source, &["-O2"]);
+        let every = run(&work, &exe, "loop_bodies=1");
+        let skipped = run(&work, &exe, "loop_bodies=0");
+        let grouped = work.build_with_env(source, &["-O2"], &[("KAGE_TOOL", "footprint")]);
+        let grouped = run(&work, &grouped, "loop_bodies=0");
+        let footprints = |report: &Report| -> Vec<(String, u32, String)> {
+            (report.regions.iter())
+                .filter(|r| r.kind != RegionKind::LoopBody)
+                .map(|r| {
+                    let f = &r.metrics["footprint"];
+                    (r.name.clone(), r.line, f.to_string())
+                })
+                .collect()
+        };
+        assert_eq!(footprints(&every), footprints(&skipped), "{source}");
+        assert_eq!(footprints(&grouped), footprints(&skipped), "{source}");
+        let iterations: u64 = (every.regions.iter())
+            .filter(|r| r.kind == RegionKind::LoopBody)
+            .map(|r| r.metrics["footprint"]["instances"].as_u64().unwrap())
+            .sum();
+        assert!(iterations > 0, "{source}: no iteration measured");
+    }
+}
+
 /// A footprint build reports a simple loop's iterations together, so it refuses loop
 /// bodies, says why and what to do, and measures the rest exactly.
 #[test]

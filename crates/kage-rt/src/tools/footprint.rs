@@ -1090,6 +1090,11 @@ impl ThreadTool for FootprintThread {
         self.sync_heap();
     }
 
+    /// Loop bodies are regions only with `loop_bodies=1`.
+    fn measures_iterations(&self) -> bool {
+        self.bodies
+    }
+
     fn reset(&mut self) {
         self.sync_epoch();
     }

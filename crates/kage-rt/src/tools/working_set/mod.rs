@@ -764,6 +764,11 @@ impl ThreadTool for WsThread {
         }
     }
 
+    /// A new iteration pops the body and pushes it again: the stack is the same.
+    fn measures_iterations(&self) -> bool {
+        false
+    }
+
     fn reset(&mut self) {}
 
     fn fork_survivor(&mut self) {}
