@@ -80,8 +80,20 @@ fn nested_loops_table_and_hooks() {
         count(sum2d, &frame_call_prefix(&ir, "__kage_func_enter", 0)),
         1
     );
-    assert_eq!(count(sum2d, &region_call(&ir, "__kage_loop_iter", 1)), 1);
-    assert_eq!(count(sum2d, &region_call(&ir, "__kage_loop_iter", 3)), 1);
+    assert_eq!(
+        count(
+            sum2d,
+            &region_call(&ir, "__kage_loop_iter_unless_iterating", 1)
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            sum2d,
+            &region_call(&ir, "__kage_loop_iter_unless_iterating", 3)
+        ),
+        1
+    );
     // The inner loop exits into the outer loop's latch (settle to the outer body, 2); the
     // outer loop exits into the return block (settle to the function, 0).
     assert_eq!(
@@ -106,7 +118,7 @@ fn nested_loops_table_and_hooks() {
     // (inner) or are targets of the latch that settles the inner loop (outer).
     for block in blocks(sum2d) {
         let has = |call: &str| block.instructions.contains(&call);
-        if has(&region_call(&ir, "__kage_loop_iter", 3)) {
+        if has(&region_call(&ir, "__kage_loop_iter_unless_iterating", 3)) {
             assert!(
                 block
                     .instructions
@@ -122,7 +134,7 @@ fn nested_loops_table_and_hooks() {
                 .find(|b| {
                     b.instructions
                         .iter()
-                        .any(|l| *l == region_call(&ir, "__kage_loop_iter", 1))
+                        .any(|l| *l == region_call(&ir, "__kage_loop_iter_unless_iterating", 1))
                 })
                 .unwrap()
                 .label;
@@ -281,7 +293,7 @@ fn count_build_adds_each_segments_counts_inline() {
 fn count_build_changes_regions_inline() {
     let ir = instrument_in(Mode::Counts, "ws_loops.ll");
     for hook in [
-        "@__kage_loop_iter(",
+        "@__kage_loop_iter",
         "@__kage_settle",
         "@__kage_func_enter(",
         "@__kage_func_exit(",
@@ -713,7 +725,7 @@ fn exceptions_settle_after_landingpad_and_exit_before_resume() {
         .unwrap();
     assert_eq!(
         header.instructions[1],
-        region_call(&ir, "__kage_loop_iter", 1)
+        region_call(&ir, "__kage_loop_iter_unless_iterating", 1)
     );
 }
 
@@ -752,7 +764,7 @@ fn odd_control_flow_and_skipped_functions() {
     };
     assert_eq!(
         blocks_by_label("spin")[1],
-        region_call(&ir, "__kage_loop_iter", 2)
+        region_call(&ir, "__kage_loop_iter_unless_iterating", 2)
     );
     assert_eq!(
         blocks_by_label("done")[0],
@@ -1641,7 +1653,7 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
     assert_eq!(
         block(helper, "enter"),
         [
-            format!("call void @__kage_loop_iter({loop_region})").as_str(),
+            format!("call void @__kage_loop_iter_unless_iterating({loop_region})").as_str(),
             "br label %report"
         ]
     );
@@ -1665,7 +1677,10 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
     // Loops of other forms keep a loop event per iteration; their accesses are counted and
     // reported per segment, at its end. The search's load: one report before the branch.
     let find = function_body(&ir, "find");
-    assert!(find.contains("call void @__kage_loop_iter("), "{find}");
+    assert!(
+        find.contains("call void @__kage_loop_iter_unless_iterating("),
+        "{find}"
+    );
     assert!(
         !find.contains("__kage_load") && !find.contains("__kage_store"),
         "{find}"
@@ -1753,7 +1768,7 @@ fn an_inlined_call_is_a_region_around_its_loop_entered_and_left_by_settling() {
         region_call(&ir, "__kage_settle_unless_innermost", 1)
     );
     assert_eq!(
-        main.matches(&region_call(&ir, "__kage_loop_iter", 2))
+        main.matches(&region_call(&ir, "__kage_loop_iter_unless_iterating", 2))
             .count(),
         1
     );
@@ -1795,7 +1810,7 @@ fn inlined_calls_are_their_callers_code_when_inlined_regions_are_off() {
         1
     );
     assert_eq!(
-        main.matches(&region_call(&ir, "__kage_loop_iter", 1))
+        main.matches(&region_call(&ir, "__kage_loop_iter_unless_iterating", 1))
             .count(),
         1
     );

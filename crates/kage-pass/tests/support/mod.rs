@@ -372,6 +372,7 @@ pub fn is_block_entry_hook(inst: &str) -> bool {
     [
         "@__kage_func_enter(",
         "@__kage_loop_iter(",
+        "@__kage_loop_iter_unless_iterating(",
         "@__kage_settle_unless_innermost(",
         // A count build's promoted tree's exit, before the block's hooks.
         "@__kage_count_regions_exit.",
