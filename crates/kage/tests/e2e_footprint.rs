@@ -412,6 +412,12 @@ mod hoisted {
     const OUT: u64 = 0x500000;
     const FA: u64 = 0x600000;
     const FB: u64 = 0x700000;
+    const HIST: u64 = 0x800000;
+    const IDX: u64 = 0x900000;
+    const WEIGHT: u64 = 0xa00000;
+    const PTRS: u64 = 0xb00000;
+    const GRID: u64 = 0xc00000;
+    const CLEARED: u64 = 0xd00000;
 
     /// Every function's (and its one loop's) instances: byte ranges.
     fn expected() -> Vec<(&'static str, Vec<Instance>)> {
@@ -428,12 +434,30 @@ mod hoisted {
         let down = vec![vec![(INTS, INTS + 4 * 3000)]];
         let stencil = vec![vec![(IN, IN + 8000), (OUT + 8, OUT + 8 * 999)]];
         let axpy = vec![vec![(FA, FA + 4 * 4999), (FB, FB + 4 * 4999)]];
+        let indexed = vec![vec![
+            (IDX, IDX + 4 * 500),
+            (WEIGHT, WEIGHT + 4 * 500),
+            (HIST, HIST + 8 * 64),
+        ]];
+        let chased = vec![std::iter::once((PTRS, PTRS + 8 * 300))
+            .chain(
+                (0..150)
+                    .step_by(3)
+                    .map(|r| (RECS + 24 * r + 16, RECS + 24 * r + 24)),
+            )
+            .collect()];
+        let rows = vec![std::iter::once((CLEARED, CLEARED + 40))
+            .chain((0..40).map(|i| (GRID + 256 * i, GRID + 256 * i + 100)))
+            .collect()];
         vec![
             ("fields", fields),
             ("column", column),
             ("down", down),
             ("stencil", stencil),
             ("axpy", axpy),
+            ("indexed", indexed),
+            ("chased", chased),
+            ("rows", rows),
         ]
     }
 
@@ -471,7 +495,9 @@ mod hoisted {
         );
         // The loops really are reported per chunk in this build.
         let said = String::from_utf8_lossy(&out.stderr);
-        for name in ["fields", "column", "down", "stencil", "axpy"] {
+        for name in [
+            "fields", "column", "down", "stencil", "axpy", "indexed", "chased", "rows",
+        ] {
             assert!(
                 said.contains(&format!("kage-pass: {name}: loop at line")),
                 "{said}"

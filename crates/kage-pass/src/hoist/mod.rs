@@ -29,10 +29,11 @@
 //! - every access is in a block that dominates `E`, has a constant length, and an address
 //!   `A + M * ext(iv') + c`, where `iv'` is any induction variable of the header (a PHI of
 //!   the same form with any constant step), `A` is a loop-invariant pointer plus
-//!   loop-invariant indices, `M` and `c` are constants ([`affine::Linear`]); for the working
-//!   set, one such access is enough: the others (through an index array, a pointer loaded
-//!   in the loop, a length known only at run time) are counted by the chunk all the same
-//!   and marked where they are made ([`HoistPlan::marked_inline`]);
+//!   loop-invariant indices, `M` and `c` are constants ([`affine::Linear`]); one such
+//!   access is enough: the others (through an index array, a pointer loaded in the loop, a
+//!   length known only at run time) are counted by the chunk all the same and marked where
+//!   they are made for the working set, reported and counted by their segments for the
+//!   footprint (which hoists no loop with such a `cmpxchg`: [`HoistPlan::marked_inline`]);
 //! - for each coalesced range, consecutive iterations leave gaps below 16 bytes.
 //!
 //! (`C` above is the counter's step; the chunk length is written `K` below.)
@@ -95,7 +96,7 @@ use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
 use llvm_sys::target::LLVMTargetDataRef;
 use llvm_sys::{LLVMIntPredicate, LLVMOpcode};
 
-use crate::access::{classify_access, Length};
+use crate::access::{classify_access, Access, Length};
 use crate::address::{merge_ranges_within, MERGE_GAP};
 use crate::ir::{self, FunctionCfg};
 use crate::loops::LoopForest;
@@ -125,12 +126,13 @@ pub enum Coverage {
 }
 
 impl Coverage {
-    /// Whether a loop with accesses whose addresses cannot be followed is still hoisted,
-    /// those accesses marked where they are made (working set: a mark needs no count of
-    /// its own, and the chunk counts them); footprint reports ranges in order with the
-    /// region events and hoists only loops it can follow whole.
-    fn marks_the_rest_inline(self) -> bool {
-        self == Coverage::Lines
+    /// Whether a loop with `access`, whose addresses cannot be followed, is still hoisted,
+    /// the access marked or reported where it is made: always for the working set (a mark
+    /// needs no count of its own, and the chunk counts it); for the footprint unless it is
+    /// a `cmpxchg`, which has its own hook (its segment reports and counts it, and the
+    /// chunk's ranges are in the same loop instance: a hoisted loop has no region event).
+    fn marks_inline(self, access: &Access) -> bool {
+        self == Coverage::Lines || !matches!(access, Access::CmpXchg { .. })
     }
 
     /// Pieces of one iteration merge across gaps below this many bytes.
@@ -209,8 +211,9 @@ pub struct HoistPlan {
     /// The loop's access instructions, which get no budget check or mark of their own.
     pub accesses: Vec<LLVMValueRef>,
     /// The loop's accesses whose addresses the plan cannot follow (through an index array,
-    /// a pointer loaded in the loop): counted by the chunk (they are in
-    /// `accesses_per_iteration`), marked where they are made (working set only).
+    /// a pointer loaded in the loop): in `accesses_per_iteration`, and marked where they
+    /// are made (working set: the chunk counts them) or reported and counted there
+    /// (footprint).
     pub marked_inline: Vec<LLVMValueRef>,
 }
 
@@ -334,7 +337,7 @@ pub unsafe fn analyze_loop(
                     pieces.extend(followed);
                     accesses.push(inst);
                 }
-                None if coverage.marks_the_rest_inline() => marked_inline.push(inst),
+                None if coverage.marks_inline(&access) => marked_inline.push(inst),
                 None => return Err(NotHoisted::AccessNotAffine),
             }
         }

@@ -637,7 +637,9 @@ unsafe fn emit_reports(
 /// `__kage_fp_chunk(iv, S, T - 1, starts...)` of a helper that, at iteration 0, calls
 /// `__kage_loop_iter(loop)` (the loop's only iteration event: it enters the loop's region)
 /// and, at every chunk start (`m` iterations), adds the chunk's `m * n` accesses to the
-/// thread's counter and calls `__kage_fp_strided(lowest, width, |stride|, m)` for each range.
+/// thread's counter (`n` accesses followed per iteration; those marked inline are reported
+/// and counted by their segments) and calls `__kage_fp_strided(lowest, width, |stride|, m)`
+/// for each range.
 /// `loop_iter` is `__kage_loop_iter`. `position(at)` puts `builder` before
 /// `at` with the hook location of `at`.
 ///
@@ -684,10 +686,10 @@ unsafe fn emit_hoisted(
     LLVMBuildBr(b, report);
     LLVMPositionBuilderAtEnd(b, report);
     let iterations = frame.math.add(frame.last, frame.math.constant(1));
-    let accesses = frame.math.mul(
-        iterations,
-        frame.math.constant(plan.accesses_per_iteration as i64),
-    );
+    // The accesses followed; those marked inline are counted by their segments.
+    let accesses = frame
+        .math
+        .mul(iterations, frame.math.constant(plan.accesses.len() as i64));
     rt.count(b, accesses);
     for (r, range) in plan.ranges.iter().enumerate() {
         let lowest = frame.lowest_byte(plan, r);
