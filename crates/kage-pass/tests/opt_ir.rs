@@ -1633,7 +1633,8 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
         "{increment}"
     );
     // The helper: at a chunk start it enters the loop on iteration 0, then counts the
-    // chunk's 2 (last + 1) accesses and reports each array's 4-byte elements j ..= j + last.
+    // chunk's 2 (last + 1) accesses and reports each array's 4-byte elements j ..= j + last
+    // as one buffered range of 4 (last + 1) bytes.
     let helper = function_body(&ir, "__kage_fp_chunk");
     assert!(helper.starts_with(
         "define internal void @__kage_fp_chunk(i64 %iv, i64 %start, i64 %after_first, ptr %range0, ptr %range1) #"
@@ -1667,9 +1668,13 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
             "store atomic i64 %8, ptr @__kage_fp_accesses monotonic, align 8",
             "%9 = mul i64 %j, 4",
             "%10 = getelementptr i8, ptr %range0, i64 %9",
-            "call void @__kage_fp_strided(ptr %10, i64 4, i64 4, i64 %5)",
-            "%11 = getelementptr i8, ptr %range1, i64 %9",
-            "call void @__kage_fp_strided(ptr %11, i64 4, i64 4, i64 %5)",
+            "%11 = mul i64 %last, 4",
+            "%12 = add i64 %11, 4",
+            "call void @__kage_fp_range(ptr %10, i64 %12)",
+            "%13 = getelementptr i8, ptr %range1, i64 %9",
+            "%14 = mul i64 %last, 4",
+            "%15 = add i64 %14, 4",
+            "call void @__kage_fp_range(ptr %13, i64 %15)",
             "br label %done",
         ]
     );

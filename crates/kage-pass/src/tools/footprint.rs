@@ -638,8 +638,9 @@ unsafe fn emit_reports(
 /// `__kage_loop_iter(loop)` (the loop's only iteration event: it enters the loop's region)
 /// and, at every chunk start (`m` iterations), adds the chunk's `m * n` accesses to the
 /// thread's counter (`n` accesses followed per iteration; those marked inline are reported
-/// and counted by their segments) and calls `__kage_fp_strided(lowest, width, |stride|, m)`
-/// for each range.
+/// and counted by their segments) and reports each range: `__kage_fp_range(lowest, (m - 1)
+/// * |stride| + width)` when its elements overlap or touch (buffered, as a segment's
+/// ranges), `__kage_fp_strided(lowest, width, |stride|, m)` otherwise.
 /// `loop_iter` is `__kage_loop_iter`. `position(at)` puts `builder` before
 /// `at` with the hook location of `at`.
 ///
@@ -695,7 +696,13 @@ unsafe fn emit_hoisted(
         let lowest = frame.lowest_byte(plan, r);
         let m = &frame.math;
         let (width, stride) = (range.hi - range.lo, range.stride().abs());
-        rt.report(b, lowest, m.constant(width), m.constant(stride), iterations);
+        if stride <= width {
+            // Elements that overlap or touch: one range, buffered like a segment's.
+            let span = m.add(m.mul(frame.last, m.constant(stride)), m.constant(width));
+            rt.report_range(b, lowest, span);
+        } else {
+            rt.report(b, lowest, m.constant(width), m.constant(stride), iterations);
+        }
     }
     frame.close();
     let at = ir::first_insertion_point(plan.header)
