@@ -80,40 +80,20 @@ fn nested_loops_table_and_hooks() {
         count(sum2d, &frame_call_prefix(&ir, "__kage_func_enter", 0)),
         1
     );
-    assert_eq!(
-        count(
-            sum2d,
-            &region_call(&ir, "__kage_loop_iter_unless_iterating", 1)
-        ),
-        1
-    );
-    assert_eq!(
-        count(
-            sum2d,
-            &region_call(&ir, "__kage_loop_iter_unless_iterating", 3)
-        ),
-        1
-    );
+    for lp in [1, 3] {
+        let call = region_call(&ir, "__kage_loop_iter_unless_iterating", lp);
+        assert_eq!(count(sum2d, &call), 1, "{call}");
+    }
     // The inner loop exits into the outer loop's latch (settle to the outer body, 2); the
     // outer loop exits into the return block (settle to the function, 0).
     assert_eq!(
         count(sum2d, "call void @__kage_settle_unless_innermost("),
         2
     );
-    assert_eq!(
-        count(
-            sum2d,
-            &region_call(&ir, "__kage_settle_unless_innermost", 2)
-        ),
-        1
-    );
-    assert_eq!(
-        count(
-            sum2d,
-            &region_call(&ir, "__kage_settle_unless_innermost", 0)
-        ),
-        1
-    );
+    for region in [2, 0] {
+        let call = region_call(&ir, "__kage_settle_unless_innermost", region);
+        assert_eq!(count(sum2d, &call), 1, "{call}");
+    }
     // The loop_iter hooks sit in the loop headers: blocks that branch back to themselves
     // (inner) or are targets of the latch that settles the inner loop (outer).
     for block in blocks(sum2d) {
