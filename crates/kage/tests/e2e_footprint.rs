@@ -418,6 +418,8 @@ mod hoisted {
     const PTRS: u64 = 0xb00000;
     const GRID: u64 = 0xc00000;
     const CLEARED: u64 = 0xd00000;
+    const TEXT: u64 = 0xe00000;
+    const ODD: u64 = 0xf00000;
 
     /// Every function's (and its one loop's) instances: byte ranges.
     fn expected() -> Vec<(&'static str, Vec<Instance>)> {
@@ -449,6 +451,13 @@ mod hoisted {
         let rows = vec![std::iter::once((CLEARED, CLEARED + 40))
             .chain((0..40).map(|i| (GRID + 256 * i, GRID + 256 * i + 100)))
             .collect()];
+        let odds = vec![std::iter::once((TEXT, TEXT + 700))
+            .chain(
+                (0..700)
+                    .filter(|i| i % 7 % 2 == 1)
+                    .map(|i| (ODD + i, ODD + i + 1)),
+            )
+            .collect()];
         vec![
             ("fields", fields),
             ("column", column),
@@ -458,6 +467,7 @@ mod hoisted {
             ("indexed", indexed),
             ("chased", chased),
             ("rows", rows),
+            ("odds", odds),
         ]
     }
 
@@ -496,7 +506,7 @@ mod hoisted {
         // The loops really are reported per chunk in this build.
         let said = String::from_utf8_lossy(&out.stderr);
         for name in [
-            "fields", "column", "down", "stencil", "axpy", "indexed", "chased", "rows",
+            "fields", "column", "down", "stencil", "axpy", "indexed", "chased", "rows", "odds",
         ] {
             assert!(
                 said.contains(&format!("kage-pass: {name}: loop at line")),

@@ -2,8 +2,8 @@
  * instead of access by access (crates/kage-pass/src/hoist): elements with gaps between
  * them, a column walk, a downward loop, an overlapping stencil, a vectorised loop with its
  * remainder, loops longer than a chunk, a loop entered again and again, loops with accesses
- * the chunks cannot follow (through an index array, a loaded pointer, a run-time length:
- * reported where they are made). Each function runs
+ * the chunks cannot follow (through an index array, a loaded pointer, a run-time length)
+ * or that not every iteration makes: reported where they are made. Each function runs
  * one loop over global arrays (each aligned to 4096), so its footprint and its loop's are
  * the ranges in its comment; crates/kage/tests/e2e_footprint.rs checks them exactly in a
  * footprint build and in a build for every tool, and that the footprint build hoisted
@@ -27,6 +27,8 @@ static int weight[500] __attribute__((aligned(4096)));
 static struct rec *ptrs[300] __attribute__((aligned(4096)));
 static unsigned char grid[40][256] __attribute__((aligned(4096)));
 static char cleared[40] __attribute__((aligned(4096)));
+static unsigned char text[700] __attribute__((aligned(4096)));
+static unsigned char odd[700] __attribute__((aligned(4096)));
 
 /* Reads recs[i].b, i < n: 8 bytes at 24 i + 8 each (16-byte gaps). */
 NOINLINE long fields(int n) {
@@ -80,6 +82,16 @@ NOINLINE void rows(int n, int len) {
   }
 }
 
+/* Reads text[i], i < n, and copies the odd ones (text[i] = i mod 7: i mod 7 in {1, 3, 5})
+ * to odd[i]: text [0, n), odd's bytes i of those, a store that not every iteration makes. */
+NOINLINE void odds(int n) {
+  PLAIN_LOOP for (int i = 0; i < n; i++) {
+    unsigned char c = text[i];
+    if (c & 1)
+      odd[i] = c;
+  }
+}
+
 int main(int argc, char **argv) {
   (void)argv;
   int k = argc; /* 1: sizes and contents the compiler cannot see */
@@ -101,5 +113,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 300; i++) ptrs[i] = &recs[(3 * i * k) % 150];
   s += chased(300 * k);
   rows(40 * k, 100 * k);
-  return (s + d + out[5] + fa[7] + ints[3] + hist[3] + grid[2][5] + cleared[3]) == 12345 ? 1 : 0;
+  for (int i = 0; i < 700; i++) text[i] = (unsigned char)((i * k) % 7);
+  odds(700 * k);
+  return (s + d + out[5] + fa[7] + ints[3] + hist[3] + grid[2][5] + cleared[3] + odd[3]) == 12345 ? 1 : 0;
 }

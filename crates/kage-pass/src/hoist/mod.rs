@@ -26,7 +26,8 @@
 //! - `E` ends in `br (icmp eq|ne X, N)` leaving `L` exactly when `X == N`, where `N` is
 //!   loop-invariant, `iv = phi [S, P], [iv.next, E]` in the header,
 //!   `iv.next = add iv, C` with `C = ±2^s`, and `X` is `iv` or `iv.next`;
-//! - every access is in a block that dominates `E`, has a constant length, and an address
+//! - every access is in a block that dominates `E` (footprint: or is reported by its
+//!   segment, below), has a constant length, and an address
 //!   `A + M * ext(iv') + c`, where `iv'` is any induction variable of the header (a PHI of
 //!   the same form with any constant step), `A` is a loop-invariant pointer plus
 //!   loop-invariant indices, `M` and `c` are constants ([`affine::Linear`]); one such
@@ -34,6 +35,8 @@
 //!   length known only at run time) are counted by the chunk all the same and marked where
 //!   they are made for the working set, reported and counted by their segments for the
 //!   footprint (which hoists no loop with such a `cmpxchg`: [`HoistPlan::marked_inline`]);
+//!   for the footprint, accesses in blocks that do not run in every iteration are reported
+//!   and counted by their segments too;
 //! - for each coalesced range, consecutive iterations leave gaps below 16 bytes.
 //!
 //! (`C` above is the counter's step; the chunk length is written `K` below.)
@@ -126,13 +129,18 @@ pub enum Coverage {
 }
 
 impl Coverage {
-    /// Whether a loop with `access`, whose addresses cannot be followed, is still hoisted,
-    /// the access marked or reported where it is made: always for the working set (a mark
-    /// needs no count of its own, and the chunk counts it); for the footprint unless it is
-    /// a `cmpxchg`, which has its own hook (its segment reports and counts it, and the
-    /// chunk's ranges are in the same loop instance: a hoisted loop has no region event).
-    fn marks_inline(self, access: &Access) -> bool {
-        self == Coverage::Lines || !matches!(access, Access::CmpXchg { .. })
+    /// Whether a loop with `access`, whose addresses cannot be followed or which does not
+    /// run in every iteration (`every_iteration` false), is still hoisted, the access
+    /// marked or reported where it is made. Working set: when it runs in every iteration (a
+    /// mark needs no count of its own, and the chunk counts it, as every iteration's).
+    /// Footprint: unless it is a `cmpxchg`, which has its own hook (its segment reports and
+    /// counts it, and the chunk's ranges are in the same loop instance: a hoisted loop has
+    /// no region event).
+    fn marks_inline(self, access: &Access, every_iteration: bool) -> bool {
+        match self {
+            Coverage::Lines => every_iteration,
+            Coverage::Bytes => !matches!(access, Access::CmpXchg { .. }),
+        }
     }
 
     /// Pieces of one iteration merge across gaps below this many bytes.
@@ -211,9 +219,9 @@ pub struct HoistPlan {
     /// The loop's access instructions, which get no budget check or mark of their own.
     pub accesses: Vec<LLVMValueRef>,
     /// The loop's accesses whose addresses the plan cannot follow (through an index array,
-    /// a pointer loaded in the loop): in `accesses_per_iteration`, and marked where they
-    /// are made (working set: the chunk counts them) or reported and counted there
-    /// (footprint).
+    /// a pointer loaded in the loop), and for the footprint those that do not run in every
+    /// iteration: in `accesses_per_iteration`, and marked where they are made (working
+    /// set: the chunk counts them) or reported and counted there (footprint).
     pub marked_inline: Vec<LLVMValueRef>,
 }
 
@@ -314,6 +322,7 @@ pub unsafe fn analyze_loop(
 
     let mut accesses = Vec::new();
     let mut marked_inline = Vec::new();
+    let mut marked_why = None;
     let mut pieces: Vec<(Affine, i64)> = Vec::new(); // (address, length)
     for &b in &lp.blocks {
         for inst in ir::instructions(cfg.blocks[b]) {
@@ -321,7 +330,12 @@ pub unsafe fn analyze_loop(
                 continue;
             };
             if !dominates_within(&cfg.successors, &lp.blocks, lp.header, b, shape.latch) {
-                return Err(NotHoisted::AccessNotEveryIteration);
+                if !coverage.marks_inline(&access, false) {
+                    return Err(NotHoisted::AccessNotEveryIteration);
+                }
+                marked_why.get_or_insert(NotHoisted::AccessNotEveryIteration);
+                marked_inline.push(inst);
+                continue;
             }
             // Every range of the access followed, or the access is marked inline whole.
             let followed: Option<Vec<(Affine, i64)>> = (access.ranges().into_iter())
@@ -337,17 +351,17 @@ pub unsafe fn analyze_loop(
                     pieces.extend(followed);
                     accesses.push(inst);
                 }
-                None if coverage.marks_inline(&access) => marked_inline.push(inst),
+                None if coverage.marks_inline(&access, true) => {
+                    marked_why.get_or_insert(NotHoisted::AccessNotAffine);
+                    marked_inline.push(inst);
+                }
                 None => return Err(NotHoisted::AccessNotAffine),
             }
         }
     }
     if accesses.is_empty() {
-        return Err(if marked_inline.is_empty() {
-            NotHoisted::NoAccesses
-        } else {
-            NotHoisted::AccessNotAffine
-        });
+        // Nothing for the chunks to report: why the first access left inline was.
+        return Err(marked_why.unwrap_or(NotHoisted::NoAccesses));
     }
     let ranges = strided_ranges(&pieces, &inductions, coverage)?;
     let accesses_per_iteration = (accesses.len() + marked_inline.len()) as u64;

@@ -337,6 +337,53 @@ exit:
         analyze(conditional),
         vec![Err(NotHoisted::AccessNotEveryIteration)]
     );
+    // The footprint reports it where it is made, but with nothing else in the loop there
+    // is nothing to hoist.
+    assert_eq!(
+        analyze_for(conditional, Coverage::Bytes),
+        vec![Err(NotHoisted::AccessNotEveryIteration)]
+    );
+}
+
+/// The footprint hoists a loop's strided accesses that run in every iteration, and leaves
+/// to their segments those through a loaded index and those under a condition (counted
+/// there: one access per iteration in the chunks, three per iteration in all). The working
+/// set counts every access per chunk, so it cannot take the conditional one.
+#[test]
+fn footprint_hoists_around_indirect_and_conditional_accesses() {
+    let body = r#"
+define void @f(ptr %a, ptr %idx, ptr %hist, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %latch ]
+  %pi = getelementptr inbounds i32, ptr %idx, i64 %i
+  %k = load i32, ptr %pi, align 4
+  %kk = sext i32 %k to i64
+  %ph = getelementptr inbounds i64, ptr %hist, i64 %kk
+  %h = load i64, ptr %ph, align 8
+  %big = icmp sgt i64 %h, 100
+  br i1 %big, label %then, label %latch
+then:
+  %pa = getelementptr inbounds i64, ptr %a, i64 %i
+  store i64 %h, ptr %pa, align 8
+  br label %latch
+latch:
+  %i.next = add i64 %i, 1
+  %done = icmp eq i64 %i.next, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}
+"#;
+    assert_eq!(
+        analyze_for(body, Coverage::Bytes),
+        vec![Ok((3, vec![(4, 0, 4)], true, 1))]
+    );
+    assert_eq!(
+        analyze_for(body, Coverage::Lines),
+        vec![Err(NotHoisted::AccessNotEveryIteration)]
+    );
 }
 
 #[test]
