@@ -138,6 +138,22 @@ impl ThreadState {
         Some(r)
     }
 
+    /// [`with`](Self::with) for an event of the tool's own that leaves the region stack as
+    /// it is (a footprint leaf's end): nothing to publish.
+    ///
+    /// # Safety
+    /// As for [`with`](Self::with).
+    pub unsafe fn with_tool<R>(&self, f: impl FnOnce(&mut dyn ThreadTool) -> R) -> Option<R> {
+        if self.busy.get() != 0 {
+            return None;
+        }
+        self.busy.set(IN_RUNTIME);
+        compiler_fence(SeqCst);
+        let r = f(&mut **self.tool.get());
+        leave_runtime(self);
+        Some(r)
+    }
+
     /// The program ends on this thread: exits every open frame and tells the tool, which
     /// frees what the report does not need before the report is built. False when the
     /// thread is inside the runtime: nothing is done.
@@ -240,6 +256,20 @@ pub unsafe fn region_event(f: impl FnOnce(&mut RegionStack, &mut dyn ThreadTool)
         return;
     }
     (*ts).with(f);
+}
+
+/// [`region_event`] for an event of the tool's own that leaves the region stack as it is
+/// ([`ThreadState::with_tool`]).
+///
+/// # Safety
+/// Called from a hook, on the calling thread.
+#[inline(always)]
+pub unsafe fn tool_event(f: impl FnOnce(&mut dyn ThreadTool)) {
+    let ts = event_thread();
+    if ts.is_null() || finished() {
+        return;
+    }
+    (*ts).with_tool(f);
 }
 
 /// Runs `f` with the calling thread's state marked busy (so an instrumented signal handler

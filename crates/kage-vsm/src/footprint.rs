@@ -318,6 +318,9 @@ impl Footprint {
     /// given these accesses and left without children, counted without entering it. Its
     /// parent does not see them: the caller reports them with [`access`](Self::access).
     pub fn touched_by(&self, ranges: &mut [(u64, u64)]) -> Touched {
+        if let [(first, last)] = *ranges {
+            return self.touched_by_range(first, last);
+        }
         let shift = self.unit_shift();
         for r in ranges.iter_mut() {
             *r = (r.0 >> shift, r.1 >> shift);
@@ -327,6 +330,15 @@ impl Footprint {
         for &(first, last) in ranges.iter() {
             runs.add(first, last);
         }
+        runs.finish()
+    }
+
+    /// [`touched_by`](Self::touched_by) one range, bytes `first..=last` (most leaves: a
+    /// helper's one load).
+    pub fn touched_by_range(&self, first: u64, last: u64) -> Touched {
+        let shift = self.unit_shift();
+        let mut runs = deferred::Runs::new(self.units_per_line_shift());
+        runs.add(first >> shift, last >> shift);
         runs.finish()
     }
 

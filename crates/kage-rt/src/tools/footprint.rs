@@ -148,7 +148,7 @@ struct LeafSlot {
 #[no_mangle]
 pub unsafe extern "C" fn __kage_fp_leaf_close(frame: *const c_void, keep: *const c_void) {
     let mut ran = false;
-    gate::region_event(|_, tool| {
+    gate::tool_event(|tool| {
         ran = true;
         if let Some(t) = footprint_part(tool) {
             t.leaf_close(frame, keep);
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn __kage_fp_leaf_close(frame: *const c_void, keep: *const
 #[no_mangle]
 pub unsafe extern "C" fn __kage_fp_leaf_resume(entry: *const c_void, frame: *const c_void) -> u32 {
     let mut answer = 2;
-    gate::region_event(|_, tool| {
+    gate::tool_event(|tool| {
         if let Some(t) = footprint_part(tool) {
             answer = u32::from(t.leaf_resume(entry, frame));
         }
@@ -304,6 +304,24 @@ impl BufferSlot {
             for i in (from as usize).min(len)..len {
                 each(*ranges.add(2 * i), *ranges.add(2 * i + 1));
             }
+        }
+    }
+
+    /// Owner only: the buffered range from the `from`th on when it is the only one.
+    fn only_range_from(&self, from: u64) -> Option<(u64, u64)> {
+        let buffer = self.buffer.load(Relaxed);
+        if buffer.is_null() {
+            return None;
+        }
+        // SAFETY: as in `drain`.
+        unsafe {
+            let len = (*buffer).len.min(self.capacity);
+            if len != from.saturating_add(1) {
+                return None;
+            }
+            let ranges = std::ptr::addr_of!((*buffer).ranges) as *const u64;
+            let i = from as usize;
+            Some((*ranges.add(2 * i), *ranges.add(2 * i + 1)))
         }
     }
 
@@ -851,11 +869,18 @@ impl FootprintThread {
             self.leaf_side.clear();
             return;
         }
-        self.s
-            .buffer
-            .peek_from(mark, |first, last| self.leaf_side.push((first, last)));
-        let touched = fp.touched_by(&mut self.leaf_side);
-        self.leaf_side.clear();
+        let touched = match self.s.buffer.only_range_from(mark) {
+            // Most leaves: one range reported, none passed on before.
+            Some((first, last)) if self.leaf_side.is_empty() => fp.touched_by_range(first, last),
+            _ => {
+                self.s
+                    .buffer
+                    .peek_from(mark, |first, last| self.leaf_side.push((first, last)));
+                let touched = fp.touched_by(&mut self.leaf_side);
+                self.leaf_side.clear();
+                touched
+            }
+        };
         self.record_chain(region, chain, touched);
     }
 
