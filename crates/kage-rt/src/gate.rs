@@ -126,16 +126,12 @@ impl ThreadState {
         &self,
         f: impl FnOnce(&mut RegionStack, &mut dyn ThreadTool) -> R,
     ) -> Option<R> {
-        if self.busy.get() != 0 {
-            return None;
-        }
-        self.busy.set(IN_RUNTIME);
-        compiler_fence(SeqCst);
-        let (stack, tool) = (&mut *self.stack.get(), &mut **self.tool.get());
-        let r = f(stack, tool);
-        inline::publish(stack, tool.measures_iterations());
-        leave_runtime(self);
-        Some(r)
+        self.busy_with(|| {
+            let (stack, tool) = (&mut *self.stack.get(), &mut **self.tool.get());
+            let r = f(stack, tool);
+            inline::publish(stack, tool.measures_iterations());
+            r
+        })
     }
 
     /// [`with`](Self::with) for an event of the tool's own that leaves the region stack as
@@ -144,12 +140,21 @@ impl ThreadState {
     /// # Safety
     /// As for [`with`](Self::with).
     pub unsafe fn with_tool<R>(&self, f: impl FnOnce(&mut dyn ThreadTool) -> R) -> Option<R> {
+        self.busy_with(|| f(&mut **self.tool.get()))
+    }
+
+    /// Runs `f` with the thread marked inside the runtime, unless it already is.
+    ///
+    /// # Safety
+    /// Only on the owning thread (or the sole thread of a forked child).
+    #[inline(always)]
+    unsafe fn busy_with<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
         if self.busy.get() != 0 {
             return None;
         }
         self.busy.set(IN_RUNTIME);
         compiler_fence(SeqCst);
-        let r = f(&mut **self.tool.get());
+        let r = f();
         leave_runtime(self);
         Some(r)
     }
@@ -285,15 +290,7 @@ pub unsafe fn in_runtime<R>(f: impl FnOnce(*const ThreadState) -> R) -> Option<R
     if ts.is_null() || finished() {
         return None;
     }
-    let state = &*ts;
-    if state.busy.get() != 0 {
-        return None;
-    }
-    state.busy.set(IN_RUNTIME);
-    compiler_fence(SeqCst);
-    let answer = f(ts);
-    leave_runtime(state);
-    Some(answer)
+    (*ts).busy_with(|| f(ts))
 }
 
 /// Runs `f` on the calling thread's tool unless accesses are off (the gate, or the runtime

@@ -291,37 +291,20 @@ impl BufferSlot {
         }
     }
 
-    /// Owner only: the buffered ranges from the `from`th on, in order, left in the buffer.
-    fn peek_from(&self, from: u64, mut each: impl FnMut(u64, u64)) {
+    /// Owner only: the buffered ranges (first byte, last byte) from the `from`th on, in
+    /// order, left in the buffer.
+    fn ranges_from(&self, from: u64) -> &[[u64; 2]] {
         let buffer = self.buffer.load(Relaxed);
         if buffer.is_null() {
-            return;
+            return &[];
         }
-        // SAFETY: as in `drain`.
+        // SAFETY: as in `drain`; the entries below `len` are written and stay as they are
+        // while the runtime runs on the owner thread (a handler appends above them).
         unsafe {
             let len = (*buffer).len.min(self.capacity) as usize;
-            let ranges = std::ptr::addr_of!((*buffer).ranges) as *const u64;
-            for i in (from as usize).min(len)..len {
-                each(*ranges.add(2 * i), *ranges.add(2 * i + 1));
-            }
-        }
-    }
-
-    /// Owner only: the buffered range from the `from`th on when it is the only one.
-    fn only_range_from(&self, from: u64) -> Option<(u64, u64)> {
-        let buffer = self.buffer.load(Relaxed);
-        if buffer.is_null() {
-            return None;
-        }
-        // SAFETY: as in `drain`.
-        unsafe {
-            let len = (*buffer).len.min(self.capacity);
-            if len != from.saturating_add(1) {
-                return None;
-            }
-            let ranges = std::ptr::addr_of!((*buffer).ranges) as *const u64;
-            let i = from as usize;
-            Some((*ranges.add(2 * i), *ranges.add(2 * i + 1)))
+            let from = (from as usize).min(len);
+            let ranges = std::ptr::addr_of!((*buffer).ranges) as *const [u64; 2];
+            std::slice::from_raw_parts(ranges.add(from), len - from)
         }
     }
 
@@ -869,13 +852,11 @@ impl FootprintThread {
             self.leaf_side.clear();
             return;
         }
-        let touched = match self.s.buffer.only_range_from(mark) {
+        let touched = match self.s.buffer.ranges_from(mark) {
             // Most leaves: one range reported, none passed on before.
-            Some((first, last)) if self.leaf_side.is_empty() => fp.touched_by_range(first, last),
-            _ => {
-                self.s
-                    .buffer
-                    .peek_from(mark, |first, last| self.leaf_side.push((first, last)));
+            &[[first, last]] if self.leaf_side.is_empty() => fp.touched_by_range(first, last),
+            ranges => {
+                (self.leaf_side).extend(ranges.iter().map(|&[first, last]| (first, last)));
                 let touched = fp.touched_by(&mut self.leaf_side);
                 self.leaf_side.clear();
                 touched
