@@ -123,54 +123,137 @@ void __kage_fp_range(const void *addr, uint64_t len) {
 struct kage_fp_buffer *kage_fp_buffer_slot(void) { return &kage_fp_buffer; }
 uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
 
-/* The footprint tool's open leaf inlined call on this thread ("Footprint instrumentation"):
- * its region entry (null: none), its activation (the `frame` of its hooks) and where its
- * ranges begin in kage_fp_buffer; and the activation of the innermost leaf an event made a
- * level of the tool's (null: none; the tool keeps them: a leaf that calls, one a signal
- * handler interrupts). */
+/* The footprint tool's open leaf inlined calls on this thread ("Footprint instrumentation"):
+ * a stack of `depth` leaves, each inside the one below it, all of the activation at
+ * `frame`: each one's region entry, its parent leaf's (null: none) and where its ranges
+ * begin in kage_fp_buffer; the activation of the innermost leaf an event made a level of
+ * the tool's (null: none; the tool keeps them: a leaf that calls, one a signal handler
+ * interrupts); and the leaves that ended since the tool last ran, which it counts from
+ * the ranges between their `mark` and `end` (those stay in the buffer until it does), with
+ * how many leaves were open below them. `changing` is non-zero while a hook or the runtime
+ * changes the slot: a signal handler's leaf hooks then leave it alone (its leaves are not
+ * measured). */
+#define KAGE_FP_LEAVES 8
+#define KAGE_FP_ENDED 32
 struct kage_fp_leaf {
-  const void *entry;
+  uint64_t depth;
   const void *frame;
-  uint64_t mark;
   const void *level_frame;
+  uint64_t changing;
+  uint64_t ended_len;
+  struct {
+    const void *entry;
+    const void *parent;
+    uint64_t mark;
+  } open[KAGE_FP_LEAVES];
+  struct {
+    const void *entry;
+    uint64_t mark;
+    uint64_t end;
+    uint64_t below;
+  } ended[KAGE_FP_ENDED];
 };
 __attribute__((tls_model("initial-exec")))
 static __thread struct kage_fp_leaf kage_fp_leaf;
 
-/* The tool's part (crates/kage-rt/src/tools/footprint.rs): ends the open leaf's instance
- * (counted, the slot freed) and the activation's leaf that is a level, if any, unless it is
- * `keep`'s. */
+/* The tool's part (crates/kage-rt/src/tools/footprint.rs): counts the leaves that ended,
+ * then ends the activation's open leaves, and its leaves that are levels, that are neither
+ * `keep` nor around it. */
 void __kage_fp_leaf_close(const void *frame, const void *keep);
-/* The same for another leaf than `entry` of the activation: 0 when `entry`'s instance
- * begins, 1 when it goes on (the activation's leaf that is a level is `entry`'s), 2 when the
- * runtime did not run (busy under a signal handler, or ended): the slot is left alone. */
-uint32_t __kage_fp_leaf_resume(const void *entry, const void *frame);
+/* The same for `entry`, which then goes on or begins, with the leaves around it that are
+ * not open. */
+void __kage_fp_leaf_resume(const void *entry, const void *frame);
 
-/* Control is in a block of the leaf inlined call `entry` of the activation at `frame`: its
- * instance open goes on, or a new one begins (ending another's first). */
-void __kage_fp_leaf_enter(const void *entry, const void *frame) {
+/* Control is in a block of the leaf inlined call `entry`, inside the leaf `parent` (null:
+ * none), of the activation at `frame`: its open instance goes on, or a new one begins (the
+ * runtime ends others first). */
+void __kage_fp_leaf_enter(const void *entry, const void *parent, const void *frame) {
   struct kage_fp_leaf *l = &kage_fp_leaf;
-  if (l->entry == entry && l->frame == frame)
+  uint64_t d = l->depth;
+  if (d && l->open[d - 1].entry == entry && l->frame == frame)
     return;
-  if ((l->entry || l->level_frame == frame) && __kage_fp_leaf_resume(entry, frame) != 0)
+  if (l->changing)
     return;
-  l->mark = kage_fp_buffer.len;
-  l->frame = frame;
-  /* A handler that interrupts here sees no leaf open until the rest is set. */
+  l->changing = 1;
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  l->entry = entry;
+  /* Read again: a handler that interrupted the lines above may have changed the slot. */
+  d = l->depth;
+  int begins = d < KAGE_FP_LEAVES &&
+               (d ? l->open[d - 1].entry == parent && l->frame == frame
+                  : !parent && l->level_frame != frame);
+  if (begins) {
+    l->open[d].entry = entry;
+    l->open[d].parent = parent;
+    l->open[d].mark = kage_fp_buffer.len;
+    l->frame = frame;
+    l->depth = d + 1;
+  }
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  l->changing = 0;
+  if (!begins)
+    __kage_fp_leaf_resume(entry, frame);
 }
 
-/* Control left the activation's open leaf inlined call, if any, unless it is `keep`'s (a
- * block of `keep` that other leaves lead to as well). */
-void __kage_fp_leaf_end(const void *frame, const void *keep) {
+/* Control left the activation's open leaves that are neither `keep` (a block of `keep` that
+ * other leaves lead to as well; `keep_parent` the leaf around it, null: none) nor around
+ * it. The leaves known here to end (all, without `keep`; else `keep`'s siblings and
+ * children) go to `ended`; the runtime does the rest. */
+void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_parent) {
   struct kage_fp_leaf *l = &kage_fp_leaf;
-  if ((l->entry && (l->entry != keep || l->frame != frame)) || l->level_frame == frame)
+  uint64_t d = l->depth;
+  if (!d) {
+    if (l->level_frame == frame)
+      __kage_fp_leaf_close(frame, keep);
+    return;
+  }
+  const void *top = l->open[d - 1].entry;
+  if ((top == keep || (keep_parent && top == keep_parent)) && l->frame == frame)
+    return;
+  if (l->changing || l->frame != frame) {
+    __kage_fp_leaf_close(frame, keep);
+    return;
+  }
+  l->changing = 1;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  d = l->depth;
+  uint64_t n = l->ended_len;
+  int done = 0;
+  while (n < KAGE_FP_ENDED) {
+    if (!d) {
+      /* The activation's leaves that are levels are the runtime's to end. */
+      done = l->level_frame != frame;
+      break;
+    }
+    const void *entry = l->open[d - 1].entry;
+    const void *parent = l->open[d - 1].parent;
+    if (keep) {
+      if (entry == keep || (keep_parent && entry == keep_parent)) {
+        done = 1;
+        break;
+      }
+      /* A leaf around `keep` further out stays open: only the runtime knows which. */
+      if (parent != keep_parent && parent != keep)
+        break;
+    }
+    l->ended[n].entry = entry;
+    l->ended[n].mark = l->open[d - 1].mark;
+    l->ended[n].end = kage_fp_buffer.len;
+    l->ended[n].below = d - 1;
+    n++;
+    d--;
+  }
+  l->ended_len = n;
+  l->depth = d;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  l->changing = 0;
+  if (!done)
     __kage_fp_leaf_close(frame, keep);
 }
 
 /* The calling thread's leaf slot, for the runtime. */
 struct kage_fp_leaf *kage_fp_leaf_slot(void) { return &kage_fp_leaf; }
+uint64_t kage_fp_leaf_capacity(void) { return KAGE_FP_LEAVES; }
+uint64_t kage_fp_ended_capacity(void) { return KAGE_FP_ENDED; }
 
 /* Defined by kage-cc's link (`--defsym`, as an alias of __kage_register_module) when some of
  * the program's object files were compiled without Kage; see crates/kage/src/cc/objects.rs. */

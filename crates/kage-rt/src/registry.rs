@@ -518,8 +518,17 @@ pub unsafe fn validate(m: *const Module) -> Result<(), String> {
         if !std::ptr::eq(r.module as *const Module, m) {
             return bad("module pointer does not point to its module".into());
         }
-        if r.flags & !(kage_abi::count::IN_LOCALS | kage_abi::footprint::CHAIN_MASK) != 0 {
+        let known = kage_abi::count::IN_LOCALS
+            | kage_abi::footprint::CHAIN_MASK
+            | kage_abi::footprint::LEAF;
+        if r.flags & !known != 0 {
             return bad(format!("unknown flags {:#x}", r.flags));
+        }
+        // The footprint tool walks a leaf's parents in its hooks.
+        if r.flags & kage_abi::footprint::LEAF != 0
+            && (r.kind != RegionKind::Inlined as u32 || r.parent == NONE)
+        {
+            return bad("a leaf that is not an inlined call".into());
         }
         if r.source_cell != NONE && r.source_cell >= m.source_cells {
             return bad(format!(

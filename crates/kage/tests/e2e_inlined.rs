@@ -407,6 +407,49 @@ fn leaf_inlined_calls_measured_without_events_match_a_build_with_every_event() {
 }
 
 #[test]
+fn leaves_inside_leaves_measured_without_events_match_a_build_with_every_event() {
+    // `leaf_trees.c`: leaves with leaves inside, kept open together on the runtime's stack
+    // of leaves: a child that begins its parent's code, a tree ten deep (deeper than the
+    // stack: the outer ones become levels), a child reporting more ranges than the buffer
+    // holds, a child that sometimes calls (both become levels), a tree whose code begins
+    // at a loop's header, a tree whose ranges move down in a buffer that its parent filled.
+    let work = Work::new();
+    for level in ["-O2", "-O3"] {
+        let fast = assert_footprint_matches_every_event(&work, "leaf_trees.c", level);
+        let a = fast.footprint().unwrap();
+        let instances = |name: &str| -> u64 {
+            (copies(&fast, name).iter())
+                .map(|r| a.stats(r.id).instances)
+                .sum()
+        };
+        for (name, expected) in [
+            ("enc", 2000),
+            ("add", 4000),
+            ("low", 4000),
+            ("d0", 2000),
+            ("d5", 2000),
+            ("d9", 2000),
+            ("outer_spread", 2000),
+            ("wrap_side", 2000),
+            ("maybe_side", 2000),
+            ("side", 250),
+            ("outer_few", 2000),
+            ("inner_few", 2000),
+        ] {
+            assert_eq!(instances(name), expected, "{level}: {name}");
+        }
+        // `d9` reads ten ints, one per level, all different.
+        for region in copies(&fast, "d9")
+            .iter()
+            .filter(|r| a.stats(r.id).instances > 0)
+        {
+            let stats = a.stats(region.id);
+            assert_eq!((stats.min_bytes, stats.max_bytes), (40, 40), "{level}");
+        }
+    }
+}
+
+#[test]
 fn calls_inlined_into_a_hoisted_loop_count_one_instance_per_call() {
     // `relocate`'s loop is counted and affine, the kind the footprint build hoists (one
     // runtime call per chunk of iterations); its body is the inlined `move_one`, which must

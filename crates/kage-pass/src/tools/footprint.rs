@@ -80,7 +80,7 @@ impl Tool for Footprint {
         let rt = FpRuntime::declare(module);
         let data_layout = LLVMGetModuleDataLayout(module);
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
-        let mut chain_flags = Vec::new();
+        let mut leaf_flags = Vec::new();
         for plan in plans {
             // Planned before anything is inserted into the function.
             let hoisted = plan.hoisted_loops(data_layout, Coverage::Bytes);
@@ -90,9 +90,11 @@ impl Tool for Footprint {
                 .collect();
             let reports = plan_reports(plan, &hoisted_accesses, data_layout);
             let leaves = Leaves::find(plan, &hoisted_loops);
-            chain_flags.extend((leaves.chains.iter()).map(|&(root, follow)| {
-                let flags = follow << kage_abi::footprint::CHAIN_SHIFT;
-                (plan.slots.base + root as u32, flags)
+            let chain_of: HashMap<usize, u32> = leaves.chains.iter().copied().collect();
+            leaf_flags.extend((leaves.units.iter()).map(|&unit| {
+                let follow = chain_of.get(&unit).copied().unwrap_or(0);
+                let flags = kage_abi::footprint::LEAF | follow << kage_abi::footprint::CHAIN_SHIFT;
+                (plan.slots.base + unit as u32, flags)
             }));
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
             let skipped = hooks::Skipped {
@@ -100,10 +102,11 @@ impl Tool for Footprint {
                 folded: &leaves.regions,
             };
             // Taken before anything is inserted: a leaf's entry goes after the settle there.
-            let leaf_entries: Vec<(LLVMValueRef, u32)> = (leaves.entries.iter())
-                .filter_map(|&(block, node)| {
+            let leaf_entries: Vec<(LLVMValueRef, u32, Option<u32>)> = (leaves.entries.iter())
+                .filter_map(|&(block, node, parent)| {
                     let at = ir::first_insertion_point(plan.cfg.blocks[block])?;
-                    Some((at, plan.slots.base + node as u32))
+                    let slot = |node: usize| plan.slots.base + node as u32;
+                    Some((at, slot(node), parent.map(slot)))
                 })
                 .collect();
             let leaf_exits: Vec<LLVMValueRef> = (plan.exits.iter().copied())
@@ -118,10 +121,14 @@ impl Tool for Footprint {
                     ins.position_before(at);
                     frame = ins.frame_address();
                 }
-                for &(at, region) in &leaf_entries {
+                for &(at, region, parent) in &leaf_entries {
                     ins.position_before(at);
+                    let parent = match parent {
+                        Some(parent) => table.region_ptr(parent),
+                        None => LLVMConstNull(LLVMTypeOf(frame)),
+                    };
                     rt.leaf_enter
-                        .call(builder, &mut [table.region_ptr(region), frame]);
+                        .call(builder, &mut [table.region_ptr(region), parent, frame]);
                 }
                 for access in &plan.accesses {
                     if let Access::CmpXchg { inst, ptr, size } = *access {
@@ -135,8 +142,8 @@ impl Tool for Footprint {
                 // After the reports, before `__kage_func_exit`.
                 for &at in &leaf_exits {
                     ins.position_before(at);
-                    rt.leaf_end
-                        .call(builder, &mut [frame, LLVMConstNull(LLVMTypeOf(frame))]);
+                    let null = LLVMConstNull(LLVMTypeOf(frame));
+                    rt.leaf_end.call(builder, &mut [frame, null, null]);
                 }
             });
             // Last: each helper call goes before the hooks already at its header's start.
@@ -149,17 +156,25 @@ impl Tool for Footprint {
             for &block in &leaves.after {
                 if let Some(at) = ir::first_insertion_point(plan.cfg.blocks[block]) {
                     ins.position_before(at);
-                    // A block of a leaf keeps its own instance, coming from its own block.
-                    let keep = match leaves.leaf_of[block] {
-                        Some(node) => table.region_ptr(plan.slots.base + node as u32),
-                        None => LLVMConstNull(LLVMTypeOf(frame)),
-                    };
-                    rt.leaf_end.call(builder, &mut [frame, keep]);
+                    // A block of a leaf keeps its own instance, coming from its own block,
+                    // and the leaves around it.
+                    let null = LLVMConstNull(LLVMTypeOf(frame));
+                    let region = |node: usize| table.region_ptr(plan.slots.base + node as u32);
+                    let keep = leaves.leaf_of[block];
+                    let keep_parent = keep.and_then(|node| leaves.parent_leaf.get(&node).copied());
+                    rt.leaf_end.call(
+                        builder,
+                        &mut [
+                            frame,
+                            keep.map_or(null, region),
+                            keep_parent.map_or(null, region),
+                        ],
+                    );
                 }
             }
         }
         LLVMDisposeBuilder(builder);
-        table.set_flags(&chain_flags);
+        table.set_flags(&leaf_flags);
     }
 }
 
@@ -179,8 +194,12 @@ struct Leaves {
     /// Per leaf counted as one with the calls around it (a chain's outermost call): how
     /// many regions follow it in the chain (they are the next nodes, in pre-order).
     chains: Vec<(usize, u32)>,
-    /// Each leaf's blocks entered from outside it, with the leaf.
-    entries: Vec<(usize, usize)>,
+    /// The leaves (a chain's outermost call for its chain).
+    units: Vec<usize>,
+    /// The leaf around each leaf that is inside one.
+    parent_leaf: HashMap<usize, usize>,
+    /// Each leaf's blocks entered from outside it, with the leaf and the leaf around it.
+    entries: Vec<(usize, usize, Option<usize>)>,
     /// The blocks a leaf's block leads to, but its own.
     after: Vec<usize>,
     /// Each block's leaf, if it is one's.
@@ -197,11 +216,6 @@ impl Leaves {
         let mut candidate: Vec<bool> = (tree.nodes.iter())
             .map(|node| matches!(node.kind, NodeKind::Inlined(_)))
             .collect();
-        for node in &tree.nodes {
-            if let Some(parent) = node.parent {
-                candidate[parent] = false;
-            }
-        }
         let cmpxchg_blocks: HashSet<LLVMBasicBlockRef> = (plan.accesses.iter())
             .filter_map(|a| match *a {
                 Access::CmpXchg { inst, .. } => Some(LLVMGetInstructionParent(inst)),
@@ -209,8 +223,7 @@ impl Leaves {
             })
             .collect();
         let disqualified = |b: usize| -> bool {
-            plan.forest.is_header(b)
-                || plan.resume_points.iter().any(|&(_, rb)| rb == b)
+            plan.resume_points.iter().any(|&(_, rb)| rb == b)
                 || (hoisted_loops.iter()).any(|&k| plan.forest.loops[k].blocks.contains(&b))
                 || cmpxchg_blocks.contains(&plan.cfg.blocks[b])
                 || (ir::instructions(plan.cfg.blocks[b]).into_iter())
@@ -222,17 +235,21 @@ impl Leaves {
                 candidate[node] = false;
             }
         }
-        // No cycle within a leaf.
-        let mut leaf_blocks: HashMap<usize, HashSet<usize>> = HashMap::new();
-        for b in (0..n).filter(|&b| reachable[b] && candidate[tree.block_region[b]]) {
-            leaf_blocks
-                .entry(tree.block_region[b])
-                .or_default()
-                .insert(b);
-        }
-        for (node, blocks) in leaf_blocks {
-            if has_cycle(&blocks, &plan.cfg.successors) {
-                candidate[node] = false;
+        // A leaf holds leaves only (pre-order: children after their parents), and no cycle
+        // among its blocks and theirs.
+        let own_blocks = plan.blocks_by_region();
+        let mut subtree_blocks: Vec<HashSet<usize>> = vec![HashSet::new(); tree.nodes.len()];
+        for k in (0..tree.nodes.len()).rev() {
+            subtree_blocks[k].extend(own_blocks[k].iter().copied());
+            if candidate[k] && has_cycle(&subtree_blocks[k], &plan.cfg.successors) {
+                candidate[k] = false;
+            }
+            if let Some(parent) = tree.nodes[k].parent {
+                if !candidate[k] {
+                    candidate[parent] = false;
+                }
+                let blocks = std::mem::take(&mut subtree_blocks[k]);
+                subtree_blocks[parent].extend(blocks);
             }
         }
         let mut predecessors = vec![Vec::new(); n];
@@ -247,29 +264,68 @@ impl Leaves {
         let leaf_of: Vec<Option<usize>> = (0..n)
             .map(|b| unit_of[tree.block_region[b]].filter(|_| reachable[b]))
             .collect();
+        // The leaves with code of their own.
+        let used: HashSet<usize> = leaf_of.iter().flatten().copied().collect();
+        // The leaf around a leaf, if any: its parent's unit (a chain's calls but its
+        // outermost hold their chain only, so a leaf's parent is never one of them).
+        let parent_unit = |u: usize| {
+            (tree.nodes[u].parent)
+                .and_then(|p| unit_of[p])
+                .filter(|p| used.contains(p))
+        };
+        // Whether leaf `outer` is `inner` or around it.
+        let holds = |outer: usize, inner: usize| {
+            let mut at = Some(inner);
+            while let Some(u) = at {
+                if u == outer {
+                    return true;
+                }
+                at = parent_unit(u);
+            }
+            false
+        };
         let (mut entries, mut after) = (Vec::new(), Vec::new());
         for b in (0..n).filter(|&b| reachable[b]) {
             let preds = &predecessors[b];
-            // Another leaf's instance ends here: before any region event at the block's
-            // start (a settle to this leaf's parent among them).
-            if preds
-                .iter()
-                .any(|&p| leaf_of[p].is_some() && leaf_of[p] != leaf_of[b])
-            {
+            // A leaf's instance ends here (one that is not this block's leaf nor around
+            // it): before any region event at the block's start (a settle to this leaf's
+            // parent among them).
+            let ends = |&p: &usize| match (leaf_of[p], leaf_of[b]) {
+                (Some(left), Some(here)) => !holds(left, here),
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if preds.iter().any(ends) {
                 after.push(b);
             }
-            if let Some(node) = leaf_of[b] {
-                if b == 0 || preds.iter().any(|&p| leaf_of[p] != Some(node)) {
-                    entries.push((b, node));
-                }
+            // An instance may begin here: from outside the leaf, not from a leaf inside it
+            // (the end of which leaves the leaf open); so may the leaves around it, whose
+            // code may start with its own (opened first, outermost first).
+            let begins = |node: usize| {
+                b == 0 || (preds.iter()).any(|&p| leaf_of[p].is_none_or(|u| !holds(node, u)))
+            };
+            let mut beginning = Vec::new();
+            let mut at = leaf_of[b];
+            while let Some(node) = at.filter(|&node| begins(node)) {
+                beginning.push((b, node, parent_unit(node)));
+                at = parent_unit(node);
             }
+            entries.extend(beginning.into_iter().rev());
         }
+        let regions: Vec<usize> = (0..tree.nodes.len())
+            .filter(|&k| unit_of[k].is_some_and(|u| used.contains(&u)))
+            .collect();
+        let units: Vec<usize> = (regions.iter().copied())
+            .filter(|&k| unit_of[k] == Some(k))
+            .collect();
         Leaves {
-            regions: (0..tree.nodes.len())
-                .filter(|&k| unit_of[k].is_some_and(|u| leaf_of.contains(&Some(u))))
+            parent_leaf: (units.iter())
+                .filter_map(|&u| Some((u, parent_unit(u)?)))
                 .collect(),
+            units,
+            regions,
             chains: (chains.into_iter())
-                .filter(|&(root, _)| leaf_of.contains(&Some(root)))
+                .filter(|(root, _)| used.contains(root))
                 .collect(),
             entries,
             after,
@@ -351,7 +407,8 @@ unsafe fn chains(
         entry
     };
     let mut chains = Vec::new();
-    for leaf in (0..nodes.len()).filter(|&k| candidate[k]) {
+    // From the leaves that hold no leaf.
+    for leaf in (0..nodes.len()).filter(|&k| candidate[k] && kids[k] == 0) {
         let mut top = leaf;
         let longest = kage_abi::footprint::CHAIN_MASK >> kage_abi::footprint::CHAIN_SHIFT;
         let fits = |p: usize| leaf - p <= longest as usize;

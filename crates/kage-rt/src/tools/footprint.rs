@@ -30,7 +30,7 @@ use kage_vsm::Granularity;
 use serde_json::Value;
 use serde_json::{json, Map};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicPtr, AtomicU64, Ordering::*};
 use std::sync::OnceLock;
 
 const VSM: OptionDef = OptionDef {
@@ -118,67 +118,156 @@ extern "C" {
     fn kage_fp_buffer_slot() -> *mut RangeBuffer;
     /// csrc/tls.c: the ranges the buffer holds.
     fn kage_fp_buffer_capacity() -> u64;
-    /// csrc/tls.c: the calling thread's open leaf inlined call.
+    /// csrc/tls.c: the calling thread's open leaf inlined calls.
     fn kage_fp_leaf_slot() -> *mut LeafSlot;
+    /// csrc/tls.c: the open leaves the slot holds.
+    fn kage_fp_leaf_capacity() -> u64;
+    /// csrc/tls.c: the ended leaves the slot holds.
+    fn kage_fp_ended_capacity() -> u64;
 }
 
-/// `struct kage_fp_leaf` (csrc/tls.c): the thread's open leaf inlined call (docs/abi.md,
-/// "Footprint instrumentation"), which `__kage_fp_leaf_enter` opens: its region entry (null
-/// when none), its activation, where its ranges begin in the range buffer; and the
-/// activation of the innermost leaf that is a level of the tool's
-/// (`FootprintThread::leaf_levels`; null when none).
+/// `struct kage_fp_leaf` (csrc/tls.c): the thread's open leaf inlined calls (docs/abi.md,
+/// "Footprint instrumentation"), which `__kage_fp_leaf_enter` opens: a stack of `depth`
+/// leaves, each inside the one below, of the activation `frame`; the activation of the
+/// innermost leaf that is a level of the tool's (`FootprintThread::leaf_levels`; null when
+/// none); whether a hook or the runtime is changing the slot (a signal handler's hooks
+/// and events then leave it alone); and the leaves that `__kage_fp_leaf_end` ended since
+/// the tool last ran, for it to count.
 #[repr(C)]
 struct LeafSlot {
-    entry: *const c_void,
+    depth: u64,
     frame: *const c_void,
-    mark: u64,
     level_frame: *const c_void,
+    changing: u64,
+    ended_len: u64,
+    open: [OpenLeaf; LEAVES],
+    ended: [EndedLeaf; ENDED],
 }
 
-/// The open leaf inlined call of the activation at `frame`, if any and not `keep`'s, has
-/// ended (called by `__kage_fp_leaf_end`, csrc/tls.c): its instance is counted as a region
-/// exit would count it, from the ranges it reported, which stay in the buffer for the
-/// regions around it. When the runtime does not run the event (the analysis has ended, or
-/// this is a signal handler interrupting the runtime: the handler's leaves are not
-/// measured, as its other events are not), the activation's open leaf is forgotten.
+/// One open leaf: its region entry, its parent leaf's (null: none), and where its ranges
+/// begin in the range buffer.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct OpenLeaf {
+    entry: *const c_void,
+    parent: *const c_void,
+    mark: u64,
+}
+
+/// A leaf that ended: its region entry, its ranges in the buffer (from `mark` to before
+/// `end`), and how many leaves were open below it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct EndedLeaf {
+    entry: *const c_void,
+    mark: u64,
+    end: u64,
+    below: u64,
+}
+
+/// `KAGE_FP_LEAVES` and `KAGE_FP_ENDED` (csrc/tls.c), checked when a thread's part is made.
+const LEAVES: usize = 8;
+const ENDED: usize = 32;
+
+impl LeafSlot {
+    /// The innermost open leaf.
+    fn top(&self) -> Option<OpenLeaf> {
+        (self.depth as usize).checked_sub(1).map(|d| self.open[d])
+    }
+
+    /// Holds the slot for the runtime's changes (a signal handler's leaf hooks then leave
+    /// it alone); false when a hook that the handler running now interrupted holds it.
+    fn hold(&mut self) -> bool {
+        if self.changing != 0 {
+            return false;
+        }
+        self.changing = 1;
+        compiler_fence(SeqCst);
+        true
+    }
+
+    fn release(&mut self) {
+        compiler_fence(SeqCst);
+        self.changing = 0;
+    }
+}
+
+/// The open leaves of the activation at `frame` that are neither `keep` nor around it have
+/// ended (called by `__kage_fp_leaf_end`, csrc/tls.c): each instance is counted as a
+/// region exit would count it, from the ranges it reported, which stay in the buffer for
+/// the regions around it. When the runtime does not run the event (the analysis has ended,
+/// or this is a signal handler interrupting the runtime: the handler's leaves are not
+/// measured, as its other events are not), the activation's open leaves are forgotten.
 ///
 /// # Safety
-/// Called from the runtime's C part on the calling thread; `frame` and `keep` are only
-/// compared.
+/// Called from the runtime's C part on the calling thread; `frame` is only compared, `keep`
+/// is null or a registered module's table entry.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_fp_leaf_close(frame: *const c_void, keep: *const c_void) {
     let mut ran = false;
     gate::tool_event(|tool| {
         ran = true;
         if let Some(t) = footprint_part(tool) {
+            let held = t.begin();
             t.leaf_close(frame, keep);
+            t.end(held);
         }
     });
-    // Not run: a leaf of this activation that `__kage_fp_leaf_enter` opened meanwhile (a
-    // handler's) goes unmeasured; another's (the code the handler interrupted) stays.
+    // Not run: leaves of this activation that `__kage_fp_leaf_enter` opened meanwhile (a
+    // handler's) go unmeasured; another's (the code the handler interrupted) stay.
     let leaf = &mut *kage_fp_leaf_slot();
-    if !ran && leaf.frame == frame && leaf.entry != keep {
-        leaf.entry = std::ptr::null();
+    if !ran && leaf.frame == frame && leaf.hold() {
+        while leaf.top().is_some_and(|top| top.entry != keep) {
+            leaf.depth -= 1;
+        }
+        leaf.release();
     }
 }
 
-/// `__kage_fp_leaf_enter(entry, frame)` found a leaf open or a leaf that is a level: ends
-/// them unless the latter is `entry`'s in the activation at `frame`, whose instance goes on.
-/// Returns 0 when `entry`'s instance begins, 1 when it goes on, 2 when the runtime did not
-/// run the event (then nothing changes, and the leaf is not measured).
+/// `__kage_fp_leaf_enter(entry, parent, frame)` could not open `entry` itself: ends the
+/// activation's open leaves and leaf levels that are neither `entry` nor around it, then
+/// opens `entry` and the leaves around it that are not open, unless its instance goes on.
+/// When the runtime does not run the event, nothing changes (the leaf is not measured).
 ///
 /// # Safety
-/// Called from the runtime's C part on the calling thread; `entry` and `frame` are only
-/// compared.
+/// Called from the runtime's C part on the calling thread; `entry` is a registered module's
+/// table entry, `frame` is only compared.
 #[no_mangle]
-pub unsafe extern "C" fn __kage_fp_leaf_resume(entry: *const c_void, frame: *const c_void) -> u32 {
-    let mut answer = 2;
+pub unsafe extern "C" fn __kage_fp_leaf_resume(entry: *const c_void, frame: *const c_void) {
     gate::tool_event(|tool| {
         if let Some(t) = footprint_part(tool) {
-            answer = u32::from(t.leaf_resume(entry, frame));
+            let held = t.begin();
+            t.leaf_resume(entry, frame);
+            t.end(held);
         }
     });
-    answer
+}
+
+/// The leaf around the leaf `entry`, if any (its parent entry, when that is a leaf).
+fn leaf_parent(entry: *const c_void) -> Option<*const c_void> {
+    let r = entry as *const kage_abi::Region;
+    // SAFETY: a leaf's entry, given by instrumented code: an entry of a registered module's
+    // table, whose parent is an entry of the same array.
+    unsafe {
+        let parent = (*r).parent;
+        if parent == kage_abi::NONE {
+            return None;
+        }
+        let p = r.offset(parent as isize - (*r).local_index as isize);
+        ((*p).flags & kage_abi::footprint::LEAF != 0).then_some(p as *const c_void)
+    }
+}
+
+/// Whether the leaf `outer` is `inner` or around it (`inner` null: none is).
+fn holds_leaf(outer: *const c_void, inner: *const c_void) -> bool {
+    let mut at = (!inner.is_null()).then_some(inner);
+    while let Some(e) = at {
+        if e == outer {
+            return true;
+        }
+        at = leaf_parent(e);
+    }
+    false
 }
 
 /// How many regions follow the leaf `entry` in its chain (its table flags).
@@ -305,6 +394,68 @@ impl BufferSlot {
             let from = (from as usize).min(len);
             let ranges = std::ptr::addr_of!((*buffer).ranges) as *const [u64; 2];
             std::slice::from_raw_parts(ranges.add(from), len - from)
+        }
+    }
+
+    /// Owner only: the buffered ranges from the `from`th to before the `to`th, in order,
+    /// left in the buffer.
+    fn ranges_between(&self, from: u64, to: u64) -> &[[u64; 2]] {
+        let ranges = self.ranges_from(from);
+        &ranges[..(to.saturating_sub(from) as usize).min(ranges.len())]
+    }
+
+    /// Owner only: how many ranges the buffer holds.
+    fn len(&self) -> u64 {
+        let buffer = self.buffer.load(Relaxed);
+        if buffer.is_null() {
+            return 0;
+        }
+        // SAFETY: as in `drain`.
+        unsafe { (*buffer).len.min(self.capacity) }
+    }
+
+    /// Owner only: takes the ranges before the `from`th, in order, and moves the others
+    /// down. False (nothing taken) when there are none before it, or when a signal
+    /// handler's events interrupted `__kage_fp_range` (which set the length it read).
+    fn compact(&self, from: u64, mut each: impl FnMut(u64, u64)) -> bool {
+        let buffer = self.buffer.load(Relaxed);
+        if buffer.is_null() || from == 0 {
+            return false;
+        }
+        // SAFETY: as in `drain`.
+        unsafe {
+            if std::ptr::read_volatile(std::ptr::addr_of!((*buffer).appending)) != 0 {
+                return false;
+            }
+            let len = (*buffer).len.min(self.capacity);
+            let from = from.min(len);
+            let ranges = std::ptr::addr_of_mut!((*buffer).ranges) as *mut [u64; 2];
+            for i in 0..from as usize {
+                let [first, last] = *ranges.add(i);
+                each(first, last);
+            }
+            std::ptr::copy(ranges.add(from as usize), ranges, (len - from) as usize);
+            (*buffer).len = len - from;
+            from != 0
+        }
+    }
+
+    /// Owner only: appends a range if the buffer has room (and buffering is on).
+    fn push(&self, first: u64, last: u64) -> bool {
+        let buffer = self.buffer.load(Relaxed);
+        if buffer.is_null() {
+            return false;
+        }
+        // SAFETY: as in `drain`.
+        unsafe {
+            let len = (*buffer).len;
+            if len >= (*buffer).limit.load(Relaxed).min(self.capacity) {
+                return false;
+            }
+            let ranges = std::ptr::addr_of_mut!((*buffer).ranges) as *mut [u64; 2];
+            *ranges.add(len as usize) = [first, last];
+            (*buffer).len = len + 1;
+            true
         }
     }
 
@@ -457,8 +608,12 @@ pub struct FootprintThread {
     open: Vec<(u32, bool)>,
     /// The thread's leaf slot (csrc/tls.c).
     leaf: *mut LeafSlot,
-    /// Ranges the open leaf reported before the buffer was drained under it (when full).
-    leaf_side: Vec<(u64, u64)>,
+    /// The ranges of a leaf that reported several, or of the leaves made levels.
+    leaf_ranges: Vec<(u64, u64)>,
+    /// The leaves to open at once (`leaf_resume`).
+    leaf_path: Vec<*const c_void>,
+    /// The event running holds the leaf slot ([`begin`](Self::begin)).
+    slot_ok: bool,
     /// Leaves that became levels (an event came while they ran: a call they made, a
     /// signal handler): (entry, activation, the length of `open` with it innermost).
     leaf_levels: Vec<(*const c_void, *const c_void, usize)>,
@@ -500,6 +655,10 @@ impl FootprintTool {
             buffer,
         }));
         self.threads.lock().push(s);
+        // SAFETY: a constant of the runtime's C part.
+        assert_eq!(unsafe { kage_fp_leaf_capacity() }, LEAVES as u64);
+        // SAFETY: a constant of the runtime's C part.
+        assert_eq!(unsafe { kage_fp_ended_capacity() }, ENDED as u64);
         let fp = Footprint::new(settings.config);
         let heap = fp.heap_bytes() as u64;
         self.heap_change(0, heap);
@@ -513,7 +672,9 @@ impl FootprintTool {
             // SAFETY: the calling thread's slot, which lives as long as the thread (a
             // context's part runs on its thread only).
             leaf: unsafe { kage_fp_leaf_slot() },
-            leaf_side: Vec::with_capacity(2 * 32),
+            leaf_ranges: Vec::with_capacity(2 * 32),
+            leaf_path: Vec::with_capacity(LEAVES),
+            slot_ok: false,
             leaf_levels: Vec::new(),
             saved_level_frame: std::ptr::null(),
             heap,
@@ -759,141 +920,278 @@ impl FootprintThread {
     }
 
     /// Applies the ranges instrumented code buffered (all in the current innermost
-    /// instance: every region event drains them first).
+    /// instance: every region event drains them first, and makes the open leaves levels or
+    /// ends them before).
     #[inline]
     fn drain(&mut self) {
+        self.count_ended();
         let Some(fp) = self.fp.as_mut() else { return };
-        // SAFETY: the thread's slot; only this thread writes it.
-        let leaf = unsafe { &mut *self.leaf };
-        if leaf.entry.is_null() {
-            self.s
-                .buffer
-                .drain(|first, last| fp.access(first, last.wrapping_sub(first).wrapping_add(1)));
+        self.s
+            .buffer
+            .drain(|first, last| fp.access(first, last.wrapping_sub(first).wrapping_add(1)));
+    }
+
+    /// The thread's leaf slot.
+    fn slot(&self) -> &'static mut LeafSlot {
+        // SAFETY: the thread's slot (a context's part runs on its thread only), which lives
+        // as long as the thread; written by this thread only, the runtime's changes under
+        // `hold`.
+        unsafe { &mut *self.leaf }
+    }
+
+    /// An event begins: it holds the leaf slot, unless a leaf hook that a signal handler
+    /// interrupted holds it (the handler's event then leaves the slot alone, and its
+    /// regions are not measured). Returns whether the slot is to be released at its end.
+    fn begin(&mut self) -> bool {
+        if self.slot_ok {
+            return false;
+        }
+        self.slot_ok = self.slot().hold();
+        self.slot_ok
+    }
+
+    /// The event that [`begin`](Self::begin) returned `held` for ends.
+    fn end(&mut self, held: bool) {
+        if held {
+            self.slot().release();
+            self.slot_ok = false;
+        }
+    }
+
+    /// Whether leaves are open (not levels), and the event holds the slot.
+    fn leaf_pending(&self) -> bool {
+        self.slot_ok && self.slot().depth != 0
+    }
+
+    /// `__kage_fp_leaf_end(frame, keep)`: ends the activation's open leaves, then its leaf
+    /// levels, that are neither `keep` nor around it.
+    fn leaf_close(&mut self, frame: *const c_void, keep: *const c_void) {
+        self.count_ended();
+        if !self.slot_ok {
             return;
         }
-        // The open leaf's ranges are its own too: kept for its close.
-        let (side, mark) = (&mut self.leaf_side, leaf.mark);
-        let mut at = 0;
-        leaf.mark = self.s.buffer.drain(|first, last| {
-            if at >= mark {
-                side.push((first, last));
+        let leaf = self.slot();
+        while let Some(top) = leaf.top() {
+            if leaf.frame == frame && holds_leaf(top.entry, keep) {
+                break;
             }
-            at += 1;
-            fp.access(first, last.wrapping_sub(first).wrapping_add(1))
-        });
-    }
-
-    /// Whether a leaf is open (not a level).
-    fn leaf_pending(&self) -> bool {
-        // SAFETY: the thread's slot.
-        !unsafe { (*self.leaf).entry }.is_null()
-    }
-
-    /// `__kage_fp_leaf_end(frame, keep)`.
-    fn leaf_close(&mut self, frame: *const c_void, keep: *const c_void) {
-        // SAFETY: the thread's slot.
-        let leaf = unsafe { &*self.leaf };
-        if !leaf.entry.is_null() && (leaf.entry != keep || leaf.frame != frame) {
             self.close_pending_leaf();
         }
-        if let Some(&(entry, at, depth)) = self.leaf_levels.last() {
-            if at == frame && depth == self.open.len() && entry != keep {
-                self.exit_leaf_level();
-            }
-        }
-    }
-
-    /// `__kage_fp_leaf_enter(entry, frame)` found a leaf open or a leaf level.
-    fn leaf_resume(&mut self, entry: *const c_void, frame: *const c_void) -> bool {
-        if self.leaf_pending() {
-            self.close_pending_leaf();
-        }
-        match self.leaf_levels.last() {
-            Some(&(e, at, depth)) if at == frame && depth == self.open.len() => {
-                if e == entry {
-                    return true;
+        if leaf.depth == 0 {
+            while let Some(&(entry, at, depth)) = self.leaf_levels.last() {
+                if at != frame || depth != self.open.len() || holds_leaf(entry, keep) {
+                    break;
                 }
                 self.exit_leaf_level();
-                false
             }
-            _ => false,
         }
     }
 
-    /// Frees the slot of the open leaf: its region (`None`, its ranges forgotten, for an
-    /// entry no module registered), entry, activation and mark.
-    fn take_leaf(&mut self) -> Option<(u32, *const c_void, *const c_void, u64)> {
-        // SAFETY: the thread's slot; only this thread writes it.
-        let leaf = unsafe { &mut *self.leaf };
-        let (entry, frame, mark) = (leaf.entry, leaf.frame, leaf.mark);
-        leaf.entry = std::ptr::null();
-        // SAFETY: `__kage_fp_leaf_enter` was given a registered module's entry.
-        let region = unsafe { registry::global_id(entry as *mut kage_abi::Region) };
-        if region.is_none() {
-            self.leaf_side.clear();
+    /// `__kage_fp_leaf_enter(entry, parent, frame)` found the slot in another state than
+    /// `entry`'s instance going on or beginning inside its parent's.
+    fn leaf_resume(&mut self, entry: *const c_void, frame: *const c_void) {
+        self.leaf_close(frame, entry);
+        if !self.slot_ok {
+            return;
         }
-        Some((region?, entry, frame, mark))
+        let leaf = self.slot();
+        // The innermost open leaf now, if any: `entry` or one around it.
+        let innermost = leaf.top().map(|top| top.entry).or_else(|| {
+            (self.leaf_levels.last())
+                .filter(|&&(_, at, depth)| at == frame && depth == self.open.len())
+                .map(|&(entry, _, _)| entry)
+        });
+        if innermost != Some(entry) {
+            // `entry` and the leaves around it up to the innermost open one, opened
+            // outermost first.
+            let mut path = std::mem::take(&mut self.leaf_path);
+            let mut at = Some(entry);
+            while let Some(e) = at.filter(|&e| Some(e) != innermost) {
+                path.push(e);
+                at = leaf_parent(e);
+            }
+            for &e in path.iter().rev() {
+                if leaf.depth as usize == LEAVES {
+                    self.materialize_leaves();
+                }
+                let d = leaf.depth as usize;
+                leaf.open[d] = OpenLeaf {
+                    entry: e,
+                    parent: leaf_parent(e).unwrap_or(std::ptr::null()),
+                    mark: self.s.buffer.len(),
+                };
+                leaf.frame = frame;
+                leaf.depth = d as u64 + 1;
+            }
+            path.clear();
+            self.leaf_path = path;
+        }
     }
 
-    /// Counts the open leaf's instance from the ranges it reported, and frees the slot.
+    /// Counts the innermost open leaf's instance from the ranges it reported (its own and
+    /// those of the leaves it held), and closes it. The slot is held.
     fn close_pending_leaf(&mut self) {
-        let Some((region, entry, _, mark)) = self.take_leaf() else {
+        let leaf = self.slot();
+        let Some(OpenLeaf { entry, mark, .. }) = leaf.top() else {
             return;
         };
+        leaf.depth -= 1;
         self.sync_epoch();
+        let end = self.s.buffer.len();
+        self.count_leaf(entry, mark, end, leaf.depth);
+    }
+
+    /// Counts the leaves that `__kage_fp_leaf_end` ended since the tool last ran (before
+    /// anything changes the buffer that holds their ranges).
+    #[inline]
+    fn count_ended(&mut self) {
+        let leaf = self.slot();
+        if leaf.ended_len == 0 || !self.slot_ok {
+            return;
+        }
+        self.sync_epoch();
+        let n = (leaf.ended_len as usize).min(ENDED);
+        for k in 0..n {
+            let EndedLeaf {
+                entry,
+                mark,
+                end,
+                below,
+            } = leaf.ended[k];
+            self.count_leaf(entry, mark, end, below);
+        }
+        leaf.ended_len = 0;
+    }
+
+    /// Counts an instance of the leaf `entry` from the ranges the buffer holds from `mark`
+    /// to before `end`; `below` leaves were open around it.
+    fn count_leaf(&mut self, entry: *const c_void, mark: u64, end: u64, below: u64) {
+        // SAFETY: `__kage_fp_leaf_enter` was given a registered module's entry.
+        let Some(region) = (unsafe { registry::global_id(entry as *mut kage_abi::Region) }) else {
+            return;
+        };
         let Some(fp) = self.fp.as_ref() else { return };
         let chain = chain_of(entry);
-        let depth = self.open.len() as u64 + 1 + u64::from(chain);
+        let depth = (self.open.len() as u64) + below + 1 + u64::from(chain);
         if depth > self.s.max_depth.load(Relaxed) {
             self.s.max_depth.store(depth, Relaxed);
         }
         if !fp.can_enter() {
             bump(&self.s.untracked, 1 + u64::from(chain));
-            self.leaf_side.clear();
             return;
         }
-        let touched = match self.s.buffer.ranges_from(mark) {
-            // Most leaves: one range reported, none passed on before.
-            &[[first, last]] if self.leaf_side.is_empty() => fp.touched_by_range(first, last),
+        let touched = match self.s.buffer.ranges_between(mark, end) {
+            // Most leaves: one range reported.
+            &[[first, last]] => fp.touched_by_range(first, last),
             ranges => {
-                (self.leaf_side).extend(ranges.iter().map(|&[first, last]| (first, last)));
-                let touched = fp.touched_by(&mut self.leaf_side);
-                self.leaf_side.clear();
+                (self.leaf_ranges).extend(ranges.iter().map(|&[first, last]| (first, last)));
+                let touched = fp.touched_by(&mut self.leaf_ranges);
+                self.leaf_ranges.clear();
                 touched
             }
         };
         self.record_chain(region, chain, touched);
     }
 
-    /// An event inside the open leaf (a call it makes, a signal handler interrupting it,
-    /// a switch to another context): it becomes a level of its own, entered with what it
-    /// reported so far, exited at its end (`leaf_close`) or when a region around it exits
-    /// first ([`exit`](ThreadTool::exit)).
-    fn materialize_leaf(&mut self) {
-        // What the buffer holds belongs to the level open now (the leaf's parent) too.
-        self.drain();
-        let Some((region, entry, frame, _)) = self.take_leaf() else {
+    /// An event inside the open leaves (a call they make, a signal handler interrupting
+    /// them, a switch to another context, more ranges than the buffer holds): they become
+    /// levels of their own, outermost first, each entered with what it reported so far,
+    /// exited at its end (`leaf_close`) or when a region around it exits first
+    /// ([`exit`](ThreadTool::exit)). The slot is held.
+    fn materialize_leaves(&mut self) {
+        let leaf = self.slot();
+        let depth = leaf.depth as usize;
+        if depth == 0 {
             return;
-        };
+        }
+        leaf.depth = 0;
+        let frame = leaf.frame;
         let Some(fp) = self.fp.as_mut() else { return };
-        let tracked = fp.enter();
-        if tracked {
-            for &(first, last) in &self.leaf_side {
+        // What the buffer holds before the outermost leaf's mark is the level open now's
+        // (the leaves' parent); each leaf's, up to the next one's mark, its own (what it
+        // holds counts for the level around it when it exits).
+        let ranges = &mut self.leaf_ranges;
+        ranges.clear();
+        self.s
+            .buffer
+            .drain(|first, last| ranges.push((first, last)));
+        let apply = |fp: &mut Footprint, from: u64, to: u64| {
+            let (from, to) = (from as usize, (to as usize).min(ranges.len()));
+            for &(first, last) in ranges.get(from..to).unwrap_or(&[]) {
                 fp.access(first, last.wrapping_sub(first).wrapping_add(1));
             }
-        } else {
-            bump(&self.s.untracked, 1);
+        };
+        apply(fp, 0, leaf.open[0].mark);
+        for d in 0..depth {
+            let OpenLeaf { entry, mark, .. } = leaf.open[d];
+            let end = leaf
+                .open
+                .get(d + 1)
+                .filter(|_| d + 1 < depth)
+                .map_or(u64::MAX, |l| l.mark);
+            // SAFETY: `__kage_fp_leaf_enter` was given a registered module's entry.
+            let Some(region) = (unsafe { registry::global_id(entry as *mut kage_abi::Region) })
+            else {
+                // Its ranges go to the level around it.
+                apply(fp, mark, end);
+                continue;
+            };
+            let tracked = fp.enter();
+            if tracked {
+                apply(fp, mark, end);
+            } else {
+                bump(&self.s.untracked, 1);
+            }
+            self.open.push((region, tracked));
+            self.leaf_levels.push((entry, frame, self.open.len()));
         }
-        self.leaf_side.clear();
-        self.open.push((region, tracked));
-        self.leaf_levels.push((entry, frame, self.open.len()));
-        // SAFETY: the thread's slot; only this thread writes it.
-        unsafe { (*self.leaf).level_frame = frame };
+        self.leaf_ranges.clear();
+        leaf.level_frame = frame;
         let depth = self.open.len() as u64;
         if depth > self.s.max_depth.load(Relaxed) {
             self.s.max_depth.store(depth, Relaxed);
         }
         self.sync_heap();
+    }
+
+    /// The buffer is full while leaves are open: what it holds before the outermost one
+    /// began goes to the level open now, the rest moves down, and the range that did not
+    /// fit (`first`..=`last`, the innermost leaf's) is appended. False when the leaves
+    /// hold the whole buffer (or an interrupted append holds it): nothing changed then. The
+    /// slot is held.
+    fn make_room_for_leaves(&mut self, first: u64, last: u64) -> bool {
+        let leaf = self.slot();
+        let from = leaf.open[0].mark;
+        let Some(fp) = self.fp.as_mut() else {
+            return false;
+        };
+        let moved = self
+            .s
+            .buffer
+            .compact(from, |f, l| fp.access(f, l.wrapping_sub(f).wrapping_add(1)));
+        if !moved {
+            return false;
+        }
+        for open in &mut leaf.open[..leaf.depth as usize] {
+            open.mark = open.mark.saturating_sub(from);
+        }
+        self.s.buffer.push(first, last)
+    }
+
+    /// Makes the open leaves levels, if the slot is the runtime's to change.
+    fn materialize_pending(&mut self) {
+        if self.leaf_pending() {
+            self.materialize_leaves();
+        }
+    }
+
+    /// Ends the open leaves, innermost first, if the slot is the runtime's to change.
+    fn close_pending(&mut self) {
+        if self.leaf_pending() {
+            while self.slot().depth != 0 {
+                self.close_pending_leaf();
+            }
+        }
     }
 
     /// The innermost leaf level, innermost in `open`, exits.
@@ -903,8 +1201,7 @@ impl FootprintThread {
             .pop()
             .map_or(0, |(entry, _, _)| chain_of(entry));
         let below = self.leaf_levels.last().map_or(std::ptr::null(), |l| l.1);
-        // SAFETY: the thread's slot; only this thread writes it.
-        unsafe { (*self.leaf).level_frame = below };
+        self.slot().level_frame = below;
         self.exit_innermost_of(chain);
     }
 
@@ -999,10 +1296,12 @@ impl FootprintThread {
         }
         self.s.inline.zero();
         self.s.buffer.clear();
-        // An open leaf goes on, as if entered now.
-        self.leaf_side.clear();
-        // SAFETY: the thread's slot; only this thread writes it.
-        unsafe { (*self.leaf).mark = 0 };
+        // Open leaves go on, as if entered now; those that ended are forgotten.
+        let leaf = self.slot();
+        for open in &mut leaf.open {
+            open.mark = 0;
+        }
+        leaf.ended_len = 0;
         let mut fp = Footprint::new(self.config);
         for _ in self.open.iter().filter(|(_, tracked)| *tracked) {
             fp.enter();
@@ -1019,15 +1318,23 @@ impl FootprintThread {
     }
 }
 
-impl ThreadTool for FootprintThread {
-    fn enter(&mut self, region: u32) {
+impl FootprintThread {
+    // The events' bodies, run with the leaf slot held or not (`begin`).
+
+    fn enter_held(&mut self, region: u32) {
         self.sync_epoch();
+        self.count_ended();
         if !self.is_tracked_kind(region) {
             return;
         }
-        if self.leaf_pending() {
-            self.materialize_leaf();
+        if !self.slot_ok {
+            // A signal handler that interrupted a leaf hook (the slot is that hook's): its
+            // regions are not measured, as its leaves are not (its accesses count for the
+            // instances it interrupted).
+            self.open.push((region, false));
+            return;
         }
+        self.materialize_pending();
         self.drain();
         let tracked = self.fp.as_mut().is_some_and(|fp| fp.enter());
         if !tracked {
@@ -1041,16 +1348,15 @@ impl ThreadTool for FootprintThread {
         self.sync_heap();
     }
 
-    fn exit(&mut self, region: u32) {
+    fn exit_held(&mut self, region: u32) {
         self.sync_epoch();
+        self.count_ended();
         if !self.is_tracked_kind(region) {
             return;
         }
-        // A leaf ends before the region around it (left by `exit`, a `longjmp` or an
-        // exception out of a call it made).
-        if self.leaf_pending() {
-            self.close_pending_leaf();
-        }
+        // Leaves end before the region around them (left by `exit`, a `longjmp` or an
+        // exception out of a call they made).
+        self.close_pending();
         while self
             .leaf_levels
             .last()
@@ -1065,35 +1371,65 @@ impl ThreadTool for FootprintThread {
         self.exit_innermost();
     }
 
+    fn access_strided_held(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
+        self.count_ended();
+        // Called when the buffer is full, among others: the open leaves' ranges stay in the
+        // buffer when there is room to make (a contiguous range, the innermost leaf's),
+        // else the leaves become levels.
+        if self.leaf_pending() {
+            let first = addr as u64;
+            let contiguous = count == 1 || stride <= width;
+            let len = (count.saturating_sub(1))
+                .saturating_mul(stride)
+                .saturating_add(width);
+            let kept = contiguous
+                && count != 0
+                && len != 0
+                && self.make_room_for_leaves(first, first.saturating_add(len - 1));
+            if kept {
+                self.sync_heap();
+                return;
+            }
+            self.materialize_leaves();
+        }
+        self.drain();
+        if let Some(fp) = self.fp.as_mut() {
+            fp.access_strided(addr as u64, width, stride, count);
+        }
+        self.sync_heap();
+    }
+}
+
+impl ThreadTool for FootprintThread {
+    fn enter(&mut self, region: u32) {
+        let held = self.begin();
+        self.enter_held(region);
+        self.end(held);
+    }
+
+    fn exit(&mut self, region: u32) {
+        let held = self.begin();
+        self.exit_held(region);
+        self.end(held);
+    }
+
     #[inline]
     fn access(&mut self, addr: usize, size: u64, _write: bool) {
+        // Held, so that a signal handler's leaves are not measured while its regions are
+        // not (the runtime is busy).
+        let held = self.begin();
         bump(&self.s.accesses, 1);
         if let Some(fp) = self.fp.as_mut() {
             fp.access(addr as u64, size);
         }
         self.sync_heap();
+        self.end(held);
     }
 
     fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
-        // Called when the buffer is full, among others.
-        self.drain();
-        if self.leaf_pending() {
-            // The open leaf's range that did not fit in the buffer.
-            let first = addr as u64;
-            if count == 1 || stride <= width {
-                let len = (count - 1).saturating_mul(stride).saturating_add(width);
-                self.leaf_side.push((first, first.saturating_add(len - 1)));
-            } else {
-                for k in 0..count {
-                    let at = first.wrapping_add(k.wrapping_mul(stride));
-                    self.leaf_side.push((at, at.saturating_add(width - 1)));
-                }
-            }
-        }
-        if let Some(fp) = self.fp.as_mut() {
-            fp.access_strided(addr as u64, width, stride, count);
-        }
-        self.sync_heap();
+        let held = self.begin();
+        self.access_strided_held(addr, width, stride, count);
+        self.end(held);
     }
 
     /// Loop bodies are regions only with `loop_bodies=1`.
@@ -1102,26 +1438,32 @@ impl ThreadTool for FootprintThread {
     }
 
     fn reset(&mut self) {
+        let held = self.begin();
         self.sync_epoch();
+        self.end(held);
     }
 
     fn fork_survivor(&mut self) {
+        // The parent's leaves are gone with its other threads' (this thread's go on).
+        let held = self.begin();
         self.zero();
+        self.end(held);
         self.s.epoch.store(self.tool.epoch.load(Acquire), Release);
         self.s.retired.store(false, Relaxed);
     }
 
     fn suspend(&mut self) {
-        // The thread's slot goes to the other part: an open leaf (a call it made switched
-        // contexts) becomes a level of this part's, and the activation of its innermost leaf level is kept.
-        if self.leaf_pending() {
-            self.materialize_leaf();
-        }
-        // SAFETY: the thread's slot; only this thread writes it.
-        let leaf = unsafe { &mut *self.leaf };
+        let held = self.begin();
+        self.count_ended();
+        // The thread's slot goes to the other part: open leaves (a call one made switched
+        // contexts) become levels of this part's, and the activation of its innermost leaf
+        // level is kept.
+        self.materialize_pending();
+        let leaf = self.slot();
         self.saved_level_frame = std::mem::replace(&mut leaf.level_frame, std::ptr::null());
         self.drain();
         self.suspended = true;
+        self.end(held);
     }
 
     /// A new thread goes on with this part's statistics: the ended thread's totals are
@@ -1146,7 +1488,7 @@ impl ThreadTool for FootprintThread {
         self.leaf = unsafe { kage_fp_leaf_slot() };
         self.suspended = false;
         self.open.clear();
-        self.leaf_side.clear();
+        self.leaf_ranges.clear();
         self.leaf_levels.clear();
         self.saved_level_frame = std::ptr::null();
         let fp = Footprint::new(self.config);
@@ -1159,24 +1501,28 @@ impl ThreadTool for FootprintThread {
 
     fn resume(&mut self) {
         self.suspended = false;
-        // SAFETY: the thread's slot; only this thread writes it.
-        unsafe {
-            (*self.leaf).level_frame =
-                std::mem::replace(&mut self.saved_level_frame, std::ptr::null())
-        };
+        self.slot().level_frame = std::mem::replace(&mut self.saved_level_frame, std::ptr::null());
+    }
+
+    fn thread_exit(&mut self) {
+        let held = self.begin();
+        self.thread_exit_held();
+        self.end(held);
     }
 
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
+}
 
-    fn thread_exit(&mut self) {
+impl FootprintThread {
+    /// [`ThreadTool::thread_exit`]'s body.
+    fn thread_exit_held(&mut self) {
         let running = !self.suspended;
         if running {
+            self.count_ended();
             // Left by a fatal signal's report, or `exit` in a call a leaf made.
-            if self.leaf_pending() {
-                self.close_pending_leaf();
-            }
+            self.close_pending();
             while !self.leaf_levels.is_empty() {
                 self.exit_leaf_level();
             }
