@@ -130,9 +130,9 @@ uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
  * the tool's (null: none; the tool keeps them: a leaf that calls, one a signal handler
  * interrupts); and the leaves that ended since the tool last ran, which it counts from
  * the ranges between their `mark` and `end` (those stay in the buffer until it does), with
- * how many leaves were open below them. `changing` is non-zero while a hook or the runtime
- * changes the slot: a signal handler's leaf hooks then leave it alone (its leaves are not
- * measured). */
+ * how many leaves were open below them. `changing` is non-zero while a hook changes the
+ * slot: a signal handler that interrupts it leaves the slot alone (its leaves and regions
+ * are not measured; the program's handlers never run inside the runtime itself). */
 #define KAGE_FP_LEAVES 8
 #define KAGE_FP_ENDED 32
 struct kage_fp_leaf {

@@ -130,9 +130,9 @@ extern "C" {
 /// "Footprint instrumentation"), which `__kage_fp_leaf_enter` opens: a stack of `depth`
 /// leaves, each inside the one below, of the activation `frame`; the activation of the
 /// innermost leaf that is a level of the tool's (`FootprintThread::leaf_levels`; null when
-/// none); whether a hook or the runtime is changing the slot (a signal handler's hooks
-/// and events then leave it alone); and the leaves that `__kage_fp_leaf_end` ended since
-/// the tool last ran, for it to count.
+/// none); whether a leaf hook is changing the slot (a signal handler's hooks and events
+/// then leave it alone); and the leaves that `__kage_fp_leaf_end` ended since the tool
+/// last ran, for it to count.
 #[repr(C)]
 struct LeafSlot {
     depth: u64,
@@ -175,8 +175,9 @@ impl LeafSlot {
         (self.depth as usize).checked_sub(1).map(|d| self.open[d])
     }
 
-    /// Holds the slot for the runtime's changes (a signal handler's leaf hooks then leave
-    /// it alone); false when a hook that the handler running now interrupted holds it.
+    /// Holds the slot for a change outside the tool's events (a signal handler's leaf hooks
+    /// then leave it alone); false when a hook that the handler running now interrupted
+    /// holds it.
     fn hold(&mut self) -> bool {
         if self.changing != 0 {
             return false;
@@ -208,9 +209,8 @@ pub unsafe extern "C" fn __kage_fp_leaf_close(frame: *const c_void, keep: *const
     gate::tool_event(|tool| {
         ran = true;
         if let Some(t) = footprint_part(tool) {
-            let held = t.begin();
+            t.begin();
             t.leaf_close(frame, keep);
-            t.end(held);
         }
     });
     // Not run: leaves of this activation that `__kage_fp_leaf_enter` opened meanwhile (a
@@ -236,9 +236,8 @@ pub unsafe extern "C" fn __kage_fp_leaf_close(frame: *const c_void, keep: *const
 pub unsafe extern "C" fn __kage_fp_leaf_resume(entry: *const c_void, frame: *const c_void) {
     gate::tool_event(|tool| {
         if let Some(t) = footprint_part(tool) {
-            let held = t.begin();
+            t.begin();
             t.leaf_resume(entry, frame);
-            t.end(held);
         }
     });
 }
@@ -612,7 +611,7 @@ pub struct FootprintThread {
     leaf_ranges: Vec<(u64, u64)>,
     /// The leaves to open at once (`leaf_resume`).
     leaf_path: Vec<*const c_void>,
-    /// The event running holds the leaf slot ([`begin`](Self::begin)).
+    /// The slot is the running event's to change ([`begin`](Self::begin)).
     slot_ok: bool,
     /// Leaves that became levels (an event came while they ran: a call they made, a
     /// signal handler): (entry, activation, the length of `open` with it innermost).
@@ -939,23 +938,13 @@ impl FootprintThread {
         unsafe { &mut *self.leaf }
     }
 
-    /// An event begins: it holds the leaf slot, unless a leaf hook that a signal handler
-    /// interrupted holds it (the handler's event then leaves the slot alone, and its
-    /// regions are not measured). Returns whether the slot is to be released at its end.
-    fn begin(&mut self) -> bool {
-        if self.slot_ok {
-            return false;
-        }
-        self.slot_ok = self.slot().hold();
-        self.slot_ok
-    }
-
-    /// The event that [`begin`](Self::begin) returned `held` for ends.
-    fn end(&mut self, held: bool) {
-        if held {
-            self.slot().release();
-            self.slot_ok = false;
-        }
+    /// An event begins: the leaf slot is its to change, unless a leaf hook that a signal
+    /// handler interrupted holds it (the handler's event then leaves the slot alone, and
+    /// its regions are not measured). No leaf hook runs while the event does: the program's
+    /// signal handlers wait while the runtime runs (`crate::handlers`).
+    #[inline]
+    fn begin(&mut self) {
+        self.slot_ok = self.slot().changing == 0;
     }
 
     /// Whether leaves are open (not levels), and the event holds the slot.
@@ -1318,10 +1307,9 @@ impl FootprintThread {
     }
 }
 
-impl FootprintThread {
-    // The events' bodies, run with the leaf slot held or not (`begin`).
-
-    fn enter_held(&mut self, region: u32) {
+impl ThreadTool for FootprintThread {
+    fn enter(&mut self, region: u32) {
+        self.begin();
         self.sync_epoch();
         self.count_ended();
         if !self.is_tracked_kind(region) {
@@ -1348,7 +1336,8 @@ impl FootprintThread {
         self.sync_heap();
     }
 
-    fn exit_held(&mut self, region: u32) {
+    fn exit(&mut self, region: u32) {
+        self.begin();
         self.sync_epoch();
         self.count_ended();
         if !self.is_tracked_kind(region) {
@@ -1371,7 +1360,17 @@ impl FootprintThread {
         self.exit_innermost();
     }
 
-    fn access_strided_held(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
+    #[inline]
+    fn access(&mut self, addr: usize, size: u64, _write: bool) {
+        bump(&self.s.accesses, 1);
+        if let Some(fp) = self.fp.as_mut() {
+            fp.access(addr as u64, size);
+        }
+        self.sync_heap();
+    }
+
+    fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
+        self.begin();
         self.count_ended();
         // Called when the buffer is full, among others: the open leaves' ranges stay in the
         // buffer when there is room to make (a contiguous range, the innermost leaf's),
@@ -1398,39 +1397,6 @@ impl FootprintThread {
         }
         self.sync_heap();
     }
-}
-
-impl ThreadTool for FootprintThread {
-    fn enter(&mut self, region: u32) {
-        let held = self.begin();
-        self.enter_held(region);
-        self.end(held);
-    }
-
-    fn exit(&mut self, region: u32) {
-        let held = self.begin();
-        self.exit_held(region);
-        self.end(held);
-    }
-
-    #[inline]
-    fn access(&mut self, addr: usize, size: u64, _write: bool) {
-        // Held, so that a signal handler's leaves are not measured while its regions are
-        // not (the runtime is busy).
-        let held = self.begin();
-        bump(&self.s.accesses, 1);
-        if let Some(fp) = self.fp.as_mut() {
-            fp.access(addr as u64, size);
-        }
-        self.sync_heap();
-        self.end(held);
-    }
-
-    fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
-        let held = self.begin();
-        self.access_strided_held(addr, width, stride, count);
-        self.end(held);
-    }
 
     /// Loop bodies are regions only with `loop_bodies=1`.
     fn measures_iterations(&self) -> bool {
@@ -1438,22 +1404,20 @@ impl ThreadTool for FootprintThread {
     }
 
     fn reset(&mut self) {
-        let held = self.begin();
+        self.begin();
         self.sync_epoch();
-        self.end(held);
     }
 
     fn fork_survivor(&mut self) {
         // The parent's leaves are gone with its other threads' (this thread's go on).
-        let held = self.begin();
+        self.begin();
         self.zero();
-        self.end(held);
         self.s.epoch.store(self.tool.epoch.load(Acquire), Release);
         self.s.retired.store(false, Relaxed);
     }
 
     fn suspend(&mut self) {
-        let held = self.begin();
+        self.begin();
         self.count_ended();
         // The thread's slot goes to the other part: open leaves (a call one made switched
         // contexts) become levels of this part's, and the activation of its innermost leaf
@@ -1463,7 +1427,6 @@ impl ThreadTool for FootprintThread {
         self.saved_level_frame = std::mem::replace(&mut leaf.level_frame, std::ptr::null());
         self.drain();
         self.suspended = true;
-        self.end(held);
     }
 
     /// A new thread goes on with this part's statistics: the ended thread's totals are
@@ -1505,19 +1468,7 @@ impl ThreadTool for FootprintThread {
     }
 
     fn thread_exit(&mut self) {
-        let held = self.begin();
-        self.thread_exit_held();
-        self.end(held);
-    }
-
-    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
-        Some(self)
-    }
-}
-
-impl FootprintThread {
-    /// [`ThreadTool::thread_exit`]'s body.
-    fn thread_exit_held(&mut self) {
+        self.begin();
         let running = !self.suspended;
         if running {
             self.count_ended();
@@ -1544,6 +1495,10 @@ impl FootprintThread {
         self.fp = None;
         self.tool.heap_change(self.heap, 0);
         self.heap = 0;
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
     }
 }
 
