@@ -955,7 +955,6 @@ impl FootprintThread {
     /// `__kage_fp_leaf_end(frame, keep)`: ends the activation's open leaves, then its leaf
     /// levels, that are neither `keep` nor around it.
     fn leaf_close(&mut self, frame: *const c_void, keep: *const c_void) {
-        self.count_ended();
         if !self.slot_ok {
             return;
         }
@@ -1030,8 +1029,9 @@ impl FootprintThread {
         self.count_leaf(entry, mark, end, leaf.depth);
     }
 
-    /// Counts the leaves that `__kage_fp_leaf_end` ended since the tool last ran (before
-    /// anything changes the buffer that holds their ranges).
+    /// Counts the leaves that `__kage_fp_leaf_end` ended since the tool last ran: first
+    /// thing wherever the buffer that holds their ranges changes (`drain`,
+    /// `materialize_leaves`, `make_room_for_leaves`).
     #[inline]
     fn count_ended(&mut self) {
         let leaf = self.slot();
@@ -1088,6 +1088,7 @@ impl FootprintThread {
     /// exited at its end (`leaf_close`) or when a region around it exits first
     /// ([`exit`](ThreadTool::exit)). The slot is held.
     fn materialize_leaves(&mut self) {
+        self.count_ended();
         let leaf = self.slot();
         let depth = leaf.depth as usize;
         if depth == 0 {
@@ -1149,6 +1150,7 @@ impl FootprintThread {
     /// hold the whole buffer (or an interrupted append holds it): nothing changed then. The
     /// slot is held.
     fn make_room_for_leaves(&mut self, first: u64, last: u64) -> bool {
+        self.count_ended();
         let leaf = self.slot();
         let from = leaf.open[0].mark;
         let Some(fp) = self.fp.as_mut() else {
@@ -1311,7 +1313,6 @@ impl ThreadTool for FootprintThread {
     fn enter(&mut self, region: u32) {
         self.begin();
         self.sync_epoch();
-        self.count_ended();
         if !self.is_tracked_kind(region) {
             return;
         }
@@ -1339,7 +1340,6 @@ impl ThreadTool for FootprintThread {
     fn exit(&mut self, region: u32) {
         self.begin();
         self.sync_epoch();
-        self.count_ended();
         if !self.is_tracked_kind(region) {
             return;
         }
@@ -1371,7 +1371,6 @@ impl ThreadTool for FootprintThread {
 
     fn access_strided(&mut self, addr: usize, width: u64, stride: u64, count: u64) {
         self.begin();
-        self.count_ended();
         // Called when the buffer is full, among others: the open leaves' ranges stay in the
         // buffer when there is room to make (a contiguous range, the innermost leaf's),
         // else the leaves become levels.
@@ -1418,7 +1417,6 @@ impl ThreadTool for FootprintThread {
 
     fn suspend(&mut self) {
         self.begin();
-        self.count_ended();
         // The thread's slot goes to the other part: open leaves (a call one made switched
         // contexts) become levels of this part's, and the activation of its innermost leaf
         // level is kept.
@@ -1471,7 +1469,6 @@ impl ThreadTool for FootprintThread {
         self.begin();
         let running = !self.suspended;
         if running {
-            self.count_ended();
             // Left by a fatal signal's report, or `exit` in a call a leaf made.
             self.close_pending();
             while !self.leaf_levels.is_empty() {
