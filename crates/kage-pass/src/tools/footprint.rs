@@ -103,9 +103,10 @@ impl Tool for Footprint {
             };
             // Taken before anything is inserted: a leaf's entry goes after the settle there.
             let leaf_entries: Vec<(LLVMValueRef, u32, Option<u32>)> = (leaves.entries.iter())
-                .filter_map(|&(block, node, parent)| {
+                .filter_map(|&(block, node)| {
                     let at = ir::first_insertion_point(plan.cfg.blocks[block])?;
                     let slot = |node: usize| plan.slots.base + node as u32;
+                    let parent = leaves.parent_leaf.get(&node).copied();
                     Some((at, slot(node), parent.map(slot)))
                 })
                 .collect();
@@ -179,14 +180,15 @@ impl Tool for Footprint {
 }
 
 /// The leaf inlined calls of a function (docs/abi.md, "Footprint instrumentation"):
-/// inlined calls with no region inside, whose code has no cycle, no `invoke` or `callbr`
-/// (plain calls are fine), and holds no loop header, resume point, `cmpxchg` or hoisted
-/// loop. They get no `__kage_settle` (their blocks count as their parents'):
-/// `__kage_fp_leaf_enter(r)` starts each block entered from outside (after any settle
-/// there), and `__kage_fp_leaf_end()` each block they lead to (before any hook there) and
-/// each return in them, so that the runtime counts an instance from the ranges it
-/// reported, without a region event (unless an event comes while it runs: a call it
-/// makes, a signal handler).
+/// inlined calls with only leaves inside (or no region), whose code and theirs has no
+/// cycle, and whose own blocks hold no `invoke` or `callbr` (plain calls are fine),
+/// resume point, `cmpxchg` or hoisted loop. They get no `__kage_settle` (their blocks
+/// count as those of the nearest region around them that is not a leaf):
+/// `__kage_fp_leaf_enter(r, parent)` starts each block entered from outside (after any
+/// settle there), and `__kage_fp_leaf_end(keep, keep_parent)` each block they lead to
+/// outside them (before any hook there) and each return in them, so that the runtime
+/// counts an instance from the ranges it reported, without a region event (unless an
+/// event comes while it runs: a call it makes, a signal handler).
 struct Leaves {
     /// The regions folded into their parents for the region hooks: each leaf and the
     /// inlined calls of its chain (nodes of the plan's tree).
@@ -198,8 +200,9 @@ struct Leaves {
     units: Vec<usize>,
     /// The leaf around each leaf that is inside one.
     parent_leaf: HashMap<usize, usize>,
-    /// Each leaf's blocks entered from outside it, with the leaf and the leaf around it.
-    entries: Vec<(usize, usize, Option<usize>)>,
+    /// Each leaf's blocks entered from outside it (but from a leaf inside it), with the
+    /// leaf: the leaves around a leaf whose code begins at the same block come first.
+    entries: Vec<(usize, usize)>,
     /// The blocks a leaf's block leads to, but its own.
     after: Vec<usize>,
     /// Each block's leaf, if it is one's.
@@ -307,7 +310,7 @@ impl Leaves {
             let mut beginning = Vec::new();
             let mut at = leaf_of[b];
             while let Some(node) = at.filter(|&node| begins(node)) {
-                beginning.push((b, node, parent_unit(node)));
+                beginning.push((b, node));
                 at = parent_unit(node);
             }
             entries.extend(beginning.into_iter().rev());
@@ -344,8 +347,8 @@ impl Leaves {
 }
 
 /// The leaves of a function counted together with the inlined calls around them
-/// (docs/abi.md, "Leaf chains"): an inlined call whose only region inside is a leaf
-/// (`candidate`), or such a call, with no access, no call and no disqualified block of its
+/// (docs/abi.md, "Leaf chains"): an inlined call whose only region inside is a leaf that
+/// holds none (`candidate`), or such a call, with no access, no call and no disqualified block of its
 /// own, whose code and its chain's has no cycle, is entered at one block only, and enters
 /// each call of its chain exactly once (the chain's entry block is on every path from its
 /// own to where it is left). Its instances are then its leaf's, and so are its footprints
