@@ -933,8 +933,8 @@ impl FootprintThread {
     /// The thread's leaf slot.
     fn slot(&self) -> &'static mut LeafSlot {
         // SAFETY: the thread's slot (a context's part runs on its thread only), which lives
-        // as long as the thread; written by this thread only, the runtime's changes under
-        // `hold`.
+        // as long as the thread; written by this thread only (the runtime's changes only
+        // while `slot_ok`).
         unsafe { &mut *self.leaf }
     }
 
@@ -947,7 +947,7 @@ impl FootprintThread {
         self.slot_ok = self.slot().changing == 0;
     }
 
-    /// Whether leaves are open (not levels), and the event holds the slot.
+    /// Whether leaves are open (not levels), and the slot is the event's to change.
     fn leaf_pending(&self) -> bool {
         self.slot_ok && self.slot().depth != 0
     }
@@ -966,13 +966,20 @@ impl FootprintThread {
             self.close_pending_leaf();
         }
         if leaf.depth == 0 {
-            while let Some(&(entry, at, depth)) = self.leaf_levels.last() {
-                if at != frame || depth != self.open.len() || holds_leaf(entry, keep) {
+            while let Some(entry) = self.innermost_leaf_level(frame) {
+                if holds_leaf(entry, keep) {
                     break;
                 }
                 self.exit_leaf_level();
             }
         }
+    }
+
+    /// The innermost level, if it is a leaf of the activation at `frame`: its entry.
+    fn innermost_leaf_level(&self, frame: *const c_void) -> Option<*const c_void> {
+        (self.leaf_levels.last())
+            .filter(|&&(_, at, depth)| at == frame && depth == self.open.len())
+            .map(|&(entry, _, _)| entry)
     }
 
     /// `__kage_fp_leaf_enter(entry, parent, frame)` found the slot in another state than
@@ -984,11 +991,8 @@ impl FootprintThread {
         }
         let leaf = self.slot();
         // The innermost open leaf now, if any: `entry` or one around it.
-        let innermost = leaf.top().map(|top| top.entry).or_else(|| {
-            (self.leaf_levels.last())
-                .filter(|&&(_, at, depth)| at == frame && depth == self.open.len())
-                .map(|&(entry, _, _)| entry)
-        });
+        let innermost =
+            (leaf.top().map(|top| top.entry)).or_else(|| self.innermost_leaf_level(frame));
         if innermost != Some(entry) {
             // `entry` and the leaves around it up to the innermost open one, opened
             // outermost first.
@@ -1017,7 +1021,7 @@ impl FootprintThread {
     }
 
     /// Counts the innermost open leaf's instance from the ranges it reported (its own and
-    /// those of the leaves it held), and closes it. The slot is held.
+    /// those of the leaves it held), and closes it.
     fn close_pending_leaf(&mut self) {
         let leaf = self.slot();
         let Some(OpenLeaf { entry, mark, .. }) = leaf.top() else {
@@ -1086,7 +1090,7 @@ impl FootprintThread {
     /// them, a switch to another context, more ranges than the buffer holds): they become
     /// levels of their own, outermost first, each entered with what it reported so far,
     /// exited at its end (`leaf_close`) or when a region around it exits first
-    /// ([`exit`](ThreadTool::exit)). The slot is held.
+    /// ([`exit`](ThreadTool::exit)).
     fn materialize_leaves(&mut self) {
         self.count_ended();
         let leaf = self.slot();
@@ -1147,8 +1151,7 @@ impl FootprintThread {
     /// The buffer is full while leaves are open: what it holds before the outermost one
     /// began goes to the level open now, the rest moves down, and the range that did not
     /// fit (`first`..=`last`, the innermost leaf's) is appended. False when the leaves
-    /// hold the whole buffer (or an interrupted append holds it): nothing changed then. The
-    /// slot is held.
+    /// hold the whole buffer (or an interrupted append holds it): nothing changed then.
     fn make_room_for_leaves(&mut self, first: u64, last: u64) -> bool {
         self.count_ended();
         let leaf = self.slot();
