@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 14;
+pub const VERSION: u32 = 15;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -659,9 +659,10 @@ pub mod footprint {
     pub const CHAIN_SHIFT: u32 = 8;
     pub const CHAIN_MASK: u32 = 0xff << CHAIN_SHIFT;
 
-    /// [`crate::Region::flags`] bit of a leaf inlined call (the outermost call of its chain,
-    /// if it has one): its instances are counted by the footprint tool from its leaf hooks,
-    /// and a region inside it that is a leaf too has it as its parent leaf.
+    /// [`crate::Region::flags`] bit of a leaf, an inlined call (the outermost call of its
+    /// chain, if it has one) or a loop: its instances are counted by the footprint tool
+    /// from its leaf hooks, and a region inside it that is a leaf too (inside its body, for
+    /// a loop) has it as its parent leaf.
     pub const LEAF: u32 = 1 << 16;
 
     /// How many regions follow a region with `flags` in its chain.
@@ -1106,7 +1107,7 @@ pub mod symbols {
     /// `void __kage_fp_range(const void *addr, uint64_t len)` (the runtime's C part).
     pub const FP_RANGE: Symbol = function("__kage_fp_range", &[Ptr, I64], &[Footprint]);
     /// `void __kage_fp_leaf_enter(struct kage_region *r, struct kage_region *parent, void
-    /// *frame)` (the runtime's C part): control is in a block of the leaf inlined call `r`,
+    /// *frame)` (the runtime's C part): control is in a block of the leaf `r`,
     /// inside the leaf `parent` (null: `r` is the outermost leaf of its tree), of the
     /// activation whose return address is at `frame` (docs/abi.md, "Footprint
     /// instrumentation"); a new instance unless that activation's instance of `r` is the one
@@ -1114,7 +1115,7 @@ pub mod symbols {
     pub const FP_LEAF_ENTER: Symbol =
         function("__kage_fp_leaf_enter", &[Ptr, Ptr, Ptr], &[Footprint]);
     /// `void __kage_fp_leaf_end(void *frame, struct kage_region *keep, struct kage_region
-    /// *keep_parent)` (the runtime's C part): the activation's open leaf inlined calls that
+    /// *keep_parent)` (the runtime's C part): the activation's open leaves that
     /// are not `keep` or a leaf around it (null: none is kept), whose block this is, have
     /// ended; `keep_parent` is the leaf around `keep` (null: none).
     pub const FP_LEAF_END: Symbol = function("__kage_fp_leaf_end", &[Ptr, Ptr, Ptr], &[Footprint]);

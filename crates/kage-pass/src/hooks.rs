@@ -40,6 +40,7 @@ pub unsafe fn insert(
     let func_enter_at = ir::first_insertion_point(entry_block);
     let loop_iters: Vec<_> = (plan.forest.loops.iter().enumerate())
         .filter(|(k, _)| !skipped_loops.contains(k))
+        .filter(|&(k, _)| !skipped.folded.contains(&plan.tree().loop_node[k]))
         .filter_map(|(k, lp)| Some((ir::first_insertion_point(plan.cfg.blocks[lp.header])?, k)))
         .collect();
     let settles: Vec<_> = (plan.settle_points_folding(skipped.folded).into_iter())
@@ -71,8 +72,9 @@ pub unsafe fn insert(
 pub struct Skipped<'a> {
     /// Loops without `__kage_loop_iter`.
     pub loops: &'a [usize],
-    /// Regions (nodes of the plan's tree, without children) no `__kage_settle` enters or
-    /// leaves: their blocks count as their parents'.
+    /// Regions (nodes of the plan's tree, whose children are listed too) no
+    /// `__kage_settle` enters or leaves, nor `__kage_loop_iter`: their blocks count as
+    /// their parents'.
     pub folded: &'a [usize],
 }
 

@@ -188,7 +188,7 @@ mod tests {
     fn settle_blocks(f: &LoopForest, cfg: &[Vec<usize>]) -> Vec<(usize, Option<usize>)> {
         use crate::region_tree::{build, settle_points, NodeKind};
         let tree = build(f, &vec![Vec::new(); cfg.len()], &[]);
-        (settle_points(&tree, f, cfg).into_iter())
+        (settle_points(&tree, f, cfg, &[]).into_iter())
             .map(|(b, node)| match tree.nodes[node].kind {
                 NodeKind::LoopBody(k) => (b, Some(k)),
                 _ => (b, None),

@@ -442,8 +442,8 @@ impl FunctionPlan {
     }
 
     /// [`settle_points`](Self::settle_points) with the blocks of the regions `folded`
-    /// (nodes of [`tree`](Self::tree) without children) counted as their parents': a tool
-    /// that reports those regions itself.
+    /// (nodes of [`tree`](Self::tree) whose children are folded too; folded loops have no
+    /// iteration hook) counted as their parents': a tool that reports those regions itself.
     pub fn settle_points_folding(&self, folded: &[usize]) -> Vec<(usize, u32)> {
         let folded_tree;
         let tree = if folded.is_empty() {
@@ -458,7 +458,7 @@ impl FunctionPlan {
             folded_tree = t;
             &folded_tree
         };
-        (region_tree::settle_points(tree, &self.forest, &self.cfg.successors).into_iter())
+        (region_tree::settle_points(tree, &self.forest, &self.cfg.successors, folded).into_iter())
             .map(|(block, node)| (block, self.slots.base + node as u32))
             .collect()
     }

@@ -406,11 +406,14 @@ impl Builder {
 /// `__kage_settle` makes the region the innermost open one: leaving loops (exit blocks),
 /// entering and leaving inlined calls. A loop header whose own region lies below its
 /// loop's body (code of a call inlined at the loop's start) is listed too, after its
-/// iteration hook; other headers are not (their iteration hook settles).
+/// iteration hook; other headers are not (their iteration hook settles). The headers of
+/// the loops in `folded` (nodes of `tree`: loops a tool reports itself, without an
+/// iteration hook) are ordinary blocks.
 pub fn settle_points(
     tree: &RegionTree,
     forest: &LoopForest,
     successors: &[Vec<usize>],
+    folded: &[usize],
 ) -> Vec<(usize, usize)> {
     let n = tree.block_region.len();
     let mut differs = vec![false; n];
@@ -428,6 +431,7 @@ pub fn settle_points(
         }
     }
     let header_of: HashMap<usize, usize> = (forest.loops.iter().enumerate())
+        .filter(|&(k, _)| !folded.contains(&tree.loop_node[k]))
         .map(|(k, lp)| (lp.header, k))
         .collect();
     (0..n)
@@ -615,7 +619,7 @@ mod tests {
         let tree = build(&forest, &block_chains(&successors, &locations), &[]);
         // 2 enters g and h, 4 leaves h, 5 leaves the loop; 3 is unreachable.
         assert_eq!(
-            settle_points(&tree, &forest, &successors),
+            settle_points(&tree, &forest, &successors, &[]),
             [(2, 4), (4, 3), (5, 0)]
         );
         // A function whose first block is an inlined call's, and a header that is.
@@ -638,7 +642,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            settle_points(&tree, &forest, &successors),
+            settle_points(&tree, &forest, &successors, &[]),
             [(0, 1), (1, 4), (2, 0)]
         );
     }

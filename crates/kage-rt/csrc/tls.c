@@ -126,9 +126,9 @@ uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
 /* The footprint tool's open leaf inlined calls on this thread ("Footprint instrumentation"):
  * a stack of `depth` leaves, each inside the one below it, all of the activation at
  * `frame`: each one's region entry, its parent leaf's (null: none) and where its ranges
- * begin in kage_fp_buffer; the activation of the innermost leaf an event made a level of
- * the tool's (null: none; the tool keeps them: a leaf that calls, one a signal handler
- * interrupts); and the leaves that ended since the tool last ran, which it counts from
+ * begin in kage_fp_buffer; the activation and the entry of the innermost leaf an event
+ * made a level of the tool's (null: none; the tool keeps them: a leaf that calls, one a
+ * signal handler interrupts, one whose ranges fill the buffer); and the leaves that ended since the tool last ran, which it counts from
  * the ranges between their `mark` and `end` (those stay in the buffer until it does), with
  * how many leaves were open below them. `changing` is non-zero while a hook changes the
  * slot: a signal handler that interrupts it leaves the slot alone (its leaves and regions
@@ -139,6 +139,7 @@ struct kage_fp_leaf {
   uint64_t depth;
   const void *frame;
   const void *level_frame;
+  const void *level_entry;
   uint64_t changing;
   uint64_t ended_len;
   struct {
@@ -164,9 +165,9 @@ void __kage_fp_leaf_close(const void *frame, const void *keep);
  * not open. */
 void __kage_fp_leaf_resume(const void *entry, const void *frame);
 
-/* Control is in a block of the leaf inlined call `entry`, inside the leaf `parent` (null:
- * none), of the activation at `frame`: its open instance goes on, or a new one begins (the
- * runtime ends others first). */
+/* Control is in a block of the leaf `entry` (an inlined call or a loop), inside the leaf
+ * `parent` (null: none), of the activation at `frame`: its open instance goes on, or a new
+ * one begins (the runtime ends others first). */
 void __kage_fp_leaf_enter(const void *entry, const void *parent, const void *frame) {
   struct kage_fp_leaf *l = &kage_fp_leaf;
   uint64_t d = l->depth;
@@ -178,9 +179,20 @@ void __kage_fp_leaf_enter(const void *entry, const void *parent, const void *fra
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   /* Read again: a handler that interrupted the lines above may have changed the slot. */
   d = l->depth;
-  int begins = d < KAGE_FP_LEAVES &&
-               (d ? l->open[d - 1].entry == parent && l->frame == frame
-                  : !parent && l->level_frame != frame);
+  int begins, open = 0;
+  if (d) {
+    begins = d < KAGE_FP_LEAVES && l->open[d - 1].entry == parent && l->frame == frame;
+    /* A loop's header that begins a leaf around the loop too: that leaf goes on. */
+    for (uint64_t i = d - 1; !begins && !open && i-- > 0;)
+      open = l->open[i].entry == entry && l->frame == frame;
+  } else if (l->level_frame == frame) {
+    /* The activation's innermost leaf level is `entry` (a loop that called goes round), or
+     * `entry` begins inside it. */
+    open = l->level_entry == entry;
+    begins = parent && l->level_entry == parent;
+  } else {
+    begins = !parent;
+  }
   if (begins) {
     l->open[d].entry = entry;
     l->open[d].parent = parent;
@@ -190,19 +202,27 @@ void __kage_fp_leaf_enter(const void *entry, const void *parent, const void *fra
   }
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   l->changing = 0;
-  if (!begins)
+  if (!begins && !open)
     __kage_fp_leaf_resume(entry, frame);
+}
+
+/* Whether the innermost leaf level (of the activation that leaf_end runs in) is `keep`
+ * or the leaf around it: nothing of it ends. */
+static inline int level_holds(const struct kage_fp_leaf *l, const void *keep,
+                              const void *keep_parent) {
+  return keep && (l->level_entry == keep || l->level_entry == keep_parent);
 }
 
 /* Control left the activation's open leaves that are neither `keep` (a block of `keep` that
  * other leaves lead to as well; `keep_parent` the leaf around it, null: none) nor around
- * it. The leaves known here to end (all, without `keep`; else `keep`'s siblings and
- * children) go to `ended`; the runtime does the rest. */
+ * it. The leaves known here to end (all, without `keep`; those inside `keep` or the leaf
+ * around it, when one is open; else `keep`'s siblings and children) go to `ended`; the
+ * runtime does the rest. */
 void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_parent) {
   struct kage_fp_leaf *l = &kage_fp_leaf;
   uint64_t d = l->depth;
   if (!d) {
-    if (l->level_frame == frame)
+    if (l->level_frame == frame && !level_holds(l, keep, keep_parent))
       __kage_fp_leaf_close(frame, keep);
     return;
   }
@@ -218,23 +238,30 @@ void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_pa
   d = l->depth;
   uint64_t n = l->ended_len;
   int done = 0;
+  /* The innermost open leaf that stays, `keep` or the leaf around it, if one is open: the
+   * leaves inside it end. */
+  uint64_t stays = 0;
+  int found = 0;
+  for (uint64_t i = d; keep && !found && i-- > 0;) {
+    found = l->open[i].entry == keep || (keep_parent && l->open[i].entry == keep_parent);
+    stays = i;
+  }
   while (n < KAGE_FP_ENDED) {
     if (!d) {
       /* The activation's leaves that are levels are the runtime's to end. */
-      done = l->level_frame != frame;
+      done = l->level_frame != frame || level_holds(l, keep, keep_parent);
+      break;
+    }
+    if (found && d - 1 == stays) {
+      done = 1;
       break;
     }
     const void *entry = l->open[d - 1].entry;
     const void *parent = l->open[d - 1].parent;
-    if (keep) {
-      if (entry == keep || (keep_parent && entry == keep_parent)) {
-        done = 1;
-        break;
-      }
-      /* A leaf around `keep` further out stays open: only the runtime knows which. */
-      if (parent != keep_parent && parent != keep)
-        break;
-    }
+    /* Neither is open: a leaf around `keep` further out stays open, and only the runtime
+     * knows which, unless `keep` is the leaf's parent or sibling. */
+    if (keep && !found && parent != keep_parent && parent != keep)
+      break;
     l->ended[n].entry = entry;
     l->ended[n].mark = l->open[d - 1].mark;
     l->ended[n].end = kage_fp_buffer.len;
@@ -254,6 +281,7 @@ void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_pa
 struct kage_fp_leaf *kage_fp_leaf_slot(void) { return &kage_fp_leaf; }
 uint64_t kage_fp_leaf_capacity(void) { return KAGE_FP_LEAVES; }
 uint64_t kage_fp_ended_capacity(void) { return KAGE_FP_ENDED; }
+uint64_t kage_fp_leaf_size(void) { return sizeof(struct kage_fp_leaf); }
 
 /* Defined by kage-cc's link (`--defsym`, as an alias of __kage_register_module) when some of
  * the program's object files were compiled without Kage; see crates/kage/src/cc/objects.rs. */

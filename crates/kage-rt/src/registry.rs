@@ -525,10 +525,9 @@ pub unsafe fn validate(m: *const Module) -> Result<(), String> {
             return bad(format!("unknown flags {:#x}", r.flags));
         }
         // The footprint tool walks a leaf's parents in its hooks.
-        if r.flags & kage_abi::footprint::LEAF != 0
-            && (r.kind != RegionKind::Inlined as u32 || r.parent == NONE)
-        {
-            return bad("a leaf that is not an inlined call".into());
+        let leaf_kind = r.kind == RegionKind::Inlined as u32 || r.kind == RegionKind::Loop as u32;
+        if r.flags & kage_abi::footprint::LEAF != 0 && (!leaf_kind || r.parent == NONE) {
+            return bad("a leaf that is not an inlined call or a loop".into());
         }
         if r.source_cell != NONE && r.source_cell >= m.source_cells {
             return bad(format!(

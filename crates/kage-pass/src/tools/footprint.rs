@@ -179,19 +179,20 @@ impl Tool for Footprint {
     }
 }
 
-/// The leaf inlined calls of a function (docs/abi.md, "Footprint instrumentation"):
-/// inlined calls with only leaves inside (or no region), whose code and theirs has no
-/// cycle, and whose own blocks hold no `invoke` or `callbr` (plain calls are fine),
-/// resume point, `cmpxchg` or hoisted loop. They get no `__kage_settle` (their blocks
-/// count as those of the nearest region around them that is not a leaf):
+/// The leaves of a function (docs/abi.md, "Footprint instrumentation"): inlined calls and
+/// loops with only leaves inside (or no region), whose code and theirs has no cycle but
+/// their loops' iterations, and whose own blocks hold no `invoke` or `callbr` (plain calls
+/// are fine), resume point, `cmpxchg` or hoisted loop (a loop's body is part of its loop's
+/// leaf). They get no `__kage_settle` nor `__kage_loop_iter` (their blocks count as those
+/// of the nearest region around them that is not a leaf):
 /// `__kage_fp_leaf_enter(r, parent)` starts each block entered from outside (after any
 /// settle there), and `__kage_fp_leaf_end(keep, keep_parent)` each block they lead to
 /// outside them (before any hook there) and each return in them, so that the runtime
 /// counts an instance from the ranges it reported, without a region event (unless an
 /// event comes while it runs: a call it makes, a signal handler).
 struct Leaves {
-    /// The regions folded into their parents for the region hooks: each leaf and the
-    /// inlined calls of its chain (nodes of the plan's tree).
+    /// The regions folded into their parents for the region hooks: each leaf, the
+    /// inlined calls of its chain, a loop's body (nodes of the plan's tree).
     regions: Vec<usize>,
     /// Per leaf counted as one with the calls around it (a chain's outermost call): how
     /// many regions follow it in the chain (they are the next nodes, in pre-order).
@@ -217,7 +218,12 @@ impl Leaves {
         let n = plan.cfg.blocks.len();
         let reachable = &plan.forest.reachable;
         let mut candidate: Vec<bool> = (tree.nodes.iter())
-            .map(|node| matches!(node.kind, NodeKind::Inlined(_)))
+            .map(|node| {
+                matches!(
+                    node.kind,
+                    NodeKind::Inlined(_) | NodeKind::Loop(_) | NodeKind::LoopBody(_)
+                )
+            })
             .collect();
         let cmpxchg_blocks: HashSet<LLVMBasicBlockRef> = (plan.accesses.iter())
             .filter_map(|a| match *a {
@@ -239,12 +245,23 @@ impl Leaves {
             }
         }
         // A leaf holds leaves only (pre-order: children after their parents), and no cycle
-        // among its blocks and theirs.
+        // among its blocks and theirs but the iterations of its loops (a loop's instance
+        // is all its iterations; a body is counted with its loop).
         let own_blocks = plan.blocks_by_region();
         let mut subtree_blocks: Vec<HashSet<usize>> = vec![HashSet::new(); tree.nodes.len()];
+        let mut subtree_loops: Vec<Vec<usize>> = vec![Vec::new(); tree.nodes.len()];
         for k in (0..tree.nodes.len()).rev() {
             subtree_blocks[k].extend(own_blocks[k].iter().copied());
-            if candidate[k] && has_cycle(&subtree_blocks[k], &plan.cfg.successors) {
+            if let NodeKind::Loop(j) | NodeKind::LoopBody(j) = tree.nodes[k].kind {
+                subtree_loops[k].push(j);
+            }
+            let back_edge = |from: usize, to: usize| {
+                (subtree_loops[k].iter()).any(|&j| {
+                    let lp = &plan.forest.loops[j];
+                    lp.header == to && lp.blocks.binary_search(&from).is_ok()
+                })
+            };
+            if candidate[k] && has_cycle(&subtree_blocks[k], &plan.cfg.successors, &back_edge) {
                 candidate[k] = false;
             }
             if let Some(parent) = tree.nodes[k].parent {
@@ -253,6 +270,15 @@ impl Leaves {
                 }
                 let blocks = std::mem::take(&mut subtree_blocks[k]);
                 subtree_blocks[parent].extend(blocks);
+                let loops = std::mem::take(&mut subtree_loops[k]);
+                subtree_loops[parent].extend(loops);
+            }
+        }
+        // A body is its loop's: a leaf only with it.
+        for k in 0..tree.nodes.len() {
+            if let NodeKind::LoopBody(_) = tree.nodes[k].kind {
+                let lp = tree.nodes[k].parent.expect("a loop body has its loop");
+                candidate[k] &= candidate[lp];
             }
         }
         let mut predecessors = vec![Vec::new(); n];
@@ -263,12 +289,28 @@ impl Leaves {
                 }
             }
         }
-        let (unit_of, chains) = chains(plan, &candidate, &predecessors, &disqualified);
+        let (mut unit_of, chains) = chains(plan, &candidate, &predecessors, &disqualified);
+        // A loop's blocks are its body's: both one leaf, the loop (bodies are not regions
+        // in footprint builds).
+        for k in 0..tree.nodes.len() {
+            if let (NodeKind::LoopBody(_), Some(lp)) = (&tree.nodes[k].kind, tree.nodes[k].parent) {
+                if unit_of[k].is_some() {
+                    unit_of[k] = unit_of[lp];
+                }
+            }
+        }
         let leaf_of: Vec<Option<usize>> = (0..n)
             .map(|b| unit_of[tree.block_region[b]].filter(|_| reachable[b]))
             .collect();
-        // The leaves with code of their own.
-        let used: HashSet<usize> = leaf_of.iter().flatten().copied().collect();
+        // The leaves with code of their own, and the leaves around them (a call whose code
+        // is all its inlined callees', a loop around such a call).
+        let mut used: HashSet<usize> = HashSet::new();
+        for &leaf in leaf_of.iter().flatten() {
+            let mut at = Some(leaf);
+            while let Some(u) = at.filter(|&u| used.insert(u)) {
+                at = tree.nodes[u].parent.and_then(|p| unit_of[p]);
+            }
+        }
         // The leaf around a leaf, if any: its parent's unit (a chain's calls but its
         // outermost hold their chain only, so a leaf's parent is never one of them).
         let parent_unit = |u: usize| {
@@ -444,7 +486,7 @@ unsafe fn chains(
                 }
                 true
             });
-            if !once || has_cycle(&unit, &plan.cfg.successors) {
+            if !once || has_cycle(&unit, &plan.cfg.successors, &|_, _| false) {
                 break;
             }
             top = parent;
@@ -459,8 +501,13 @@ unsafe fn chains(
     (unit_of, chains)
 }
 
-/// Whether the blocks of `set` hold a cycle among themselves.
-fn has_cycle(set: &HashSet<usize>, successors: &[Vec<usize>]) -> bool {
+/// Whether the blocks of `set` hold a cycle among themselves, edges `ignored(from, to)`
+/// left out.
+fn has_cycle(
+    set: &HashSet<usize>,
+    successors: &[Vec<usize>],
+    ignored: &dyn Fn(usize, usize) -> bool,
+) -> bool {
     let mut state: HashMap<usize, u8> = HashMap::new();
     for &start in set {
         if state.contains_key(&start) {
@@ -471,7 +518,7 @@ fn has_cycle(set: &HashSet<usize>, successors: &[Vec<usize>]) -> bool {
         while let Some(&mut (b, ref mut next)) = stack.last_mut() {
             if let Some(&s) = successors[b].get(*next) {
                 *next += 1;
-                if set.contains(&s) {
+                if set.contains(&s) && !ignored(b, s) {
                     match state.get(&s) {
                         None => {
                             state.insert(s, 1);

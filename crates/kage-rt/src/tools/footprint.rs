@@ -124,13 +124,15 @@ extern "C" {
     fn kage_fp_leaf_capacity() -> u64;
     /// csrc/tls.c: the ended leaves the slot holds.
     fn kage_fp_ended_capacity() -> u64;
+    /// csrc/tls.c: the size of the slot (`LeafSlot` here).
+    fn kage_fp_leaf_size() -> u64;
 }
 
 /// `struct kage_fp_leaf` (csrc/tls.c): the thread's open leaf inlined calls (docs/abi.md,
 /// "Footprint instrumentation"), which `__kage_fp_leaf_enter` opens: a stack of `depth`
-/// leaves, each inside the one below, of the activation `frame`; the activation of the
-/// innermost leaf that is a level of the tool's (`FootprintThread::leaf_levels`; null when
-/// none); whether a leaf hook is changing the slot (a signal handler's hooks and events
+/// leaves, each inside the one below, of the activation `frame`; the activation and entry
+/// of the innermost leaf that is a level of the tool's (`FootprintThread::leaf_levels`;
+/// null when none); whether a leaf hook is changing the slot (a signal handler's hooks and events
 /// then leave it alone); and the leaves that `__kage_fp_leaf_end` ended since the tool
 /// last ran, for it to count.
 #[repr(C)]
@@ -138,6 +140,7 @@ struct LeafSlot {
     depth: u64,
     frame: *const c_void,
     level_frame: *const c_void,
+    level_entry: *const c_void,
     changing: u64,
     ended_len: u64,
     open: [OpenLeaf; LEAVES],
@@ -165,7 +168,8 @@ struct EndedLeaf {
     below: u64,
 }
 
-/// `KAGE_FP_LEAVES` and `KAGE_FP_ENDED` (csrc/tls.c), checked when a thread's part is made.
+/// `KAGE_FP_LEAVES` and `KAGE_FP_ENDED` (csrc/tls.c), checked when a thread's part is made
+/// (with the slot's size).
 const LEAVES: usize = 8;
 const ENDED: usize = 32;
 
@@ -248,11 +252,16 @@ fn leaf_parent(entry: *const c_void) -> Option<*const c_void> {
     // SAFETY: a leaf's entry, given by instrumented code: an entry of a registered module's
     // table, whose parent is an entry of the same array.
     unsafe {
-        let parent = (*r).parent;
-        if parent == kage_abi::NONE {
-            return None;
+        let parent_of = |r: *const kage_abi::Region| {
+            let parent = (*r).parent;
+            (parent != kage_abi::NONE)
+                .then(|| r.offset(parent as isize - (*r).local_index as isize))
+        };
+        let mut p = parent_of(r)?;
+        // A leaf in a loop's body is inside the loop (the body is part of its loop's leaf).
+        if (*p).kind == RegionKind::LoopBody as u32 {
+            p = parent_of(p)?;
         }
-        let p = r.offset(parent as isize - (*r).local_index as isize);
         ((*p).flags & kage_abi::footprint::LEAF != 0).then_some(p as *const c_void)
     }
 }
@@ -616,9 +625,6 @@ pub struct FootprintThread {
     /// Leaves that became levels (an event came while they ran: a call they made, a
     /// signal handler): (entry, activation, the length of `open` with it innermost).
     leaf_levels: Vec<(*const c_void, *const c_void, usize)>,
-    /// The slot's `level_frame` while another part (a coroutine context's) runs on the
-    /// thread.
-    saved_level_frame: *const c_void,
     /// The heap bytes last added to the tool's sum.
     heap: u64,
     bodies: bool,
@@ -658,6 +664,8 @@ impl FootprintTool {
         assert_eq!(unsafe { kage_fp_leaf_capacity() }, LEAVES as u64);
         // SAFETY: a constant of the runtime's C part.
         assert_eq!(unsafe { kage_fp_ended_capacity() }, ENDED as u64);
+        // SAFETY: a constant of the runtime's C part.
+        assert_eq!(unsafe { kage_fp_leaf_size() }, size_of::<LeafSlot>() as u64);
         let fp = Footprint::new(settings.config);
         let heap = fp.heap_bytes() as u64;
         self.heap_change(0, heap);
@@ -675,7 +683,6 @@ impl FootprintTool {
             leaf_path: Vec::with_capacity(LEAVES),
             slot_ok: false,
             leaf_levels: Vec::new(),
-            saved_level_frame: std::ptr::null(),
             heap,
             bodies: settings.bodies,
             carried: Touched::default(),
@@ -985,10 +992,10 @@ impl FootprintThread {
     /// `__kage_fp_leaf_enter(entry, parent, frame)` found the slot in another state than
     /// `entry`'s instance going on or beginning inside its parent's.
     fn leaf_resume(&mut self, entry: *const c_void, frame: *const c_void) {
-        self.leaf_close(frame, entry);
-        if !self.slot_ok {
+        if !self.slot_ok || self.leaf_is_open(entry, frame) {
             return;
         }
+        self.leaf_close(frame, entry);
         let leaf = self.slot();
         // The innermost open leaf now, if any: `entry` or one around it.
         let innermost =
@@ -1140,7 +1147,7 @@ impl FootprintThread {
             self.leaf_levels.push((entry, frame, self.open.len()));
         }
         self.leaf_ranges.clear();
-        leaf.level_frame = frame;
+        self.publish_level();
         let depth = self.open.len() as u64;
         if depth > self.s.max_depth.load(Relaxed) {
             self.s.max_depth.store(depth, Relaxed);
@@ -1188,14 +1195,33 @@ impl FootprintThread {
         }
     }
 
+    /// Tells the leaf hooks which leaf level is the innermost (`leaf_levels`' last).
+    fn publish_level(&self) {
+        let (entry, frame) = (self.leaf_levels.last()).map_or(
+            (std::ptr::null(), std::ptr::null()),
+            |&(entry, frame, _)| (entry, frame),
+        );
+        let leaf = self.slot();
+        (leaf.level_entry, leaf.level_frame) = (entry, frame);
+    }
+
+    /// Whether the leaf `entry` of the activation at `frame` is open (in the slot or as a
+    /// level): at a loop's header that also begins a leaf around the loop, that leaf goes on
+    /// at each iteration.
+    fn leaf_is_open(&self, entry: *const c_void, frame: *const c_void) -> bool {
+        let leaf = self.slot();
+        let in_slot = leaf.frame == frame
+            && (leaf.open.iter().take(leaf.depth as usize)).any(|open| open.entry == entry);
+        in_slot || (self.leaf_levels.iter()).any(|&(e, at, _)| e == entry && at == frame)
+    }
+
     /// The innermost leaf level, innermost in `open`, exits.
     fn exit_leaf_level(&mut self) {
         let chain = self
             .leaf_levels
             .pop()
             .map_or(0, |(entry, _, _)| chain_of(entry));
-        let below = self.leaf_levels.last().map_or(std::ptr::null(), |l| l.1);
-        self.slot().level_frame = below;
+        self.publish_level();
         self.exit_innermost_of(chain);
     }
 
@@ -1425,7 +1451,7 @@ impl ThreadTool for FootprintThread {
         // level is kept.
         self.materialize_pending();
         let leaf = self.slot();
-        self.saved_level_frame = std::mem::replace(&mut leaf.level_frame, std::ptr::null());
+        (leaf.level_frame, leaf.level_entry) = (std::ptr::null(), std::ptr::null());
         self.drain();
         self.suspended = true;
     }
@@ -1454,7 +1480,6 @@ impl ThreadTool for FootprintThread {
         self.open.clear();
         self.leaf_ranges.clear();
         self.leaf_levels.clear();
-        self.saved_level_frame = std::ptr::null();
         let fp = Footprint::new(self.config);
         let heap = fp.heap_bytes() as u64;
         self.tool.heap_change(self.heap, heap);
@@ -1465,7 +1490,7 @@ impl ThreadTool for FootprintThread {
 
     fn resume(&mut self) {
         self.suspended = false;
-        self.slot().level_frame = std::mem::replace(&mut self.saved_level_frame, std::ptr::null());
+        self.publish_level();
     }
 
     fn thread_exit(&mut self) {
