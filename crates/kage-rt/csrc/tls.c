@@ -258,9 +258,9 @@ void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_pa
     }
     const void *entry = l->open[d - 1].entry;
     const void *parent = l->open[d - 1].parent;
-    /* Neither is open: a leaf around `keep` further out stays open, and only the runtime
-     * knows which, unless `keep` is the leaf's parent or sibling. */
-    if (keep && !found && parent != keep_parent && parent != keep)
+    /* Neither is open: a leaf around `keep`'s parent stays open, and only the runtime
+     * knows which, unless `keep` is the leaf's parent or sibling, or has no parent. */
+    if (keep && !found && keep_parent && parent != keep_parent && parent != keep)
       break;
     l->ended[n].entry = entry;
     l->ended[n].mark = l->open[d - 1].mark;

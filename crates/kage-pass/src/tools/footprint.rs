@@ -110,6 +110,18 @@ impl Tool for Footprint {
                     Some((at, slot(node), parent.map(slot)))
                 })
                 .collect();
+            let preheader_hooks: Vec<PlacedPreheaderHooks> = (leaves.preheaders.iter())
+                .map(|h| {
+                    let slot = |node: usize| plan.slots.base + node as u32;
+                    let with_parent =
+                        |node: usize| (slot(node), leaves.parent_leaf.get(&node).map(|&p| slot(p)));
+                    PlacedPreheaderHooks {
+                        at: LLVMGetBasicBlockTerminator(plan.cfg.blocks[h.block]),
+                        end: h.end.map(with_parent),
+                        enter: h.enter.iter().map(|&node| with_parent(node)).collect(),
+                    }
+                })
+                .collect();
             let leaf_exits: Vec<LLVMValueRef> = (plan.exits.iter().copied())
                 .filter(|&at| leaves.holds(plan, LLVMGetInstructionParent(at)))
                 .collect();
@@ -140,6 +152,21 @@ impl Tool for Footprint {
                 }
                 let mut position = |at: LLVMValueRef| ins.position_before(at);
                 emit_reports(&reports, &rt, builder, &mut position);
+                // After the block's reports, before its branch into the loop.
+                for hooks in &preheader_hooks {
+                    ins.position_before(hooks.at);
+                    let null = LLVMConstNull(LLVMTypeOf(frame));
+                    if let Some((keep, keep_parent)) = hooks.end {
+                        let keep_parent = keep_parent.map_or(null, |r| table.region_ptr(r));
+                        rt.leaf_end
+                            .call(builder, &mut [frame, table.region_ptr(keep), keep_parent]);
+                    }
+                    for &(region, parent) in &hooks.enter {
+                        let parent = parent.map_or(null, |r| table.region_ptr(r));
+                        rt.leaf_enter
+                            .call(builder, &mut [table.region_ptr(region), parent, frame]);
+                    }
+                }
                 // After the reports, before `__kage_func_exit`.
                 for &at in &leaf_exits {
                     ins.position_before(at);
@@ -204,10 +231,35 @@ struct Leaves {
     /// Each leaf's blocks entered from outside it (but from a leaf inside it), with the
     /// leaf: the leaves around a leaf whose code begins at the same block come first.
     entries: Vec<(usize, usize)>,
-    /// The blocks a leaf's block leads to, but its own.
+    /// The blocks a leaf's block leads to, but its own (from inside the loop, for a
+    /// loop's header whose hooks are in `preheaders`).
     after: Vec<usize>,
+    /// The hooks on the edges into leaf loops, at the ends of the blocks before them.
+    preheaders: Vec<PreheaderHooks>,
     /// Each block's leaf, if it is one's.
     leaf_of: Vec<Option<usize>>,
+}
+
+/// What a block that leads to a leaf loop's header only (a preheader) ends with, after its
+/// reports: `__kage_fp_leaf_end(frame, end, end's parent leaf)` if a leaf that does not
+/// hold the loop ends there, then `__kage_fp_leaf_enter` for each leaf of `enter`, the
+/// loop's and those around it that begin with it (outermost first).
+struct PreheaderHooks {
+    block: usize,
+    end: Option<usize>,
+    enter: Vec<usize>,
+}
+
+/// [`PreheaderHooks`] as table slots (region, parent leaf), before the block's terminator.
+struct PlacedPreheaderHooks {
+    at: LLVMValueRef,
+    end: Option<(u32, Option<u32>)>,
+    enter: Vec<(u32, Option<u32>)>,
+}
+
+/// Whether the loop with header `header` holds block `b`.
+fn holds_block(plan: &FunctionPlan, header: usize, b: usize) -> bool {
+    (plan.forest.loops.iter()).any(|lp| lp.header == header && lp.blocks.binary_search(&b).is_ok())
 }
 
 impl Leaves {
@@ -329,33 +381,63 @@ impl Leaves {
             }
             false
         };
-        let (mut entries, mut after) = (Vec::new(), Vec::new());
+        // The leaf loops' headers, with the loop's leaf, whose every predecessor from
+        // outside the loop leads there only: the leaf's hooks for entering the loop go at
+        // those blocks' ends, not at each iteration.
+        let entered_at_preheaders: HashMap<usize, usize> = (plan.forest.loops.iter())
+            .enumerate()
+            .filter_map(|(k, lp)| {
+                let unit = unit_of[tree.loop_node[k]].filter(|u| used.contains(u))?;
+                let dedicated = (predecessors[lp.header].iter())
+                    .filter(|p| lp.blocks.binary_search(p).is_err())
+                    .all(|&p| plan.cfg.successors[p].iter().all(|&s| s == lp.header));
+                (dedicated && lp.header != 0).then_some((lp.header, unit))
+            })
+            .collect();
+        let (mut entries, mut after, mut preheaders) = (Vec::new(), Vec::new(), Vec::new());
         for b in (0..n).filter(|&b| reachable[b]) {
             let preds = &predecessors[b];
+            let entered_loop = entered_at_preheaders.get(&b).copied();
+            // Whether the edge from `p` enters the loop (its hooks are at `p`'s end).
+            let at_preheader = |p: usize| entered_loop.is_some() && !holds_block(plan, b, p);
             // A leaf's instance ends here (one that is not this block's leaf nor around
             // it): before any region event at the block's start (a settle to this leaf's
             // parent among them).
-            let ends = |&p: &usize| match (leaf_of[p], leaf_of[b]) {
+            let ends = |p: usize, here: Option<usize>| match (leaf_of[p], here) {
                 (Some(left), Some(here)) => !holds(left, here),
                 (Some(_), None) => true,
                 (None, _) => false,
             };
-            if preds.iter().any(ends) {
+            if (preds.iter()).any(|&p| !at_preheader(p) && ends(p, leaf_of[b])) {
                 after.push(b);
             }
             // An instance may begin here: from outside the leaf, not from a leaf inside it
             // (the end of which leaves the leaf open); so may the leaves around it, whose
             // code may start with its own (opened first, outermost first).
-            let begins = |node: usize| {
-                b == 0 || (preds.iter()).any(|&p| leaf_of[p].is_none_or(|u| !holds(node, u)))
-            };
+            let begins_from = |node: usize, p: usize| leaf_of[p].is_none_or(|u| !holds(node, u));
+            let begins = |node: usize| b == 0 || preds.iter().any(|&p| begins_from(node, p));
             let mut beginning = Vec::new();
             let mut at = leaf_of[b];
             while let Some(node) = at.filter(|&node| begins(node)) {
-                beginning.push((b, node));
+                beginning.push(node);
                 at = parent_unit(node);
             }
-            entries.extend(beginning.into_iter().rev());
+            beginning.reverse();
+            // The loop's leaf and those around it begin on the edges into the loop.
+            let (on_edges, here): (Vec<usize>, Vec<usize>) = (beginning.into_iter())
+                .partition(|&node| entered_loop.is_some_and(|l| holds(node, l)));
+            if let Some(l) = entered_loop.filter(|_| !on_edges.is_empty()) {
+                for &p in preds.iter().filter(|&&p| at_preheader(p)) {
+                    preheaders.push(PreheaderHooks {
+                        block: p,
+                        end: ends(p, Some(l)).then_some(l),
+                        enter: (on_edges.iter().copied())
+                            .filter(|&node| begins_from(node, p))
+                            .collect(),
+                    });
+                }
+            }
+            entries.extend(here.into_iter().map(|node| (b, node)));
         }
         let regions: Vec<usize> = (0..tree.nodes.len())
             .filter(|&k| unit_of[k].is_some_and(|u| used.contains(&u)))
@@ -374,6 +456,7 @@ impl Leaves {
                 .collect(),
             entries,
             after,
+            preheaders,
             leaf_of,
         }
     }
