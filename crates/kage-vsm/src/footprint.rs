@@ -322,12 +322,35 @@ impl Footprint {
             return self.touched_by_range(first, last);
         }
         let shift = self.unit_shift();
-        for r in ranges.iter_mut() {
-            *r = (r.0 >> shift, r.1 >> shift);
+        let mut kept = ranges.len();
+        if ranges.len() <= 32 {
+            // A leaf's ranges, often in order, a few walks interleaved, or the same ones
+            // again (a loop's): an insertion sort by first unit (`Runs` takes overlapping
+            // ranges in any order of their ends), a range that starts inside or right after
+            // the one before it joining it.
+            kept = 0;
+            for i in 0..ranges.len() {
+                let x = (ranges[i].0 >> shift, ranges[i].1 >> shift);
+                let mut j = kept;
+                while j > 0 && ranges[j - 1].0 > x.0 {
+                    j -= 1;
+                }
+                if j > 0 && x.0 <= ranges[j - 1].1.saturating_add(1) {
+                    ranges[j - 1].1 = ranges[j - 1].1.max(x.1);
+                } else {
+                    ranges.copy_within(j..kept, j + 1);
+                    ranges[j] = x;
+                    kept += 1;
+                }
+            }
+        } else {
+            for r in ranges.iter_mut() {
+                *r = (r.0 >> shift, r.1 >> shift);
+            }
+            ranges.sort_unstable_by_key(|r| r.0);
         }
-        ranges.sort_unstable();
         let mut runs = deferred::Runs::new(self.units_per_line_shift());
-        for &(first, last) in ranges.iter() {
+        for &(first, last) in ranges[..kept].iter() {
             runs.add(first, last);
         }
         runs.finish()

@@ -541,3 +541,38 @@ fn palette_tables_take_every_form() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// `touched_by` (a leaf's instance counted from the ranges it reported, without a level)
+    /// counts what an instance entered, given the same ranges and exited would: ranges in
+    /// any order, repeated, overlapping, touching, interleaved walks.
+    #[test]
+    fn touched_by_counts_as_an_instance_would(
+        ranges in prop::collection::vec((0u64..600, 1u64..24), 1..80),
+        walks in prop::collection::vec((0u64..2000, 1u64..16, 1u64..40, 1u64..12), 0..3),
+    ) {
+        let mut all: Vec<(u64, u64)> = ranges.iter().map(|&(a, s)| (a, a + s - 1)).collect();
+        // Arrays walked together, element by element, in access order.
+        for step in 0..12 {
+            for &(base, width, stride, count) in &walks {
+                if step < count {
+                    let first = base + step * stride;
+                    all.push((first, first + width - 1));
+                }
+            }
+        }
+        for (location_shift, line_shift) in [(0, 6), (3, 6), (6, 6), (2, 3)] {
+            let config = FpConfig { kind: FpKind::Palette, location_shift, line_shift, table_bits: Some(6) };
+            let mut fp = Footprint::new(config);
+            prop_assert!(fp.enter());
+            let counted = fp.touched_by(&mut all.clone());
+            prop_assert!(fp.enter());
+            for &(first, last) in &all {
+                fp.access(first, last - first + 1);
+            }
+            prop_assert_eq!(counted, fp.exit(), "{:?}", config);
+        }
+    }
+}
