@@ -450,6 +450,49 @@ fn leaves_inside_leaves_measured_without_events_match_a_build_with_every_event()
 }
 
 #[test]
+fn loops_measured_as_leaves_match_a_build_with_every_event() {
+    // `leaf_loops.c`: loops whose regions inside are all leaves, counted from their ranges
+    // without events: a lookup's probe loop inside its inlined call, reading each key
+    // through an inlined call, left by a return; loops of 0 to 200 iterations (the long ones fill the
+    // runtime's buffer and become levels); nested loops; a loop that calls on some
+    // iterations; a loop whose header is its inlined call's first block.
+    let work = Work::new();
+    for level in ["-O2", "-O3"] {
+        let fast = assert_footprint_matches_every_event(&work, "leaf_loops.c", level);
+        let a = fast.footprint().unwrap();
+        let instances = |name: &str| -> u64 {
+            (copies(&fast, name).iter())
+                .map(|r| a.stats(r.id).instances)
+                .sum()
+        };
+        for name in ["find", "sums", "calls_sometimes", "first_at_header"] {
+            assert_eq!(instances(name), 3000, "{level}: {name}");
+        }
+        // Not when it runs no iteration (15 times): its code is then only its loop's guard,
+        // which the optimiser made its caller's.
+        assert_eq!(instances("walk"), 2985, "{level}");
+        assert_eq!(instances("insert"), 150, "{level}");
+        // Once per call of `find` and of `insert`; `key_at` once per probe.
+        assert_eq!(instances("hash"), 3150, "{level}");
+        assert!(instances("key_at") >= 3000, "{level}");
+        // Once per r, twice when r is an odd multiple of 5 (6 iterations, the first and
+        // the last call).
+        assert_eq!(instances("note"), 3300, "{level}");
+        // `walk`'s loop, in whatever parts the optimiser made of it: the longest instance
+        // read 200 ints.
+        let walk_loops: Vec<&Region> = (fast.regions.iter())
+            .filter(|r| r.kind == RegionKind::Loop && r.name == "walk")
+            .collect();
+        assert!(!walk_loops.is_empty(), "{level}");
+        assert_eq!(
+            walk_loops.iter().map(|r| a.stats(r.id).max_bytes).max(),
+            Some(800),
+            "{level}"
+        );
+    }
+}
+
+#[test]
 fn calls_inlined_into_a_hoisted_loop_count_one_instance_per_call() {
     // `relocate`'s loop is counted and affine, the kind the footprint build hoists (one
     // runtime call per chunk of iterations); its body is the inlined `move_one`, which must
