@@ -41,6 +41,14 @@ fn copies<'r>(report: &'r Report, name: &str) -> Vec<&'r Region> {
         .collect()
 }
 
+/// The footprint instances of the source function `name`: all its copies'.
+fn footprint_instances(report: &Report, name: &str) -> u64 {
+    let footprint = report.footprint().unwrap();
+    (copies(report, name).iter())
+        .map(|r| footprint.stats(r.id).instances)
+        .sum()
+}
+
 /// The source regions of `source`'s code: each function (emitted or inlined) with its
 /// declaration line, and each loop with its function and first line.
 fn source_regions(report: &Report, source: &str) -> BTreeSet<(&'static str, String, u32)> {
@@ -363,11 +371,7 @@ fn leaf_inlined_calls_measured_without_events_match_a_build_with_every_event() {
         let a = fast.footprint().unwrap();
         // The shapes are there: `api` ran 3000 times from `main` and 188 from `note`'s
         // recursion, each with its leaves; `scatter` wrote its 40 variables of 4 bytes.
-        let instances = |name: &str| -> u64 {
-            (copies(&fast, name).iter())
-                .map(|r| a.stats(r.id).instances)
-                .sum()
-        };
+        let instances = |name: &str| footprint_instances(&fast, name);
         assert_eq!(instances("api"), 3188, "{level}");
         assert_eq!(instances("slot"), 3188, "{level}");
         assert_eq!(instances("maybe_note"), 3188, "{level}");
@@ -417,11 +421,7 @@ fn leaves_inside_leaves_measured_without_events_match_a_build_with_every_event()
     for level in ["-O2", "-O3"] {
         let fast = assert_footprint_matches_every_event(&work, "leaf_trees.c", level);
         let a = fast.footprint().unwrap();
-        let instances = |name: &str| -> u64 {
-            (copies(&fast, name).iter())
-                .map(|r| a.stats(r.id).instances)
-                .sum()
-        };
+        let instances = |name: &str| footprint_instances(&fast, name);
         for (name, expected) in [
             ("enc", 2000),
             ("add", 4000),
@@ -460,11 +460,7 @@ fn loops_measured_as_leaves_match_a_build_with_every_event() {
     for level in ["-O2", "-O3"] {
         let fast = assert_footprint_matches_every_event(&work, "leaf_loops.c", level);
         let a = fast.footprint().unwrap();
-        let instances = |name: &str| -> u64 {
-            (copies(&fast, name).iter())
-                .map(|r| a.stats(r.id).instances)
-                .sum()
-        };
+        let instances = |name: &str| footprint_instances(&fast, name);
         for name in ["find", "sums", "calls_sometimes", "first_at_header"] {
             assert_eq!(instances(name), 3000, "{level}: {name}");
         }
@@ -540,13 +536,7 @@ fn leaf_inlined_calls_interrupted_by_a_signal_handler_count_each_call_once() {
         let ticks: u64 = stdout.split_whitespace().nth(1).unwrap().parse().unwrap();
         let report = kage_report::read_report(&path).unwrap_or_else(|e| panic!("{e}"));
         assert!(report.complete);
-        let footprint = report.footprint().unwrap();
-        let instances = |name: &str| -> u64 {
-            copies(&report, name)
-                .iter()
-                .map(|r| footprint.stats(r.id).instances)
-                .sum()
-        };
+        let instances = |name: &str| footprint_instances(&report, name);
         for name in ["api", "slot", "twice"] {
             assert_eq!(instances(name), 2_000_000, "run {run}: {name}");
         }
