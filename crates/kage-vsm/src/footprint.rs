@@ -338,7 +338,9 @@ impl Footprint {
                 if j > 0 && x.0 <= ranges[j - 1].1.saturating_add(1) {
                     ranges[j - 1].1 = ranges[j - 1].1.max(x.1);
                 } else {
-                    ranges.copy_within(j..kept, j + 1);
+                    if j < kept {
+                        ranges.copy_within(j..kept, j + 1);
+                    }
                     ranges[j] = x;
                     kept += 1;
                 }
