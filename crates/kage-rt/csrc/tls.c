@@ -123,7 +123,7 @@ void __kage_fp_range(const void *addr, uint64_t len) {
 struct kage_fp_buffer *kage_fp_buffer_slot(void) { return &kage_fp_buffer; }
 uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
 
-/* The footprint tool's open leaf inlined calls on this thread ("Footprint instrumentation"):
+/* The footprint tool's open leaves on this thread ("Leaves", "Footprint instrumentation"):
  * a stack of `depth` leaves, each inside the one below it, all of the activation at
  * `frame`: each one's region entry, its parent leaf's (null: none) and where its ranges
  * begin in kage_fp_buffer; the activation and the entry of the innermost leaf an event

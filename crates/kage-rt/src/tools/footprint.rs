@@ -128,7 +128,7 @@ extern "C" {
     fn kage_fp_leaf_size() -> u64;
 }
 
-/// `struct kage_fp_leaf` (csrc/tls.c): the thread's open leaf inlined calls (docs/abi.md,
+/// `struct kage_fp_leaf` (csrc/tls.c): the thread's open leaves (docs/abi.md, "Leaves" in
 /// "Footprint instrumentation"), which `__kage_fp_leaf_enter` opens: a stack of `depth`
 /// leaves, each inside the one below, of the activation `frame`; the activation and entry
 /// of the innermost leaf that is a level of the tool's (`FootprintThread::leaf_levels`;
