@@ -213,6 +213,16 @@ static inline int level_holds(const struct kage_fp_leaf *l, const void *keep,
   return keep && (l->level_entry == keep || l->level_entry == keep_parent);
 }
 
+/* Whether `keep` or `keep_parent` is among the first `d` open leaves. */
+static int open_below(const struct kage_fp_leaf *l, uint64_t d, const void *keep,
+                      const void *keep_parent) {
+  while (d-- > 0) {
+    if (l->open[d].entry == keep || l->open[d].entry == keep_parent)
+      return 1;
+  }
+  return 0;
+}
+
 /* Control left the activation's open leaves that are neither `keep` (a block of `keep` that
  * other leaves lead to as well; `keep_parent` the leaf around it, null: none) nor around
  * it. The leaves known here to end (all, without `keep`; those inside `keep` or the leaf
@@ -238,30 +248,27 @@ void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_pa
   d = l->depth;
   uint64_t n = l->ended_len;
   int done = 0;
-  /* The innermost open leaf that stays, `keep` or the leaf around it, if one is open: the
-   * leaves inside it end. */
-  uint64_t stays = 0;
-  int found = 0;
-  for (uint64_t i = d; keep && !found && i-- > 0;) {
-    found = l->open[i].entry == keep || (keep_parent && l->open[i].entry == keep_parent);
-    stays = i;
-  }
   while (n < KAGE_FP_ENDED) {
     if (!d) {
       /* The activation's leaves that are levels are the runtime's to end. */
       done = l->level_frame != frame || level_holds(l, keep, keep_parent);
       break;
     }
-    if (found && d - 1 == stays) {
-      done = 1;
-      break;
-    }
     const void *entry = l->open[d - 1].entry;
     const void *parent = l->open[d - 1].parent;
-    /* Neither is open: a leaf around `keep`'s parent stays open, and only the runtime
-     * knows which, unless `keep` is the leaf's parent or sibling, or has no parent. */
-    if (keep && !found && keep_parent && parent != keep_parent && parent != keep)
-      break;
+    if (keep) {
+      /* `keep` or the leaf around it stays, and what is inside it has ended. */
+      if (entry == keep || (keep_parent && entry == keep_parent)) {
+        done = 1;
+        break;
+      }
+      /* Neither is this leaf's parent (nor is `keep` without a parent leaf): it ends if
+       * one of them is open below it; else a leaf around `keep`'s parent stays open, and
+       * only the runtime knows which. */
+      if (keep_parent && parent != keep_parent && parent != keep &&
+          !open_below(l, d - 1, keep, keep_parent))
+        break;
+    }
     l->ended[n].entry = entry;
     l->ended[n].mark = l->open[d - 1].mark;
     l->ended[n].end = kage_fp_buffer.len;
