@@ -257,11 +257,6 @@ struct PlacedPreheaderHooks {
     enter: Vec<(u32, Option<u32>)>,
 }
 
-/// Whether the loop with header `header` holds block `b`.
-fn holds_block(plan: &FunctionPlan, header: usize, b: usize) -> bool {
-    (plan.forest.loops.iter()).any(|lp| lp.header == header && lp.blocks.binary_search(&b).is_ok())
-}
-
 impl Leaves {
     /// # Safety
     /// `plan` must describe a live function not yet changed.
@@ -381,25 +376,29 @@ impl Leaves {
             }
             false
         };
-        // The leaf loops' headers, with the loop's leaf, whose every predecessor from
+        // The leaf loops' headers, with the loop's leaf and blocks, whose every predecessor from
         // outside the loop leads there only: the leaf's hooks for entering the loop go at
         // those blocks' ends, not at each iteration.
-        let entered_at_preheaders: HashMap<usize, usize> = (plan.forest.loops.iter())
+        let entered_at_preheaders: HashMap<usize, (usize, &[usize])> = (plan.forest.loops.iter())
             .enumerate()
             .filter_map(|(k, lp)| {
                 let unit = unit_of[tree.loop_node[k]].filter(|u| used.contains(u))?;
                 let dedicated = (predecessors[lp.header].iter())
                     .filter(|p| lp.blocks.binary_search(p).is_err())
                     .all(|&p| plan.cfg.successors[p].iter().all(|&s| s == lp.header));
-                (dedicated && lp.header != 0).then_some((lp.header, unit))
+                (dedicated && lp.header != 0).then_some((lp.header, (unit, &lp.blocks[..])))
             })
             .collect();
         let (mut entries, mut after, mut preheaders) = (Vec::new(), Vec::new(), Vec::new());
         for b in (0..n).filter(|&b| reachable[b]) {
             let preds = &predecessors[b];
-            let entered_loop = entered_at_preheaders.get(&b).copied();
+            let (entered_loop, loop_blocks) = match entered_at_preheaders.get(&b) {
+                Some(&(unit, blocks)) => (Some(unit), blocks),
+                None => (None, &[][..]),
+            };
             // Whether the edge from `p` enters the loop (its hooks are at `p`'s end).
-            let at_preheader = |p: usize| entered_loop.is_some() && !holds_block(plan, b, p);
+            let at_preheader =
+                |p: usize| entered_loop.is_some() && loop_blocks.binary_search(&p).is_err();
             // A leaf's instance ends here (one that is not this block's leaf nor around
             // it): before any region event at the block's start (a settle to this leaf's
             // parent among them).
