@@ -146,11 +146,14 @@ fn the_clearly_fastest_version_is_chosen_and_the_far_slower_dropped() {
     assert_eq!(decision["entry"], 0);
     let fast = &scaled["versions"][2];
     assert!(fast["iterations"].as_u64().unwrap() > 15_000, "{scaled:#}");
-    let rate = |v: usize| scaled["versions"][v]["ns_per_iteration"].as_f64().unwrap();
-    assert!(
-        rate(0) > 5.0 * rate(2) && rate(1) > 2.0 * rate(2),
-        "{scaled:#}"
-    );
+    // Every version was timed before the others were dropped. (How much slower each one
+    // measured is not asserted: one chunk's time on a shared machine can be off by more
+    // than slow3's margin; a CI run measured slow3 at 1.6 times fast's time per iteration,
+    // for 3.)
+    for v in scaled["versions"].as_array().unwrap() {
+        assert!(v["measured_chunks"].as_u64().unwrap() >= 1, "{scaled:#}");
+        assert!(v["ns_per_iteration"].as_f64().unwrap() > 0.0, "{scaled:#}");
+    }
 }
 
 #[test]
