@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 
 /// `kage_module.abi_version`: bumped whenever anything in this crate changes meaning.
-pub const VERSION: u32 = 15;
+pub const VERSION: u32 = 16;
 
 /// `kage_region.global_id` before registration, and `parent` for none.
 pub const NONE: u32 = 0xFFFF_FFFF;
@@ -665,6 +665,11 @@ pub mod footprint {
     /// a loop) has it as its parent leaf.
     pub const LEAF: u32 = 1 << 16;
 
+    /// [`crate::Region::flags`] bit of a leaf inlined call (with [`LEAF`]) whose every
+    /// instance is the one range it reports: it has no leaf hooks, its instances are counted
+    /// by `__kage_fp_leaf_range` (docs/abi.md, "One-range leaves").
+    pub const ONE_RANGE: u32 = 1 << 17;
+
     /// How many regions follow a region with `flags` in its chain.
     pub const fn chain_length(flags: u32) -> u32 {
         (flags & CHAIN_MASK) >> CHAIN_SHIFT
@@ -1119,6 +1124,12 @@ pub mod symbols {
     /// are not `keep` or a leaf around it (null: none is kept), whose block this is, have
     /// ended; `keep_parent` is the leaf around `keep` (null: none).
     pub const FP_LEAF_END: Symbol = function("__kage_fp_leaf_end", &[Ptr, Ptr, Ptr], &[Footprint]);
+    /// `void __kage_fp_leaf_range(const void *addr, uint64_t len, struct kage_region *r)`
+    /// (the runtime's C part): `len` bytes at `addr` are accessed, and they are the whole of
+    /// an instance of the one-range leaf `r` (docs/abi.md, "One-range leaves"): the range
+    /// is reported as `__kage_fp_range` reports it, and the instance counted.
+    pub const FP_LEAF_RANGE: Symbol =
+        function("__kage_fp_leaf_range", &[Ptr, I64, Ptr], &[Footprint]);
     /// `__thread uint64_t __kage_fp_accesses`.
     pub const FP_ACCESSES: Symbol = Symbol::Global {
         name: "__kage_fp_accesses",
@@ -1317,6 +1328,7 @@ pub mod symbols {
         FP_RANGE,
         FP_LEAF_ENTER,
         FP_LEAF_END,
+        FP_LEAF_RANGE,
         FP_ACCESSES,
         WS_SHADOW_OFFSET,
         WS_BUDGET,

@@ -135,6 +135,28 @@ uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
  * are not measured; the program's handlers never run inside the runtime itself). */
 #define KAGE_FP_LEAVES 8
 #define KAGE_FP_ENDED 32
+/* The records of the tool's part running on the thread, for the leaf instances counted here
+ * rather than by the tool (one-range leaves, and leaves that reported one range or none):
+ * bound by the part (`records` null: not bound, the tool counts them). The records are the
+ * part's, by global id: a directory of KAGE_FP_RECORD_DIR chunks (null: not made yet) of
+ * KAGE_FP_RECORD_CHUNK records of KAGE_FP_RECORD_WORDS words: instances, then the sum, least
+ * and most of the locations, then of the lines (crates/kage-rt/src/tools/footprint.rs). */
+#define KAGE_FP_RECORD_DIR 4096
+#define KAGE_FP_RECORD_CHUNK 512
+#define KAGE_FP_RECORD_WORDS 7
+/* kage_vsm::footprint::MAX_LEVELS: an instance this deep is the tool's to count. */
+#define KAGE_FP_MAX_LEVELS 255
+struct kage_fp_counting {
+  _Atomic(_Atomic uint64_t *) *records;
+  /* A reset to apply (the tool's epoch is not the part's): the tool counts. */
+  const _Atomic uint64_t *tool_epoch, *part_epoch;
+  /* The part's deepest nesting of regions. */
+  _Atomic uint64_t *max_depth;
+  /* The regions the part has open (leaves in the slot aside). */
+  uint64_t open_levels;
+  /* log2 of a location's and of a line's size in bytes. */
+  uint64_t location_shift, line_shift;
+};
 struct kage_fp_leaf {
   uint64_t depth;
   const void *frame;
@@ -153,9 +175,88 @@ struct kage_fp_leaf {
     uint64_t end;
     uint64_t below;
   } ended[KAGE_FP_ENDED];
+  struct kage_fp_counting counting;
 };
 __attribute__((tls_model("initial-exec")))
 static __thread struct kage_fp_leaf kage_fp_leaf;
+
+/* struct kage_region (docs/abi.md): the fields the leaf hooks read. */
+struct kage_region {
+  _Atomic uint32_t global_id;
+  uint32_t kind, parent, first_line, last_line, local_index;
+  const char *name, *symbol, *file;
+  const void *module, *code;
+  const char *call_file;
+  uint32_t call_line, call_column, source_cell, flags;
+};
+_Static_assert(sizeof(struct kage_region) == 88, "struct kage_region is 88 bytes (docs/abi.md)");
+#define KAGE_REGION_UNREGISTERED 0xFFFFFFFFu
+#define KAGE_CHAIN_SHIFT 8
+#define KAGE_CHAIN_MASK 0xFFu
+
+/* Folds an instance of `units` locations and `lines` lines into `rec` (only this thread
+ * writes it; the report may read it from another: relaxed loads and stores). */
+static void fold_instance(_Atomic uint64_t *rec, uint64_t units, uint64_t lines) {
+#define LOAD(k) atomic_load_explicit(&rec[k], memory_order_relaxed)
+#define STORE(k, v) atomic_store_explicit(&rec[k], (v), memory_order_relaxed)
+  uint64_t n = LOAD(0);
+  STORE(0, n + 1);
+  STORE(1, LOAD(1) + units);
+  STORE(4, LOAD(4) + lines);
+  if (n == 0) {
+    STORE(2, units);
+    STORE(3, units);
+    STORE(5, lines);
+    STORE(6, lines);
+  } else {
+    if (units < LOAD(2))
+      STORE(2, units);
+    if (units > LOAD(3))
+      STORE(3, units);
+    if (lines < LOAD(5))
+      STORE(5, lines);
+    if (lines > LOAD(6))
+      STORE(6, lines);
+  }
+#undef LOAD
+#undef STORE
+}
+
+/* Counts an instance of the leaf `r` that touched the bytes `first`..=`last` (nothing when
+ * `empty`), inside `below` open leaves, in the bound part's records (the calls of its chain
+ * get its record in the report): what the tool's count of it would do
+ * (FootprintThread::count_leaf). Returns 0,
+ * changing nothing, when the tool must count it instead: no part bound, `r` not
+ * registered yet, a reset to apply, a record not made yet, or as deep as the shadow goes. */
+static int count_instance(struct kage_fp_leaf *l, const struct kage_region *r, uint64_t first,
+                          uint64_t last, int empty, uint64_t below) {
+  struct kage_fp_counting *c = &l->counting;
+  if (!c->records)
+    return 0;
+  uint64_t gid = atomic_load_explicit(&r->global_id, memory_order_acquire);
+  if (gid >= (uint64_t)KAGE_FP_RECORD_DIR * KAGE_FP_RECORD_CHUNK)
+    return 0;
+  if (atomic_load_explicit(c->tool_epoch, memory_order_acquire) !=
+      atomic_load_explicit(c->part_epoch, memory_order_relaxed))
+    return 0;
+  if (c->open_levels + 1 >= KAGE_FP_MAX_LEVELS)
+    return 0;
+  _Atomic uint64_t *chunk =
+      atomic_load_explicit(&c->records[gid / KAGE_FP_RECORD_CHUNK], memory_order_relaxed);
+  if (!chunk)
+    return 0;
+  uint64_t units = 0, lines = 0;
+  if (!empty) {
+    units = (last >> c->location_shift) - (first >> c->location_shift) + 1;
+    lines = (last >> c->line_shift) - (first >> c->line_shift) + 1;
+  }
+  uint64_t chain = (r->flags >> KAGE_CHAIN_SHIFT) & KAGE_CHAIN_MASK;
+  uint64_t depth = c->open_levels + below + 1 + chain;
+  if (depth > atomic_load_explicit(c->max_depth, memory_order_relaxed))
+    atomic_store_explicit(c->max_depth, depth, memory_order_relaxed);
+  fold_instance(chunk + KAGE_FP_RECORD_WORDS * (gid % KAGE_FP_RECORD_CHUNK), units, lines);
+  return 1;
+}
 
 /* The tool's part (crates/kage-rt/src/tools/footprint.rs): counts the leaves that ended,
  * then ends the activation's open leaves, and its leaves that are levels, that are neither
@@ -248,7 +349,7 @@ void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_pa
   d = l->depth;
   uint64_t n = l->ended_len;
   int done = 0;
-  while (n < KAGE_FP_ENDED) {
+  for (;;) {
     if (!d) {
       /* The activation's leaves that are levels are the runtime's to end. */
       done = l->level_frame != frame || level_holds(l, keep, keep_parent);
@@ -269,11 +370,23 @@ void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_pa
           !open_below(l, d - 1, keep, keep_parent))
         break;
     }
-    l->ended[n].entry = entry;
-    l->ended[n].mark = l->open[d - 1].mark;
-    l->ended[n].end = kage_fp_buffer.len;
-    l->ended[n].below = d - 1;
-    n++;
+    /* Counted here when it reported one range or none, else by the tool. */
+    uint64_t mark = l->open[d - 1].mark, end = kage_fp_buffer.len;
+    int counted = 0;
+    if (end == mark)
+      counted = count_instance(l, entry, 0, 0, 1, d - 1);
+    else if (end - mark == 1)
+      counted = count_instance(l, entry, kage_fp_buffer.ranges[2 * mark],
+                               kage_fp_buffer.ranges[2 * mark + 1], 0, d - 1);
+    if (!counted) {
+      if (n == KAGE_FP_ENDED)
+        break;
+      l->ended[n].entry = entry;
+      l->ended[n].mark = mark;
+      l->ended[n].end = end;
+      l->ended[n].below = d - 1;
+      n++;
+    }
     d--;
   }
   l->ended_len = n;
@@ -284,11 +397,60 @@ void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_pa
     __kage_fp_leaf_close(frame, keep);
 }
 
+/* The tool's part: reports the range as __kage_fp_range's fallback does, and counts the
+ * instance of `r` (crates/kage-rt/src/tools/footprint.rs). */
+void __kage_fp_leaf_count(const void *addr, uint64_t len, const struct kage_region *r);
+
+/* `len` bytes at `addr` are accessed, the whole of an instance of the one-range leaf `r`
+ * ("One-range leaves"): the range goes to the buffer as __kage_fp_range appends it, and the
+ * instance is counted here, inside the open leaves of the slot (its parent leaf and those
+ * around it: a leaf that ended before it was ended at its block's start). Anything else
+ * (the buffer full, accesses off, a signal handler interrupting a hook, a count the tool
+ * must make) goes to the tool. */
+void __kage_fp_leaf_range(const void *addr, uint64_t len, const struct kage_region *r) {
+  struct kage_fp_buffer *b = &kage_fp_buffer;
+  struct kage_fp_leaf *l = &kage_fp_leaf;
+  if (__builtin_expect(!b->appending, 1)) {
+    b->appending = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    uint64_t n = b->len;
+    uint64_t first = (uint64_t)(uintptr_t)addr, last = first + (len - 1);
+    if (__builtin_expect(n < atomic_load_explicit(&b->limit, memory_order_relaxed) && len != 0 &&
+                             !l->changing,
+                         1)) {
+      /* Held while the records change: a signal handler's leaves then go unmeasured. */
+      l->changing = 1;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      int counted = count_instance(l, r, first, last, 0, l->depth);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      l->changing = 0;
+      if (__builtin_expect(counted, 1)) {
+        b->ranges[2 * n] = first;
+        b->ranges[2 * n + 1] = last;
+        b->len = n + 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        b->appending = 0;
+        return;
+      }
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    b->appending = 0;
+  }
+  __kage_fp_leaf_count(addr, len, r);
+}
+
 /* The calling thread's leaf slot, for the runtime. */
 struct kage_fp_leaf *kage_fp_leaf_slot(void) { return &kage_fp_leaf; }
 uint64_t kage_fp_leaf_capacity(void) { return KAGE_FP_LEAVES; }
 uint64_t kage_fp_ended_capacity(void) { return KAGE_FP_ENDED; }
 uint64_t kage_fp_leaf_size(void) { return sizeof(struct kage_fp_leaf); }
+/* The records' layout and the depth limit, checked against the tool's. */
+void kage_fp_record_layout(uint64_t out[4]) {
+  out[0] = KAGE_FP_RECORD_DIR;
+  out[1] = KAGE_FP_RECORD_CHUNK;
+  out[2] = KAGE_FP_RECORD_WORDS;
+  out[3] = KAGE_FP_MAX_LEVELS;
+}
 
 /* Defined by kage-cc's link (`--defsym`, as an alias of __kage_register_module) when some of
  * the program's object files were compiled without Kage; see crates/kage/src/cc/objects.rs. */

@@ -9,9 +9,9 @@ use std::alloc::{alloc_zeroed, Layout};
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// Records per chunk.
-const PER_CHUNK: usize = 512;
+pub const PER_CHUNK: usize = 512;
 /// Directory entries: room for `PER_CHUNK * DIR` records (about 2 million regions).
-const DIR: usize = 4096;
+pub const DIR: usize = 4096;
 
 pub struct Chunked<const W: usize> {
     dir: Box<[AtomicPtr<[AtomicU64; W]>]>,
@@ -33,6 +33,12 @@ impl<const W: usize> Chunked<W> {
 
     /// Largest record index + 1 that can ever be stored.
     pub const CAPACITY: usize = PER_CHUNK * DIR;
+
+    /// The directory, `DIR` chunk pointers (null: not allocated), for code that reads and
+    /// writes records itself (the footprint tool's C part): chunks are `PER_CHUNK` records.
+    pub fn directory(&self) -> *const AtomicPtr<[AtomicU64; W]> {
+        self.dir.as_ptr()
+    }
 
     /// The record at `i` if its chunk exists.
     #[inline]

@@ -520,9 +520,17 @@ pub unsafe fn validate(m: *const Module) -> Result<(), String> {
         }
         let known = kage_abi::count::IN_LOCALS
             | kage_abi::footprint::CHAIN_MASK
-            | kage_abi::footprint::LEAF;
+            | kage_abi::footprint::LEAF
+            | kage_abi::footprint::ONE_RANGE;
         if r.flags & !known != 0 {
             return bad(format!("unknown flags {:#x}", r.flags));
+        }
+        let one_range = kage_abi::footprint::LEAF | kage_abi::footprint::ONE_RANGE;
+        if r.flags & one_range == kage_abi::footprint::ONE_RANGE
+            || (r.flags & kage_abi::footprint::ONE_RANGE != 0
+                && r.kind != RegionKind::Inlined as u32)
+        {
+            return bad("a one-range leaf that is not a leaf inlined call".into());
         }
         // The footprint tool walks a leaf's parents in its hooks.
         let leaf_kind = r.kind == RegionKind::Inlined as u32 || r.kind == RegionKind::Loop as u32;

@@ -124,7 +124,7 @@ fn basic_counts_are_exact() {
     assert_eq!(run.out.status.code(), Some(7), "{}", run.stderr());
     assert!(run
         .stderr()
-        .contains("kage: ignoring the region table of module 'bad.c': ABI version 16"));
+        .contains("kage: ignoring the region table of module 'bad.c': ABI version 17"));
     let r = run.report("r.json");
     assert_eq!(r.tool, "count");
     assert_eq!(r.program, program().to_str().unwrap());

@@ -489,6 +489,78 @@ fn loops_measured_as_leaves_match_a_build_with_every_event() {
 }
 
 #[test]
+fn one_range_leaves_counted_without_hooks_match_a_build_with_every_event() {
+    // `one_range.c`: inlined calls whose every instance is the one range they report get no
+    // leaf hook; the runtime's C part counts each report as an instance. Against the build
+    // with every event, at every granularity: in straight code, as a chain, inside a leaf
+    // with a range of its own, a run-time length that is sometimes 0, 40 in a row (the
+    // buffer fills), before a reset, with accesses off, on other threads.
+    let work = Work::new();
+    let source = c_dir().join("inlined/one_range.c");
+    let ir = work.path("one_range.ll");
+    let (source, ir_path) = (source.to_str().unwrap(), ir.to_str().unwrap());
+    work.wrap_with_env(
+        &kage_cc(),
+        &["-O2", "-S", "-emit-llvm", source, "-o", ir_path],
+        &[("KAGE_TOOL", "footprint")],
+    );
+    let ir = std::fs::read_to_string(&ir).unwrap();
+    // `api`'s four (`peek`, `get`, `pair`'s `peek`, `wipe`) and `spread`'s 40.
+    assert_eq!(
+        ir.matches("call void @__kage_fp_leaf_range(").count(),
+        44,
+        "{ir}"
+    );
+    for options in [
+        "tool=footprint",
+        "tool=footprint:granularity=word",
+        "tool=footprint:granularity=line:line_size=32",
+    ] {
+        let fast = built_report(&work, "one_range.c", "-O2", "footprint", options);
+        let every = built_report(&work, "one_range.c", "-O2", "count-calls", options);
+        let (a, b) = (fast.footprint().unwrap(), every.footprint().unwrap());
+        assert_eq!(fast.regions.len(), every.regions.len(), "{options}");
+        for region in &fast.regions {
+            let (x, y) = (a.stats(region.id), b.stats(region.id));
+            assert_eq!(
+                (x.instances, x.min_bytes, x.max_bytes, x.avg_bytes),
+                (y.instances, y.min_bytes, y.max_bytes, y.avg_bytes),
+                "{options}: {} at line {}",
+                region.name,
+                region.line
+            );
+            assert_eq!(
+                (x.min_lines, x.max_lines, x.avg_lines),
+                (y.min_lines, y.max_lines, y.avg_lines),
+                "{options}: {} at line {}",
+                region.name,
+                region.line
+            );
+        }
+        assert_eq!(a.total_bytes, b.total_bytes, "{options}");
+        let depth = |tool: &str| {
+            let path = work.path(&format!("one_range.c-O2{tool}.json"));
+            let top: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            top["max_depth"].as_u64().unwrap()
+        };
+        assert_eq!(depth("footprint"), depth("count-calls"), "{options}");
+        // After the reset: `api` 3100 times (1000 + 100 with accesses off in main, 1000 in
+        // each worker), with 3 `peek`s each; `spread` 200 times, 40 `peek`s each.
+        let instances = |name: &str| footprint_instances(&fast, name);
+        for name in ["api", "get", "pair", "wipe"] {
+            assert_eq!(instances(name), 3100, "{options}: {name}");
+        }
+        assert_eq!(instances("peek"), 3 * 3100 + 40 * 200, "{options}");
+        if options == "tool=footprint" {
+            let wipes = copies(&fast, "wipe");
+            let stats = a.stats(wipes[0].id);
+            assert_eq!((stats.min_bytes, stats.max_bytes), (0, 48));
+        }
+    }
+}
+
+#[test]
 fn calls_inlined_into_a_hoisted_loop_count_one_instance_per_call() {
     // `relocate`'s loop is counted and affine, the kind the footprint build hoists (one
     // runtime call per chunk of iterations); its body is the inlined `move_one`, which must
@@ -513,7 +585,7 @@ fn calls_inlined_into_a_hoisted_loop_count_one_instance_per_call() {
 #[test]
 fn leaf_inlined_calls_interrupted_by_a_signal_handler_count_each_call_once() {
     // A profiling timer interrupts `api`'s leaves (and the runtime) again and again; the
-    // handler has a leaf of its own. Every leaf instance is counted once, whatever was
+    // handler has leaves of its own (a one-range leaf among both's). Every leaf instance is counted once, whatever was
     // interrupted; the handler's regions count together (both or neither: a handler that
     // interrupts the runtime itself is not measured). Several runs: where the signals land
     // varies (a range half-written into the runtime's buffer by interrupted code once made
@@ -537,10 +609,11 @@ fn leaf_inlined_calls_interrupted_by_a_signal_handler_count_each_call_once() {
         let report = kage_report::read_report(&path).unwrap_or_else(|e| panic!("{e}"));
         assert!(report.complete);
         let instances = |name: &str| footprint_instances(&report, name);
-        for name in ["api", "slot", "twice"] {
+        for name in ["api", "slot", "twice", "first"] {
             assert_eq!(instances(name), 2_000_000, "run {run}: {name}");
         }
         assert_eq!(instances("tick"), instances("on_tick"), "run {run}");
+        assert_eq!(instances("seen"), instances("on_tick"), "run {run}");
         assert!(instances("on_tick") <= ticks, "run {run}: {ticks} ticks");
     }
 }

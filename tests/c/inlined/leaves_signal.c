@@ -1,8 +1,9 @@
 /* Leaf inlined calls interrupted by an instrumented signal handler, for
  * crates/kage/tests/e2e_inlined.rs: a profiling timer fires every 50 us while `api` runs
- * its leaves (`slot` at its entry, `twice`) 2000000 times; the handler runs `on_tick`,
- * with a leaf of its own (`tick`). Whatever a signal interrupts, each leaf's instances are
- * its calls: `slot` and `twice` 2000000, `tick` as many as the handler ran (printed). */
+ * its leaves (`slot` at its entry, `twice`, and `first`, a one-range leaf) 2000000 times;
+ * the handler runs `on_tick`, with leaves of its own (`tick`, and `seen`, one-range).
+ * Whatever a signal interrupts, each leaf's instances are its calls: `slot`, `twice` and
+ * `first` 2000000, `tick` and `seen` as many as the handler ran (printed). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,9 +27,12 @@ static int twice(int i) {
   return v;
 }
 
+static int first(int i) { return g[(i + 5) & 63]; }
+
 __attribute__((noinline)) int api(int i) {
   int s = slot(i);
   s += twice(i);
+  s += first(i);
   return s;
 }
 
@@ -38,8 +42,11 @@ static void tick(int sig) {
     g[(ticks + 7) & 63] += 1;
 }
 
+static int seen(int sig) { return g[(sig + 3) & 63]; }
+
 __attribute__((noinline)) void on_tick(int sig) {
   tick(sig);
+  h[2] += seen(sig);
   ticks++;
 }
 

@@ -89,13 +89,22 @@ impl Tool for Footprint {
                 .flat_map(|h| h.accesses.iter().copied())
                 .collect();
             let reports = plan_reports(plan, &hoisted_accesses, data_layout);
-            let leaves = Leaves::find(plan, &hoisted_loops);
+            let leaves = Leaves::find(plan, &hoisted_loops, &reports);
             let chain_of: HashMap<usize, u32> = leaves.chains.iter().copied().collect();
+            let one_range: HashMap<usize, usize> = leaves.one_range.iter().copied().collect();
             leaf_flags.extend((leaves.units.iter()).map(|&unit| {
                 let follow = chain_of.get(&unit).copied().unwrap_or(0);
-                let flags = kage_abi::footprint::LEAF | follow << kage_abi::footprint::CHAIN_SHIFT;
+                let mut flags =
+                    kage_abi::footprint::LEAF | follow << kage_abi::footprint::CHAIN_SHIFT;
+                if one_range.values().any(|&u| u == unit) {
+                    flags |= kage_abi::footprint::ONE_RANGE;
+                }
                 (plan.slots.base + unit as u32, flags)
             }));
+            // The one-range leaves' reports, by report: the leaf's table entry.
+            let leaf_of_report: HashMap<usize, LLVMValueRef> = (one_range.iter())
+                .map(|(&report, &unit)| (report, table.region_ptr(plan.slots.base + unit as u32)))
+                .collect();
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
             let skipped = hooks::Skipped {
                 loops: &hoisted_loops,
@@ -151,7 +160,7 @@ impl Tool for Footprint {
                     }
                 }
                 let mut position = |at: LLVMValueRef| ins.position_before(at);
-                emit_reports(&reports, &rt, builder, &mut position);
+                emit_reports(&reports, &leaf_of_report, &rt, builder, &mut position);
                 // After the block's reports, before its branch into the loop.
                 for hooks in &preheader_hooks {
                     ins.position_before(hooks.at);
@@ -236,8 +245,12 @@ struct Leaves {
     after: Vec<usize>,
     /// The hooks on the edges into leaf loops, at the ends of the blocks before them.
     preheaders: Vec<PreheaderHooks>,
-    /// Each block's leaf, if it is one's.
+    /// Each block's leaf, if it is one's (a one-range leaf's blocks are its parent leaf's:
+    /// it has no leaf hooks).
     leaf_of: Vec<Option<usize>>,
+    /// The one-range leaves (docs/abi.md, "One-range leaves"): (the index of the report
+    /// of its one range, the leaf).
+    one_range: Vec<(usize, usize)>,
 }
 
 /// What a block that leads to a leaf loop's header only (a preheader) ends with, after its
@@ -260,7 +273,11 @@ struct PlacedPreheaderHooks {
 impl Leaves {
     /// # Safety
     /// `plan` must describe a live function not yet changed.
-    unsafe fn find(plan: &FunctionPlan, hoisted_loops: &[usize]) -> Leaves {
+    unsafe fn find(
+        plan: &FunctionPlan,
+        hoisted_loops: &[usize],
+        reports: &[SegmentReport],
+    ) -> Leaves {
         let tree = plan.tree();
         let n = plan.cfg.blocks.len();
         let reachable = &plan.forest.reachable;
@@ -346,8 +363,18 @@ impl Leaves {
                 }
             }
         }
+        let one_range = one_range_leaves(plan, &unit_of, &chains, reports, &predecessors);
+        let counted: HashSet<usize> = one_range.iter().map(|&(_, unit)| unit).collect();
+        // A one-range leaf's blocks are its parent leaf's, if it has one.
         let leaf_of: Vec<Option<usize>> = (0..n)
-            .map(|b| unit_of[tree.block_region[b]].filter(|_| reachable[b]))
+            .map(|b| {
+                let unit = unit_of[tree.block_region[b]].filter(|_| reachable[b])?;
+                if counted.contains(&unit) {
+                    tree.nodes[unit].parent.and_then(|p| unit_of[p])
+                } else {
+                    Some(unit)
+                }
+            })
             .collect();
         // The leaves with code of their own, and the leaves around them (a call whose code
         // is all its inlined callees', a loop around such a call).
@@ -438,8 +465,9 @@ impl Leaves {
             }
             entries.extend(here.into_iter().map(|node| (b, node)));
         }
+        let kept = |u: usize| used.contains(&u) || counted.contains(&u);
         let regions: Vec<usize> = (0..tree.nodes.len())
-            .filter(|&k| unit_of[k].is_some_and(|u| used.contains(&u)))
+            .filter(|&k| unit_of[k].is_some_and(kept))
             .collect();
         let units: Vec<usize> = (regions.iter().copied())
             .filter(|&k| unit_of[k] == Some(k))
@@ -451,12 +479,13 @@ impl Leaves {
             units,
             regions,
             chains: (chains.into_iter())
-                .filter(|(root, _)| used.contains(root))
+                .filter(|&(root, _)| kept(root))
                 .collect(),
             entries,
             after,
             preheaders,
             leaf_of,
+            one_range,
         }
     }
 
@@ -583,6 +612,97 @@ unsafe fn chains(
     (unit_of, chains)
 }
 
+/// The leaves whose every instance is the one range they report (docs/abi.md, "One-range
+/// leaves"): an inlined call (with the calls of its chain) that holds no other region, with
+/// no call that may run instrumented code among its blocks, entered at one block only,
+/// whose blocks report one range in all, in a block that every path through them takes
+/// (once: an inlined call that holds no loop has no cycle among its blocks). Such a leaf
+/// needs no hook to tell where its instances begin and end: each report is one. Returns,
+/// per such leaf, the index in `reports` of its range's report, and the leaf (its chain's
+/// outermost call). `unit_of` and `chains` are [`chains`]'.
+///
+/// # Safety
+/// `plan` must describe a live function not yet changed, `reports` its reports.
+unsafe fn one_range_leaves(
+    plan: &FunctionPlan,
+    unit_of: &[Option<usize>],
+    chains: &[(usize, u32)],
+    reports: &[SegmentReport],
+    predecessors: &[Vec<usize>],
+) -> Vec<(usize, usize)> {
+    let tree = plan.tree();
+    let nodes = &tree.nodes;
+    let mut kids = vec![0usize; nodes.len()];
+    for node in nodes {
+        if let Some(parent) = node.parent {
+            kids[parent] += 1;
+        }
+    }
+    let chain_length: HashMap<usize, usize> = (chains.iter())
+        .map(|&(root, length)| (root, length as usize))
+        .collect();
+    let index_of: HashMap<LLVMBasicBlockRef, usize> = (plan.cfg.blocks.iter().enumerate())
+        .map(|(b, &block)| (block, b))
+        .collect();
+    // Per block: its reports with ranges (index, how many ranges).
+    let mut reported: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+    for (i, report) in reports.iter().enumerate() {
+        if let Some(&b) = index_of.get(&LLVMGetInstructionParent(report.end)) {
+            reported.entry(b).or_default().push((i, report.marks.len()));
+        }
+    }
+    let mut blocks_of: HashMap<usize, Vec<usize>> = HashMap::new();
+    for b in (0..plan.cfg.blocks.len()).filter(|&b| plan.forest.reachable[b]) {
+        if let Some(unit) = unit_of[tree.block_region[b]] {
+            blocks_of.entry(unit).or_default().push(b);
+        }
+    }
+    let mut out = Vec::new();
+    for (&unit, blocks) in &blocks_of {
+        // An inlined call, or a chain of them, with no region inside but its chain's.
+        let last = unit + chain_length.get(&unit).copied().unwrap_or(0);
+        if !matches!(nodes[unit].kind, NodeKind::Inlined(_)) || kids[last] != 0 {
+            continue;
+        }
+        let set: HashSet<usize> = blocks.iter().copied().collect();
+        let cuts = |b: usize| {
+            (ir::instructions(plan.cfg.blocks[b]).into_iter()).any(|i| crate::segments::is_cut(i))
+        };
+        if blocks.iter().any(|&b| cuts(b)) {
+            continue;
+        }
+        let ranges: Vec<(usize, usize)> = (blocks.iter())
+            .flat_map(|b| reported.get(b).into_iter().flatten())
+            .filter(|&&(_, marks)| marks != 0)
+            .copied()
+            .collect();
+        let &[(report, 1)] = &ranges[..] else {
+            continue;
+        };
+        let at = index_of[&LLVMGetInstructionParent(reports[report].end)];
+        let mut entries = (blocks.iter().copied())
+            .filter(|&b| b == 0 || predecessors[b].iter().any(|p| !set.contains(p)));
+        let (Some(entry), None) = (entries.next(), entries.next()) else {
+            continue;
+        };
+        // A walk from the entry that avoids the report's block must not leave the leaf.
+        let (mut seen, mut stack, mut once) = (HashSet::from([entry]), vec![entry], true);
+        while let Some(b) = stack.pop().filter(|_| once) {
+            if b == at {
+                continue;
+            }
+            let succs = &plan.cfg.successors[b];
+            once = !succs.is_empty() && succs.iter().all(|s| set.contains(s));
+            stack.extend(succs.iter().copied().filter(|&s| seen.insert(s)));
+        }
+        if once {
+            out.push((report, unit));
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
 /// Whether the blocks of `set` hold a cycle among themselves, edges `ignored(from, to)`
 /// left out.
 fn has_cycle(
@@ -623,6 +743,7 @@ fn has_cycle(
 struct FpRuntime {
     leaf_enter: RuntimeFunction,
     leaf_end: RuntimeFunction,
+    leaf_range: RuntimeFunction,
     strided: RuntimeFunction,
     /// The thread-local access counter.
     accesses: LLVMValueRef,
@@ -640,6 +761,7 @@ impl FpRuntime {
         FpRuntime {
             leaf_enter: RuntimeFunction::declare(module, &symbols::FP_LEAF_ENTER),
             leaf_end: RuntimeFunction::declare(module, &symbols::FP_LEAF_END),
+            leaf_range: RuntimeFunction::declare(module, &symbols::FP_LEAF_RANGE),
             strided: RuntimeFunction::declare(module, &symbols::FP_STRIDED),
             accesses: ir::declare_runtime_global(module, &symbols::FP_ACCESSES),
             range: RuntimeFunction::declare(module, &symbols::FP_RANGE),
@@ -786,11 +908,12 @@ unsafe fn plan_reports(
 /// `reports` must come from [`plan_reports`] on a live function of `rt`'s module.
 unsafe fn emit_reports(
     reports: &[SegmentReport],
+    leaf_of_report: &HashMap<usize, LLVMValueRef>,
     rt: &FpRuntime,
     builder: LLVMBuilderRef,
     position: &mut dyn FnMut(LLVMValueRef),
 ) {
-    for report in reports {
+    for (i, report) in reports.iter().enumerate() {
         position(report.end);
         rt.count(builder, rt.constant(report.accesses));
         for mark in &report.marks {
@@ -816,7 +939,12 @@ unsafe fn emit_reports(
                     (ptr, len)
                 }
             };
-            rt.report_range(builder, ptr, len);
+            match leaf_of_report.get(&i) {
+                Some(&leaf) => {
+                    rt.leaf_range.call(builder, &mut [ptr, len, leaf]);
+                }
+                None => rt.report_range(builder, ptr, len),
+            }
         }
     }
 }

@@ -17,7 +17,7 @@
 //! [`__kage_fp_strided`], defined here, and `__kage_fp_range` (csrc/tls.c), which buffers
 //! them per thread for [`ThreadTool::access_strided`] and the region events to drain.
 
-use crate::chunked::{bump, Chunked};
+use crate::chunked::{self, bump, Chunked};
 use crate::gate;
 use crate::options::{parse_bool, OptionDef, Options};
 use crate::registry::{self, Instrumentations};
@@ -126,7 +126,19 @@ extern "C" {
     fn kage_fp_ended_capacity() -> u64;
     /// csrc/tls.c: the size of the slot (`LeafSlot` here).
     fn kage_fp_leaf_size() -> u64;
+    /// csrc/tls.c: the layout of the records it counts leaf instances in, and the depth
+    /// it leaves to the tool: [`RECORD_LAYOUT`].
+    fn kage_fp_record_layout(out: *mut [u64; 4]);
 }
+
+/// What `kage_fp_record_layout` must say: the records' directory and chunk sizes, a
+/// record's words, and the shadow's depth limit.
+const RECORD_LAYOUT: [u64; 4] = [
+    chunked::DIR as u64,
+    chunked::PER_CHUNK as u64,
+    W as u64,
+    kage_vsm::footprint::MAX_LEVELS as u64,
+];
 
 /// `struct kage_fp_leaf` (csrc/tls.c): the thread's open leaves (docs/abi.md, "Leaves" in
 /// "Footprint instrumentation"), which `__kage_fp_leaf_enter` opens: a stack of `depth`
@@ -145,8 +157,24 @@ struct LeafSlot {
     ended_len: u64,
     open: [OpenLeaf; LEAVES],
     ended: [EndedLeaf; ENDED],
+    counting: Counting,
 }
 
+/// `struct kage_fp_counting` (csrc/tls.c): the records of the part running on the thread,
+/// in which the C part counts the leaf instances that reported one range or none (null
+/// `records`: not bound, the tool counts them), what tells it to leave a count to the
+/// tool (a reset to apply, the shadow's depth limit), and how it counts.
+#[repr(C)]
+struct Counting {
+    records: *const AtomicPtr<[AtomicU64; W]>,
+    tool_epoch: *const AtomicU64,
+    part_epoch: *const AtomicU64,
+    max_depth: *const AtomicU64,
+    /// The part's `open.len()`.
+    open_levels: u64,
+    location_shift: u64,
+    line_shift: u64,
+}
 /// One open leaf: its region entry, its parent leaf's (null: none), and where its ranges
 /// begin in the range buffer.
 #[repr(C)]
@@ -242,6 +270,29 @@ pub unsafe extern "C" fn __kage_fp_leaf_resume(entry: *const c_void, frame: *con
         if let Some(t) = footprint_part(tool) {
             t.begin();
             t.leaf_resume(entry, frame);
+        }
+    });
+}
+
+/// `__kage_fp_leaf_range(addr, len, r)` (csrc/tls.c) could not count the instance of the
+/// one-range leaf `entry` itself: reports the range as `__kage_fp_range` does when it
+/// cannot append it, then counts the instance with what it touched (nothing when accesses
+/// are off or `len` is 0). When the runtime does not run the event (the analysis has ended,
+/// a signal handler interrupts the runtime or a leaf hook), the instance is not counted.
+///
+/// # Safety
+/// Called from the runtime's C part on the calling thread; `entry` is a registered module's
+/// table entry; `addr` is only recorded.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_fp_leaf_count(addr: *const c_void, len: u64, entry: *const c_void) {
+    let delivered = len != 0 && gate::GATE.load(Relaxed) & gate::DISABLED == 0;
+    __kage_fp_strided(addr, len, 0, 1);
+    gate::tool_event(|tool| {
+        if let Some(t) = footprint_part(tool) {
+            t.begin();
+            let first = addr as u64;
+            let range = delivered.then(|| (first, first.wrapping_add(len - 1)));
+            t.count_one_range(entry, range);
         }
     });
 }
@@ -666,6 +717,10 @@ impl FootprintTool {
         assert_eq!(unsafe { kage_fp_ended_capacity() }, ENDED as u64);
         // SAFETY: a constant of the runtime's C part.
         assert_eq!(unsafe { kage_fp_leaf_size() }, size_of::<LeafSlot>() as u64);
+        let mut layout = [0u64; 4];
+        // SAFETY: writes the four words.
+        unsafe { kage_fp_record_layout(&mut layout) };
+        assert_eq!(layout, RECORD_LAYOUT);
         let fp = Footprint::new(settings.config);
         let heap = fp.heap_bytes() as u64;
         self.heap_change(0, heap);
@@ -752,6 +807,20 @@ impl FootprintTool {
                     out[MIN_LINES].min(v[MIN_LINES])
                 };
             });
+        }
+        // The calls of a leaf chain count what its outermost call counts (docs/abi.md, "Leaf
+        // chains"): copied here rather than at each instance.
+        for gid in 0..region_count {
+            if regions[gid][INSTANCES] == 0 {
+                continue;
+            }
+            let Some(entry) = registry::region_entry(gid as u32) else {
+                continue;
+            };
+            let chain = chain_of(entry.cast()) as usize;
+            for follower in gid + 1..=(gid + chain).min(region_count - 1) {
+                regions[follower] = regions[gid];
+            }
         }
         (regions, totals)
     }
@@ -1066,7 +1135,46 @@ impl FootprintThread {
     /// Counts an instance of the leaf `entry` from the ranges the buffer holds from `mark`
     /// to before `end`; `below` leaves were open around it.
     fn count_leaf(&mut self, entry: *const c_void, mark: u64, end: u64, below: u64) {
-        // SAFETY: `__kage_fp_leaf_enter` was given a registered module's entry.
+        self.bind_counting();
+        let ranges = self.s.buffer.ranges_between(mark, end);
+        let mut leaf_ranges = std::mem::take(&mut self.leaf_ranges);
+        self.count_instance(entry, below, |fp| match ranges {
+            &[[first, last]] => fp.touched_by_range(first, last),
+            ranges => {
+                leaf_ranges.extend(ranges.iter().map(|&[first, last]| (first, last)));
+                let touched = fp.touched_by(&mut leaf_ranges);
+                leaf_ranges.clear();
+                touched
+            }
+        });
+        self.leaf_ranges = leaf_ranges;
+    }
+
+    /// `__kage_fp_leaf_count`: counts an instance of the one-range leaf `entry` that touched
+    /// `range` (first and last byte; `None`: nothing), inside the open leaves.
+    fn count_one_range(&mut self, entry: *const c_void, range: Option<(u64, u64)>) {
+        if !self.slot_ok {
+            // A signal handler that interrupted a leaf hook: its leaves are not measured.
+            return;
+        }
+        self.bind_counting();
+        self.sync_epoch();
+        let below = self.slot().depth;
+        self.count_instance(entry, below, |fp| match range {
+            Some((first, last)) => fp.touched_by_range(first, last),
+            None => Touched::default(),
+        });
+    }
+
+    /// Counts an instance of the leaf `entry`, inside `below` open leaves, that touched what
+    /// `touched` says (unless the shadow is as deep as it goes).
+    fn count_instance(
+        &mut self,
+        entry: *const c_void,
+        below: u64,
+        touched: impl FnOnce(&Footprint) -> Touched,
+    ) {
+        // SAFETY: the leaf hooks are given registered modules' entries.
         let Some(region) = (unsafe { registry::global_id(entry as *mut kage_abi::Region) }) else {
             return;
         };
@@ -1080,17 +1188,39 @@ impl FootprintThread {
             bump(&self.s.untracked, 1 + u64::from(chain));
             return;
         }
-        let touched = match self.s.buffer.ranges_between(mark, end) {
-            // Most leaves: one range reported.
-            &[[first, last]] => fp.touched_by_range(first, last),
-            ranges => {
-                (self.leaf_ranges).extend(ranges.iter().map(|&[first, last]| (first, last)));
-                let touched = fp.touched_by(&mut self.leaf_ranges);
-                self.leaf_ranges.clear();
-                touched
-            }
+        let touched = touched(fp);
+        self.record(region, touched);
+    }
+
+    /// Lets the C part count leaf instances in this part's records ([`Counting`]), if it
+    /// does not yet.
+    #[inline]
+    fn bind_counting(&self) {
+        let c = &mut self.slot().counting;
+        if !c.records.is_null() || self.fp.is_none() {
+            return;
+        }
+        *c = Counting {
+            records: self.s.regions.directory(),
+            tool_epoch: &self.tool.epoch,
+            part_epoch: &self.s.epoch,
+            max_depth: &self.s.max_depth,
+            open_levels: self.open.len() as u64,
+            location_shift: u64::from(self.config.location_shift),
+            line_shift: u64::from(self.config.line_shift),
         };
-        self.record_chain(region, chain, touched);
+    }
+
+    /// The C part counts no more in this part's records (the slot goes to another part, or
+    /// the thread ends).
+    fn unbind_counting(&self) {
+        self.slot().counting.records = std::ptr::null();
+    }
+
+    /// Tells the C part how many regions are open (`open` changed).
+    #[inline]
+    fn publish_open_levels(&self) {
+        self.slot().counting.open_levels = self.open.len() as u64;
     }
 
     /// An event inside the open leaves (a call they make, a signal handler interrupting
@@ -1148,6 +1278,7 @@ impl FootprintThread {
         }
         self.leaf_ranges.clear();
         self.publish_level();
+        self.publish_open_levels();
         let depth = self.open.len() as u64;
         if depth > self.s.max_depth.load(Relaxed) {
             self.s.max_depth.store(depth, Relaxed);
@@ -1217,33 +1348,13 @@ impl FootprintThread {
 
     /// The innermost leaf level, innermost in `open`, exits.
     fn exit_leaf_level(&mut self) {
-        let chain = self
-            .leaf_levels
-            .pop()
-            .map_or(0, |(entry, _, _)| chain_of(entry));
+        self.leaf_levels.pop();
         self.publish_level();
-        self.exit_innermost_of(chain);
+        self.exit_innermost();
     }
 
-    /// Folds an instance of `region` and of the `chain` regions after it (a leaf counted with
-    /// the inlined calls around it, docs/abi.md: their instances are its) into their records.
-    fn record_chain(&mut self, region: u32, chain: u32, touched: Touched) {
-        self.record(region, touched);
-        if chain != 0 {
-            self.record_followers(region, chain, touched);
-        }
-    }
-
-    /// [`record_chain`](Self::record_chain)'s regions after the first: out of line, so that
-    /// the leaf's close, on every leaf's path, stays as small as without chains.
-    #[inline(never)]
-    fn record_followers(&mut self, region: u32, chain: u32, touched: Touched) {
-        for r in region + 1..=region + chain {
-            self.record(r, touched);
-        }
-    }
-
-    /// Folds an instance of `region` that touched `touched` into its record.
+    /// Folds an instance of `region` that touched `touched` into its record (a leaf chain's
+    /// outermost call's: the calls of its chain get its record in the report, `collect`).
     fn record(&mut self, region: u32, touched: Touched) {
         // SAFETY: only the owner thread allocates this thread's chunks.
         let Some(rec) = (unsafe { self.s.regions.get_or_alloc(region as usize) }) else {
@@ -1270,18 +1381,13 @@ impl FootprintThread {
         fold(MAX_LINES, touched.lines, false);
     }
 
-    /// The innermost tracked-kind region of `open` exits.
+    /// The innermost region of `open` exits.
     fn exit_innermost(&mut self) {
-        self.exit_innermost_of(0);
-    }
-
-    /// The innermost region of `open` exits, with the `chain` regions after it if it is a
-    /// leaf level counted with its chain.
-    fn exit_innermost_of(&mut self, chain: u32) {
         self.drain();
         let Some((region, tracked)) = self.open.pop() else {
             return;
         };
+        self.publish_open_levels();
         if !tracked {
             return;
         }
@@ -1289,7 +1395,7 @@ impl FootprintThread {
         let touched = fp.exit();
         self.publish_totals();
         self.sync_heap();
-        self.record_chain(region, chain, touched);
+        self.record(region, touched);
     }
 
     /// Applies the tool's latest reset if this thread has not yet.
@@ -1350,6 +1456,7 @@ impl ThreadTool for FootprintThread {
             // regions are not measured, as its leaves are not (its accesses count for the
             // instances it interrupted).
             self.open.push((region, false));
+            self.publish_open_levels();
             return;
         }
         self.materialize_pending();
@@ -1359,6 +1466,7 @@ impl ThreadTool for FootprintThread {
             bump(&self.s.untracked, 1);
         }
         self.open.push((region, tracked));
+        self.publish_open_levels();
         let depth = self.open.len() as u64;
         if depth > self.s.max_depth.load(Relaxed) {
             self.s.max_depth.store(depth, Relaxed);
@@ -1453,6 +1561,7 @@ impl ThreadTool for FootprintThread {
         let leaf = self.slot();
         (leaf.level_frame, leaf.level_entry) = (std::ptr::null(), std::ptr::null());
         self.drain();
+        self.unbind_counting();
         self.suspended = true;
     }
 
@@ -1478,6 +1587,7 @@ impl ThreadTool for FootprintThread {
         self.leaf = unsafe { kage_fp_leaf_slot() };
         self.suspended = false;
         self.open.clear();
+        self.publish_open_levels();
         self.leaf_ranges.clear();
         self.leaf_levels.clear();
         let fp = Footprint::new(self.config);
@@ -1491,6 +1601,7 @@ impl ThreadTool for FootprintThread {
     fn resume(&mut self) {
         self.suspended = false;
         self.publish_level();
+        self.publish_open_levels();
     }
 
     fn thread_exit(&mut self) {
@@ -1514,6 +1625,9 @@ impl ThreadTool for FootprintThread {
         }
         self.s.inline.fold(!self.tool.enabled.load(Relaxed));
         self.publish_totals();
+        if running {
+            self.unbind_counting();
+        }
         // Its statistics are published: the shadow goes, so that a program that starts
         // threads again and again (a thread pool's churn, a stress test) holds the shadows
         // of the threads alive, not of every thread it ever ran.

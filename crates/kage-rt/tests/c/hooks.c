@@ -63,15 +63,15 @@ static struct kage_region A[14] = {
     R(2, 11, 122, 128, 12, "deep", "deep", "/src/t.c", &modA),
     R(0, NONE, 140, 150, 13, "jumper", "jumper", "/src/t.c", &modA),
 };
-struct kage_module modA = {15, 14, A, "t.c", 0, 0, 0, 0};
+struct kage_module modA = {16, 14, A, "t.c", 0, 0, 0, 0};
 
 /* Never registered explicitly: its first hook registers it. */
 static struct kage_region B[1] = {R(0, NONE, 1, 5, 0, "lazy_fn", "lazy_fn", "/src/lazy.c", &modB)};
-struct kage_module modB = {15, 1, B, "lazy.c", 0, 0, 0, 0};
+struct kage_module modB = {16, 1, B, "lazy.c", 0, 0, 0, 0};
 
 /* A table from a future ABI: rejected with a message, its events ignored. */
 static struct kage_region C[1] = {R(0, NONE, 1, 2, 0, "bad_fn", "bad_fn", "/src/bad.c", &modC)};
-struct kage_module modC = {16, 1, C, "bad.c", 0, 0, 0, 0};
+struct kage_module modC = {17, 1, C, "bad.c", 0, 0, 0, 0};
 
 __attribute__((constructor(101))) static void register_tables(void) {
   __kage_register_module(&modA);
