@@ -79,6 +79,7 @@ unsafe fn split_where_inlined_calls_change(
     let mut next_copy: HashMap<region_tree::Site, u32> = HashMap::new();
     let mut copies = HashMap::new();
     let mut cuts = Vec::new();
+    let mut latch_cuts = Vec::new();
     for &b in &order {
         let forward = (predecessors[b].iter())
             .filter(|&&p| position[p] < position[b])
@@ -164,6 +165,24 @@ unsafe fn split_where_inlined_calls_change(
             last = Some((here, chain, copy));
         }
         state_out[b] = Some(stack);
+        // A loop's back edge whose block ends an inlined call inside the loop (its last
+        // measured instruction the call's, its branch the loop's: the call's `return`
+        // and the loop's latch in one block) is cut apart after the call's code, so that
+        // the call's blocks hold no iteration of a loop around it.
+        let term = LLVMGetBasicBlockTerminator(cfg.blocks[b]);
+        let back_edge = (forest.loops.iter())
+            .any(|l| cfg.successors[b].contains(&l.header) && l.blocks.binary_search(&b).is_ok());
+        if let (true, Some((at, chain, _))) = (back_edge && !term.is_null(), &last) {
+            let loop_chain = sites.location(term).map(|l| l.sites).unwrap_or_default();
+            if loop_chain.len() < chain.len() && chain.starts_with(&loop_chain) {
+                // The call's own instructions after its last measured one stay with it.
+                let mut tail = at + 1;
+                while (located.get(tail)).is_some_and(|(_, c)| c.as_ref() == Some(chain)) {
+                    tail += 1;
+                }
+                latch_cuts.push(located.get(tail).map_or(term, |&(inst, _)| inst));
+            }
+        }
         // Cut before each start, or before the unmeasured instructions of its chain (or
         // without a location) that precede it, back to the measured instruction before;
         // never before an `alloca` (one out of the entry block would be a dynamic one).
@@ -187,6 +206,10 @@ unsafe fn split_where_inlined_calls_change(
         if ir::opcode(inst) != LLVMOpcode::LLVMLandingPad {
             kage_split_block_before(inst);
         }
+    }
+    // After the other cuts: each of these is the last cut of its block.
+    for inst in latch_cuts {
+        kage_split_block_before(inst);
     }
     copies
 }

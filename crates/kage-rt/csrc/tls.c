@@ -196,7 +196,8 @@ _Static_assert(sizeof(struct kage_region) == 88, "struct kage_region is 88 bytes
 
 /* Folds an instance of `units` locations and `lines` lines into `rec` (only this thread
  * writes it; the report may read it from another: relaxed loads and stores). */
-static void fold_instance(_Atomic uint64_t *rec, uint64_t units, uint64_t lines) {
+static inline __attribute__((always_inline)) void fold_instance(_Atomic uint64_t *rec, uint64_t units,
+                                                                 uint64_t lines) {
 #define LOAD(k) atomic_load_explicit(&rec[k], memory_order_relaxed)
 #define STORE(k, v) atomic_store_explicit(&rec[k], (v), memory_order_relaxed)
   uint64_t n = LOAD(0);
@@ -228,7 +229,8 @@ static void fold_instance(_Atomic uint64_t *rec, uint64_t units, uint64_t lines)
  * (FootprintThread::count_leaf). Returns 0,
  * changing nothing, when the tool must count it instead: no part bound, `r` not
  * registered yet, a reset to apply, a record not made yet, or as deep as the shadow goes. */
-static int count_instance(struct kage_fp_leaf *l, const struct kage_region *r, uint64_t first,
+static inline __attribute__((always_inline)) int
+count_instance(struct kage_fp_leaf *l, const struct kage_region *r, uint64_t first,
                           uint64_t last, int empty, uint64_t below) {
   struct kage_fp_counting *c = &l->counting;
   if (!c->records)

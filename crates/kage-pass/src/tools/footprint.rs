@@ -563,19 +563,38 @@ unsafe fn chains(
         entry
     };
     let mut chains = Vec::new();
-    // From the leaves that hold no leaf.
-    for leaf in (0..nodes.len()).filter(|&k| candidate[k] && kids[k] == 0) {
+    // From the leaves that hold no leaf: an inlined call, or a loop with nothing inside but
+    // its body (`last`, whose blocks are the loop's: bodies are not regions here).
+    for last in (0..nodes.len()).filter(|&k| candidate[k] && kids[k] == 0) {
+        let leaf = match nodes[last].kind {
+            NodeKind::LoopBody(_) => match nodes[last].parent {
+                Some(lp) if kids[lp] == 1 && candidate[lp] => lp,
+                _ => continue,
+            },
+            _ => last,
+        };
+        // A loop's iterations are its own: the chain's code has no other cycle.
+        let (header, loop_blocks): (Option<usize>, &[usize]) = match nodes[leaf].kind {
+            NodeKind::Loop(j) => (
+                Some(plan.forest.loops[j].header),
+                &plan.forest.loops[j].blocks[..],
+            ),
+            _ => (None, &[]),
+        };
+        let iterates =
+            |from: usize, to: usize| Some(to) == header && loop_blocks.binary_search(&from).is_ok();
         let mut top = leaf;
         let longest = kage_abi::footprint::CHAIN_MASK >> kage_abi::footprint::CHAIN_SHIFT;
         let fits = |p: usize| leaf - p <= longest as usize;
         while let Some(parent) = nodes[top].parent.filter(|&p| fits(p) && plain(p)) {
-            let unit: HashSet<usize> = blocks_of(parent, leaf).into_iter().collect();
+            let unit: HashSet<usize> = blocks_of(parent, last).into_iter().collect();
             let Some(entry) = single_entry(&unit) else {
                 break;
             };
-            // Each call inside entered once, at one block every path through the unit takes.
+            // Each call (or loop) inside entered once, at one block every path through the
+            // unit takes.
             let once = (parent + 1..=leaf).all(|inner| {
-                let inside: HashSet<usize> = blocks_of(inner, leaf).into_iter().collect();
+                let inside: HashSet<usize> = blocks_of(inner, last).into_iter().collect();
                 let Some(inner_entry) = single_entry(&inside) else {
                     return false;
                 };
@@ -597,13 +616,13 @@ unsafe fn chains(
                 }
                 true
             });
-            if !once || has_cycle(&unit, &plan.cfg.successors, &|_, _| false) {
+            if !once || has_cycle(&unit, &plan.cfg.successors, &iterates) {
                 break;
             }
             top = parent;
         }
         if top != leaf {
-            for k in top..=leaf {
+            for k in top..=last {
                 unit_of[k] = Some(top);
             }
             chains.push((top, (leaf - top) as u32));
