@@ -488,6 +488,42 @@ fn loops_measured_as_leaves_match_a_build_with_every_event() {
     }
 }
 
+/// The LLVM IR of a footprint build of `tests/c/inlined/<source>` at -O2.
+fn footprint_ir(work: &Work, source: &str) -> String {
+    let (src, ir) = (
+        c_dir().join("inlined").join(source),
+        work.path("footprint.ll"),
+    );
+    let (src, ir_path) = (src.to_str().unwrap(), ir.to_str().unwrap());
+    work.wrap_with_env(
+        &kage_cc(),
+        &["-O2", "-S", "-emit-llvm", src, "-o", ir_path],
+        &[("KAGE_TOOL", "footprint")],
+    );
+    std::fs::read_to_string(&ir).unwrap()
+}
+
+#[test]
+fn an_inlined_call_ending_in_the_latch_of_a_loop_around_it_is_a_leaf() {
+    // `latch.c`: `insert`'s code ends in the block where the loop around it branches back.
+    // Cut apart there, `insert` holds no iteration of that loop: it and its probe loop are
+    // leaves, and so is the loop around them. The only region events left are the hoisted
+    // loop's (its one iteration event, and the settle after it); uncut, `insert` and the
+    // loop around it had theirs at every iteration.
+    let work = Work::new();
+    let ir = footprint_ir(&work, "latch.c");
+    assert_eq!(
+        ir.matches("call void @__kage_loop_iter(").count(),
+        1,
+        "{ir}"
+    );
+    assert_eq!(ir.matches("call void @__kage_settle(").count(), 1, "{ir}");
+    for level in ["-O2", "-O3"] {
+        let fast = assert_footprint_matches_every_event(&work, "latch.c", level);
+        assert_eq!(footprint_instances(&fast, "insert"), 1000, "{level}");
+    }
+}
+
 #[test]
 fn one_range_leaves_counted_without_hooks_match_a_build_with_every_event() {
     // `one_range.c`: inlined calls whose every instance is the one range they report get no
@@ -496,15 +532,7 @@ fn one_range_leaves_counted_without_hooks_match_a_build_with_every_event() {
     // with a range of its own, a run-time length that is sometimes 0, 40 in a row (the
     // buffer fills), before a reset, with accesses off, on other threads.
     let work = Work::new();
-    let source = c_dir().join("inlined/one_range.c");
-    let ir = work.path("one_range.ll");
-    let (source, ir_path) = (source.to_str().unwrap(), ir.to_str().unwrap());
-    work.wrap_with_env(
-        &kage_cc(),
-        &["-O2", "-S", "-emit-llvm", source, "-o", ir_path],
-        &[("KAGE_TOOL", "footprint")],
-    );
-    let ir = std::fs::read_to_string(&ir).unwrap();
+    let ir = footprint_ir(&work, "one_range.c");
     // `api`'s four (`peek`, `get`, `pair`'s `peek`, `wipe`) and `spread`'s 40.
     assert_eq!(
         ir.matches("call void @__kage_fp_leaf_range(").count(),
