@@ -175,6 +175,7 @@ struct Counting {
     location_shift: u64,
     line_shift: u64,
 }
+
 /// One open leaf: its region entry, its parent leaf's (null: none), and where its ranges
 /// begin in the range buffer.
 #[repr(C)]
