@@ -95,6 +95,17 @@ static __thread struct kage_fp_buffer kage_fp_buffer;
 
 void __kage_fp_strided(const void *addr, uint64_t width, uint64_t stride, uint64_t count);
 
+/* Appends the bytes `first`..=`last` at `n`, the buffer's length, and ends the append that
+ * set `appending`. */
+static inline void append_range(struct kage_fp_buffer *b, uint64_t n, uint64_t first,
+                                uint64_t last) {
+  b->ranges[2 * n] = first;
+  b->ranges[2 * n + 1] = last;
+  b->len = n + 1;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  b->appending = 0;
+}
+
 /* `len` bytes at `addr` are accessed: a segment's report (docs/abi.md). Here, not in the
  * Rust part: the common case is an append, without the thread lookup and dispatch of a
  * runtime event. */
@@ -106,11 +117,7 @@ void __kage_fp_range(const void *addr, uint64_t len) {
     uint64_t n = b->len;
     if (__builtin_expect(n < atomic_load_explicit(&b->limit, memory_order_relaxed) && len != 0, 1)) {
       uint64_t first = (uint64_t)(uintptr_t)addr;
-      b->ranges[2 * n] = first;
-      b->ranges[2 * n + 1] = first + (len - 1);
-      b->len = n + 1;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      b->appending = 0;
+      append_range(b, n, first, first + (len - 1));
       return;
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -427,11 +434,7 @@ void __kage_fp_leaf_range(const void *addr, uint64_t len, const struct kage_regi
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
       l->changing = 0;
       if (__builtin_expect(counted, 1)) {
-        b->ranges[2 * n] = first;
-        b->ranges[2 * n + 1] = last;
-        b->len = n + 1;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        b->appending = 0;
+        append_range(b, n, first, last);
         return;
       }
     }
