@@ -76,6 +76,15 @@ pub struct RegionTree {
 }
 
 impl RegionTree {
+    /// How many children each node has.
+    pub fn child_counts(&self) -> Vec<usize> {
+        let mut counts = vec![0usize; self.nodes.len()];
+        for parent in self.nodes.iter().filter_map(|node| node.parent) {
+            counts[parent] += 1;
+        }
+        counts
+    }
+
     /// Whether `inner` is `outer` or lies inside it: control going from a block of `inner`
     /// to a block of `outer` enters no new region instance.
     pub fn encloses(&self, outer: usize, inner: usize) -> bool {

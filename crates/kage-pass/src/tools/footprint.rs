@@ -91,19 +91,19 @@ impl Tool for Footprint {
             let reports = plan_reports(plan, &hoisted_accesses, data_layout);
             let leaves = Leaves::find(plan, &hoisted_loops, &reports);
             let chain_of: HashMap<usize, u32> = leaves.chains.iter().copied().collect();
-            let one_range: HashMap<usize, usize> = leaves.one_range.iter().copied().collect();
+            let one_range: HashSet<usize> = leaves.one_range.iter().map(|&(_, u)| u).collect();
             leaf_flags.extend((leaves.units.iter()).map(|&unit| {
                 let follow = chain_of.get(&unit).copied().unwrap_or(0);
                 let mut flags =
                     kage_abi::footprint::LEAF | follow << kage_abi::footprint::CHAIN_SHIFT;
-                if one_range.values().any(|&u| u == unit) {
+                if one_range.contains(&unit) {
                     flags |= kage_abi::footprint::ONE_RANGE;
                 }
                 (plan.slots.base + unit as u32, flags)
             }));
             // The one-range leaves' reports, by report: the leaf's table entry.
-            let leaf_of_report: HashMap<usize, LLVMValueRef> = (one_range.iter())
-                .map(|(&report, &unit)| (report, table.region_ptr(plan.slots.base + unit as u32)))
+            let leaf_of_report: HashMap<usize, LLVMValueRef> = (leaves.one_range.iter())
+                .map(|&(report, unit)| (report, table.region_ptr(plan.slots.base + unit as u32)))
                 .collect();
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
             let skipped = hooks::Skipped {
@@ -523,12 +523,7 @@ unsafe fn chains(
     let mut unit_of: Vec<Option<usize>> = (0..nodes.len())
         .map(|k| candidate[k].then_some(k))
         .collect();
-    let mut kids = vec![0usize; nodes.len()];
-    for node in nodes {
-        if let Some(parent) = node.parent {
-            kids[parent] += 1;
-        }
-    }
+    let kids = tree.child_counts();
     let own_blocks = plan.blocks_by_region();
     let access_blocks: HashSet<LLVMBasicBlockRef> = (plan.accesses.iter())
         .map(|a| LLVMGetInstructionParent(a.instruction()))
@@ -651,12 +646,7 @@ unsafe fn one_range_leaves(
 ) -> Vec<(usize, usize)> {
     let tree = plan.tree();
     let nodes = &tree.nodes;
-    let mut kids = vec![0usize; nodes.len()];
-    for node in nodes {
-        if let Some(parent) = node.parent {
-            kids[parent] += 1;
-        }
-    }
+    let kids = tree.child_counts();
     let chain_length: HashMap<usize, usize> = (chains.iter())
         .map(|&(root, length)| (root, length as usize))
         .collect();
