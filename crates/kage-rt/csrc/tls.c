@@ -197,14 +197,13 @@ struct kage_region {
   uint32_t call_line, call_column, source_cell, flags;
 };
 _Static_assert(sizeof(struct kage_region) == 88, "struct kage_region is 88 bytes (docs/abi.md)");
-#define KAGE_REGION_UNREGISTERED 0xFFFFFFFFu
 #define KAGE_CHAIN_SHIFT 8
 #define KAGE_CHAIN_MASK 0xFFu
 
 /* Folds an instance of `units` locations and `lines` lines into `rec` (only this thread
  * writes it; the report may read it from another: relaxed loads and stores). */
-static inline __attribute__((always_inline)) void fold_instance(_Atomic uint64_t *rec, uint64_t units,
-                                                                 uint64_t lines) {
+static inline __attribute__((always_inline)) void
+fold_instance(_Atomic uint64_t *rec, uint64_t units, uint64_t lines) {
 #define LOAD(k) atomic_load_explicit(&rec[k], memory_order_relaxed)
 #define STORE(k, v) atomic_store_explicit(&rec[k], (v), memory_order_relaxed)
   uint64_t n = LOAD(0);
@@ -232,13 +231,13 @@ static inline __attribute__((always_inline)) void fold_instance(_Atomic uint64_t
 
 /* Counts an instance of the leaf `r` that touched the bytes `first`..=`last` (nothing when
  * `empty`), inside `below` open leaves, in the bound part's records (the calls of its chain
- * get its record in the report): what the tool's count of it would do
- * (FootprintThread::count_leaf). Returns 0,
- * changing nothing, when the tool must count it instead: no part bound, `r` not
- * registered yet, a reset to apply, a record not made yet, or as deep as the shadow goes. */
+ * get its record in the report), as the tool's count of it would (count_leaf in
+ * crates/kage-rt/src/tools/footprint.rs). Returns 0, changing nothing, when the tool must
+ * count it instead: no part bound, `r` not registered yet (its global id is then
+ * 0xFFFFFFFF), a reset to apply, a record not made yet, or as deep as the shadow goes. */
 static inline __attribute__((always_inline)) int
-count_instance(struct kage_fp_leaf *l, const struct kage_region *r, uint64_t first,
-                          uint64_t last, int empty, uint64_t below) {
+count_instance(struct kage_fp_leaf *l, const struct kage_region *r, uint64_t first, uint64_t last,
+               int empty, uint64_t below) {
   struct kage_fp_counting *c = &l->counting;
   if (!c->records)
     return 0;
