@@ -533,10 +533,11 @@ fn one_range_leaves_counted_without_hooks_match_a_build_with_every_event() {
     // buffer fills), before a reset, with accesses off, on other threads.
     let work = Work::new();
     let ir = footprint_ir(&work, "one_range.c");
-    // `api`'s four (`peek`, `get`, `pair`'s `peek`, `wipe`) and `spread`'s 40.
+    // `api`'s four (`peek`, `get`, `pair`'s `peek`, `wipe`), `spread`'s 40 and `deeper`'s
+    // `pair`'s `peek`.
     assert_eq!(
         ir.matches("call void @__kage_fp_leaf_range(").count(),
-        44,
+        45,
         "{ir}"
     );
     for options in [
@@ -574,12 +575,14 @@ fn one_range_leaves_counted_without_hooks_match_a_build_with_every_event() {
         };
         assert_eq!(depth("footprint"), depth("count-calls"), "{options}");
         // After the reset: `api` 3100 times (1000 + 100 with accesses off in main, 1000 in
-        // each worker), with 3 `peek`s each; `spread` 200 times, 40 `peek`s each.
+        // each worker), with 3 `peek`s each; `spread` 200 times, 40 `peek`s each; `deeper`
+        // 100 times, a `pair` and its `peek` each.
         let instances = |name: &str| footprint_instances(&fast, name);
-        for name in ["api", "get", "pair", "wipe"] {
+        for name in ["api", "get", "wipe"] {
             assert_eq!(instances(name), 3100, "{options}: {name}");
         }
-        assert_eq!(instances("peek"), 3 * 3100 + 40 * 200, "{options}");
+        assert_eq!(instances("pair"), 3100 + 100, "{options}");
+        assert_eq!(instances("peek"), 3 * 3100 + 40 * 200 + 100, "{options}");
         if options == "tool=footprint" {
             let wipes = copies(&fast, "wipe");
             let stats = a.stats(wipes[0].id);

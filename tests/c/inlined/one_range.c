@@ -5,7 +5,9 @@
  * run-time length (0 on every fourth call); 40 in a row in `spread` (more than the
  * runtime's range buffer holds); calls before a reset (not counted), with accesses off
  * (counted, touching nothing), and on two more threads. Per thread after the reset, `api`
- * runs 3100 times: 1000 + 100 (off) in main, 1000 in each worker. */
+ * runs 3100 times: 1000 + 100 (off) in main, 1000 in each worker. `deeper` runs `pair`
+ * 100 times one call deeper than anything before it (the C part's count alone gives the
+ * deepest nesting). */
 #include "../common.h"
 #include "../../../crates/kage-rt/include/kage.h"
 #include <pthread.h>
@@ -81,6 +83,10 @@ NOINLINE int spread(int i) {
   return s;
 }
 
+NOINLINE int deeper(int i) { return pair(i + 3); }
+
+NOINLINE int below_main(int i) { return deeper(i); }
+
 static void *worker(void *arg) {
   long s = 0;
   for (int i = 0; i < 1000; i++)
@@ -102,6 +108,8 @@ int main(void) {
   kage_set_enabled(1);
   for (int i = 0; i < 200; i++)
     s += spread(i);
+  for (int i = 0; i < 100; i++)
+    s += below_main(i);
   pthread_t t[2];
   for (long k = 0; k < 2; k++)
     pthread_create(&t[k], 0, worker, (void *)(k * 5000));
