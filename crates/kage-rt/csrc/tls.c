@@ -143,7 +143,7 @@ uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
 #define KAGE_FP_LEAVES 8
 #define KAGE_FP_ENDED 32
 /* The records of the tool's part running on the thread, for the leaf instances counted here
- * rather than by the tool (one-range leaves, and leaves that reported one range or none):
+ * rather than by the tool (one-range leaves, and leaves that reported a few ranges):
  * bound by the part (`records` null: not bound, the tool counts them). The records are the
  * part's, by global id: a directory of KAGE_FP_RECORD_DIR chunks (null: not made yet) of
  * KAGE_FP_RECORD_CHUNK records of KAGE_FP_RECORD_WORDS words: instances, then the sum, least
@@ -229,17 +229,66 @@ fold_instance(_Atomic uint64_t *rec, uint64_t units, uint64_t lines) {
 #undef STORE
 }
 
-/* Counts an instance of the leaf `r` that touched the bytes `first`..=`last` (nothing when
- * `empty`), inside `below` open leaves, in the bound part's records (the calls of its chain
- * get its record in the report), as the tool's count of it would (count_leaf in
- * crates/kage-rt/src/tools/footprint.rs). Returns 0, changing nothing, when the tool must
- * count it instead: no part bound, `r` not registered yet (its global id is then
- * 0xFFFFFFFF), a reset to apply, a record not made yet, or as deep as the shadow goes. */
+/* The most ranges of a leaf's instance counted here (most leaves report 2 to 4: a helper's
+ * load and store, a few loads of a struct): more go to the tool, which sorts them. */
+#define KAGE_FP_COUNTED_RANGES 8
+
+/* The distinct locations and lines of the `n` ranges (bytes first..=last, in pairs) at
+ * `ranges`, 2 <= n <= KAGE_FP_COUNTED_RANGES, as Footprint::touched_by counts them
+ * (crates/kage-vsm/src/footprint.rs): sorted by first location, merged where they overlap or
+ * touch, each line counted once. Out of line: its loops want registers of their own. */
+static __attribute__((noinline)) void
+union_size(const uint64_t *ranges, uint64_t n, uint64_t location_shift, uint64_t per_line,
+           uint64_t out[2]) {
+  uint64_t first[KAGE_FP_COUNTED_RANGES], last[KAGE_FP_COUNTED_RANGES];
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t a = ranges[2 * i] >> location_shift, b = ranges[2 * i + 1] >> location_shift;
+    uint64_t j = i;
+    for (; j > 0 && first[j - 1] > a; j--) {
+      first[j] = first[j - 1];
+      last[j] = last[j - 1];
+    }
+    first[j] = a;
+    last[j] = b;
+  }
+  /* Lines before `next_line` are counted. */
+  uint64_t units = 0, lines = 0, next_line = 0;
+  uint64_t run_first = first[0], run_last = last[0];
+  for (uint64_t i = 1;; i++) {
+    if (i < n && first[i] <= run_last + 1) {
+      if (last[i] > run_last)
+        run_last = last[i];
+      continue;
+    }
+    units += run_last - run_first + 1;
+    uint64_t from = run_first >> per_line, to = run_last >> per_line;
+    if (from < next_line)
+      from = next_line;
+    if (to >= from) {
+      lines += to - from + 1;
+      next_line = to + 1;
+    }
+    if (i == n)
+      break;
+    run_first = first[i];
+    run_last = last[i];
+  }
+  out[0] = units;
+  out[1] = lines;
+}
+
+/* Counts an instance of the leaf `r` that touched the `n` ranges at `ranges` (bytes
+ * first..=last, in pairs; nothing when n is 0), inside `below` open leaves, in the bound
+ * part's records (the calls of its chain get its record in the report), as the tool's count
+ * of it would (count_leaf in crates/kage-rt/src/tools/footprint.rs). Returns 0, changing
+ * nothing, when the tool must count it instead: more than KAGE_FP_COUNTED_RANGES ranges, no
+ * part bound, `r` not registered yet (its global id is then 0xFFFFFFFF), a reset to apply, a
+ * record not made yet, or as deep as the shadow goes. */
 static inline __attribute__((always_inline)) int
-count_instance(struct kage_fp_leaf *l, const struct kage_region *r, uint64_t first, uint64_t last,
-               int empty, uint64_t below) {
+count_instance(struct kage_fp_leaf *l, const struct kage_region *r, const uint64_t *ranges,
+               uint64_t n, uint64_t below) {
   struct kage_fp_counting *c = &l->counting;
-  if (!c->records)
+  if (!c->records || n > KAGE_FP_COUNTED_RANGES)
     return 0;
   uint64_t gid = atomic_load_explicit(&r->global_id, memory_order_acquire);
   if (gid >= (uint64_t)KAGE_FP_RECORD_DIR * KAGE_FP_RECORD_CHUNK)
@@ -254,9 +303,14 @@ count_instance(struct kage_fp_leaf *l, const struct kage_region *r, uint64_t fir
   if (!chunk)
     return 0;
   uint64_t units = 0, lines = 0;
-  if (!empty) {
-    units = (last >> c->location_shift) - (first >> c->location_shift) + 1;
-    lines = (last >> c->line_shift) - (first >> c->line_shift) + 1;
+  if (n == 1) {
+    units = (ranges[1] >> c->location_shift) - (ranges[0] >> c->location_shift) + 1;
+    lines = (ranges[1] >> c->line_shift) - (ranges[0] >> c->line_shift) + 1;
+  } else if (n > 1) {
+    uint64_t out[2];
+    union_size(ranges, n, c->location_shift, c->line_shift - c->location_shift, out);
+    units = out[0];
+    lines = out[1];
   }
   uint64_t chain = (r->flags >> KAGE_CHAIN_SHIFT) & KAGE_CHAIN_MASK;
   uint64_t depth = c->open_levels + below + 1 + chain;
@@ -378,15 +432,9 @@ void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_pa
           !open_below(l, d - 1, keep, keep_parent))
         break;
     }
-    /* Counted here when it reported one range or none, else by the tool. */
+    /* Counted here when it reported a few ranges, else by the tool. */
     uint64_t mark = l->open[d - 1].mark, end = kage_fp_buffer.len;
-    int counted = 0;
-    if (end == mark)
-      counted = count_instance(l, entry, 0, 0, 1, d - 1);
-    else if (end - mark == 1)
-      counted = count_instance(l, entry, kage_fp_buffer.ranges[2 * mark],
-                               kage_fp_buffer.ranges[2 * mark + 1], 0, d - 1);
-    if (!counted) {
+    if (!count_instance(l, entry, &kage_fp_buffer.ranges[2 * mark], end - mark, d - 1)) {
       if (n == KAGE_FP_ENDED)
         break;
       l->ended[n].entry = entry;
@@ -429,7 +477,8 @@ void __kage_fp_leaf_range(const void *addr, uint64_t len, const struct kage_regi
       /* Held while the records change: a signal handler's leaves then go unmeasured. */
       l->changing = 1;
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      int counted = count_instance(l, r, first, last, 0, l->depth);
+      const uint64_t range[2] = {first, last};
+      int counted = count_instance(l, r, range, 1, l->depth);
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
       l->changing = 0;
       if (__builtin_expect(counted, 1)) {

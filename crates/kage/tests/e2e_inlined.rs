@@ -524,6 +524,53 @@ fn an_inlined_call_ending_in_the_latch_of_a_loop_around_it_is_a_leaf() {
     }
 }
 
+/// Runtime options for each granularity, lines of another size than the default's.
+const GRANULARITIES: [&str; 3] = [
+    "tool=footprint",
+    "tool=footprint:granularity=word",
+    "tool=footprint:granularity=line:line_size=32",
+];
+
+/// Builds `source` at -O2 for the footprint tool and with every event, runs both with
+/// `options`, and checks that every region's instances, bytes and lines, the total and the
+/// deepest nesting agree. Returns the footprint build's report.
+fn assert_matches_every_event_at(work: &Work, source: &str, options: &str) -> Report {
+    let fast = built_report(work, source, "-O2", "footprint", options);
+    let every = built_report(work, source, "-O2", "count-calls", options);
+    let (a, b) = (fast.footprint().unwrap(), every.footprint().unwrap());
+    assert_eq!(fast.regions.len(), every.regions.len(), "{options}");
+    for region in &fast.regions {
+        let (x, y) = (a.stats(region.id), b.stats(region.id));
+        assert_eq!(
+            (x.instances, x.min_bytes, x.max_bytes, x.avg_bytes),
+            (y.instances, y.min_bytes, y.max_bytes, y.avg_bytes),
+            "{source} {options}: {} at line {}",
+            region.name,
+            region.line
+        );
+        assert_eq!(
+            (x.min_lines, x.max_lines, x.avg_lines),
+            (y.min_lines, y.max_lines, y.avg_lines),
+            "{source} {options}: {} at line {}",
+            region.name,
+            region.line
+        );
+    }
+    assert_eq!(a.total_bytes, b.total_bytes, "{source} {options}");
+    let depth = |tool: &str| {
+        let path = work.path(&format!("{source}-O2{tool}.json"));
+        let top: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        top["max_depth"].as_u64().unwrap()
+    };
+    assert_eq!(
+        depth("footprint"),
+        depth("count-calls"),
+        "{source} {options}"
+    );
+    fast
+}
+
 #[test]
 fn one_range_leaves_counted_without_hooks_match_a_build_with_every_event() {
     // `one_range.c`: inlined calls whose every instance is the one range they report get no
@@ -540,40 +587,9 @@ fn one_range_leaves_counted_without_hooks_match_a_build_with_every_event() {
         45,
         "{ir}"
     );
-    for options in [
-        "tool=footprint",
-        "tool=footprint:granularity=word",
-        "tool=footprint:granularity=line:line_size=32",
-    ] {
-        let fast = built_report(&work, "one_range.c", "-O2", "footprint", options);
-        let every = built_report(&work, "one_range.c", "-O2", "count-calls", options);
-        let (a, b) = (fast.footprint().unwrap(), every.footprint().unwrap());
-        assert_eq!(fast.regions.len(), every.regions.len(), "{options}");
-        for region in &fast.regions {
-            let (x, y) = (a.stats(region.id), b.stats(region.id));
-            assert_eq!(
-                (x.instances, x.min_bytes, x.max_bytes, x.avg_bytes),
-                (y.instances, y.min_bytes, y.max_bytes, y.avg_bytes),
-                "{options}: {} at line {}",
-                region.name,
-                region.line
-            );
-            assert_eq!(
-                (x.min_lines, x.max_lines, x.avg_lines),
-                (y.min_lines, y.max_lines, y.avg_lines),
-                "{options}: {} at line {}",
-                region.name,
-                region.line
-            );
-        }
-        assert_eq!(a.total_bytes, b.total_bytes, "{options}");
-        let depth = |tool: &str| {
-            let path = work.path(&format!("one_range.c-O2{tool}.json"));
-            let top: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-            top["max_depth"].as_u64().unwrap()
-        };
-        assert_eq!(depth("footprint"), depth("count-calls"), "{options}");
+    for options in GRANULARITIES {
+        let fast = assert_matches_every_event_at(&work, "one_range.c", options);
+        let a = fast.footprint().unwrap();
         // After the reset: `api` 3100 times (1000 + 100 with accesses off in main, 1000 in
         // each worker), with 3 `peek`s each; `spread` 200 times, 40 `peek`s each; `deeper`
         // 100 times, a `pair` and its `peek` each.
@@ -588,6 +604,31 @@ fn one_range_leaves_counted_without_hooks_match_a_build_with_every_event() {
             let stats = a.stats(wipes[0].id);
             assert_eq!((stats.min_bytes, stats.max_bytes), (0, 48));
         }
+    }
+}
+
+#[test]
+fn leaves_reporting_a_few_ranges_counted_by_the_c_part_match_a_build_with_every_event() {
+    // `few_ranges.c`: leaves of 2 to 9 ranges (and a loop of up to 22), equal, overlapping,
+    // touching, out of order, across lines and far apart; the C part counts those of 8 or
+    // fewer, the tool the rest. Against the build with every event, at every granularity.
+    let work = Work::new();
+    for options in GRANULARITIES {
+        let fast = assert_matches_every_event_at(&work, "few_ranges.c", options);
+        let instances = |name: &str| footprint_instances(&fast, name);
+        // `run` 4000 times, `two` and `gather3` in it and in `nest`.
+        for (name, calls) in [
+            ("two", 8000),
+            ("gather3", 8000),
+            ("gather7", 4000),
+            ("gather8", 4000),
+            ("copy", 4000),
+            ("nest", 4000),
+        ] {
+            assert_eq!(instances(name), calls, "{options}: {name}");
+        }
+        // `walk`'s code is its loop's: not entered when `i % 12` is 0 (334 of the 4000).
+        assert_eq!(instances("walk"), 4000 - 334, "{options}");
     }
 }
 

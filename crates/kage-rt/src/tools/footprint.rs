@@ -161,7 +161,7 @@ struct LeafSlot {
 }
 
 /// `struct kage_fp_counting` (csrc/tls.c): the records of the part running on the thread,
-/// in which the C part counts the leaf instances that reported one range or none (null
+/// in which the C part counts the leaf instances that reported a few ranges (null
 /// `records`: not bound, the tool counts them), what tells it to leave a count to the
 /// tool (a reset to apply, the shadow's depth limit), and how it counts.
 #[repr(C)]
