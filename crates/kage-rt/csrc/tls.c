@@ -236,8 +236,8 @@ fold_instance(_Atomic uint64_t *rec, uint64_t units, uint64_t lines) {
 /* The distinct locations and lines of the `n` ranges (bytes first..=last, in pairs) at
  * `ranges`, 2 <= n <= KAGE_FP_COUNTED_RANGES, as Footprint::touched_by counts them
  * (crates/kage-vsm/src/footprint.rs): sorted by first location, merged where they overlap or
- * touch, each line counted once. Out of line: its loops want registers of their own. */
-static __attribute__((noinline)) void
+ * touch, each line counted once. */
+static inline __attribute__((always_inline)) void
 union_size(const uint64_t *ranges, uint64_t n, uint64_t location_shift, uint64_t per_line,
            uint64_t out[2]) {
   uint64_t first[KAGE_FP_COUNTED_RANGES], last[KAGE_FP_COUNTED_RANGES];

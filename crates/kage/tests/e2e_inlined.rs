@@ -611,15 +611,20 @@ fn one_range_leaves_counted_without_hooks_match_a_build_with_every_event() {
 fn leaves_reporting_a_few_ranges_counted_by_the_c_part_match_a_build_with_every_event() {
     // `few_ranges.c`: leaves of 2 to 9 ranges (and a loop of up to 22), equal, overlapping,
     // touching, out of order, across lines and far apart; the C part counts those of 8 or
-    // fewer, the tool the rest. Against the build with every event, at every granularity.
+    // fewer, the tool the rest. `search`'s leaves fill the buffer: `search` becomes a level
+    // first, its loop then too if its ranges alone fill it. Against the build with every
+    // event, at every granularity.
     let work = Work::new();
     for options in GRANULARITIES {
         let fast = assert_matches_every_event_at(&work, "few_ranges.c", options);
         let instances = |name: &str| footprint_instances(&fast, name);
-        // `run` 4000 times, `two` and `gather3` in it and in `nest`.
+        // `run` 4000 times, `two` and `gather3` in it, in `nest` and in `search`.
         for (name, calls) in [
-            ("two", 8000),
-            ("gather3", 8000),
+            ("two", 12000),
+            ("gather3", 12000),
+            ("search", 4000),
+            // Once per iteration of `search`'s loop: `i % 24` times.
+            ("probe", 166 * (23 * 24 / 2) + (15 * 16 / 2)),
             ("gather7", 4000),
             ("gather8", 4000),
             ("copy", 4000),

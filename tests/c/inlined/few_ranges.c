@@ -3,9 +3,10 @@
  * ranges itself, the tool one of more. The indexes in `at` put the ranges close together:
  * equal, overlapping, touching, out of order, a byte apart, across a line, far apart.
  * `two` (2 ranges), `gather(n)` (the index run and n elements: `gather3` 4 ranges,
- * `gather7` 8, `gather8` 9), `maybe` (nothing, or one range), `copy` (a memcpy across its source),
- * `nest` (two leaves inside a leaf with a range of its own: 5 to 7 in all), `walk` (a loop
- * of 0 to 11 iterations of two ranges each, inside an inlined call). Each of `run`'s leaves
+ * `gather7` 8, `gather8` 9), `maybe` (nothing, or one range), `copy` (a memcpy across its
+ * source), `nest` (two leaves inside a leaf with a range of its own: 5 to 7 in all), `walk` (a loop
+ * of 0 to 11 iterations of two ranges each, inside an inlined call), `search` (leaves and
+ * a loop inside a leaf, more ranges than the runtime's buffer holds). Each of `run`'s leaves
  * runs once per iteration; `main` runs it 4000 times. */
 #include "../common.h"
 #include <stdio.h>
@@ -54,6 +55,22 @@ static int walk(int i) {
   return s + 1;
 }
 
+static int probe(int j) { return a[j] + bytes[(j * 3) & 4095]; }
+
+/* Leaves of its own, then a loop of 0 to 23 iterations of three ranges each: the buffer
+ * fills inside the loop while `search`, the loop and a `probe` are open. */
+static int search(int i) {
+  int s = two(at[i + 12], at[i + 13]) + gather3(&at[i + 14]);
+  s += a[at[i + 3] ^ 1];
+  int j = i;
+  PLAIN_LOOP
+  for (int k = 0; k < (i % 24); k++) {
+    j = at[j];
+    s += probe(j);
+  }
+  return s;
+}
+
 NOINLINE long run(int i) {
   long s = two(at[i], at[i + 1]);
   s += gather3(&at[i + 2]);
@@ -63,6 +80,7 @@ NOINLINE long run(int i) {
   copy(at[i + 6] & 4031, at[i + 7] & 4031);
   s += nest(i + 8);
   s += walk(i);
+  s += search(i);
   return s;
 }
 
