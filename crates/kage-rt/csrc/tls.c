@@ -240,6 +240,26 @@ fold_instance(_Atomic uint64_t *rec, uint64_t units, uint64_t lines) {
 static inline __attribute__((always_inline)) void
 union_size(const uint64_t *ranges, uint64_t n, uint64_t location_shift, uint64_t per_line,
            uint64_t out[2]) {
+  if (n == 2) {
+    /* The most common (a load and a store, two fields): no loops. */
+    uint64_t a0 = ranges[0] >> location_shift, b0 = ranges[1] >> location_shift;
+    uint64_t a1 = ranges[2] >> location_shift, b1 = ranges[3] >> location_shift;
+    if (a1 < a0) {
+      uint64_t a = a0, b = b0;
+      a0 = a1, b0 = b1, a1 = a, b1 = b;
+    }
+    if (a1 <= b0 + 1) {
+      uint64_t b = b1 > b0 ? b1 : b0;
+      out[0] = b - a0 + 1;
+      out[1] = (b >> per_line) - (a0 >> per_line) + 1;
+    } else {
+      /* Apart: the second may begin in the line where the first ends. */
+      out[0] = (b0 - a0 + 1) + (b1 - a1 + 1);
+      out[1] = (b0 >> per_line) - (a0 >> per_line) + 1 + (b1 >> per_line) - (a1 >> per_line) +
+               ((a1 >> per_line) != (b0 >> per_line));
+    }
+    return;
+  }
   uint64_t first[KAGE_FP_COUNTED_RANGES], last[KAGE_FP_COUNTED_RANGES];
   for (uint64_t i = 0; i < n; i++) {
     uint64_t a = ranges[2 * i] >> location_shift, b = ranges[2 * i + 1] >> location_shift;
