@@ -1587,14 +1587,17 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
     check_registration_in(Mode::Footprint, &ir);
     assert!(!ir.contains("__kage_ws_"), "no working-set code: {ir}");
 
-    // for (i = 0; i < n; i++) a[i] = b[i] + 1: the preheader computes T - 1; the header
-    // starts with the chunk call, the loop's only call (no loop hook, no access hooks).
+    // for (i = 0; i < n; i++) a[i] = b[i] + 1, a leaf: the preheader enters it and
+    // computes T - 1; the header starts with the chunk call, the loop's only call (no loop
+    // hook, no access hooks); the exit ends it.
     let increment = function_body(&ir, "increment");
+    let loop_region = region_of(&ir, "increment", 1);
     assert_eq!(
         block(increment, "preheader"),
         [
             "%count = zext nneg i32 %n to i64",
-            "%1 = sub i64 %count, 1",
+            format!("call void @__kage_fp_leaf_enter({loop_region}, ptr null, ptr %1)").as_str(),
+            "%2 = sub i64 %count, 1",
             "br label %loop"
         ]
     );
@@ -1605,21 +1608,24 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
     );
     assert_eq!(
         header[1],
-        "call void @__kage_fp_chunk(i64 %i, i64 0, i64 %1, ptr %b, ptr %a)"
+        "call void @__kage_fp_chunk(i64 %i, i64 0, i64 %2, ptr %b, ptr %a)"
+    );
+    assert_eq!(
+        block(increment, "exit")[0],
+        "call void @__kage_fp_leaf_end(ptr %1, ptr null, ptr null)"
     );
     assert_eq!(
         header.iter().filter(|i| i.contains("call ")).count(),
         1,
         "{increment}"
     );
-    // The helper: at a chunk start it enters the loop on iteration 0, then counts the
-    // chunk's 2 (last + 1) accesses and reports each array's 4-byte elements j ..= j + last
-    // as one buffered range of 4 (last + 1) bytes.
+    // The helper: at a chunk start it counts the chunk's 2 (last + 1) accesses and reports
+    // each array's 4-byte elements j ..= j + last as one buffered range of 4 (last + 1)
+    // bytes (no loop event: the loop is a leaf).
     let helper = function_body(&ir, "__kage_fp_chunk");
     assert!(helper.starts_with(
         "define internal void @__kage_fp_chunk(i64 %iv, i64 %start, i64 %after_first, ptr %range0, ptr %range1) #"
     ));
-    let loop_region = region_of(&ir, "increment", 1);
     assert_eq!(
         block(helper, "chunk"),
         [
@@ -1627,37 +1633,24 @@ fn footprint_reports_simple_counted_loops_per_chunk() {
             "%2 = sub i64 %after_first, %j",
             "%3 = icmp ult i64 %2, 1023",
             "%last = select i1 %3, i64 %2, i64 1023",
-            "%4 = icmp eq i64 %j, 0",
-            "br i1 %4, label %enter, label %report",
-        ]
-    );
-    assert_eq!(
-        block(helper, "enter"),
-        [
-            format!("call void @__kage_loop_iter_unless_iterating({loop_region})").as_str(),
-            "br label %report"
-        ]
-    );
-    assert_eq!(
-        block(helper, "report"),
-        [
-            "%5 = add i64 %last, 1",
-            "%6 = mul i64 %5, 2",
-            "%7 = load atomic i64, ptr @__kage_fp_accesses monotonic, align 8",
-            "%8 = add i64 %7, %6",
-            "store atomic i64 %8, ptr @__kage_fp_accesses monotonic, align 8",
-            "%9 = mul i64 %j, 4",
-            "%10 = getelementptr i8, ptr %range0, i64 %9",
-            "%11 = mul i64 %last, 4",
-            "%12 = add i64 %11, 4",
-            "call void @__kage_fp_range(ptr %10, i64 %12)",
-            "%13 = getelementptr i8, ptr %range1, i64 %9",
-            "%14 = mul i64 %last, 4",
-            "%15 = add i64 %14, 4",
-            "call void @__kage_fp_range(ptr %13, i64 %15)",
+            "%4 = add i64 %last, 1",
+            "%5 = mul i64 %4, 2",
+            "%6 = load atomic i64, ptr @__kage_fp_accesses monotonic, align 8",
+            "%7 = add i64 %6, %5",
+            "store atomic i64 %7, ptr @__kage_fp_accesses monotonic, align 8",
+            "%8 = mul i64 %j, 4",
+            "%9 = getelementptr i8, ptr %range0, i64 %8",
+            "%10 = mul i64 %last, 4",
+            "%11 = add i64 %10, 4",
+            "call void @__kage_fp_range(ptr %9, i64 %11)",
+            "%12 = getelementptr i8, ptr %range1, i64 %8",
+            "%13 = mul i64 %last, 4",
+            "%14 = add i64 %13, 4",
+            "call void @__kage_fp_range(ptr %12, i64 %14)",
             "br label %done",
         ]
     );
+    assert!(!helper.contains("__kage_loop_iter"), "{helper}");
 
     // Loops of other forms are leaves (no loop event: the runtime's C part opens the
     // loop's instance at its header and ends it at its exit); their accesses are counted

@@ -507,17 +507,17 @@ fn footprint_ir(work: &Work, source: &str) -> String {
 fn an_inlined_call_ending_in_the_latch_of_a_loop_around_it_is_a_leaf() {
     // `latch.c`: `insert`'s code ends in the block where the loop around it branches back.
     // Cut apart there, `insert` holds no iteration of that loop: it and its probe loop are
-    // leaves, and so is the loop around them. The only region events left are the hoisted
-    // loop's (its one iteration event, and the settle after it); uncut, `insert` and the
-    // loop around it had theirs at every iteration.
+    // leaves, and so is the loop around them, and the hoisted loop: no region event is
+    // left but the functions'; uncut, `insert` and the loop around it had theirs at every
+    // iteration.
     let work = Work::new();
     let ir = footprint_ir(&work, "latch.c");
     assert_eq!(
         ir.matches("call void @__kage_loop_iter(").count(),
-        1,
+        0,
         "{ir}"
     );
-    assert_eq!(ir.matches("call void @__kage_settle(").count(), 1, "{ir}");
+    assert_eq!(ir.matches("call void @__kage_settle(").count(), 0, "{ir}");
     for level in ["-O2", "-O3"] {
         let fast = assert_footprint_matches_every_event(&work, "latch.c", level);
         assert_eq!(footprint_instances(&fast, "insert"), 1000, "{level}");
@@ -634,6 +634,31 @@ fn leaves_reporting_a_few_ranges_counted_by_the_c_part_match_a_build_with_every_
         }
         // `walk`'s code is its loop's: not entered when `i % 12` is 0 (334 of the 4000).
         assert_eq!(instances("walk"), 4000 - 334, "{options}");
+    }
+}
+
+#[test]
+fn hoisted_loops_as_leaves_match_a_build_with_every_event() {
+    // `hoisted_leaves.c`: loops whose accesses are reported once per chunk of iterations,
+    // each a leaf (no region event): inside an inlined call, over more chunks than the
+    // runtime's buffer holds ranges, element by element. Against the build with every
+    // event, at every granularity; no `__kage_loop_iter` left in the footprint build.
+    let work = Work::new();
+    let ir = footprint_ir(&work, "hoisted_leaves.c");
+    // `sum3`'s loop was hoisted: its elements reported per chunk, element by element.
+    assert_eq!(
+        ir.matches("call void @__kage_fp_strided(").count(),
+        1,
+        "{ir}"
+    );
+    assert!(!ir.contains("call void @__kage_loop_iter("), "{ir}");
+    assert!(!ir.contains("call void @__kage_settle("), "{ir}");
+    for options in GRANULARITIES {
+        let fast = assert_matches_every_event_at(&work, "hoisted_leaves.c", options);
+        let instances = |name: &str| footprint_instances(&fast, name);
+        assert_eq!(instances("exec"), 3000, "{options}");
+        assert_eq!(instances("sum2"), 200, "{options}");
+        assert_eq!(instances("sum3"), 200, "{options}");
     }
 }
 

@@ -89,7 +89,7 @@ impl Tool for Footprint {
                 .flat_map(|h| h.accesses.iter().copied())
                 .collect();
             let reports = plan_reports(plan, &hoisted_accesses, data_layout);
-            let leaves = Leaves::find(plan, &hoisted_loops, &reports);
+            let leaves = Leaves::find(plan, &reports);
             let chain_of: HashMap<usize, u32> = leaves.chains.iter().copied().collect();
             let one_range: HashSet<usize> = leaves.one_range.iter().map(|&(_, u)| u).collect();
             leaf_flags.extend((leaves.units.iter()).map(|&unit| {
@@ -135,6 +135,17 @@ impl Tool for Footprint {
                 .filter(|&at| leaves.holds(plan, LLVMGetInstructionParent(at)))
                 .collect();
             let entry_at = ir::first_insertion_point(plan.cfg.blocks[0]);
+            // A leaf loop's helper goes after the leaf hooks at its header's start (its
+            // instance begins before its first chunk is reported): before the header's
+            // first instruction, taken before anything is inserted.
+            let leaf_helpers_at: HashMap<usize, LLVMValueRef> = (hoisted.iter())
+                .filter(|h| {
+                    leaves
+                        .regions
+                        .contains(&plan.tree().loop_node[h.loop_index])
+                })
+                .filter_map(|h| Some((h.loop_index, ir::first_insertion_point(h.header)?)))
+                .collect();
             let mut frame = std::ptr::null_mut();
             hooks::insert(plan, &mut ins, &skipped, |ins| {
                 if let (false, Some(at)) = (leaves.regions.is_empty(), entry_at) {
@@ -183,11 +194,18 @@ impl Tool for Footprint {
                     rt.leaf_end.call(builder, &mut [frame, null, null]);
                 }
             });
-            // Last: each helper call goes before the hooks already at its header's start.
+            // Last: each helper call goes before the hooks already at its header's start,
+            // but a leaf loop's, after its leaf hooks (it has no loop event of its own).
             for h in &hoisted {
-                let region = table.region_ptr(plan.slots.loop_entry(h.loop_index));
+                let call = match leaf_helpers_at.get(&h.loop_index) {
+                    Some(&at) => HelperCall::LeafAt(at),
+                    None => HelperCall::EntersLoop(
+                        hooks.loop_iter,
+                        table.region_ptr(plan.slots.loop_entry(h.loop_index)),
+                    ),
+                };
                 let mut position = |at: LLVMValueRef| ins.position_before(at);
-                emit_hoisted(h, builder, &mut position, &rt, hooks.loop_iter, region);
+                emit_hoisted(h, builder, &mut position, &rt, call);
             }
             // Before everything else at the start of a block a leaf leads to.
             for &block in &leaves.after {
@@ -218,9 +236,10 @@ impl Tool for Footprint {
 /// The leaves of a function (docs/abi.md, "Footprint instrumentation"): inlined calls and
 /// loops with only leaves inside (or no region), whose code and theirs has no cycle but
 /// their loops' iterations, and whose own blocks hold no `invoke` or `callbr` (plain calls
-/// are fine), resume point, `cmpxchg` or hoisted loop (a loop's body is part of its loop's
-/// leaf). They get no `__kage_settle` nor `__kage_loop_iter` (their blocks count as those
-/// of the nearest region around them that is not a leaf):
+/// are fine), resume point or `cmpxchg` (a loop's body is part of its loop's leaf; a
+/// hoisted loop may be one, its chunks' ranges its instance's). They get no
+/// `__kage_settle` nor `__kage_loop_iter` (their blocks count as those of the nearest
+/// region around them that is not a leaf):
 /// `__kage_fp_leaf_enter(r, parent)` starts each block entered from outside (after any
 /// settle there), and `__kage_fp_leaf_end(keep, keep_parent)` each block they lead to
 /// outside them (before any hook there) and each return in them, so that the runtime
@@ -273,11 +292,7 @@ struct PlacedPreheaderHooks {
 impl Leaves {
     /// # Safety
     /// `plan` must describe a live function not yet changed.
-    unsafe fn find(
-        plan: &FunctionPlan,
-        hoisted_loops: &[usize],
-        reports: &[SegmentReport],
-    ) -> Leaves {
+    unsafe fn find(plan: &FunctionPlan, reports: &[SegmentReport]) -> Leaves {
         let tree = plan.tree();
         let n = plan.cfg.blocks.len();
         let reachable = &plan.forest.reachable;
@@ -297,7 +312,6 @@ impl Leaves {
             .collect();
         let disqualified = |b: usize| -> bool {
             plan.resume_points.iter().any(|&(_, rb)| rb == b)
-                || (hoisted_loops.iter()).any(|&k| plan.forest.loops[k].blocks.contains(&b))
                 || cmpxchg_blocks.contains(&plan.cfg.blocks[b])
                 || (ir::instructions(plan.cfg.blocks[b]).into_iter())
                     .any(|i| ir::is_call_site(i) && ir::opcode(i) != LLVMOpcode::LLVMCall)
@@ -958,17 +972,26 @@ unsafe fn emit_reports(
     }
 }
 
+/// Where a hoisted loop's helper is called, and whether it enters the loop's region.
+enum HelperCall {
+    /// At the header's start, before the hooks there; at iteration 0 it calls
+    /// `__kage_loop_iter` (the function) with the loop's table entry.
+    EntersLoop(RuntimeFunction, LLVMValueRef),
+    /// Before this instruction (the header's first, after the leaf hooks there): a leaf
+    /// loop, entered by its leaf hooks.
+    LeafAt(LLVMValueRef),
+}
+
 /// Emits a hoisted loop's footprint instrumentation (mode 3, docs/abi.md): the preheader's
 /// values ([`preheader_values`]), and at the header's first insertion point the call
 /// `__kage_fp_chunk(iv, S, T - 1, starts...)` of a helper that, at iteration 0, calls
-/// `__kage_loop_iter(loop)` (the loop's only iteration event: it enters the loop's region)
-/// and, at every chunk start (`m` iterations), adds the chunk's `m * n` accesses to the
+/// `__kage_loop_iter(loop)` (the loop's only iteration event: it enters the loop's region;
+/// not for a leaf loop, entered by its preheader's leaf hooks) and, at every chunk start (`m` iterations), adds the chunk's `m * n` accesses to the
 /// thread's counter (`n` accesses followed per iteration; those marked inline are reported
 /// and counted by their segments) and reports each range: `__kage_fp_range(lowest, (m - 1)
 /// * |stride| + width)` when its elements overlap or touch (buffered, as a segment's
 /// ranges), `__kage_fp_strided(lowest, width, |stride|, m)` otherwise.
-/// `loop_iter` is `__kage_loop_iter`. `position(at)` puts `builder` before
-/// `at` with the hook location of `at`.
+/// `position(at)` puts `builder` before `at` with the hook location of `at`.
 ///
 /// # Safety
 /// `plan` must come from [`hoist::plan_function`] (with [`Coverage::Bytes`]) on the
@@ -978,8 +1001,7 @@ unsafe fn emit_hoisted(
     builder: LLVMBuilderRef,
     position: &mut dyn FnMut(LLVMValueRef),
     rt: &FpRuntime,
-    loop_iter: RuntimeFunction,
-    loop_region: LLVMValueRef,
+    call: HelperCall,
 ) {
     let module = LLVMGetGlobalParent(LLVMGetBasicBlockParent(plan.header));
     let context = LLVMGetModuleContext(module);
@@ -996,22 +1018,24 @@ unsafe fn emit_hoisted(
     let helper = ir::define_inline_helper(module, "__kage_fp_chunk", helper_type);
     let mut frame = ChunkFrame::open(helper, plan);
     let b = frame.builder;
-    // Iteration 0: the loop's region is entered before its first range is reported.
-    let first_iteration = LLVMBuildICmp(
-        b,
-        LLVMIntPredicate::LLVMIntEQ,
-        frame.index,
-        frame.math.constant(0),
-        c"".as_ptr(),
-    );
-    let enter = LLVMAppendBasicBlockInContext(context, helper, c"enter".as_ptr());
-    let report = LLVMAppendBasicBlockInContext(context, helper, c"report".as_ptr());
-    let branch = LLVMBuildCondBr(b, first_iteration, enter, report);
-    ir::set_branch_weights(branch, 1, plan.chunk_iterations.max(2) - 1);
-    LLVMPositionBuilderAtEnd(b, enter);
-    loop_iter.call(b, &mut [loop_region]);
-    LLVMBuildBr(b, report);
-    LLVMPositionBuilderAtEnd(b, report);
+    if let HelperCall::EntersLoop(loop_iter, loop_region) = call {
+        // Iteration 0: the loop's region is entered before its first range is reported.
+        let first_iteration = LLVMBuildICmp(
+            b,
+            LLVMIntPredicate::LLVMIntEQ,
+            frame.index,
+            frame.math.constant(0),
+            c"".as_ptr(),
+        );
+        let enter = LLVMAppendBasicBlockInContext(context, helper, c"enter".as_ptr());
+        let report = LLVMAppendBasicBlockInContext(context, helper, c"report".as_ptr());
+        let branch = LLVMBuildCondBr(b, first_iteration, enter, report);
+        ir::set_branch_weights(branch, 1, plan.chunk_iterations.max(2) - 1);
+        LLVMPositionBuilderAtEnd(b, enter);
+        loop_iter.call(b, &mut [loop_region]);
+        LLVMBuildBr(b, report);
+        LLVMPositionBuilderAtEnd(b, report);
+    }
     let iterations = frame.math.add(frame.last, frame.math.constant(1));
     // The accesses followed; those marked inline are counted by their segments.
     let accesses = frame
@@ -1031,8 +1055,11 @@ unsafe fn emit_hoisted(
         }
     }
     frame.close();
-    let at = ir::first_insertion_point(plan.header)
-        .expect("a loop header has an insertion point (it has a terminator)");
+    let at = match call {
+        HelperCall::LeafAt(at) => at,
+        HelperCall::EntersLoop(..) => ir::first_insertion_point(plan.header)
+            .expect("a loop header has an insertion point (it has a terminator)"),
+    };
     position(at);
     LLVMBuildCall2(
         builder,
