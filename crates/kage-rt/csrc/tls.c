@@ -356,6 +356,9 @@ void __kage_fp_leaf_enter(const void *entry, const void *parent, const void *fra
   uint64_t d = l->depth;
   if (d && l->open[d - 1].entry == entry && l->frame == frame)
     return;
+  /* The innermost leaf level is `entry` (a loop that became one goes round). */
+  if (!d && l->level_entry == entry && l->level_frame == frame)
+    return;
   if (l->changing)
     return;
   l->changing = 1;
