@@ -986,11 +986,12 @@ enum HelperCall {
 /// values ([`preheader_values`]), and at the header's first insertion point the call
 /// `__kage_fp_chunk(iv, S, T - 1, starts...)` of a helper that, at iteration 0, calls
 /// `__kage_loop_iter(loop)` (the loop's only iteration event: it enters the loop's region;
-/// not for a leaf loop, entered by its preheader's leaf hooks) and, at every chunk start (`m` iterations), adds the chunk's `m * n` accesses to the
-/// thread's counter (`n` accesses followed per iteration; those marked inline are reported
-/// and counted by their segments) and reports each range: `__kage_fp_range(lowest, (m - 1)
-/// * |stride| + width)` when its elements overlap or touch (buffered, as a segment's
-/// ranges), `__kage_fp_strided(lowest, width, |stride|, m)` otherwise.
+/// not for a leaf loop, entered by its leaf hooks) and, at every chunk start (`m`
+/// iterations), adds the chunk's `m * n` accesses to the thread's counter (`n` accesses
+/// followed per iteration; those marked inline are reported and counted by their segments)
+/// and reports each range: `__kage_fp_range(lowest, (m - 1) * |stride| + width)` when its
+/// elements overlap or touch (buffered, as a segment's ranges), `__kage_fp_strided(lowest,
+/// width, |stride|, m)` otherwise.
 /// `position(at)` puts `builder` before `at` with the hook location of `at`.
 ///
 /// # Safety
