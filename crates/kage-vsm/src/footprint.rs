@@ -317,8 +317,8 @@ impl Footprint {
     /// reordered here) touched, as [`exit`](Self::exit) would count it: a region entered,
     /// given these accesses and left without children, counted without entering it. Its
     /// parent does not see them: the caller reports them with [`access`](Self::access).
-    pub fn touched_by(&self, ranges: &mut [(u64, u64)]) -> Touched {
-        if let [(first, last)] = *ranges {
+    pub fn touched_by(&self, ranges: &mut [[u64; 2]]) -> Touched {
+        if let [[first, last]] = *ranges {
             return self.touched_by_range(first, last);
         }
         let shift = self.unit_shift();
@@ -330,13 +330,13 @@ impl Footprint {
             // the one before it joining it.
             kept = 0;
             for i in 0..ranges.len() {
-                let x = (ranges[i].0 >> shift, ranges[i].1 >> shift);
+                let x = [ranges[i][0] >> shift, ranges[i][1] >> shift];
                 let mut j = kept;
-                while j > 0 && ranges[j - 1].0 > x.0 {
+                while j > 0 && ranges[j - 1][0] > x[0] {
                     j -= 1;
                 }
-                if j > 0 && x.0 <= ranges[j - 1].1.saturating_add(1) {
-                    ranges[j - 1].1 = ranges[j - 1].1.max(x.1);
+                if j > 0 && x[0] <= ranges[j - 1][1].saturating_add(1) {
+                    ranges[j - 1][1] = ranges[j - 1][1].max(x[1]);
                 } else {
                     if j < kept {
                         ranges.copy_within(j..kept, j + 1);
@@ -347,12 +347,12 @@ impl Footprint {
             }
         } else {
             for r in ranges.iter_mut() {
-                *r = (r.0 >> shift, r.1 >> shift);
+                *r = [r[0] >> shift, r[1] >> shift];
             }
-            ranges.sort_unstable_by_key(|r| r.0);
+            ranges.sort_unstable_by_key(|r| r[0]);
         }
         let mut runs = deferred::Runs::new(self.units_per_line_shift());
-        for &(first, last) in ranges[..kept].iter() {
+        for &[first, last] in ranges[..kept].iter() {
             runs.add(first, last);
         }
         runs.finish()
@@ -520,6 +520,23 @@ impl Footprint {
             return;
         }
         self.apply(addr, size);
+    }
+
+    /// The accesses of bytes `first..=last` of each of `ranges`, in order: the same as an
+    /// [`access`](Self::access) of each, with the common case (a deferred level takes the
+    /// range) in one loop, not a call per range.
+    pub fn access_ranges(&mut self, ranges: &[[u64; 2]]) {
+        let shift = self.unit_shift();
+        for &[first, last] in ranges {
+            let size = last.wrapping_sub(first).wrapping_add(1);
+            if size != 0 && self.deferred.levels() > 0 {
+                let last_unit = first.saturating_add(size - 1) >> shift;
+                if self.deferred.push(first >> shift, last_unit) {
+                    continue;
+                }
+            }
+            self.access(first, size);
+        }
     }
 
     /// `count` accesses of `width` bytes, the first at `addr`, each `stride` bytes after

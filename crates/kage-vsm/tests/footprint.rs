@@ -553,13 +553,13 @@ proptest! {
         ranges in prop::collection::vec((0u64..600, 1u64..24), 1..80),
         walks in prop::collection::vec((0u64..2000, 1u64..16, 1u64..40, 1u64..12), 0..3),
     ) {
-        let mut all: Vec<(u64, u64)> = ranges.iter().map(|&(a, s)| (a, a + s - 1)).collect();
+        let mut all: Vec<[u64; 2]> = ranges.iter().map(|&(a, s)| [a, a + s - 1]).collect();
         // Arrays walked together, element by element, in access order.
         for step in 0..12 {
             for &(base, width, stride, count) in &walks {
                 if step < count {
                     let first = base + step * stride;
-                    all.push((first, first + width - 1));
+                    all.push([first, first + width - 1]);
                 }
             }
         }
@@ -569,10 +569,46 @@ proptest! {
             prop_assert!(fp.enter());
             let counted = fp.touched_by(&mut all.clone());
             prop_assert!(fp.enter());
-            for &(first, last) in &all {
+            for &[first, last] in &all {
                 fp.access(first, last - first + 1);
             }
             prop_assert_eq!(counted, fp.exit(), "{:?}", config);
+        }
+    }
+
+    /// `access_ranges` (a buffer of ranges taken at once) counts as an `access` of each
+    /// would, at every level: deferred levels, more ranges than they hold (levels given
+    /// their shadow level on the way), and a batch at depth 0.
+    #[test]
+    fn access_ranges_counts_as_an_access_of_each_would(
+        ranges in prop::collection::vec((0u64..6000, 1u64..40), 0..300),
+        depth in 0usize..5,
+        cut in 0usize..300,
+    ) {
+        let pairs: Vec<[u64; 2]> = ranges.iter().map(|&(a, s)| [a, a + s - 1]).collect();
+        let cut = cut.min(pairs.len());
+        for (location_shift, line_shift) in [(0, 6), (3, 6), (6, 6), (2, 3)] {
+            let config = FpConfig { kind: FpKind::Palette, location_shift, line_shift, table_bits: Some(6) };
+            let (mut batched, mut each) = (Footprint::new(config), Footprint::new(config));
+            for _ in 0..depth {
+                prop_assert!(batched.enter());
+                prop_assert!(each.enter());
+            }
+            batched.access_ranges(&pairs[..cut]);
+            for &[first, last] in &pairs[..cut] {
+                each.access(first, last - first + 1);
+            }
+            // The rest inside one more level.
+            prop_assert!(batched.enter());
+            prop_assert!(each.enter());
+            batched.access_ranges(&pairs[cut..]);
+            for &[first, last] in &pairs[cut..] {
+                each.access(first, last - first + 1);
+            }
+            for level in 0..=depth {
+                prop_assert_eq!(batched.exit(), each.exit(), "{:?} level {}", config, level);
+            }
+            prop_assert_eq!(batched.total(), each.total(), "{:?}", config);
         }
     }
 }

@@ -419,19 +419,17 @@ impl BufferSlot {
     /// Owner only: takes the buffered ranges, in order. Returns how many stay (the buffer
     /// is emptied unless a signal handler's events interrupted `__kage_fp_range`, which
     /// sets the length it read: those already taken are taken again, and change nothing).
-    fn drain(&self, mut each: impl FnMut(u64, u64)) -> u64 {
+    fn drain(&self, take: impl FnOnce(&[[u64; 2]])) -> u64 {
         let buffer = self.buffer.load(Relaxed);
         if buffer.is_null() {
             return 0;
         }
         // SAFETY: the owner's own buffer; only the owner (inline, or here) writes `len`
-        // and the ranges.
+        // and the ranges (a signal handler's append goes above `len`).
         unsafe {
             let len = (*buffer).len.min(self.capacity) as usize;
-            let ranges = std::ptr::addr_of!((*buffer).ranges) as *const u64;
-            for i in 0..len {
-                each(*ranges.add(2 * i), *ranges.add(2 * i + 1));
-            }
+            let ranges = std::ptr::addr_of!((*buffer).ranges) as *const [u64; 2];
+            take(std::slice::from_raw_parts(ranges, len));
             if std::ptr::read_volatile(std::ptr::addr_of!((*buffer).appending)) != 0 {
                 return len as u64;
             }
@@ -477,7 +475,7 @@ impl BufferSlot {
     /// Owner only: takes the ranges before the `from`th, in order, and moves the others
     /// down. False (nothing taken) when there are none before it, or when a signal
     /// handler's events interrupted `__kage_fp_range` (which set the length it read).
-    fn compact(&self, from: u64, mut each: impl FnMut(u64, u64)) -> bool {
+    fn compact(&self, from: u64, take: impl FnOnce(&[[u64; 2]])) -> bool {
         let buffer = self.buffer.load(Relaxed);
         if buffer.is_null() || from == 0 {
             return false;
@@ -490,10 +488,7 @@ impl BufferSlot {
             let len = (*buffer).len.min(self.capacity);
             let from = from.min(len);
             let ranges = std::ptr::addr_of_mut!((*buffer).ranges) as *mut [u64; 2];
-            for i in 0..from as usize {
-                let [first, last] = *ranges.add(i);
-                each(first, last);
-            }
+            take(std::slice::from_raw_parts(ranges, from as usize));
             std::ptr::copy(ranges.add(from as usize), ranges, (len - from) as usize);
             (*buffer).len = len - from;
             from != 0
@@ -521,7 +516,7 @@ impl BufferSlot {
 
     /// Owner only: forgets the buffered ranges.
     fn clear(&self) {
-        self.drain(|_, _| {});
+        self.drain(|_| {});
     }
 
     /// After [`close`](Self::close): the calling thread is the new owner, its buffer used
@@ -669,7 +664,7 @@ pub struct FootprintThread {
     /// The thread's leaf slot (csrc/tls.c).
     leaf: *mut LeafSlot,
     /// The ranges of a leaf that reported several, or of the leaves made levels.
-    leaf_ranges: Vec<(u64, u64)>,
+    leaf_ranges: Vec<[u64; 2]>,
     /// The leaves to open at once (`leaf_resume`).
     leaf_path: Vec<*const c_void>,
     /// The slot is the running event's to change ([`begin`](Self::begin)).
@@ -1002,9 +997,7 @@ impl FootprintThread {
     fn drain(&mut self) {
         self.count_ended();
         let Some(fp) = self.fp.as_mut() else { return };
-        self.s
-            .buffer
-            .drain(|first, last| fp.access(first, last.wrapping_sub(first).wrapping_add(1)));
+        self.s.buffer.drain(|ranges| fp.access_ranges(ranges));
     }
 
     /// The thread's leaf slot.
@@ -1142,7 +1135,7 @@ impl FootprintThread {
         self.count_instance(entry, below, |fp| match ranges {
             &[[first, last]] => fp.touched_by_range(first, last),
             ranges => {
-                leaf_ranges.extend(ranges.iter().map(|&[first, last]| (first, last)));
+                leaf_ranges.extend_from_slice(ranges);
                 let touched = fp.touched_by(&mut leaf_ranges);
                 leaf_ranges.clear();
                 touched
@@ -1244,14 +1237,10 @@ impl FootprintThread {
         // holds counts for the level around it when it exits).
         let ranges = &mut self.leaf_ranges;
         ranges.clear();
-        self.s
-            .buffer
-            .drain(|first, last| ranges.push((first, last)));
+        self.s.buffer.drain(|taken| ranges.extend_from_slice(taken));
         let apply = |fp: &mut Footprint, from: u64, to: u64| {
             let (from, to) = (from as usize, (to as usize).min(ranges.len()));
-            for &(first, last) in ranges.get(from..to).unwrap_or(&[]) {
-                fp.access(first, last.wrapping_sub(first).wrapping_add(1));
-            }
+            fp.access_ranges(ranges.get(from..to).unwrap_or(&[]));
         };
         apply(fp, 0, leaf.open[0].mark);
         for d in 0..depth {
@@ -1301,7 +1290,7 @@ impl FootprintThread {
         let moved = self
             .s
             .buffer
-            .compact(from, |f, l| fp.access(f, l.wrapping_sub(f).wrapping_add(1)));
+            .compact(from, |ranges| fp.access_ranges(ranges));
         if !moved {
             return false;
         }

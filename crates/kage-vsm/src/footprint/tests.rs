@@ -99,7 +99,7 @@ fn touched_by_counts_as_an_entered_and_exited_leaf() {
                 ..small(FpKind::DEFAULT)
             };
             let n = 1 + rng.next() % 40;
-            let mut ranges: Vec<(u64, u64)> = (0..n)
+            let ranges: Vec<(u64, u64)> = (0..n)
                 .map(|_| {
                     let first = 4096 + rng.next() % 600;
                     (first, first + rng.next() % 70)
@@ -112,7 +112,8 @@ fn touched_by_counts_as_an_entered_and_exited_leaf() {
                 fp.access(first, last - first + 1);
             }
             let entered = fp.exit();
-            assert_eq!(fp.touched_by(&mut ranges), entered, "{location_shift}");
+            let mut pairs: Vec<[u64; 2]> = ranges.iter().map(|&(f, l)| [f, l]).collect();
+            assert_eq!(fp.touched_by(&mut pairs), entered, "{location_shift}");
         }
     }
 }
