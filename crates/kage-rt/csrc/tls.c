@@ -233,6 +233,68 @@ fold_instance(_Atomic uint64_t *rec, uint64_t units, uint64_t lines) {
  * load and store, a few loads of a struct): more go to the tool, which sorts them. */
 #define KAGE_FP_COUNTED_RANGES 8
 
+/* Counts the `n` location ranges first[i]..=last[i], sorted by first, into out[0] (their
+ * distinct locations) and out[1] (their distinct lines: `per_line` is log2 of the
+ * locations a line holds): touching and overlapping ones joined, a line counted once. */
+static inline __attribute__((always_inline)) void
+count_sorted(const uint64_t *first, const uint64_t *last, uint64_t n, uint64_t per_line,
+             uint64_t out[2]) {
+  /* Lines below `next_line` are counted (none at first). */
+  uint64_t units = 0, lines = 0, next_line = 0;
+  uint64_t run_first = first[0], run_last = last[0];
+  for (uint64_t i = 1; i <= n; i++) {
+    if (i < n && first[i] <= run_last + 1) {
+      if (last[i] > run_last)
+        run_last = last[i];
+      continue;
+    }
+    units += run_last - run_first + 1;
+    uint64_t from = run_first >> per_line, to = run_last >> per_line;
+    if (from < next_line)
+      from = next_line;
+    if (to >= from) {
+      lines += to - from + 1;
+      next_line = to + 1;
+    }
+    if (i < n) {
+      run_first = first[i];
+      run_last = last[i];
+    }
+  }
+  out[0] = units;
+  out[1] = lines;
+}
+
+/* Orders ranges i and j (i < j) by first location, without a branch. */
+static inline __attribute__((always_inline)) void order(uint64_t *first, uint64_t *last,
+                                                        int i, int j) {
+  uint64_t fi = first[i], li = last[i], fj = first[j], lj = last[j];
+  int swap = fj < fi;
+  first[i] = swap ? fj : fi;
+  last[i] = swap ? lj : li;
+  first[j] = swap ? fi : fj;
+  last[j] = swap ? li : lj;
+}
+
+/* union_size for 5 to 8 ranges: an insertion sort, out of line (the leaf loop that calls
+ * it keeps its registers). */
+static __attribute__((noinline)) void union_of_many(const uint64_t *ranges, uint64_t n,
+                                                    uint64_t location_shift, uint64_t per_line,
+                                                    uint64_t out[2]) {
+  uint64_t first[KAGE_FP_COUNTED_RANGES], last[KAGE_FP_COUNTED_RANGES];
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t a = ranges[2 * i] >> location_shift, b = ranges[2 * i + 1] >> location_shift;
+    uint64_t j = i;
+    for (; j > 0 && first[j - 1] > a; j--) {
+      first[j] = first[j - 1];
+      last[j] = last[j - 1];
+    }
+    first[j] = a;
+    last[j] = b;
+  }
+  count_sorted(first, last, n, per_line, out);
+}
+
 /* The distinct locations and lines of the `n` ranges (bytes first..=last, in pairs) at
  * `ranges`, 2 <= n <= KAGE_FP_COUNTED_RANGES, as Footprint::touched_by counts them
  * (crates/kage-vsm/src/footprint.rs): sorted by first location, merged where they overlap or
@@ -260,41 +322,29 @@ union_size(const uint64_t *ranges, uint64_t n, uint64_t location_shift, uint64_t
     }
     return;
   }
-  uint64_t first[KAGE_FP_COUNTED_RANGES], last[KAGE_FP_COUNTED_RANGES];
-  for (uint64_t i = 0; i < n; i++) {
-    uint64_t a = ranges[2 * i] >> location_shift, b = ranges[2 * i + 1] >> location_shift;
-    uint64_t j = i;
-    for (; j > 0 && first[j - 1] > a; j--) {
-      first[j] = first[j - 1];
-      last[j] = last[j - 1];
+  if (n <= 4) {
+    /* Most of the rest: a sorting network, without loops or branches. */
+    uint64_t first[4], last[4];
+    for (uint64_t i = 0; i < n; i++) {
+      first[i] = ranges[2 * i] >> location_shift;
+      last[i] = ranges[2 * i + 1] >> location_shift;
     }
-    first[j] = a;
-    last[j] = b;
+    if (n == 3) {
+      order(first, last, 0, 1);
+      order(first, last, 1, 2);
+      order(first, last, 0, 1);
+      count_sorted(first, last, 3, per_line, out);
+    } else {
+      order(first, last, 0, 1);
+      order(first, last, 2, 3);
+      order(first, last, 0, 2);
+      order(first, last, 1, 3);
+      order(first, last, 1, 2);
+      count_sorted(first, last, 4, per_line, out);
+    }
+    return;
   }
-  /* Lines before `next_line` are counted. */
-  uint64_t units = 0, lines = 0, next_line = 0;
-  uint64_t run_first = first[0], run_last = last[0];
-  for (uint64_t i = 1;; i++) {
-    if (i < n && first[i] <= run_last + 1) {
-      if (last[i] > run_last)
-        run_last = last[i];
-      continue;
-    }
-    units += run_last - run_first + 1;
-    uint64_t from = run_first >> per_line, to = run_last >> per_line;
-    if (from < next_line)
-      from = next_line;
-    if (to >= from) {
-      lines += to - from + 1;
-      next_line = to + 1;
-    }
-    if (i == n)
-      break;
-    run_first = first[i];
-    run_last = last[i];
-  }
-  out[0] = units;
-  out[1] = lines;
+  union_of_many(ranges, n, location_shift, per_line, out);
 }
 
 /* Counts an instance of the leaf `r` that touched the `n` ranges at `ranges` (bytes

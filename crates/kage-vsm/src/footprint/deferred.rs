@@ -128,6 +128,9 @@ pub(super) struct Deferred {
     spans: Vec<Span>,
     /// Per deferred level, outermost first: where its own spans begin in `spans`.
     starts: Vec<usize>,
+    /// Whether `spans` may hold a progression (`count` above 1); false: ranges only, which
+    /// an exit sorts, joins and counts in one pass.
+    progressions: bool,
 }
 
 impl Deferred {
@@ -136,6 +139,7 @@ impl Deferred {
         Self {
             spans: Vec::with_capacity(CAPACITY),
             starts: Vec::with_capacity(max_levels),
+            progressions: false,
         }
     }
 
@@ -170,6 +174,7 @@ impl Deferred {
                 last.saturating_add((count - 1).saturating_mul(stride)),
             )
         } else {
+            self.progressions = true;
             Span {
                 first,
                 last,
@@ -232,6 +237,7 @@ impl Deferred {
     pub(super) fn compact(&mut self) {
         self.compact_with(coalesce);
         if self.spans.len() > COMPACT_TO {
+            self.progressions = true;
             self.compact_with(|spans| {
                 let kept = find_progressions(spans);
                 coalesce(&mut spans[..kept])
@@ -268,6 +274,11 @@ impl Deferred {
             .starts
             .pop()
             .expect("kage-vsm: no deferred level to exit");
+        if !self.progressions {
+            let (kept, touched) = join_and_count_ranges(&mut self.spans[start..], per_line);
+            self.spans.truncate(start + kept);
+            return touched;
+        }
         let kept = coalesce(&mut self.spans[start..]);
         self.spans.truncate(start + kept);
         union_size(&self.spans[start..], per_line)
@@ -282,6 +293,7 @@ impl Deferred {
     pub(super) fn clear(&mut self) {
         debug_assert!(self.starts.is_empty());
         self.spans.clear();
+        self.progressions = false;
     }
 
     /// How many of the leading spans are the outermost deferred level's own.
@@ -418,6 +430,60 @@ fn coalesce_ranges(spans: &mut [Span]) -> usize {
     }
     spans[kept] = Span::range(top.0, top.1);
     kept + 1
+}
+
+/// [`coalesce`] and [`union_size`] in one pass, for spans that are all ranges (none a
+/// progression): sorted by first unit, each joined into the one before when it overlaps
+/// or touches it, and the joined ranges counted on the way. Returns how many are left at
+/// the front (disjoint, in order) and what they cover.
+fn join_and_count_ranges(spans: &mut [Span], per_line: u32) -> (usize, Touched) {
+    debug_assert!(spans.iter().all(|s| s.count == 1));
+    let n = spans.len();
+    if n == 0 {
+        return (0, Touched::default());
+    }
+    if n <= 16 {
+        // An exit's few ranges: an insertion sort, moving only what is out of order, and
+        // only their bounds (every range's `stride` and `count` are the same).
+        for i in 1..n {
+            let (first, last) = (spans[i].first, spans[i].last);
+            let mut j = i;
+            while j > 0 && spans[j - 1].first > first {
+                (spans[j].first, spans[j].last) = (spans[j - 1].first, spans[j - 1].last);
+                j -= 1;
+            }
+            (spans[j].first, spans[j].last) = (first, last);
+        }
+    } else {
+        spans.sort_unstable_by_key(|s| s.first);
+    }
+    let mut touched = Touched::default();
+    // Lines below `next_line` are counted (none at first): disjoint ranges may share one.
+    let mut next_line = 0u64;
+    let mut count = |first: u64, last: u64| {
+        touched.locations += last - first + 1;
+        let (from, to) = ((first >> per_line).max(next_line), last >> per_line);
+        if to >= from {
+            touched.lines += to - from + 1;
+            next_line = to.saturating_add(1);
+        }
+    };
+    let mut kept = 0;
+    let (mut first, mut last) = (spans[0].first, spans[0].last);
+    for i in 1..n {
+        let s = spans[i];
+        if s.first <= last.saturating_add(1) {
+            last = last.max(s.last);
+        } else {
+            (spans[kept].first, spans[kept].last) = (first, last);
+            count(first, last);
+            kept += 1;
+            (first, last) = (s.first, s.last);
+        }
+    }
+    (spans[kept].first, spans[kept].last) = (first, last);
+    count(first, last);
+    (kept + 1, touched)
 }
 
 /// Row 0 of spans that are all progressions of one stride and count whose elements lie
@@ -685,6 +751,37 @@ mod tests {
                 let n = coalesce(&mut spans);
                 assert_eq!(units(&spans[..n]).len() as u64, expected.locations);
                 assert_eq!(union_size(&spans[..n], per_line), expected, "{spans:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn ranges_are_joined_and_counted_as_the_union_of_their_units() {
+        // Random ranges, few and many (the sort's two ways), touching, overlapping,
+        // sharing lines, at several units per line.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..400 {
+            let n = 1 + (next() % 40) as usize;
+            let spans: Vec<Span> = (0..n)
+                .map(|_| {
+                    let first = next() % 300;
+                    Span::range(first, first + next() % 20)
+                })
+                .collect();
+            for per_line in [0, 2, 6] {
+                let mut joined = spans.clone();
+                let (kept, touched) = join_and_count_ranges(&mut joined, per_line);
+                assert_eq!(touched, naive(&spans, per_line), "round {round}");
+                let joined = &joined[..kept];
+                assert_eq!(units(joined), units(&spans), "round {round}");
+                // Disjoint, neither overlapping nor touching, in order.
+                assert!(joined.windows(2).all(|w| w[0].last + 1 < w[1].first));
             }
         }
     }
