@@ -159,7 +159,23 @@ impl Deferred {
     /// recording nothing, when the buffer is full.
     #[inline(always)]
     pub(super) fn push(&mut self, first: u64, last: u64) -> bool {
-        self.push_span(Span::range(first, last))
+        if self.progressions {
+            return self.push_span(Span::range(first, last));
+        }
+        // Ranges only (the common case): `push_span` without its progressions' cases.
+        let n = self.spans.len();
+        let from = self.innermost_start().max(n.saturating_sub(3));
+        for e in self.spans[from..n].iter_mut().rev() {
+            if first <= e.last.saturating_add(1) && last.saturating_add(1) >= e.first {
+                (e.first, e.last) = (e.first.min(first), e.last.max(last));
+                return true;
+            }
+        }
+        if n == CAPACITY {
+            return false;
+        }
+        self.spans.push(Span::range(first, last));
+        true
     }
 
     /// Records `count` ranges `first..=last`, each `stride` units after the one before
