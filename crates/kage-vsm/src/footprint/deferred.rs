@@ -388,8 +388,8 @@ fn coalesce(spans: &mut [Span]) -> usize {
     if spans.len() <= 1 {
         return spans.len();
     }
-    if spans.len() <= 16 && spans.iter().all(|s| s.count == 1) {
-        return coalesce_ranges(spans);
+    if spans.iter().all(|s| s.count == 1) {
+        return join_and_count_ranges(spans, 0).0;
     }
     if spans.len() <= 16 {
         // A leaf's few ranges, often nearly in order.
@@ -419,39 +419,11 @@ fn coalesce(spans: &mut [Span]) -> usize {
     kept + 1
 }
 
-/// [`coalesce`] for a few ranges (a leaf's, at its exit: the common case), sorted as pairs
-/// (half the bytes to move) in a copy.
-fn coalesce_ranges(spans: &mut [Span]) -> usize {
-    let mut ranges = [(0u64, 0u64); 16];
-    let n = spans.len();
-    for (i, s) in spans.iter().enumerate() {
-        let x = (s.first, s.last);
-        let mut j = i;
-        while j > 0 && ranges[j - 1].0 > x.0 {
-            ranges[j] = ranges[j - 1];
-            j -= 1;
-        }
-        ranges[j] = x;
-    }
-    let mut kept = 0;
-    let mut top = ranges[0];
-    for &(first, last) in &ranges[1..n] {
-        if first <= top.1.saturating_add(1) {
-            top.1 = top.1.max(last);
-        } else {
-            spans[kept] = Span::range(top.0, top.1);
-            kept += 1;
-            top = (first, last);
-        }
-    }
-    spans[kept] = Span::range(top.0, top.1);
-    kept + 1
-}
-
 /// [`coalesce`] and [`union_size`] in one pass, for spans that are all ranges (none a
 /// progression): sorted by first unit, each joined into the one before when it overlaps
 /// or touches it, and the joined ranges counted on the way. Returns how many are left at
 /// the front (disjoint, in order) and what they cover.
+#[inline(always)]
 fn join_and_count_ranges(spans: &mut [Span], per_line: u32) -> (usize, Touched) {
     debug_assert!(spans.iter().all(|s| s.count == 1));
     let n = spans.len();
