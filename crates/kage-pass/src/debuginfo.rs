@@ -25,6 +25,23 @@ extern "C" {
         linkage: bool,
         len: *mut usize,
     ) -> *const c_char;
+    /// The start and end `DILocation`s of a loop's `llvm.loop` metadata on its back-edge
+    /// branch (src/shim.cpp).
+    fn kage_loop_locations(
+        branch: LLVMValueRef,
+        start: *mut LLVMMetadataRef,
+        end: *mut LLVMMetadataRef,
+    ) -> bool;
+    /// How many loops the early pass recorded as the source wrote them (src/shim.cpp).
+    fn kage_source_loop_count(module: LLVMModuleRef) -> u32;
+    /// One of them: its function's subprogram, start and end lines.
+    fn kage_source_loop(
+        module: LLVMModuleRef,
+        index: u32,
+        subprogram: *mut LLVMMetadataRef,
+        start: *mut u32,
+        end: *mut u32,
+    ) -> bool;
 }
 
 /// The longest inlined-at chain followed; valid IR's are finite, this only guards against
@@ -183,6 +200,75 @@ unsafe fn scope_file(scope: LLVMMetadataRef) -> String {
     let mut len = 0u32;
     let name = ir::lossy_string(LLVMDIFileGetFilename(file, &mut len), len as usize);
     join_path(&dir, &name)
+}
+
+/// Where a loop is in the source, as its `llvm.loop` metadata says: from its keyword to its
+/// end, in the source of the function the loop is written in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredLoop {
+    /// The file of the loop's start: `directory/filename`.
+    pub file: String,
+    pub first_line: u32,
+    pub last_line: u32,
+    /// The inlined calls the loop's code is in, outermost first: each call's line and
+    /// column in its caller (empty when the loop is the function's own).
+    pub calls: Vec<(u32, u32)>,
+}
+
+/// The [`DeclaredLoop`] of the loop of `blocks` (indices into `cfg`) headed by `header`, from
+/// the metadata of its back-edge branches; `None` when none has a location (a `goto` loop,
+/// a loop the optimiser made, or a copy of a loop that it left without one: LLVM 22's
+/// vectorised loops, the remainders of unrolled loops).
+///
+/// # Safety
+/// `cfg` must describe a valid function.
+pub unsafe fn declared_loop(
+    cfg: &ir::FunctionCfg,
+    blocks: &[usize],
+    header: usize,
+) -> Option<DeclaredLoop> {
+    let latches = (blocks.iter()).filter(|&&b| cfg.successors[b].contains(&header));
+    for &b in latches {
+        let branch = llvm_sys::core::LLVMGetBasicBlockTerminator(cfg.blocks[b]);
+        let (mut start, mut end) = (std::ptr::null_mut(), std::ptr::null_mut());
+        if !kage_loop_locations(branch, &mut start, &mut end) {
+            continue;
+        }
+        let first_line = LLVMDILocationGetLine(start);
+        if first_line == 0 {
+            continue;
+        }
+        let mut calls = Vec::new();
+        let mut at = LLVMDILocationGetInlinedAt(start);
+        while !at.is_null() && calls.len() < MAX_CHAIN {
+            calls.push((LLVMDILocationGetLine(at), LLVMDILocationGetColumn(at)));
+            at = LLVMDILocationGetInlinedAt(at);
+        }
+        calls.reverse();
+        return Some(DeclaredLoop {
+            file: scope_file(LLVMDILocationGetScope(start)),
+            first_line,
+            last_line: LLVMDILocationGetLine(end).max(first_line),
+            calls,
+        });
+    }
+    None
+}
+
+/// The loops of `module` as the source wrote them, recorded at the start of the pipeline
+/// before the optimiser copied or changed any: each one's function (its `DISubprogram`),
+/// first and last line.
+///
+/// # Safety
+/// `module` must be a valid module.
+pub unsafe fn source_loops(module: LLVMModuleRef) -> Vec<(LLVMMetadataRef, u32, u32)> {
+    (0..kage_source_loop_count(module))
+        .filter_map(|i| {
+            let (mut subprogram, mut start, mut end) = (std::ptr::null_mut(), 0, 0);
+            kage_source_loop(module, i, &mut subprogram, &mut start, &mut end)
+                .then_some((subprogram, start, end))
+        })
+        .collect()
 }
 
 /// The line of the function's `DISubprogram`, if it has one with a non-zero line.

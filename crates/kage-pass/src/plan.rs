@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use llvm_sys::core::*;
 use llvm_sys::debuginfo::{
-    LLVMDILocationGetColumn, LLVMDILocationGetLine, LLVMInstructionGetDebugLoc,
+    LLVMDILocationGetColumn, LLVMDILocationGetLine, LLVMGetSubprogram, LLVMInstructionGetDebugLoc,
 };
 use llvm_sys::prelude::LLVMValueRef;
 use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
@@ -18,7 +18,9 @@ use crate::hoist;
 use crate::ir::{self, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
 use crate::region_tree::{self, Location, RegionTree};
-use crate::regions::{self, CallSite, FunctionIdentity, FunctionSlots, InlinedCall, RegionEntry};
+use crate::regions::{
+    self, CallSite, FunctionIdentity, FunctionSlots, InlinedCall, LineRange, LoopStart, RegionEntry,
+};
 use crate::segments;
 
 /// What makes a measured instruction recognisable in copies of an inlined call's code: the
@@ -324,6 +326,8 @@ pub struct FunctionPlan {
     /// The calls inlined into it.
     calls: Vec<InlinedCall>,
     identity: FunctionIdentity,
+    /// What says where each loop of `forest` starts in the source.
+    loop_starts: Vec<LoopStart>,
     /// Every memory access, in program order.
     pub accesses: Vec<Access>,
     /// Instructions before which `__kage_func_exit` goes (reachable `ret`/`resume`).
@@ -416,6 +420,22 @@ impl FunctionPlan {
             back_edges.iter_mut().flatten().for_each(Vec::clear);
         }
         let tree = region_tree::build(&forest, &chains, &back_edges);
+        let source_loops = debuginfo::source_loops(LLVMGetGlobalParent(func));
+        let own_subprogram = LLVMGetSubprogram(func);
+        let loop_starts = (forest.loops.iter().enumerate())
+            .map(|(k, lp)| {
+                // The function whose source the loop's node is in.
+                let owner = (tree.nodes[tree.loop_node[k]].context.last())
+                    .map_or(own_subprogram, |&site| sites.sites[site as usize].callee);
+                LoopStart {
+                    declared: debuginfo::declared_loop(&cfg, &lp.blocks, lp.header),
+                    written: (source_loops.iter())
+                        .filter(|&&(subprogram, ..)| !owner.is_null() && subprogram == owner)
+                        .map(|&(_, first, last)| LineRange { first, last })
+                        .collect(),
+                }
+            })
+            .collect();
         let calls = (sites.sites.iter())
             .map(|site| {
                 let (name, symbol, file, line) = debuginfo::subprogram_identity(site.callee);
@@ -452,6 +472,7 @@ impl FunctionPlan {
             locations,
             calls,
             identity,
+            loop_starts,
             accesses,
             exits,
             resume_points,
@@ -540,6 +561,7 @@ impl FunctionPlan {
             &self.locations,
             &self.calls,
             &self.identity,
+            &self.loop_starts,
         )
     }
 }

@@ -10,6 +10,7 @@ use llvm_sys::LLVMUnnamedAddr;
 
 use kage_abi::{RegionKind, SourceKey, CTOR_PRIORITY, MODULE_GLOBAL, NONE};
 
+use crate::debuginfo::DeclaredLoop;
 use crate::ir::{c_string, RuntimeFunction};
 use crate::loops::LoopForest;
 use crate::region_tree::{Location, NodeKind, RegionTree};
@@ -131,6 +132,7 @@ pub fn plan_function(
     locations: &[Vec<Location>],
     calls: &[InlinedCall],
     identity: &FunctionIdentity,
+    loop_starts: &[LoopStart],
 ) -> Vec<RegionEntry> {
     // Lines per node: each located instruction counts for the regions around its block's
     // whose context its chain extends, at their level.
@@ -148,18 +150,12 @@ pub fn plan_function(
             at = tree.nodes[node].parent;
         }
     }
-    // A loop's lines are those of all its blocks (some may lie in nodes below its body).
-    for (k, lp) in forest.loops.iter().enumerate() {
-        let node = tree.loop_node[k];
-        let context = &tree.nodes[node].context;
-        let mut range = LineRange::default();
-        for block in lp.blocks.iter().filter_map(|&b| locations.get(b)) {
-            for location in block.iter().filter(|l| l.sites.starts_with(context)) {
-                range.add(location.lines.get(context.len()).copied().unwrap_or(0));
-            }
-        }
-        lines[node] = range;
-        lines[node + 1] = range;
+    for (k, range) in loop_lines(tree, forest, locations, calls, loop_starts)
+        .into_iter()
+        .enumerate()
+    {
+        lines[tree.loop_node[k]] = range;
+        lines[tree.loop_node[k] + 1] = range;
     }
     let mut out = Vec::with_capacity(tree.nodes.len());
     for (i, node) in tree.nodes.iter().enumerate() {
@@ -198,6 +194,84 @@ pub fn plan_function(
         });
     }
     out
+}
+
+/// What says where a loop is in the source, besides its code's lines.
+#[derive(Debug, Clone, Default)]
+pub struct LoopStart {
+    /// What its `llvm.loop` metadata says.
+    pub declared: Option<DeclaredLoop>,
+    /// The lines of the loops of the function whose source the loop is in, as the source
+    /// wrote them ([`debuginfo::source_loops`](crate::debuginfo::source_loops)).
+    pub written: Vec<LineRange>,
+}
+
+/// The least share of a loop's distinct code lines that a loop as written must hold to be
+/// the one it came from: the rest may be code the optimiser moved in from around it.
+const WRITTEN_LOOP_SHARE: f64 = 0.75;
+
+/// Each loop's lines (its body's too), from its keyword to its end, as at -O0 whatever code
+/// the optimiser moved in or out:
+/// 1. where its `llvm.loop` metadata says where it is (`loop_starts[k].declared`), in the
+///    source its node is in (the same chain of inlined calls), the metadata's lines;
+/// 2. else (the optimiser dropped them: LLVM 22's vectorised loops and unrolled remainders
+///    carry none, a `for (;;)` whose latches were merged loses its metadata) the narrowest
+///    loop as written in that source (`loop_starts[k].written`) that holds at least
+///    [`WRITTEN_LOOP_SHARE`] of its distinct code lines: the loop it was copied from, so
+///    that the copies are one source region;
+/// 3. else (a `goto` loop, a loop the optimiser made) the lines of all its blocks, some of
+///    which may lie in nodes below its body.
+fn loop_lines(
+    tree: &RegionTree,
+    forest: &LoopForest,
+    locations: &[Vec<Location>],
+    calls: &[InlinedCall],
+    loop_starts: &[LoopStart],
+) -> Vec<LineRange> {
+    let no_start = LoopStart::default();
+    (0..forest.loops.len())
+        .map(|k| {
+            let context = &tree.nodes[tree.loop_node[k]].context;
+            let start = loop_starts.get(k).unwrap_or(&no_start);
+            if let Some(d) = &start.declared {
+                let same_calls = d.calls.len() == context.len()
+                    && (d.calls.iter().zip(context)).all(|(&(line, column), &site)| {
+                        let call = &calls[site as usize].call;
+                        call.line == line && call.column == column
+                    });
+                if same_calls {
+                    return LineRange {
+                        first: d.first_line,
+                        last: d.last_line,
+                    };
+                }
+            }
+            // The distinct lines of the loop's code, at its node's level.
+            let mut code: Vec<u32> = (forest.loops[k].blocks.iter())
+                .filter_map(|&b| locations.get(b))
+                .flatten()
+                .filter(|l| l.sites.starts_with(context))
+                .map(|l| l.lines.get(context.len()).copied().unwrap_or(0))
+                .filter(|&line| line != 0)
+                .collect();
+            code.sort_unstable();
+            code.dedup();
+            let written = (start.written.iter())
+                .filter(|range| {
+                    let held = (code.iter())
+                        .filter(|&&line| (range.first..=range.last).contains(&line))
+                        .count();
+                    held > 0 && held as f64 >= WRITTEN_LOOP_SHARE * code.len() as f64
+                })
+                .min_by_key(|range| (range.last - range.first, range.first));
+            if let Some(&range) = written {
+                return range;
+            }
+            let mut range = LineRange::default();
+            code.iter().for_each(|&line| range.add(line));
+            range
+        })
+        .collect()
 }
 
 /// The emitted table: `__kage_regions` (the `kage_region[]` array) and `__kage_module`.
@@ -750,7 +824,7 @@ mod tests {
             .collect();
         let tree = region_tree::build(&forest, &vec![Vec::new(); 6], &[]);
         let slots = FunctionSlots::new(3, &tree);
-        let entries = plan_function(&slots, &tree, &forest, &locations, &[], &identity());
+        let entries = plan_function(&slots, &tree, &forest, &locations, &[], &identity(), &[]);
         let summary: Vec<(RegionKind, u32, u32, u32, u32)> = entries
             .iter()
             .map(|e| (e.kind, e.local_index, e.parent, e.lines.first, e.lines.last))
@@ -809,7 +883,7 @@ mod tests {
         let mut main = identity();
         main.name = "main".into();
         main.declared_line = Some(19);
-        let entries = plan_function(&slots, &tree, &forest, &locations, &calls, &main);
+        let entries = plan_function(&slots, &tree, &forest, &locations, &calls, &main, &[]);
         let summary: Vec<(RegionKind, &str, u32, u32, u32, bool)> = (entries.iter())
             .map(|e| {
                 (
@@ -835,6 +909,94 @@ mod tests {
         assert_eq!(slots.block_region(1), 1);
         assert_eq!(slots.block_region(2), 3);
         assert_eq!(slots.block_region(3), 0);
+    }
+
+    /// The lines `plan_function` gives the one loop of 0 -> 1 -> 1 | 2, whose block holds
+    /// `code` (lines of the function's own code), with `start`.
+    fn one_loop_lines(code: &[u32], start: LoopStart) -> (u32, u32) {
+        let cfg = vec![vec![1], vec![1, 2], vec![]];
+        let forest = find_loops(&cfg, 0);
+        let locations = vec![
+            vec![at(&[], &[3])],
+            code.iter().map(|&line| at(&[], &[line])).collect(),
+            vec![at(&[], &[40])],
+        ];
+        let tree = region_tree::build(&forest, &vec![Vec::new(); 3], &[]);
+        let slots = FunctionSlots::new(0, &tree);
+        let entries = plan_function(
+            &slots,
+            &tree,
+            &forest,
+            &locations,
+            &[],
+            &identity(),
+            &[start],
+        );
+        assert_eq!(entries[1].kind, RegionKind::Loop);
+        assert_eq!(
+            entries[1].lines, entries[2].lines,
+            "the body's lines are its loop's"
+        );
+        (entries[1].lines.first, entries[1].lines.last)
+    }
+
+    fn declared(first_line: u32, last_line: u32, calls: &[(u32, u32)]) -> Option<DeclaredLoop> {
+        Some(DeclaredLoop {
+            file: "/x/f.c".into(),
+            first_line,
+            last_line,
+            calls: calls.to_vec(),
+        })
+    }
+
+    fn written(ranges: &[(u32, u32)]) -> Vec<LineRange> {
+        ranges
+            .iter()
+            .map(|&(first, last)| lines(first, last))
+            .collect()
+    }
+
+    #[test]
+    fn a_loop_is_where_its_metadata_says_from_its_keyword_to_its_end() {
+        // `for (...) {` at 5, its first statement at 6, its closing brace at 9: the code
+        // says 6-8, the metadata 5-9.
+        let start = LoopStart {
+            declared: declared(5, 9, &[]),
+            written: written(&[(5, 9), (20, 25)]),
+        };
+        assert_eq!(one_loop_lines(&[6, 7, 8], start), (5, 9));
+        // Metadata of a loop in an inlined call is not the function's own loop's.
+        let start = LoopStart {
+            declared: declared(30, 31, &[(7, 3)]),
+            written: Vec::new(),
+        };
+        assert_eq!(one_loop_lines(&[6, 7, 8], start), (6, 8));
+    }
+
+    #[test]
+    fn a_loop_without_metadata_is_the_narrowest_written_loop_holding_its_code() {
+        // A vectorised copy of the inner loop 6-8, inside the outer loop 4-12.
+        let nested = written(&[(4, 12), (6, 8), (20, 25)]);
+        let start = |written| LoopStart {
+            declared: None,
+            written,
+        };
+        assert_eq!(one_loop_lines(&[7, 6, 8, 7], start(nested.clone())), (6, 8));
+        // Code moved in from around the loop (line 11), under a quarter of its lines.
+        assert_eq!(
+            one_loop_lines(&[6, 7, 7, 8, 11], start(nested.clone())),
+            (6, 8)
+        );
+        // The outer loop, its inner loop unrolled whole into it: the inner loop holds only
+        // half of its lines.
+        assert_eq!(
+            one_loop_lines(&[4, 6, 7, 10], start(nested.clone())),
+            (4, 12)
+        );
+        // No loop as written holds three quarters of them (a `goto` loop, one the optimiser
+        // made): its code's lines.
+        assert_eq!(one_loop_lines(&[7, 14, 15, 30], start(nested)), (7, 30));
+        assert_eq!(one_loop_lines(&[7, 9], start(Vec::new())), (7, 9));
     }
 
     fn at(sites: &[u32], lines: &[u32]) -> Location {

@@ -73,14 +73,80 @@ static bool addLinkageNames(llvm::Module &M) {
   return Changed;
 }
 
+// The first two locations of a loop ID (the loop's start and end, when clang recorded them).
+static std::pair<llvm::DILocation *, llvm::DILocation *> loopLocations(llvm::MDNode *Loop) {
+  llvm::DILocation *First = nullptr, *Last = nullptr;
+  for (unsigned K = 1; K < Loop->getNumOperands(); ++K)
+    if (auto *L = llvm::dyn_cast_or_null<llvm::DILocation>(Loop->getOperand(K).get())) {
+      if (!First) First = L;
+      else if (!Last) Last = L;
+    }
+  return {First, Last ? Last : First};
+}
+
+static const char SourceLoops[] = "kage.source_loops";
+
+// Every loop as the source wrote it, before the optimiser copies loops (vectorised bodies,
+// unrolled remainders) and drops their metadata (merged latches): named metadata
+// `kage.source_loops`, one `!{subprogram, start line, end line}` per loop, which the late
+// pass reads to place a loop that lost its own (src/regions.rs, `loop_lines`).
+static bool recordSourceLoops(llvm::Module &M) {
+  llvm::SmallPtrSet<llvm::MDNode *, 32> Seen;
+  llvm::LLVMContext &C = M.getContext();
+  bool Changed = false;
+  for (llvm::Function &F : M)
+    for (llvm::BasicBlock &BB : F) {
+      llvm::Instruction *T = BB.getTerminator();
+      llvm::MDNode *Loop = T ? T->getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
+      if (!Loop || !Seen.insert(Loop).second) continue;
+      auto [First, Last] = loopLocations(Loop);
+      llvm::DISubprogram *SP = First ? First->getScope()->getSubprogram() : nullptr;
+      if (!SP || First->getLine() == 0) continue;
+      auto Line = [&](unsigned L) {
+        return llvm::ConstantAsMetadata::get(
+            llvm::ConstantInt::get(llvm::Type::getInt32Ty(C), L));
+      };
+      llvm::Metadata *Ops[] = {SP, Line(First->getLine()),
+                               Line(std::max(First->getLine(), Last->getLine()))};
+      M.getOrInsertNamedMetadata(SourceLoops)->addOperand(llvm::MDNode::get(C, Ops));
+      Changed = true;
+    }
+  return Changed;
+}
+
+// How many loops `kage.source_loops` records.
+extern "C" unsigned kage_source_loop_count(LLVMModuleRef Module) {
+  llvm::NamedMDNode *Table = llvm::unwrap(Module)->getNamedMetadata(SourceLoops);
+  return Table ? Table->getNumOperands() : 0;
+}
+
+// The `Index`th loop of `kage.source_loops`: its function's subprogram, start and end lines.
+// Returns false for an entry of another shape.
+extern "C" bool kage_source_loop(LLVMModuleRef Module, unsigned Index,
+                                 LLVMMetadataRef *Subprogram, unsigned *Start, unsigned *End) {
+  llvm::NamedMDNode *Table = llvm::unwrap(Module)->getNamedMetadata(SourceLoops);
+  if (!Table || Index >= Table->getNumOperands()) return false;
+  llvm::MDNode *Entry = Table->getOperand(Index);
+  if (Entry->getNumOperands() != 3) return false;
+  auto *SP = llvm::dyn_cast_or_null<llvm::DISubprogram>(Entry->getOperand(0).get());
+  auto *First = llvm::mdconst::dyn_extract_or_null<llvm::ConstantInt>(Entry->getOperand(1));
+  auto *Last = llvm::mdconst::dyn_extract_or_null<llvm::ConstantInt>(Entry->getOperand(2));
+  if (!SP || !First || !Last) return false;
+  *Subprogram = llvm::wrap(SP);
+  *Start = First->getZExtValue();
+  *End = Last->getZExtValue();
+  return true;
+}
+
 // At the start of the pipeline, on code as the source wrote it: names subprograms by their
-// linkage names, and versions the selected loop nests (src/nests) before anything unrolls
-// or vectorises them.
+// linkage names, records where the loops are, and versions the selected loop nests
+// (src/nests) before anything unrolls or vectorises them.
 struct KageEarlyPass : llvm::PassInfoMixin<KageEarlyPass> {
   llvm::PreservedAnalyses run(llvm::Module &M, llvm::ModuleAnalysisManager &) {
     bool Named = addLinkageNames(M);
+    bool Recorded = recordSourceLoops(M);
     bool Versioned = kage_version_loops(llvm::wrap(&M));
-    return Named || Versioned ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
+    return Named || Recorded || Versioned ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
   }
   static bool isRequired() { return true; }
 };
@@ -351,29 +417,19 @@ extern "C" void kage_promote_inlined_slots(LLVMValueRef Function) {
 }
 
 
-// The source lines where the loop whose back-edge branch is `Branch` starts and ends, from
-// its `llvm.loop` metadata (clang records them with debug information), with the start's
-// file in *File (not NUL-terminated, *FileLen bytes) and directory in *Dir. Returns false
-// when the branch has no such metadata.
-extern "C" bool kage_loop_lines(LLVMValueRef Branch, unsigned *Start, unsigned *End,
-                                const char **File, size_t *FileLen, const char **Dir,
-                                size_t *DirLen) {
+// Where the loop whose back-edge branch is `Branch` starts and ends in the source: the first
+// two locations of its `llvm.loop` metadata (clang records them with debug information; the
+// inliner gives them their inlined-at chains), in *Start and *End (the start again when there
+// is one). Returns false when the branch has no such metadata.
+extern "C" bool kage_loop_locations(LLVMValueRef Branch, LLVMMetadataRef *Start,
+                                    LLVMMetadataRef *End) {
   auto *I = llvm::dyn_cast_or_null<llvm::Instruction>(llvm::unwrap(Branch));
   llvm::MDNode *Loop = I ? I->getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
   if (!Loop) return false;
-  const llvm::DILocation *First = nullptr, *Last = nullptr;
-  for (unsigned K = 1; K < Loop->getNumOperands(); ++K)
-    if (auto *L = llvm::dyn_cast_or_null<llvm::DILocation>(Loop->getOperand(K).get())) {
-      if (!First) First = L;
-      else if (!Last) Last = L;
-    }
+  auto [First, Last] = loopLocations(Loop);
   if (!First) return false;
-  *Start = First->getLine();
-  *End = Last ? Last->getLine() : First->getLine();
-  *File = First->getFilename().data();
-  *FileLen = First->getFilename().size();
-  *Dir = First->getDirectory().data();
-  *DirLen = First->getDirectory().size();
+  *Start = llvm::wrap(First);
+  *End = llvm::wrap(Last);
   return true;
 }
 

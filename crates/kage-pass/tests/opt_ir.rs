@@ -46,20 +46,21 @@ fn nested_loops_table_and_hooks() {
     insta::assert_snapshot!("nested_loops", ir);
     let file = "/src/kage/tests/ir/nested_loops.c";
     // sum2d: function, outer loop + body, inner loop + body; find: function, loop + body.
-    // Lines: sum2d is declared on line 4 and returns on 11; its loops span 6-8 and 7-8.
+    // Lines: sum2d is declared on line 4 and returns on 11; its loops span 6-10 and 7-9,
+    // from their `for` to their closing braces (their `llvm.loop` metadata).
     // find's loop calls the inlined square() (line 2): a block mostly of find's own code, so
     // the inlined code counts as find's, at its call site.
     assert_eq!(
         regions(&ir),
         vec![
             region(FUNCTION, NONE, (4, 11), 0, "sum2d", file),
-            region(LOOP, 0, (6, 8), 1, "sum2d", file),
-            region(BODY, 1, (6, 8), 2, "sum2d", file),
-            region(LOOP, 2, (7, 8), 3, "sum2d", file),
-            region(BODY, 3, (7, 8), 4, "sum2d", file),
+            region(LOOP, 0, (6, 10), 1, "sum2d", file),
+            region(BODY, 1, (6, 10), 2, "sum2d", file),
+            region(LOOP, 2, (7, 9), 3, "sum2d", file),
+            region(BODY, 3, (7, 9), 4, "sum2d", file),
             region(FUNCTION, NONE, (14, 20), 5, "find", file),
-            region(LOOP, 5, (15, 16), 6, "find", file),
-            region(BODY, 6, (15, 16), 7, "find", file),
+            region(LOOP, 5, (15, 18), 6, "find", file),
+            region(BODY, 6, (15, 18), 7, "find", file),
         ]
     );
     let type_line = global_line(&ir, "__kage_regions").unwrap();

@@ -63,10 +63,10 @@ fn a_real_footprint_report_reads_and_renders() {
     assert!(rows[0].starts_with("function main "), "{text}");
     // The nest (81600 bytes), then the loop over A (80000), then the loop over x (800).
     assert!(
-        rows[1].starts_with("  loop ") && rows[1].contains("matvec.c:27-31"),
+        rows[1].starts_with("  loop ") && rows[1].contains("matvec.c:27-32"),
         "{text}"
     );
-    assert!(rows[2].starts_with("    loop-body ") && rows[2].contains("matvec.c:27-31"));
+    assert!(rows[2].starts_with("    loop-body ") && rows[2].contains("matvec.c:27-32"));
     assert!(
         rows[3].starts_with("      loop ") && rows[3].contains("matvec.c:29-30"),
         "{text}"
@@ -154,7 +154,7 @@ fn without_loop_bodies_loops_nest_directly() {
         .skip(1)
         .collect();
     assert!(
-        rows[1].starts_with("  loop ") && rows[1].contains("matvec.c:27-31"),
+        rows[1].starts_with("  loop ") && rows[1].contains("matvec.c:27-32"),
         "{text}"
     );
     assert!(

@@ -181,6 +181,54 @@ fn c_calls_inlined_at_o2_and_o3_are_the_source_functions_with_their_loops() {
     assert_eq!(function_totals(o0, "depth").0, 11);
 }
 
+/// Each loop region's function and lines, once each.
+fn loop_lines(report: &Report) -> BTreeSet<(String, u32, u32)> {
+    (report.regions.iter())
+        .filter(|r| r.kind == RegionKind::Loop)
+        .map(|r| (r.name.clone(), r.line, r.end_line))
+        .collect()
+}
+
+#[test]
+fn loops_keep_their_lines_as_written_in_every_copy() {
+    // scan's `for (;;)` (its latches merged at -O2: its metadata lost) and the while loop in
+    // it; slide's do-while and add_one's loop, each split by the vectoriser into copies
+    // without metadata; main's two loops: from keyword to end, at every level, in every
+    // copy, and the copies one source loop each. (At -O2 the path of scan's `continue` is a
+    // loop of its own inside the `for (;;)`: a piece of it, at its lines, under its body.)
+    let expected: BTreeSet<(String, u32, u32)> = [
+        ("scan", 9, 19),
+        ("scan", 17, 18),
+        ("slide", 26, 29),
+        ("add_one", 34, 35),
+        ("main", 43, 47),
+        ("main", 52, 53),
+    ]
+    .into_iter()
+    .map(|(name, line, end)| (name.to_string(), line, end))
+    .collect();
+    for (level, report) in reports("loop_lines.c") {
+        assert_eq!(loop_lines(&report), expected, "{level}");
+        let source = report.by_source();
+        let source_loops: Vec<_> = (source.regions.iter())
+            .filter(|r| r.kind == RegionKind::Loop)
+            .map(|r| (r.name.as_str(), r.line))
+            .collect();
+        let pieces = usize::from(level != "-O0");
+        assert_eq!(
+            source_loops.len(),
+            expected.len() + pieces,
+            "{level}: source loops {source_loops:?}"
+        );
+        if level != "-O0" {
+            let copies = (report.regions.iter())
+                .filter(|r| r.kind == RegionKind::Loop)
+                .count();
+            assert!(copies > expected.len(), "{level}: no loop was split");
+        }
+    }
+}
+
 #[test]
 fn cpp_lambdas_templates_and_members_inlined_keep_their_names_and_lines() {
     let reports = reports("inl.cpp");

@@ -27,17 +27,6 @@ use select::LineSpec;
 extern "C" {
     /// Declares what a loop-nest runtime function may touch (src/shim.cpp).
     fn kage_declare_runtime_effects(function: LLVMValueRef, address_only: *const u32, count: u32);
-    /// The start and end lines and file of a loop from its back-edge branch's `llvm.loop`
-    /// metadata (src/shim.cpp).
-    fn kage_loop_lines(
-        branch: LLVMValueRef,
-        start: *mut u32,
-        end: *mut u32,
-        file: *mut *const std::ffi::c_char,
-        file_len: *mut usize,
-        dir: *mut *const std::ffi::c_char,
-        dir_len: *mut usize,
-    ) -> bool;
 }
 
 /// The name of the module flag that marks a module whose nests are versioned.
@@ -511,30 +500,12 @@ unsafe fn can_version(func: LLVMValueRef) -> bool {
 /// lines of its `llvm.loop` metadata, else the line of its header's first located
 /// instruction.
 unsafe fn loop_source(cfg: &FunctionCfg, blocks: &[usize], header: usize) -> Option<LoopSource> {
-    let latches = (blocks.iter()).filter(|&&b| cfg.successors[b].contains(&header));
-    for &b in latches {
-        let term = LLVMGetBasicBlockTerminator(cfg.blocks[b]);
-        let (mut start, mut end) = (0u32, 0u32);
-        let (mut file, mut file_len, mut dir, mut dir_len) =
-            (std::ptr::null(), 0usize, std::ptr::null(), 0usize);
-        if kage_loop_lines(
-            term,
-            &mut start,
-            &mut end,
-            &mut file,
-            &mut file_len,
-            &mut dir,
-            &mut dir_len,
-        ) && start != 0
-        {
-            let name = ir::lossy_string(file, file_len);
-            let dir = ir::lossy_string(dir, dir_len);
-            return Some(LoopSource {
-                file: debuginfo::join_path(&dir, &name),
-                first_line: start,
-                last_line: end.max(start),
-            });
-        }
+    if let Some(declared) = debuginfo::declared_loop(cfg, blocks, header) {
+        return Some(LoopSource {
+            file: declared.file,
+            first_line: declared.first_line,
+            last_line: declared.last_line,
+        });
     }
     // A loop without metadata (a `goto` loop): its header's first located instruction.
     let located = ir::instructions(cfg.blocks[header])
