@@ -32,15 +32,17 @@ extern "C" {
         start: *mut LLVMMetadataRef,
         end: *mut LLVMMetadataRef,
     ) -> bool;
-    /// How many loops the early pass recorded as the source wrote them (src/shim.cpp).
-    fn kage_source_loop_count(module: LLVMModuleRef) -> u32;
-    /// One of them: its function's subprogram, start and end lines.
-    fn kage_source_loop(
+    /// How many loops (`table` 0) or functions (1) the early pass recorded as the source
+    /// wrote them (src/shim.cpp).
+    fn kage_written_count(module: LLVMModuleRef, table: u32) -> u32;
+    /// One of them: its function's subprogram, first and last lines.
+    fn kage_written_entry(
         module: LLVMModuleRef,
+        table: u32,
         index: u32,
         subprogram: *mut LLVMMetadataRef,
-        start: *mut u32,
-        end: *mut u32,
+        first: *mut u32,
+        last: *mut u32,
     ) -> bool;
 }
 
@@ -255,20 +257,54 @@ pub unsafe fn declared_loop(
     None
 }
 
-/// The loops of `module` as the source wrote them, recorded at the start of the pipeline
-/// before the optimiser copied or changed any: each one's function (its `DISubprogram`),
-/// first and last line.
-///
-/// # Safety
-/// `module` must be a valid module.
-pub unsafe fn source_loops(module: LLVMModuleRef) -> Vec<(LLVMMetadataRef, u32, u32)> {
-    (0..kage_source_loop_count(module))
-        .filter_map(|i| {
-            let (mut subprogram, mut start, mut end) = (std::ptr::null_mut(), 0, 0);
-            kage_source_loop(module, i, &mut subprogram, &mut start, &mut end)
-                .then_some((subprogram, start, end))
-        })
-        .collect()
+/// The loops and functions of a module as the source wrote them, recorded at the start of
+/// the pipeline before the optimiser copied, changed or inlined any (src/shim.cpp,
+/// `recordWrittenSource`), by function (`DISubprogram`).
+#[derive(Default)]
+pub struct WrittenSource {
+    /// Each function's loops: first and last lines.
+    loops: HashMap<LLVMMetadataRef, Vec<(u32, u32)>>,
+    /// Each function's last line of code.
+    function_ends: HashMap<LLVMMetadataRef, u32>,
+}
+
+impl WrittenSource {
+    /// What the early pass recorded in `module` (nothing, for a module it did not see).
+    ///
+    /// # Safety
+    /// `module` must be a valid module.
+    pub unsafe fn of_module(module: LLVMModuleRef) -> Self {
+        let mut written = WrittenSource::default();
+        for table in [0, 1] {
+            for i in 0..kage_written_count(module, table) {
+                let (mut subprogram, mut first, mut last) = (std::ptr::null_mut(), 0, 0);
+                if !kage_written_entry(module, table, i, &mut subprogram, &mut first, &mut last) {
+                    continue;
+                }
+                if table == 0 {
+                    written
+                        .loops
+                        .entry(subprogram)
+                        .or_default()
+                        .push((first, last));
+                } else {
+                    let end = written.function_ends.entry(subprogram).or_default();
+                    *end = (*end).max(last);
+                }
+            }
+        }
+        written
+    }
+
+    /// The loops of the function of `subprogram`: first and last lines.
+    pub fn loops(&self, subprogram: LLVMMetadataRef) -> &[(u32, u32)] {
+        self.loops.get(&subprogram).map_or(&[], Vec::as_slice)
+    }
+
+    /// The last line of the code of the function of `subprogram`.
+    pub fn function_end(&self, subprogram: LLVMMetadataRef) -> Option<u32> {
+        self.function_ends.get(&subprogram).copied()
+    }
 }
 
 /// The line of the function's `DISubprogram`, if it has one with a non-zero line.

@@ -8,6 +8,7 @@ use llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
 use llvm_sys::{LLVMAttributeFunctionIndex, LLVMLinkage};
 
 use crate::contexts;
+use crate::debuginfo::WrittenSource;
 use crate::ir::{self, c_string, RuntimeFunction};
 use crate::library;
 use crate::plan::FunctionPlan;
@@ -69,8 +70,9 @@ pub unsafe fn instrument_module_with(
     let mut entries: Vec<RegionEntry> = Vec::new();
     // The table's `code` column: each function entry points at its function.
     let mut code: Vec<LLVMValueRef> = Vec::new();
+    let written = WrittenSource::of_module(module);
     for &func in &functions {
-        let plan = FunctionPlan::new(func, entries.len() as u32, inlined_regions);
+        let plan = FunctionPlan::new(func, entries.len() as u32, inlined_regions, &written);
         let regions = plan.regions();
         code.push(func);
         code.resize(code.len() + regions.len() - 1, std::ptr::null_mut());

@@ -13,7 +13,7 @@ use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
 use llvm_sys::LLVMOpcode;
 
 use crate::access::{classify_access, Access};
-use crate::debuginfo::{self, CallCopy, InlineSites};
+use crate::debuginfo::{self, CallCopy, InlineSites, WrittenSource};
 use crate::hoist;
 use crate::ir::{self, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
@@ -343,7 +343,12 @@ impl FunctionPlan {
     ///
     /// # Safety
     /// `func` must be a function with a body in a valid module.
-    pub unsafe fn new(func: LLVMValueRef, base: u32, inlined_regions: bool) -> Self {
+    pub unsafe fn new(
+        func: LLVMValueRef,
+        base: u32,
+        inlined_regions: bool,
+        written: &WrittenSource,
+    ) -> Self {
         let data_layout = LLVMGetModuleDataLayout(LLVMGetGlobalParent(func));
         let copies = if inlined_regions {
             split_where_inlined_calls_change(func, data_layout)
@@ -420,7 +425,6 @@ impl FunctionPlan {
             back_edges.iter_mut().flatten().for_each(Vec::clear);
         }
         let tree = region_tree::build(&forest, &chains, &back_edges);
-        let source_loops = debuginfo::source_loops(LLVMGetGlobalParent(func));
         let own_subprogram = LLVMGetSubprogram(func);
         let loop_starts = (forest.loops.iter().enumerate())
             .map(|(k, lp)| {
@@ -429,9 +433,8 @@ impl FunctionPlan {
                     .map_or(own_subprogram, |&site| sites.sites[site as usize].callee);
                 LoopStart {
                     declared: debuginfo::declared_loop(&cfg, &lp.blocks, lp.header),
-                    written: (source_loops.iter())
-                        .filter(|&&(subprogram, ..)| !owner.is_null() && subprogram == owner)
-                        .map(|&(_, first, last)| LineRange { first, last })
+                    written: (written.loops(owner).iter())
+                        .map(|&(first, last)| LineRange { first, last })
                         .collect(),
                 }
             })
@@ -445,6 +448,7 @@ impl FunctionPlan {
                         symbol,
                         file,
                         declared_line: Some(line).filter(|&l| l != 0),
+                        written_end: written.function_end(site.callee),
                     },
                     call: CallSite {
                         file: site.call_file.clone(),
@@ -462,6 +466,7 @@ impl FunctionPlan {
             symbol,
             file: debuginfo::function_file(func),
             declared_line: debuginfo::subprogram_line(func),
+            written_end: written.function_end(own_subprogram),
         };
         FunctionPlan {
             func,

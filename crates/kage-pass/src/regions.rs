@@ -111,6 +111,9 @@ pub struct FunctionIdentity {
     pub file: String,
     /// The `DISubprogram` line, preferred as the function's first line.
     pub declared_line: Option<u32>,
+    /// The last line of the function's code as written (before inlining: an inlined call's
+    /// code may lack its last lines), preferred as its last line.
+    pub written_end: Option<u32>,
 }
 
 /// An inlined call: its callee and where the call is.
@@ -178,6 +181,9 @@ pub fn plan_function(
             if let Some(declared) = owner.declared_line.filter(|&l| l != 0) {
                 range.first = declared;
                 range.last = range.last.max(declared);
+            }
+            if let Some(end) = owner.written_end.filter(|&l| l >= range.first) {
+                range.last = end;
             }
         }
         out.push(RegionEntry {
@@ -749,6 +755,7 @@ mod tests {
             symbol: "f".into(),
             file: "/x/f.c".into(),
             declared_line: Some(3),
+            written_end: None,
         }
     }
 
@@ -873,6 +880,7 @@ mod tests {
                 symbol: "sum".into(),
                 file: "/x/f.c".into(),
                 declared_line: Some(8),
+                written_end: None,
             },
             call: CallSite {
                 file: "/x/f.c".into(),

@@ -12,6 +12,7 @@
 #include "llvm/IR/DebugInfoMetadata.h"
 #include "llvm/IR/DebugProgramInstruction.h"
 #include "llvm/IR/GlobalVariable.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/Metadata.h"
 #include "llvm/IR/PassManager.h"
@@ -84,67 +85,96 @@ static std::pair<llvm::DILocation *, llvm::DILocation *> loopLocations(llvm::MDN
   return {First, Last ? Last : First};
 }
 
-static const char SourceLoops[] = "kage.source_loops";
+// What the early pass records of the source as written, for the late pass: named metadata,
+// one `!{subprogram, first line, last line}` per loop (`kage.source_loops`) and per function
+// (`kage.source_functions`).
+static const char *const WrittenTables[] = {"kage.source_loops", "kage.source_functions"};
 
-// Every loop as the source wrote it, before the optimiser copies loops (vectorised bodies,
-// unrolled remainders) and drops their metadata (merged latches): named metadata
-// `kage.source_loops`, one `!{subprogram, start line, end line}` per loop, which the late
-// pass reads to place a loop that lost its own (src/regions.rs, `loop_lines`).
-static bool recordSourceLoops(llvm::Module &M) {
-  llvm::SmallPtrSet<llvm::MDNode *, 32> Seen;
+static void addWritten(llvm::Module &M, unsigned Table, llvm::DISubprogram *SP, unsigned First,
+                       unsigned Last) {
   llvm::LLVMContext &C = M.getContext();
+  auto Line = [&](unsigned L) {
+    return llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(C), L));
+  };
+  llvm::Metadata *Ops[] = {SP, Line(First), Line(std::max(First, Last))};
+  M.getOrInsertNamedMetadata(WrittenTables[Table])->addOperand(llvm::MDNode::get(C, Ops));
+}
+
+// Every loop and function as the source wrote it, before the optimiser copies loops
+// (vectorised bodies, unrolled remainders), drops their metadata (merged latches) and
+// inlines functions (whose copies lose their closing lines): each loop's start and end lines
+// from its `llvm.loop` metadata, each function's first and last line of code. The late pass
+// reads them to give a loop that lost its metadata, and an inlined call, the lines an -O0
+// build gives them (src/regions.rs).
+static bool recordWrittenSource(llvm::Module &M) {
+  llvm::SmallPtrSet<llvm::MDNode *, 32> Seen;
   bool Changed = false;
-  for (llvm::Function &F : M)
+  for (llvm::Function &F : M) {
+    llvm::DISubprogram *Own = F.getSubprogram();
+    // Cleanups at the closing brace come only in optimising builds (lifetime markers, the
+    // branches into them, a `return;` that returns from there): they do not count, nor do
+    // the `ret`s, so that a function ends at its last statement at every level (a value
+    // returned counts by the code computing it).
+    llvm::SmallPtrSet<const llvm::DILocation *, 4> Cleanups;
+    for (llvm::Instruction &I : llvm::instructions(F))
+      if (I.isLifetimeStartOrEnd() && I.getDebugLoc())
+        Cleanups.insert(I.getDebugLoc().get());
+    unsigned Last = 0;
     for (llvm::BasicBlock &BB : F) {
-      llvm::Instruction *T = BB.getTerminator();
-      llvm::MDNode *Loop = T ? T->getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
-      if (!Loop || !Seen.insert(Loop).second) continue;
-      auto [First, Last] = loopLocations(Loop);
-      llvm::DISubprogram *SP = First ? First->getScope()->getSubprogram() : nullptr;
-      if (!SP || First->getLine() == 0) continue;
-      auto Line = [&](unsigned L) {
-        return llvm::ConstantAsMetadata::get(
-            llvm::ConstantInt::get(llvm::Type::getInt32Ty(C), L));
-      };
-      llvm::Metadata *Ops[] = {SP, Line(First->getLine()),
-                               Line(std::max(First->getLine(), Last->getLine()))};
-      M.getOrInsertNamedMetadata(SourceLoops)->addOperand(llvm::MDNode::get(C, Ops));
+      for (llvm::Instruction &I : BB) {
+        const llvm::DebugLoc &DL = I.getDebugLoc();
+        if (Own && DL && !DL.getInlinedAt() && DL->getScope()->getSubprogram() == Own &&
+            !Cleanups.count(DL.get()) && !llvm::isa<llvm::ReturnInst>(I))
+          Last = std::max(Last, DL.getLine());
+        llvm::MDNode *Loop = I.isTerminator() ? I.getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
+        if (!Loop || !Seen.insert(Loop).second) continue;
+        auto [Start, End] = loopLocations(Loop);
+        llvm::DISubprogram *SP = Start ? Start->getScope()->getSubprogram() : nullptr;
+        if (!SP || Start->getLine() == 0) continue;
+        addWritten(M, 0, SP, Start->getLine(), End->getLine());
+        Changed = true;
+      }
+    }
+    if (Own && Last != 0) {
+      addWritten(M, 1, Own, Own->getLine(), Last);
       Changed = true;
     }
+  }
   return Changed;
 }
 
-// How many loops `kage.source_loops` records.
-extern "C" unsigned kage_source_loop_count(LLVMModuleRef Module) {
-  llvm::NamedMDNode *Table = llvm::unwrap(Module)->getNamedMetadata(SourceLoops);
-  return Table ? Table->getNumOperands() : 0;
+// How many entries the early pass recorded in table `Table` (0: loops, 1: functions).
+extern "C" unsigned kage_written_count(LLVMModuleRef Module, unsigned Table) {
+  llvm::NamedMDNode *T = llvm::unwrap(Module)->getNamedMetadata(WrittenTables[Table & 1]);
+  return T ? T->getNumOperands() : 0;
 }
 
-// The `Index`th loop of `kage.source_loops`: its function's subprogram, start and end lines.
-// Returns false for an entry of another shape.
-extern "C" bool kage_source_loop(LLVMModuleRef Module, unsigned Index,
-                                 LLVMMetadataRef *Subprogram, unsigned *Start, unsigned *End) {
-  llvm::NamedMDNode *Table = llvm::unwrap(Module)->getNamedMetadata(SourceLoops);
-  if (!Table || Index >= Table->getNumOperands()) return false;
-  llvm::MDNode *Entry = Table->getOperand(Index);
+// Entry `Index` of table `Table`: its subprogram, first and last line. Returns false for an
+// entry of another shape.
+extern "C" bool kage_written_entry(LLVMModuleRef Module, unsigned Table, unsigned Index,
+                                   LLVMMetadataRef *Subprogram, unsigned *First,
+                                   unsigned *Last) {
+  llvm::NamedMDNode *T = llvm::unwrap(Module)->getNamedMetadata(WrittenTables[Table & 1]);
+  if (!T || Index >= T->getNumOperands()) return false;
+  llvm::MDNode *Entry = T->getOperand(Index);
   if (Entry->getNumOperands() != 3) return false;
   auto *SP = llvm::dyn_cast_or_null<llvm::DISubprogram>(Entry->getOperand(0).get());
-  auto *First = llvm::mdconst::dyn_extract_or_null<llvm::ConstantInt>(Entry->getOperand(1));
-  auto *Last = llvm::mdconst::dyn_extract_or_null<llvm::ConstantInt>(Entry->getOperand(2));
-  if (!SP || !First || !Last) return false;
+  auto *F = llvm::mdconst::dyn_extract_or_null<llvm::ConstantInt>(Entry->getOperand(1));
+  auto *L = llvm::mdconst::dyn_extract_or_null<llvm::ConstantInt>(Entry->getOperand(2));
+  if (!SP || !F || !L) return false;
   *Subprogram = llvm::wrap(SP);
-  *Start = First->getZExtValue();
-  *End = Last->getZExtValue();
+  *First = F->getZExtValue();
+  *Last = L->getZExtValue();
   return true;
 }
 
 // At the start of the pipeline, on code as the source wrote it: names subprograms by their
-// linkage names, records where the loops are, and versions the selected loop nests
+// linkage names, records where the loops and functions are, and versions the selected loop nests
 // (src/nests) before anything unrolls or vectorises them.
 struct KageEarlyPass : llvm::PassInfoMixin<KageEarlyPass> {
   llvm::PreservedAnalyses run(llvm::Module &M, llvm::ModuleAnalysisManager &) {
     bool Named = addLinkageNames(M);
-    bool Recorded = recordSourceLoops(M);
+    bool Recorded = recordWrittenSource(M);
     bool Versioned = kage_version_loops(llvm::wrap(&M));
     return Named || Recorded || Versioned ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
   }

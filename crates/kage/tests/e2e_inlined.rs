@@ -190,7 +190,7 @@ fn loop_lines(report: &Report) -> BTreeSet<(String, u32, u32)> {
 }
 
 #[test]
-fn loops_keep_their_lines_as_written_in_every_copy() {
+fn loops_and_functions_keep_their_lines_as_written_in_every_copy() {
     // scan's `for (;;)` (its latches merged at -O2: its metadata lost) and the while loop in
     // it; slide's do-while and add_one's loop, each split by the vectoriser into copies
     // without metadata; main's two loops: from keyword to end, at every level, in every
@@ -207,8 +207,24 @@ fn loops_keep_their_lines_as_written_in_every_copy() {
     .into_iter()
     .map(|(name, line, end)| (name.to_string(), line, end))
     .collect();
+    // The functions, each inlined at -O2 and -O3 but main: from their declaration to their
+    // last statement (a `return`; slide's `while`), as written, at every level.
+    let functions: BTreeSet<(String, u32, u32)> = [
+        ("scan", 7, 20),
+        ("slide", 24, 29),
+        ("add_one", 33, 35),
+        ("main", 38, 58),
+    ]
+    .into_iter()
+    .map(|(name, line, end)| (name.to_string(), line, end))
+    .collect();
     for (level, report) in reports("loop_lines.c") {
         assert_eq!(loop_lines(&report), expected, "{level}");
+        let function_lines: BTreeSet<(String, u32, u32)> = (report.regions.iter())
+            .filter(|r| r.kind == RegionKind::Function && r.file.ends_with("loop_lines.c"))
+            .map(|r| (r.name.clone(), r.line, r.end_line))
+            .collect();
+        assert_eq!(function_lines, functions, "{level}: functions");
         let source = report.by_source();
         let source_loops: Vec<_> = (source.regions.iter())
             .filter(|r| r.kind == RegionKind::Loop)
