@@ -49,14 +49,17 @@ fn footprint_instances(report: &Report, name: &str) -> u64 {
         .sum()
 }
 
-/// The source regions of `source`'s code: each function (emitted or inlined) with its
-/// declaration line, and each loop with its function and first line.
-fn source_regions(report: &Report, source: &str) -> BTreeSet<(&'static str, String, u32)> {
+/// A source region: its kind, function, first and last lines.
+type SourceRegion = (&'static str, String, u32, u32);
+
+/// The source regions of `source`'s code: each function (emitted or inlined) and each loop
+/// with its function and lines.
+fn source_regions(report: &Report, source: &str) -> BTreeSet<SourceRegion> {
     (report.regions.iter())
         .filter(|r| r.file.ends_with(source))
         .filter_map(|r| match r.kind {
-            RegionKind::Function => Some(("function", r.name.clone(), r.line)),
-            RegionKind::Loop => Some(("loop", r.name.clone(), r.line)),
+            RegionKind::Function => Some(("function", r.name.clone(), r.line, r.end_line)),
+            RegionKind::Loop => Some(("loop", r.name.clone(), r.line, r.end_line)),
             RegionKind::LoopBody => None,
         })
         .collect()
@@ -94,7 +97,7 @@ fn c_calls_inlined_at_o2_and_o3_are_the_source_functions_with_their_loops() {
     let at_o0 = source_regions(o0, "inl.c");
     for name in ["main", "fill", "sum", "scale", "depth"] {
         assert!(
-            at_o0.iter().any(|(k, n, _)| *k == "function" && n == name),
+            at_o0.iter().any(|(k, n, ..)| *k == "function" && n == name),
             "-O0: {name} in {at_o0:?}"
         );
     }
@@ -124,15 +127,15 @@ fn c_calls_inlined_at_o2_and_o3_are_the_source_functions_with_their_loops() {
         // functions all; the loops of the functions the optimiser did not turn recursion
         // into loops in.
         let here = source_regions(report, "inl.c");
-        let functions = |set: &BTreeSet<(&'static str, String, u32)>| -> BTreeSet<_> {
+        let functions = |set: &BTreeSet<SourceRegion>| -> BTreeSet<_> {
             set.iter()
-                .filter(|(k, _, _)| *k == "function")
+                .filter(|(k, ..)| *k == "function")
                 .cloned()
                 .collect()
         };
-        let loops_of = |set: &BTreeSet<(&'static str, String, u32)>| -> BTreeSet<_> {
+        let loops_of = |set: &BTreeSet<SourceRegion>| -> BTreeSet<_> {
             set.iter()
-                .filter(|(k, n, _)| *k == "loop" && n != "depth")
+                .filter(|(k, n, ..)| *k == "loop" && n != "depth")
                 .cloned()
                 .collect()
         };
@@ -261,7 +264,7 @@ fn cpp_lambdas_templates_and_members_inlined_keep_their_names_and_lines() {
             "{level}: {here:?} against -O0's {at_o0:?}"
         );
         assert!(
-            missing.iter().all(|(kind, name, _)| *kind == "function"
+            missing.iter().all(|(kind, name, ..)| *kind == "function"
                 && name.starts_with("Accumulator::Accumulator")),
             "{level}: missing {missing:?}"
         );
@@ -895,10 +898,10 @@ fn an_inlined_callee_whose_loop_only_computes_keeps_its_loop() {
     let (first, report) = levels.next().unwrap();
     let expected = source_regions(&report, "computes.c");
     assert!(
-        expected.contains(&("loop", "horner".to_string(), 8)),
+        expected.contains(&("loop", "horner".to_string(), 8, 9)),
         "{first}: {expected:?}"
     );
-    assert!(expected.contains(&("function", "horner".to_string(), 6)));
+    assert!(expected.contains(&("function", "horner".to_string(), 6, 10)));
     for (level, report) in std::iter::once((first, report)).chain(levels) {
         assert_eq!(source_regions(&report, "computes.c"), expected, "{level}");
         let (calls, _) = function_totals(&report, "horner");
