@@ -326,7 +326,7 @@ pub struct FunctionPlan {
     /// The calls inlined into it.
     calls: Vec<InlinedCall>,
     identity: FunctionIdentity,
-    /// What says where each loop of `forest` starts in the source.
+    /// What says where each loop of `forest` is in the source, besides its code's lines.
     loop_starts: Vec<LoopStart>,
     /// Every memory access, in program order.
     pub accesses: Vec<Access>,

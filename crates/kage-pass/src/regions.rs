@@ -208,7 +208,7 @@ pub struct LoopStart {
     /// What its `llvm.loop` metadata says.
     pub declared: Option<DeclaredLoop>,
     /// The lines of the loops of the function whose source the loop is in, as the source
-    /// wrote them ([`debuginfo::source_loops`](crate::debuginfo::source_loops)).
+    /// wrote them ([`WrittenSource::loops`](crate::debuginfo::WrittenSource::loops)).
     pub written: Vec<LineRange>,
 }
 
