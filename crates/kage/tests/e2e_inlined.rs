@@ -184,11 +184,20 @@ fn c_calls_inlined_at_o2_and_o3_are_the_source_functions_with_their_loops() {
     assert_eq!(function_totals(o0, "depth").0, 11);
 }
 
-/// Each loop region's function and lines, once each.
-fn loop_lines(report: &Report) -> BTreeSet<(String, u32, u32)> {
+/// A region's function and lines.
+type NamedLines = BTreeSet<(String, u32, u32)>;
+
+/// The function and lines of each region of `kind` in `source`'s code, once each.
+fn named_lines(report: &Report, kind: RegionKind, source: &str) -> NamedLines {
     (report.regions.iter())
-        .filter(|r| r.kind == RegionKind::Loop)
+        .filter(|r| r.kind == kind && r.file.ends_with(source))
         .map(|r| (r.name.clone(), r.line, r.end_line))
+        .collect()
+}
+
+fn lines_of(expected: &[(&str, u32, u32)]) -> NamedLines {
+    (expected.iter())
+        .map(|&(name, line, end)| (name.to_string(), line, end))
         .collect()
 }
 
@@ -199,35 +208,34 @@ fn loops_and_functions_keep_their_lines_as_written_in_every_copy() {
     // without metadata; main's two loops: from keyword to end, at every level, in every
     // copy, and the copies one source loop each. (At -O2 the path of scan's `continue` is a
     // loop of its own inside the `for (;;)`: a piece of it, at its lines, under its body.)
-    let expected: BTreeSet<(String, u32, u32)> = [
+    let expected = lines_of(&[
         ("scan", 9, 19),
         ("scan", 17, 18),
         ("slide", 26, 29),
         ("add_one", 34, 35),
         ("main", 43, 47),
         ("main", 52, 53),
-    ]
-    .into_iter()
-    .map(|(name, line, end)| (name.to_string(), line, end))
-    .collect();
+    ]);
     // The functions, each inlined at -O2 and -O3 but main: from their declaration to their
     // last statement (a `return`; slide's `while`), as written, at every level.
-    let functions: BTreeSet<(String, u32, u32)> = [
+    let functions = lines_of(&[
         ("scan", 7, 20),
         ("slide", 24, 29),
         ("add_one", 33, 35),
         ("main", 38, 58),
-    ]
-    .into_iter()
-    .map(|(name, line, end)| (name.to_string(), line, end))
-    .collect();
+    ]);
     for (level, report) in reports("loop_lines.c") {
-        assert_eq!(loop_lines(&report), expected, "{level}");
-        let function_lines: BTreeSet<(String, u32, u32)> = (report.regions.iter())
-            .filter(|r| r.kind == RegionKind::Function && r.file.ends_with("loop_lines.c"))
-            .map(|r| (r.name.clone(), r.line, r.end_line))
-            .collect();
-        assert_eq!(function_lines, functions, "{level}: functions");
+        let source_file = "loop_lines.c";
+        assert_eq!(
+            named_lines(&report, RegionKind::Loop, source_file),
+            expected,
+            "{level}"
+        );
+        assert_eq!(
+            named_lines(&report, RegionKind::Function, source_file),
+            functions,
+            "{level}: functions"
+        );
         let source = report.by_source();
         let source_loops: Vec<_> = (source.regions.iter())
             .filter(|r| r.kind == RegionKind::Loop)
