@@ -112,9 +112,10 @@ static bool recordWrittenSource(llvm::Module &M) {
   for (llvm::Function &F : M) {
     llvm::DISubprogram *Own = F.getSubprogram();
     // Cleanups at the closing brace come only in optimising builds (lifetime markers, the
-    // branches into them, a `return;` that returns from there): they do not count, nor do
-    // the `ret`s, so that a function ends at its last statement at every level (a value
-    // returned counts by the code computing it).
+    // branches into them, a `return;` that returns from there), and the branches and `ret`s
+    // of `return` statements differ between -O0 and optimising builds: none of them count,
+    // nor does any terminator, so that a function ends at its last statement at every level
+    // (a value returned, a loop's condition count by the code computing them).
     llvm::SmallPtrSet<const llvm::DILocation *, 4> Cleanups;
     for (llvm::Instruction &I : llvm::instructions(F))
       if (I.isLifetimeStartOrEnd() && I.getDebugLoc())
@@ -124,7 +125,7 @@ static bool recordWrittenSource(llvm::Module &M) {
       for (llvm::Instruction &I : BB) {
         const llvm::DebugLoc &DL = I.getDebugLoc();
         if (Own && DL && !DL.getInlinedAt() && DL->getScope()->getSubprogram() == Own &&
-            !Cleanups.count(DL.get()) && !llvm::isa<llvm::ReturnInst>(I))
+            !Cleanups.count(DL.get()) && !I.isTerminator())
           Last = std::max(Last, DL.getLine());
         llvm::MDNode *Loop = I.isTerminator() ? I.getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
         if (!Loop || !Seen.insert(Loop).second) continue;
