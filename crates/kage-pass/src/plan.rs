@@ -19,7 +19,8 @@ use crate::ir::{self, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
 use crate::region_tree::{self, Location, RegionTree};
 use crate::regions::{
-    self, CallSite, FunctionIdentity, FunctionSlots, InlinedCall, LineRange, LoopStart, RegionEntry,
+    self, CallSite, FunctionIdentity, FunctionSlots, InlinedCall, LineRange, LoopAsWritten,
+    RegionEntry,
 };
 use crate::segments;
 
@@ -327,7 +328,7 @@ pub struct FunctionPlan {
     calls: Vec<InlinedCall>,
     identity: FunctionIdentity,
     /// What says where each loop of `forest` is in the source, besides its code's lines.
-    loop_starts: Vec<LoopStart>,
+    loops_as_written: Vec<LoopAsWritten>,
     /// Every memory access, in program order.
     pub accesses: Vec<Access>,
     /// Instructions before which `__kage_func_exit` goes (reachable `ret`/`resume`).
@@ -426,12 +427,12 @@ impl FunctionPlan {
         }
         let tree = region_tree::build(&forest, &chains, &back_edges);
         let own_subprogram = LLVMGetSubprogram(func);
-        let loop_starts = (forest.loops.iter().enumerate())
+        let loops_as_written = (forest.loops.iter().enumerate())
             .map(|(k, lp)| {
                 // The function whose source the loop's node is in.
                 let owner = (tree.nodes[tree.loop_node[k]].context.last())
                     .map_or(own_subprogram, |&site| sites.sites[site as usize].callee);
-                LoopStart {
+                LoopAsWritten {
                     declared: debuginfo::declared_loop(&cfg, &lp.blocks, lp.header),
                     written: (written.loops(owner).iter())
                         .map(|&(first, last)| LineRange { first, last })
@@ -477,7 +478,7 @@ impl FunctionPlan {
             locations,
             calls,
             identity,
-            loop_starts,
+            loops_as_written,
             accesses,
             exits,
             resume_points,
@@ -566,7 +567,7 @@ impl FunctionPlan {
             &self.locations,
             &self.calls,
             &self.identity,
-            &self.loop_starts,
+            &self.loops_as_written,
         )
     }
 }

@@ -135,7 +135,7 @@ pub fn plan_function(
     locations: &[Vec<Location>],
     calls: &[InlinedCall],
     identity: &FunctionIdentity,
-    loop_starts: &[LoopStart],
+    loops_as_written: &[LoopAsWritten],
 ) -> Vec<RegionEntry> {
     // Lines per node: each located instruction counts for the regions around its block's
     // whose context its chain extends, at their level.
@@ -153,7 +153,7 @@ pub fn plan_function(
             at = tree.nodes[node].parent;
         }
     }
-    for (k, range) in loop_lines(tree, forest, locations, calls, loop_starts)
+    for (k, range) in loop_lines(tree, forest, locations, calls, loops_as_written)
         .into_iter()
         .enumerate()
     {
@@ -204,7 +204,7 @@ pub fn plan_function(
 
 /// What says where a loop is in the source, besides its code's lines.
 #[derive(Debug, Clone, Default)]
-pub struct LoopStart {
+pub struct LoopAsWritten {
     /// What its `llvm.loop` metadata says.
     pub declared: Option<DeclaredLoop>,
     /// The lines of the loops of the function whose source the loop is in, as the source
@@ -218,11 +218,11 @@ const WRITTEN_LOOP_SHARE: f64 = 0.75;
 
 /// Each loop's lines (its body's too), from its keyword to its end, as at -O0 whatever code
 /// the optimiser moved in or out:
-/// 1. where its `llvm.loop` metadata says where it is (`loop_starts[k].declared`), in the
+/// 1. where its `llvm.loop` metadata says where it is (`loops_as_written[k].declared`), in the
 ///    source its node is in (the same chain of inlined calls), the metadata's lines;
 /// 2. else (the optimiser dropped them: LLVM 22's vectorised loops and unrolled remainders
 ///    carry none, a `for (;;)` whose latches were merged loses its metadata) the narrowest
-///    loop as written in that source (`loop_starts[k].written`) that holds at least
+///    loop as written in that source (`loops_as_written[k].written`) that holds at least
 ///    [`WRITTEN_LOOP_SHARE`] of its distinct code lines: the loop it was copied from, so
 ///    that the copies are one source region;
 /// 3. else (a `goto` loop, a loop the optimiser made) the lines of all its blocks, some of
@@ -232,14 +232,14 @@ fn loop_lines(
     forest: &LoopForest,
     locations: &[Vec<Location>],
     calls: &[InlinedCall],
-    loop_starts: &[LoopStart],
+    loops_as_written: &[LoopAsWritten],
 ) -> Vec<LineRange> {
-    let no_start = LoopStart::default();
+    let nothing_known = LoopAsWritten::default();
     (0..forest.loops.len())
         .map(|k| {
             let context = &tree.nodes[tree.loop_node[k]].context;
-            let start = loop_starts.get(k).unwrap_or(&no_start);
-            if let Some(d) = &start.declared {
+            let known = loops_as_written.get(k).unwrap_or(&nothing_known);
+            if let Some(d) = &known.declared {
                 let same_calls = d.calls.len() == context.len()
                     && (d.calls.iter().zip(context)).all(|(&(line, column), &site)| {
                         let call = &calls[site as usize].call;
@@ -262,7 +262,7 @@ fn loop_lines(
                 .collect();
             code.sort_unstable();
             code.dedup();
-            let written = (start.written.iter())
+            let written = (known.written.iter())
                 .filter(|range| {
                     let held = (code.iter())
                         .filter(|&&line| (range.first..=range.last).contains(&line))
@@ -921,7 +921,7 @@ mod tests {
 
     /// The lines `plan_function` gives the one loop of 0 -> 1 -> 1 | 2, whose block holds
     /// `code` (lines of the function's own code), with `start`.
-    fn one_loop_lines(code: &[u32], start: LoopStart) -> (u32, u32) {
+    fn one_loop_lines(code: &[u32], start: LoopAsWritten) -> (u32, u32) {
         let cfg = vec![vec![1], vec![1, 2], vec![]];
         let forest = find_loops(&cfg, 0);
         let locations = vec![
@@ -968,13 +968,13 @@ mod tests {
     fn a_loop_is_where_its_metadata_says_from_its_keyword_to_its_end() {
         // `for (...) {` at 5, its first statement at 6, its closing brace at 9: the code
         // says 6-8, the metadata 5-9.
-        let start = LoopStart {
+        let start = LoopAsWritten {
             declared: declared(5, 9, &[]),
             written: written(&[(5, 9), (20, 25)]),
         };
         assert_eq!(one_loop_lines(&[6, 7, 8], start), (5, 9));
         // Metadata of a loop in an inlined call is not the function's own loop's.
-        let start = LoopStart {
+        let start = LoopAsWritten {
             declared: declared(30, 31, &[(7, 3)]),
             written: Vec::new(),
         };
@@ -985,7 +985,7 @@ mod tests {
     fn a_loop_without_metadata_is_the_narrowest_written_loop_holding_its_code() {
         // A vectorised copy of the inner loop 6-8, inside the outer loop 4-12.
         let nested = written(&[(4, 12), (6, 8), (20, 25)]);
-        let start = |written| LoopStart {
+        let start = |written| LoopAsWritten {
             declared: None,
             written,
         };

@@ -105,10 +105,9 @@ static void addWritten(llvm::Module &M, unsigned Table, llvm::DISubprogram *SP, 
 // inlines functions (whose copies lose their closing lines): each loop's start and end lines
 // from its `llvm.loop` metadata, each function's first and last line of code. The late pass
 // reads them to give a loop that lost its metadata, and an inlined call, the lines an -O0
-// build gives them (src/regions.rs).
-static bool recordWrittenSource(llvm::Module &M) {
+// build gives them (src/regions.rs). Named metadata changes no analysis.
+static void recordWrittenSource(llvm::Module &M) {
   llvm::SmallPtrSet<llvm::MDNode *, 32> Seen;
-  bool Changed = false;
   for (llvm::Function &F : M) {
     llvm::DISubprogram *Own = F.getSubprogram();
     // Cleanups at the closing brace come only in optimising builds (lifetime markers, the
@@ -133,15 +132,10 @@ static bool recordWrittenSource(llvm::Module &M) {
         llvm::DISubprogram *SP = Start ? Start->getScope()->getSubprogram() : nullptr;
         if (!SP || Start->getLine() == 0) continue;
         addWritten(M, 0, SP, Start->getLine(), End->getLine());
-        Changed = true;
       }
     }
-    if (Own && Last != 0) {
-      addWritten(M, 1, Own, Own->getLine(), Last);
-      Changed = true;
-    }
+    if (Own && Last != 0) addWritten(M, 1, Own, Own->getLine(), Last);
   }
-  return Changed;
 }
 
 // How many entries the early pass recorded in table `Table` (0: loops, 1: functions).
@@ -175,9 +169,9 @@ extern "C" bool kage_written_entry(LLVMModuleRef Module, unsigned Table, unsigne
 struct KageEarlyPass : llvm::PassInfoMixin<KageEarlyPass> {
   llvm::PreservedAnalyses run(llvm::Module &M, llvm::ModuleAnalysisManager &) {
     bool Named = addLinkageNames(M);
-    bool Recorded = recordWrittenSource(M);
+    recordWrittenSource(M);
     bool Versioned = kage_version_loops(llvm::wrap(&M));
-    return Named || Recorded || Versioned ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
+    return Named || Versioned ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
   }
   static bool isRequired() { return true; }
 };
