@@ -84,9 +84,10 @@ _Atomic uint64_t *kage_fp_accesses_slot(void) { return &__kage_fp_accesses; }
 struct kage_fp_buffer {
   uint64_t len;
   _Atomic uint64_t limit;
-  /* Non-zero while __kage_fp_range appends: a signal handler that interrupts it then
-   * reports its own ranges directly (writing the entry being written would tear it), and
-   * the runtime, draining the buffer at the handler's events, leaves `len` as it is. */
+  /* Non-zero while __kage_fp_range appends. The program's handlers wait until it is done
+   * (kage_signal_waiting), but a fault's cannot: such a handler reports its own ranges
+   * directly (writing the entry being written would tear it), and the runtime, draining
+   * the buffer at the handler's events, leaves `len` as it is. */
   uint64_t appending;
   uint64_t ranges[2 * KAGE_FP_BUFFER];
 };
@@ -94,6 +95,26 @@ __attribute__((tls_model("initial-exec")))
 static __thread struct kage_fp_buffer kage_fp_buffer;
 
 void __kage_fp_strided(const void *addr, uint64_t width, uint64_t stride, uint64_t count);
+
+/* Non-zero while a signal of the program's waits for the hooks here to finish: its handler
+ * cannot run while one changes the range buffer or the leaf slot (a handler that leaves by
+ * siglongjmp would leave them marked busy for good), so the runtime's trampoline keeps it
+ * (crates/kage-rt/src/handlers.rs) and the hook runs it when it is done. */
+__attribute__((tls_model("initial-exec")))
+static __thread uint64_t kage_signal_waiting;
+
+uint64_t *kage_signal_waiting_slot(void) { return &kage_signal_waiting; }
+
+/* crates/kage-rt/src/handlers.rs: runs the handlers of the signals kept meanwhile. */
+void kage_run_waiting_handlers(void);
+
+/* A hook has released the buffer and the leaf slot: the handlers of signals that came
+ * meanwhile run now, as if they had come here. */
+static inline __attribute__((always_inline)) void hooks_done(void) {
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  if (__builtin_expect(kage_signal_waiting != 0, 0))
+    kage_run_waiting_handlers();
+}
 
 /* Appends the bytes `first`..=`last` at `n`, the buffer's length, and ends the append that
  * set `appending`. */
@@ -104,6 +125,7 @@ static inline void append_range(struct kage_fp_buffer *b, uint64_t n, uint64_t f
   b->len = n + 1;
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   b->appending = 0;
+  hooks_done();
 }
 
 /* `len` bytes at `addr` are accessed: a segment's report (docs/abi.md). Here, not in the
@@ -122,6 +144,7 @@ void __kage_fp_range(const void *addr, uint64_t len) {
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     b->appending = 0;
+    hooks_done();
   }
   __kage_fp_strided(addr, len, 0, 1);
 }
@@ -138,8 +161,9 @@ uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
  * signal handler interrupts, one whose ranges fill the buffer); and the leaves that ended since the tool last ran, which it counts from
  * the ranges between their `mark` and `end` (those stay in the buffer until it does), with
  * how many leaves were open below them. `changing` is non-zero while a hook changes the
- * slot: a signal handler that interrupts it leaves the slot alone (its leaves and regions
- * are not measured; the program's handlers never run inside the runtime itself). */
+ * slot: the program's signal handlers wait until it is done (kage_signal_waiting), and a
+ * fault's handler, which cannot wait, leaves the slot alone (its leaves and regions are
+ * not measured). */
 #define KAGE_FP_LEAVES 8
 #define KAGE_FP_ENDED 32
 /* The records of the tool's part running on the thread, for the leaf instances counted here
@@ -438,6 +462,7 @@ void __kage_fp_leaf_enter(const void *entry, const void *parent, const void *fra
   }
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   l->changing = 0;
+  hooks_done();
   if (!begins && !open)
     __kage_fp_leaf_resume(entry, frame);
 }
@@ -522,6 +547,7 @@ void __kage_fp_leaf_end(const void *frame, const void *keep, const void *keep_pa
   l->depth = d;
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   l->changing = 0;
+  hooks_done();
   if (!done)
     __kage_fp_leaf_close(frame, keep);
 }
@@ -547,7 +573,8 @@ void __kage_fp_leaf_range(const void *addr, uint64_t len, const struct kage_regi
     if (__builtin_expect(n < atomic_load_explicit(&b->limit, memory_order_relaxed) && len != 0 &&
                              !l->changing,
                          1)) {
-      /* Held while the records change: a signal handler's leaves then go unmeasured. */
+      /* Held while the records change (a signal waits; a fault's handler leaves the slot
+       * alone). */
       l->changing = 1;
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
       const uint64_t range[2] = {first, last};
@@ -561,9 +588,14 @@ void __kage_fp_leaf_range(const void *addr, uint64_t len, const struct kage_regi
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     b->appending = 0;
+    hooks_done();
   }
   __kage_fp_leaf_count(addr, len, r);
 }
+
+/* Whether a hook here is changing the range buffer or the leaf slot on the calling thread
+ * (async-signal-safe: the trampoline asks). */
+int kage_hooks_busy(void) { return kage_fp_buffer.appending != 0 || kage_fp_leaf.changing != 0; }
 
 /* The calling thread's leaf slot, for the runtime. */
 struct kage_fp_leaf *kage_fp_leaf_slot(void) { return &kage_fp_leaf; }

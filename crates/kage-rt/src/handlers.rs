@@ -10,7 +10,10 @@
 //! signal comes while the runtime is busy on the thread, the trampoline keeps it (the
 //! signal and its `siginfo_t`) and returns; the runtime runs the handler as soon as it is
 //! done ([`deliver_pending`], from `gate::leave_runtime`), with the signal mask the
-//! kernel would have set, as an ordinary call of the program's. Synchronous faults (a
+//! kernel would have set, as an ordinary call of the program's. The footprint tool's hooks
+//! in C (csrc/tls.c), outside the runtime, change a range buffer and a leaf slot in place:
+//! a signal that comes meanwhile waits too, and the hook runs its handler when it is done
+//! ([`kage_run_waiting_handlers`]). Synchronous faults (a
 //! `SIGSEGV` the kernel raised for an access, ...) cannot wait: returning would repeat the
 //! fault; they are handled at once, as before.
 //!
@@ -172,6 +175,19 @@ thread_local! {
 extern "C" {
     /// csrc/tls.c: the calling thread's `__kage_count_running`.
     fn kage_count_running_slot() -> *const AtomicPtr<c_void>;
+    /// csrc/tls.c: whether a footprint hook is changing its range buffer or leaf slot on
+    /// the calling thread (async-signal-safe).
+    fn kage_hooks_busy() -> c_int;
+    /// csrc/tls.c: the calling thread's flag that a kept signal waits for those hooks.
+    fn kage_signal_waiting_slot() -> *mut u64;
+}
+
+/// Tells the C part's hooks whether a kept signal waits (they run its handler when they
+/// are done: [`kage_run_waiting_handlers`]).
+fn set_waiting(waiting: bool) {
+    // SAFETY: the calling thread's flag, written only on this thread (in a handler, or
+    // outside the hooks).
+    unsafe { std::ptr::write_volatile(kage_signal_waiting_slot(), waiting as u64) };
 }
 
 /// Notes, while a handler runs, what it interrupted (`sp`: the stack pointer there); the
@@ -251,6 +267,7 @@ pub fn pending() -> bool {
 /// Drops the signals kept on this thread (a forked child: they were its parent's).
 pub fn forget_pending() {
     KEPT_COUNT.with(|c| c.set(0));
+    set_waiting(false);
 }
 
 /// A fault the kernel raised for the instruction that was running: it repeats if the
@@ -311,6 +328,7 @@ unsafe fn keep(sig: c_int, info: *const libc::siginfo_t) -> bool {
         copy.si_signo = sig;
         kept[n] = MaybeUninit::new(copy);
         KEPT_COUNT.with(|c| c.set(n + 1));
+        set_waiting(true);
         true
     })
 }
@@ -354,7 +372,7 @@ unsafe extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, context:
         // Changed meanwhile: the C library's disposition is being set too.
         return;
     }
-    if runtime_busy() && !synchronous(sig, info) {
+    if (runtime_busy() || kage_hooks_busy() != 0) && !synchronous(sig, info) {
         let errno = *libc::__errno_location();
         let kept = keep(sig, info);
         *libc::__errno_location() = errno;
@@ -380,6 +398,7 @@ pub unsafe fn deliver_pending() {
         // not return).
         let n = KEPT_COUNT.with(|c| c.get());
         if n == 0 {
+            set_waiting(false);
             return;
         }
         let mut info = KEPT.with(|kept| {
@@ -389,6 +408,8 @@ pub unsafe fn deliver_pending() {
             first
         });
         KEPT_COUNT.with(|c| c.set(n - 1));
+        // The others still wait, should this handler not return.
+        set_waiting(n > 1);
         let sig = info.si_signo;
         let Some(slot) = ACTIONS.get(sig as usize) else {
             continue;
@@ -419,6 +440,19 @@ pub unsafe fn deliver_pending() {
             &mut context as *mut libc::ucontext_t as *mut c_void,
         );
         libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+    }
+}
+
+/// The footprint tool's C hooks (csrc/tls.c) are done with their range buffer and leaf slot,
+/// and a signal came meanwhile: its handler runs now.
+///
+/// # Safety
+/// Called by those hooks on the calling thread, outside the runtime, with neither held.
+#[no_mangle]
+#[cold]
+pub unsafe extern "C" fn kage_run_waiting_handlers() {
+    if !runtime_busy() {
+        deliver_pending();
     }
 }
 
@@ -530,6 +564,12 @@ mod tests {
     use crate::tool::ThreadTool;
     use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize};
 
+    extern "C" {
+        fn kage_fp_buffer_slot() -> *mut c_void;
+        fn kage_fp_leaf_slot() -> *mut c_void;
+        fn __kage_fp_leaf_enter(entry: *const c_void, parent: *const c_void, frame: *const c_void);
+    }
+
     struct Quiet;
     impl ThreadTool for Quiet {
         fn enter(&mut self, _: u32) {}
@@ -601,6 +641,23 @@ mod tests {
             assert_eq!(CALLS.load(SeqCst), 2);
             assert!(!pending());
 
+            // A footprint hook in C changing its range buffer (outside the runtime): kept
+            // until a hook is done with it, here one that opens a leaf.
+            let appending = (kage_fp_buffer_slot() as *mut u64).add(2);
+            *appending = 1;
+            libc::raise(libc::SIGUSR1);
+            assert_eq!(CALLS.load(SeqCst), 2);
+            *appending = 0;
+            let frame = 0u64;
+            __kage_fp_leaf_enter(
+                8 as *const c_void,
+                std::ptr::null(),
+                &frame as *const u64 as _,
+            );
+            assert_eq!(CALLS.load(SeqCst), 3);
+            assert!(!pending());
+            *(kage_fp_leaf_slot() as *mut u64) = 0;
+
             // SA_SIGINFO: the kept information is the handler's, the signal blocked.
             let mut act: libc::sigaction = std::mem::zeroed();
             act.sa_sigaction = with_info as *const () as usize;
@@ -623,9 +680,9 @@ mod tests {
                 info.as_ptr(),
             );
             assert_eq!(sent, 0);
-            assert_eq!(CALLS.load(SeqCst), 2);
-            gate::leave_runtime(ts);
             assert_eq!(CALLS.load(SeqCst), 3);
+            gate::leave_runtime(ts);
+            assert_eq!(CALLS.load(SeqCst), 4);
             assert_eq!(VALUE.load(SeqCst), 42);
             assert!(BLOCKED_INSIDE.load(SeqCst));
             let mut mask: libc::sigset_t = std::mem::zeroed();
@@ -638,7 +695,7 @@ mod tests {
             assert_eq!(sigaction(libc::SIGUSR2, &act, &mut old), 0);
             assert_eq!(old.sa_sigaction, with_info as *const () as usize);
             libc::raise(libc::SIGUSR2);
-            assert_eq!(CALLS.load(SeqCst), 4);
+            assert_eq!(CALLS.load(SeqCst), 5);
             assert_eq!(query(libc::SIGUSR2).sa_sigaction, libc::SIG_DFL);
 
             // Ignored: nothing runs, and the program sees SIG_IGN.
@@ -647,7 +704,7 @@ mod tests {
                 counting as *const () as usize
             );
             libc::raise(libc::SIGUSR1);
-            assert_eq!(CALLS.load(SeqCst), 4);
+            assert_eq!(CALLS.load(SeqCst), 5);
             assert_eq!(query(libc::SIGUSR1).sa_sigaction, libc::SIG_IGN);
             assert_eq!(signal(libc::SIGUSR1, libc::SIG_DFL), libc::SIG_IGN);
 

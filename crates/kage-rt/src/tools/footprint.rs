@@ -254,6 +254,10 @@ pub unsafe extern "C" fn __kage_fp_leaf_close(frame: *const c_void, keep: *const
             leaf.depth -= 1;
         }
         leaf.release();
+        // A signal that came while the slot was held waited (`crate::handlers`).
+        if crate::handlers::pending() {
+            crate::handlers::kage_run_waiting_handlers();
+        }
     }
 }
 
