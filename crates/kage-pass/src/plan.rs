@@ -13,7 +13,7 @@ use llvm_sys::target::{LLVMGetModuleDataLayout, LLVMTargetDataRef};
 use llvm_sys::LLVMOpcode;
 
 use crate::access::{classify_access, Access};
-use crate::debuginfo::{self, CallCopy, InlineSites, WrittenSource};
+use crate::debuginfo::{self, CallCopy, DeclaredLoop, InlineSites, WrittenSource};
 use crate::hoist;
 use crate::ir::{self, FunctionCfg};
 use crate::loops::{find_loops, LoopForest};
@@ -411,8 +411,24 @@ impl FunctionPlan {
             locations.push(block_locations);
             measured_locations.push(block_measured);
         }
+        let declared: Vec<Option<DeclaredLoop>> = (forest.loops.iter())
+            .map(|lp| debuginfo::declared_loop(&cfg, &lp.blocks, lp.header))
+            .collect();
         let mut back_edges =
             region_tree::back_edge_chains(&forest, &cfg.successors, &terminator_chains);
+        let declared_calls: Vec<Option<Vec<(u32, u32)>>> = (declared.iter())
+            .map(|d| d.as_ref().map(|d| d.calls.clone()))
+            .collect();
+        region_tree::declared_back_edges(
+            &forest,
+            &locations,
+            &mut back_edges,
+            &declared_calls,
+            |site| {
+                let site = &sites.sites[site as usize];
+                (site.call_line, site.call_column)
+            },
+        );
         // A block's chain is the one of most of its accesses and calls, not of most of its
         // instructions: an inlined callee's arithmetic scheduled into the block with its
         // caller's load (a hash computed before the first probe) must not take the load.
@@ -427,13 +443,13 @@ impl FunctionPlan {
         }
         let tree = region_tree::build(&forest, &chains, &back_edges);
         let own_subprogram = LLVMGetSubprogram(func);
-        let loops_as_written = (forest.loops.iter().enumerate())
-            .map(|(k, lp)| {
+        let loops_as_written = (declared.into_iter().enumerate())
+            .map(|(k, declared)| {
                 // The function whose source the loop's node is in.
                 let owner = (tree.nodes[tree.loop_node[k]].context.last())
                     .map_or(own_subprogram, |&site| sites.sites[site as usize].callee);
                 LoopAsWritten {
-                    declared: debuginfo::declared_loop(&cfg, &lp.blocks, lp.header),
+                    declared,
                     written: (written.loops(owner).iter())
                         .map(|&(first, last)| LineRange { first, last })
                         .collect(),

@@ -173,6 +173,46 @@ pub fn back_edge_chains(
         .collect()
 }
 
+/// Makes each loop's back-edge chain the chain of inlined calls its `llvm.loop` metadata
+/// says it is written in: `declared[k]`, each call's line and column (`call(site)` gives a
+/// site's), outermost first; empty for a loop of the function's own source. The optimiser
+/// often gives a loop's branches the location of code inlined into its body (the latch of
+/// `while (!ready) wait(&c);` is the inlined `wait`'s last line), which would make the
+/// caller's loop a loop of the callee. The chain is the first of the loop's code's (its back
+/// edges', then its blocks' instructions', `locations[b]`, in order) whose first calls are
+/// the declared ones, cut after them; a loop whose metadata names calls none of its code
+/// is in (or that has none) keeps its back edges' chain.
+pub fn declared_back_edges(
+    forest: &LoopForest,
+    locations: &[Vec<Location>],
+    back_edges: &mut [Option<Vec<Site>>],
+    declared: &[Option<Vec<(u32, u32)>>],
+    call: impl Fn(Site) -> (u32, u32),
+) {
+    for (k, lp) in forest.loops.iter().enumerate() {
+        let Some(calls) = declared.get(k).and_then(Option::as_ref) else {
+            continue;
+        };
+        let written_in = |chain: &[Site]| {
+            chain.len() >= calls.len()
+                && (chain.iter().zip(calls)).all(|(&site, &line_column)| call(site) == line_column)
+        };
+        let own = back_edges.get(k).cloned().flatten();
+        let code = (lp.blocks.iter())
+            .filter_map(|&b| locations.get(b))
+            .flatten()
+            .map(|l| l.sites.as_slice());
+        let found = own
+            .as_deref()
+            .into_iter()
+            .chain(code)
+            .find(|c| written_in(c));
+        if let (Some(chain), Some(slot)) = (found, back_edges.get_mut(k)) {
+            *slot = Some(chain[..calls.len()].to_vec());
+        }
+    }
+}
+
 pub(crate) fn common_prefix(a: &[Site], b: &[Site]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -707,6 +747,33 @@ mod tests {
         );
         let unlocated = vec![None; 5];
         assert_eq!(back_edge_chains(&forest, &successors, &unlocated), [None]);
+    }
+
+    #[test]
+    fn a_loop_is_where_its_metadata_says_it_is_written() {
+        // 0 -> 1 (header) -> 2 -> 1, 1 -> 3: the loop's code is in the call at site 4 (line
+        // 10, column 3), its latch 2 in the call at site 6 (line 20, column 5) inside it.
+        let successors = vec![vec![1], vec![2, 3], vec![1], vec![]];
+        let forest = find_loops(&successors, 0);
+        let locations = vec![vec![], vec![at(&[4])], vec![at(&[4, 6])], vec![]];
+        let call = |site: Site| match site {
+            4 => (10, 3),
+            6 => (20, 5),
+            _ => (0, 0),
+        };
+        let placed = |declared: Option<Vec<(u32, u32)>>| {
+            let mut back_edges = vec![Some(vec![4, 6])];
+            declared_back_edges(&forest, &locations, &mut back_edges, &[declared], call);
+            back_edges
+        };
+        // Written in the function's own source (the caller's loop around the calls).
+        assert_eq!(placed(Some(vec![])), [Some(vec![])]);
+        // In the outer call's source, or in the inner one's.
+        assert_eq!(placed(Some(vec![(10, 3)])), [Some(vec![4])]);
+        assert_eq!(placed(Some(vec![(10, 3), (20, 5)])), [Some(vec![4, 6])]);
+        // In calls none of its code is in, or nothing declared: its back edges' chain.
+        assert_eq!(placed(Some(vec![(30, 1)])), [Some(vec![4, 6])]);
+        assert_eq!(placed(None), [Some(vec![4, 6])]);
     }
 
     #[test]
