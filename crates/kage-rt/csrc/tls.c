@@ -85,25 +85,24 @@ struct kage_fp_buffer {
   uint64_t len;
   _Atomic uint64_t limit;
   /* Non-zero while __kage_fp_range appends. The program's handlers wait until it is done
-   * (kage_signal_waiting), but a fault's cannot: such a handler reports its own ranges
+   * (signal_waiting), but a fault's cannot: such a handler reports its own ranges
    * directly (writing the entry being written would tear it), and the runtime, draining
    * the buffer at the handler's events, leaves `len` as it is. */
   uint64_t appending;
   uint64_t ranges[2 * KAGE_FP_BUFFER];
+  /* Non-zero while a signal of the program's waits for the hooks here to finish: its
+   * handler cannot run while one changes the range buffer or the leaf slot (a handler that
+   * leaves by siglongjmp would leave them held for good), so the runtime's trampoline keeps
+   * it (crates/kage-rt/src/handlers.rs) and the hook runs it when it is done. Here, not in
+   * a thread-local of its own: an append reaches it from the buffer's address. */
+  uint64_t signal_waiting;
 };
 __attribute__((tls_model("initial-exec")))
 static __thread struct kage_fp_buffer kage_fp_buffer;
 
 void __kage_fp_strided(const void *addr, uint64_t width, uint64_t stride, uint64_t count);
 
-/* Non-zero while a signal of the program's waits for the hooks here to finish: its handler
- * cannot run while one changes the range buffer or the leaf slot (a handler that leaves by
- * siglongjmp would leave them marked busy for good), so the runtime's trampoline keeps it
- * (crates/kage-rt/src/handlers.rs) and the hook runs it when it is done. */
-__attribute__((tls_model("initial-exec")))
-static __thread uint64_t kage_signal_waiting;
-
-uint64_t *kage_signal_waiting_slot(void) { return &kage_signal_waiting; }
+uint64_t *kage_signal_waiting_slot(void) { return &kage_fp_buffer.signal_waiting; }
 
 /* crates/kage-rt/src/handlers.rs: runs the handlers of the signals kept meanwhile. */
 void kage_run_waiting_handlers(void);
@@ -112,7 +111,7 @@ void kage_run_waiting_handlers(void);
  * meanwhile run now, as if they had come here. */
 static inline __attribute__((always_inline)) void hooks_done(void) {
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  if (__builtin_expect(kage_signal_waiting != 0, 0))
+  if (__builtin_expect(kage_fp_buffer.signal_waiting != 0, 0))
     kage_run_waiting_handlers();
 }
 
@@ -161,7 +160,7 @@ uint64_t kage_fp_buffer_capacity(void) { return KAGE_FP_BUFFER; }
  * signal handler interrupts, one whose ranges fill the buffer); and the leaves that ended since the tool last ran, which it counts from
  * the ranges between their `mark` and `end` (those stay in the buffer until it does), with
  * how many leaves were open below them. `changing` is non-zero while a hook changes the
- * slot: the program's signal handlers wait until it is done (kage_signal_waiting), and a
+ * slot: the program's signal handlers wait until it is done (signal_waiting), and a
  * fault's handler, which cannot wait, leaves the slot alone (its leaves and regions are
  * not measured). */
 #define KAGE_FP_LEAVES 8
