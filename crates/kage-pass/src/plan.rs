@@ -419,7 +419,7 @@ impl FunctionPlan {
         let declared_calls: Vec<Option<Vec<(u32, u32)>>> = (declared.iter())
             .map(|d| d.as_ref().map(|d| d.calls.clone()))
             .collect();
-        region_tree::declared_back_edges(
+        let placed = region_tree::declared_back_edges(
             &forest,
             &locations,
             &mut back_edges,
@@ -429,6 +429,12 @@ impl FunctionPlan {
                 (site.call_line, site.call_column)
             },
         );
+        let own_subprogram = LLVMGetSubprogram(func);
+        region_tree::written_back_edges(&forest, &locations, &mut back_edges, &placed, |site| {
+            let subprogram = site.map_or(own_subprogram, |s| sites.sites[s as usize].callee);
+            written.function_end(subprogram)?;
+            Some(written.loops(subprogram).to_vec())
+        });
         // A block's chain is the one of most of its accesses and calls, not of most of its
         // instructions: an inlined callee's arithmetic scheduled into the block with its
         // caller's load (a hash computed before the first probe) must not take the load.
@@ -442,7 +448,6 @@ impl FunctionPlan {
             back_edges.iter_mut().flatten().for_each(Vec::clear);
         }
         let tree = region_tree::build(&forest, &chains, &back_edges);
-        let own_subprogram = LLVMGetSubprogram(func);
         let loops_as_written = (declared.into_iter().enumerate())
             .map(|(k, declared)| {
                 // The function whose source the loop's node is in.

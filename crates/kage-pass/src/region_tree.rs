@@ -181,14 +181,15 @@ pub fn back_edge_chains(
 /// caller's loop a loop of the callee. The chain is the first of the loop's code's (its back
 /// edges', then its blocks' instructions', `locations[b]`, in order) whose first calls are
 /// the declared ones, cut after them; a loop whose metadata names calls none of its code
-/// is in (or that has none) keeps its back edges' chain.
+/// is in (or that has none) keeps its back edges' chain. Whether each loop was placed so.
 pub fn declared_back_edges(
     forest: &LoopForest,
     locations: &[Vec<Location>],
     back_edges: &mut [Option<Vec<Site>>],
     declared: &[Option<Vec<(u32, u32)>>],
     call: impl Fn(Site) -> (u32, u32),
-) {
+) -> Vec<bool> {
+    let mut placed = vec![false; forest.loops.len()];
     for (k, lp) in forest.loops.iter().enumerate() {
         let Some(calls) = declared.get(k).and_then(Option::as_ref) else {
             continue;
@@ -209,6 +210,79 @@ pub fn declared_back_edges(
             .find(|c| written_in(c));
         if let (Some(chain), Some(slot)) = (found, back_edges.get_mut(k)) {
             *slot = Some(chain[..calls.len()].to_vec());
+            placed[k] = true;
+        }
+    }
+    placed
+}
+
+/// The least share of a loop's distinct code lines that a loop as written must hold to be
+/// the one it came from: the rest may be code the optimiser moved in from around it.
+pub const WRITTEN_LOOP_SHARE: f64 = 0.75;
+
+/// Whether the loop as written at lines `first..=last` holds at least [`WRITTEN_LOOP_SHARE`]
+/// of a loop's code, `code` the line of each of its instructions ([`code_lines`]): the
+/// share is of instructions, so that a line or two of code the optimiser moved in from
+/// around the loop (an address computed before it) weigh what their instructions do.
+pub fn holds_most_of(first: u32, last: u32, code: &[u32]) -> bool {
+    let held = code
+        .iter()
+        .filter(|&&l| (first..=last).contains(&l))
+        .count();
+    held > 0 && held as f64 >= WRITTEN_LOOP_SHARE * code.len() as f64
+}
+
+/// The line of each instruction of `blocks` (with a line) whose code is at the level of
+/// `context` or deeper, at that level (the line of the call for deeper code).
+pub fn code_lines(blocks: &[usize], locations: &[Vec<Location>], context: &[Site]) -> Vec<u32> {
+    (blocks.iter())
+        .filter_map(|&b| locations.get(b))
+        .flatten()
+        .filter(|l| l.sites.starts_with(context))
+        .map(|l| l.lines.get(context.len()).copied().unwrap_or(0))
+        .filter(|&line| line != 0)
+        .collect()
+}
+
+/// Moves a loop that its metadata did not place ([`declared_back_edges`]; `placed[k]`) out of
+/// an inlined call whose function has no loop as written: when its back-edge chain ends in
+/// such a call (the optimiser gave the branch back the location of a callee's last code:
+/// `while (skip(&s, ';')) {}`, a body that ends in an inlined call returning early), the
+/// loop is a caller's: the deepest call of the chain (or the function itself) with a loop
+/// as written that holds some of the loop's code lines at its level (not necessarily most:
+/// code the optimiser moved into the loop from before it counts at that level too).
+/// `loops_of(site)` gives the loops as written (first and last lines) of the callee of
+/// `site` (`None`: of the function itself); `None` when the early pass recorded nothing of
+/// that function (a loop stays where it is unless its function is known to have none).
+pub fn written_back_edges(
+    forest: &LoopForest,
+    locations: &[Vec<Location>],
+    back_edges: &mut [Option<Vec<Site>>],
+    placed: &[bool],
+    loops_of: impl Fn(Option<Site>) -> Option<Vec<(u32, u32)>>,
+) {
+    for (k, lp) in forest.loops.iter().enumerate() {
+        if placed.get(k).copied().unwrap_or(false) {
+            continue;
+        }
+        let Some(Some(chain)) = back_edges.get(k) else {
+            continue;
+        };
+        let Some(&innermost) = chain.last() else {
+            continue;
+        };
+        if !loops_of(Some(innermost)).is_some_and(|loops| loops.is_empty()) {
+            continue;
+        }
+        let outer = (0..chain.len()).rev().find(|&depth| {
+            let owner = depth.checked_sub(1).map(|d| chain[d]);
+            let code = code_lines(&lp.blocks, locations, &chain[..depth]);
+            (loops_of(owner).unwrap_or_default().iter())
+                .any(|&(first, last)| code.iter().any(|l| (first..=last).contains(l)))
+        });
+        if let Some(depth) = outer {
+            let cut = chain[..depth].to_vec();
+            back_edges[k] = Some(cut);
         }
     }
 }
@@ -774,6 +848,64 @@ mod tests {
         // In calls none of its code is in, or nothing declared: its back edges' chain.
         assert_eq!(placed(Some(vec![(30, 1)])), [Some(vec![4, 6])]);
         assert_eq!(placed(None), [Some(vec![4, 6])]);
+    }
+
+    #[test]
+    fn a_loop_is_not_in_a_call_of_a_function_without_loops() {
+        // 0 -> 1 (header) -> 2 -> 1, 1 -> 3: the loop's condition is the function's own code
+        // (line 20), its latch 2 the code of the call at site 5 (line 21; the callee's line
+        // 7), which branches back to the header. No metadata placed it.
+        let successors = vec![vec![1], vec![2, 3], vec![1], vec![]];
+        let forest = find_loops(&successors, 0);
+        let line = |sites: &[Site], lines: &[u32]| Location {
+            sites: sites.to_vec(),
+            lines: lines.to_vec(),
+        };
+        let locations = vec![
+            vec![],
+            vec![line(&[], &[20])],
+            vec![line(&[5], &[21, 7]), line(&[5], &[21, 8])],
+            vec![],
+        ];
+        let placed_by = |callee: Option<Vec<(u32, u32)>>, own: Vec<(u32, u32)>, placed: bool| {
+            let mut back_edges = vec![Some(vec![5])];
+            let loops_of = |site: Option<Site>| match site {
+                None => Some(own.clone()),
+                Some(_) => callee.clone(),
+            };
+            written_back_edges(&forest, &locations, &mut back_edges, &[placed], loops_of);
+            back_edges
+        };
+        // The callee has no loop as written: the loop is the function's (20-22).
+        assert_eq!(
+            placed_by(Some(vec![]), vec![(20, 22)], false),
+            [Some(vec![])]
+        );
+        // The callee has loops, or nothing is known of it, or the metadata placed the loop,
+        // or the function has no loop at these lines: the back edges' chain stands.
+        assert_eq!(
+            placed_by(Some(vec![(7, 8)]), vec![(20, 22)], false),
+            [Some(vec![5])]
+        );
+        assert_eq!(placed_by(None, vec![(20, 22)], false), [Some(vec![5])]);
+        assert_eq!(
+            placed_by(Some(vec![]), vec![(20, 22)], true),
+            [Some(vec![5])]
+        );
+        assert_eq!(
+            placed_by(Some(vec![]), vec![(40, 45)], false),
+            [Some(vec![5])]
+        );
+    }
+
+    #[test]
+    fn a_loop_as_written_holds_a_loop_by_its_share_of_instructions() {
+        // Four instructions at 10 and 11, one at 3 (moved in from before the loop).
+        let code = [10, 10, 11, 11, 3];
+        assert!(holds_most_of(10, 12, &code));
+        assert!(!holds_most_of(10, 10, &code));
+        assert!(!holds_most_of(20, 30, &code));
+        assert!(!holds_most_of(10, 12, &[]));
     }
 
     #[test]

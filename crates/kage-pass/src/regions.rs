@@ -13,7 +13,7 @@ use kage_abi::{RegionKind, SourceKey, CTOR_PRIORITY, MODULE_GLOBAL, NONE};
 use crate::debuginfo::DeclaredLoop;
 use crate::ir::{c_string, RuntimeFunction};
 use crate::loops::LoopForest;
-use crate::region_tree::{Location, NodeKind, RegionTree};
+use crate::region_tree::{self, Location, NodeKind, RegionTree};
 
 const REGIONS_GLOBAL: &str = "__kage_regions";
 /// `kage_region.flags`, the last field.
@@ -212,10 +212,6 @@ pub struct LoopAsWritten {
     pub written: Vec<LineRange>,
 }
 
-/// The least share of a loop's distinct code lines that a loop as written must hold to be
-/// the one it came from: the rest may be code the optimiser moved in from around it.
-const WRITTEN_LOOP_SHARE: f64 = 0.75;
-
 /// Each loop's lines (its body's too), from its keyword to its end, as at -O0 whatever code
 /// the optimiser moved in or out:
 /// 1. where its `llvm.loop` metadata says where it is (`loops_as_written[k].declared`), in the
@@ -223,7 +219,7 @@ const WRITTEN_LOOP_SHARE: f64 = 0.75;
 /// 2. else (the optimiser dropped them: LLVM 22's vectorised loops and unrolled remainders
 ///    carry none, a `for (;;)` whose latches were merged loses its metadata) the narrowest
 ///    loop as written in that source (`loops_as_written[k].written`) that holds at least
-///    [`WRITTEN_LOOP_SHARE`] of its distinct code lines: the loop it was copied from, so
+///    [`WRITTEN_LOOP_SHARE`](region_tree::WRITTEN_LOOP_SHARE) of its code ([`region_tree::holds_most_of`]): the loop it was copied from, so
 ///    that the copies are one source region;
 /// 3. else (a `goto` loop, a loop the optimiser made) the lines of all its blocks, some of
 ///    which may lie in nodes below its body.
@@ -252,23 +248,10 @@ fn loop_lines(
                     };
                 }
             }
-            // The distinct lines of the loop's code, at its node's level.
-            let mut code: Vec<u32> = (forest.loops[k].blocks.iter())
-                .filter_map(|&b| locations.get(b))
-                .flatten()
-                .filter(|l| l.sites.starts_with(context))
-                .map(|l| l.lines.get(context.len()).copied().unwrap_or(0))
-                .filter(|&line| line != 0)
-                .collect();
-            code.sort_unstable();
-            code.dedup();
+            // The lines of the loop's code, at its node's level.
+            let code = region_tree::code_lines(&forest.loops[k].blocks, locations, context);
             let written = (known.written.iter())
-                .filter(|range| {
-                    let held = (code.iter())
-                        .filter(|&&line| (range.first..=range.last).contains(&line))
-                        .count();
-                    held > 0 && held as f64 >= WRITTEN_LOOP_SHARE * code.len() as f64
-                })
+                .filter(|range| region_tree::holds_most_of(range.first, range.last, &code))
                 .min_by_key(|range| (range.last - range.first, range.first));
             if let Some(&range) = written {
                 return range;

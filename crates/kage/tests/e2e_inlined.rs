@@ -260,14 +260,18 @@ fn loops_and_functions_keep_their_lines_as_written_in_every_copy() {
 fn a_callers_loop_whose_last_code_is_an_inlined_call_stays_the_callers() {
     // main's `while` repeats the inlined wait_once, whose check ends the loop's last block:
     // at -O2 the loop's back-edge branch has wait_once's location (the loop used to be shown
-    // as a loop of wait_once at its lines, 45-46). sum_in_order's do-while ends with the
-    // inlined next_node, which has two loops of its own. Each loop in its function at its
-    // lines as written, at every level; each inlined wait_once that runs inside main's loop.
+    // as a loop of wait_once at its lines). sum_in_order's do-while ends with the inlined
+    // next_node, which has two loops of its own; skip_semicolons' loop is all `take`'s
+    // code, first_usable's goes round by the early return of the inlined `usable`. Each
+    // loop in its function at its lines as written, at every level; each inlined
+    // wait_once that runs inside main's loop.
     let expected = lines_of(&[
-        ("next_node", 18, 19),
-        ("next_node", 22, 23),
-        ("sum_in_order", 31, 34),
-        ("main", 68, 69),
+        ("next_node", 19, 20),
+        ("next_node", 23, 24),
+        ("sum_in_order", 32, 35),
+        ("skip_semicolons", 69, 69),
+        ("first_usable", 104, 107),
+        ("main", 129, 130),
     ]);
     for (level, report) in reports("caller_loops.c") {
         assert_eq!(
@@ -283,7 +287,7 @@ fn a_callers_loop_whose_last_code_is_an_inlined_call_stays_the_callers() {
             let body = report.region(call.parent.unwrap()).unwrap();
             let lp = report.region(body.parent.unwrap()).unwrap();
             assert_eq!(body.kind, RegionKind::LoopBody, "{level}");
-            assert_eq!((lp.name.as_str(), lp.line), ("main", 68), "{level}");
+            assert_eq!((lp.name.as_str(), lp.line), ("main", 129), "{level}");
         }
         assert_eq!(function_totals(&report, "wait_once").0, N, "{level}");
         assert_eq!(function_totals(&report, "next_node").0, N, "{level}");

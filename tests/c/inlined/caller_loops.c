@@ -3,6 +3,7 @@
  * is the caller's, at its own lines, at every level; the callee's loops stay the callee's. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define NOINLINE __attribute__((noinline))
 
@@ -47,6 +48,66 @@ static void wait_once(int *state) {
     abort();
 }
 
+struct lexer {
+  const char *s;
+};
+
+NOINLINE void advance(struct lexer *lx) { lx->s++; }
+
+/* Takes `c` when it comes next: no loop of its own. */
+static int take(struct lexer *lx, char c) {
+  if (*lx->s == c) {
+    advance(lx);
+    return 1;
+  }
+  return 0;
+}
+
+/* A loop whose whole code is the inlined `take`: its branch back is take's. */
+static int skip_semicolons(struct lexer *lx) {
+  int skipped = 0;
+  while (take(lx, ';')) {}
+  skipped = *lx->s == 'x';
+  return skipped;
+}
+
+NOINLINE int exists(const char *name) { return name[0] == 'c'; }
+
+/* The next name of a `;`-separated list, cut in place (NULL at the end). */
+static char *next_name(char **list, char *end) {
+  char *name = *list;
+  if (name == end)
+    return NULL;
+  if (*name == '\0')
+    name++;
+  char *sep = strchr(name, ';');
+  if (sep == NULL)
+    sep = end;
+  *sep = '\0';
+  *list = sep;
+  return name;
+}
+
+/* Whether a name can be used: returns early, and that early return is what goes back to
+ * the loop around it. */
+static int usable(const char *name) {
+  int ok = exists(name);
+  if (!ok)
+    return 0;
+  return name[1] != '\0';
+}
+
+/* A search that goes round while the inlined `usable` says no. */
+static char *first_usable(char *list) {
+  char *end = list + strlen(list);
+  char *name;
+  while ((name = next_name(&list, end)) != NULL) {
+    if (usable(name))
+      return name;
+  }
+  return NULL;
+}
+
 static struct node *build(struct node *nodes, int lo, int hi, struct node *parent) {
   if (lo > hi)
     return NULL;
@@ -67,7 +128,11 @@ int main(int argc, char **argv) {
   int state = 0;
   while (state < n)
     wait_once(&state);
-  printf("%ld %d\n", sum, state);
+  struct lexer lx = {";;;;x"};
+  int skipped = skip_semicolons(&lx);
+  char names[] = "a;bb;cc;dd";
+  char *found = first_usable(names);
+  printf("%ld %d %d %s\n", sum, state, skipped, found ? found : "none");
   free(nodes);
   return 0;
 }
