@@ -219,8 +219,9 @@ pub struct LoopAsWritten {
 /// 2. else (the optimiser dropped them: LLVM 22's vectorised loops and unrolled remainders
 ///    carry none, a `for (;;)` whose latches were merged loses its metadata) the narrowest
 ///    loop as written in that source (`loops_as_written[k].written`) that holds at least
-///    [`WRITTEN_LOOP_SHARE`](region_tree::WRITTEN_LOOP_SHARE) of its code ([`region_tree::holds_most_of`]): the loop it was copied from, so
-///    that the copies are one source region;
+///    [`WRITTEN_LOOP_SHARE`](region_tree::WRITTEN_LOOP_SHARE) of its code
+///    ([`region_tree::holds_most_of`]) and a line of its header's: the loop it was copied
+///    from, so that the copies are one source region;
 /// 3. else (a `goto` loop, a loop the optimiser made) the lines of all its blocks, some of
 ///    which may lie in nodes below its body.
 fn loop_lines(
@@ -231,9 +232,18 @@ fn loop_lines(
     loops_as_written: &[LoopAsWritten],
 ) -> Vec<LineRange> {
     let nothing_known = LoopAsWritten::default();
-    (0..forest.loops.len())
-        .map(|k| {
-            let context = &tree.nodes[tree.loop_node[k]].context;
+    let mut lines = vec![LineRange::default(); forest.loops.len()];
+    // Inner loops first (the forest is in pre-order): a loop as written that an inner loop
+    // of the same source took is not the outer one's (a `goto` loop's code is mostly the
+    // `while` inside it).
+    for k in (0..forest.loops.len()).rev() {
+        let context = &tree.nodes[tree.loop_node[k]].context;
+        let taken: Vec<LineRange> = (0..forest.loops.len())
+            .filter(|&j| forest.loops[j].parent == Some(k))
+            .filter(|&j| tree.nodes[tree.loop_node[j]].context == *context)
+            .map(|j| lines[j])
+            .collect();
+        lines[k] = (|| {
             let known = loops_as_written.get(k).unwrap_or(&nothing_known);
             if let Some(d) = &known.declared {
                 let same_calls = d.calls.len() == context.len()
@@ -248,10 +258,20 @@ fn loop_lines(
                     };
                 }
             }
-            // The lines of the loop's code, at its node's level.
-            let code = region_tree::code_lines(&forest.loops[k].blocks, locations, context);
+            // The lines of the loop's code, at its node's level, and of its header's (if it
+            // has any there): a loop as written that holds most of a loop's code but not
+            // where it begins is one inside it (an outer `goto` loop's code is mostly its
+            // inner loop's).
+            let lp = &forest.loops[k];
+            let code = region_tree::code_lines(&lp.blocks, locations, context);
+            let header = region_tree::code_lines(&[lp.header], locations, context);
             let written = (known.written.iter())
+                .filter(|range| !taken.contains(range))
                 .filter(|range| region_tree::holds_most_of(range.first, range.last, &code))
+                .filter(|range| {
+                    header.is_empty()
+                        || (header.iter()).any(|line| (range.first..=range.last).contains(line))
+                })
                 .min_by_key(|range| (range.last - range.first, range.first));
             if let Some(&range) = written {
                 return range;
@@ -259,8 +279,9 @@ fn loop_lines(
             let mut range = LineRange::default();
             code.iter().for_each(|&line| range.add(line));
             range
-        })
-        .collect()
+        })();
+    }
+    lines
 }
 
 /// The emitted table: `__kage_regions` (the `kage_region[]` array) and `__kage_module`.

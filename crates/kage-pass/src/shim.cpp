@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/IR/DebugInfo.h"
@@ -100,32 +101,83 @@ static void addWritten(llvm::Module &M, unsigned Table, llvm::DISubprogram *SP, 
   M.getOrInsertNamedMetadata(WrittenTables[Table])->addOperand(llvm::MDNode::get(C, Ops));
 }
 
+// The debug locations of `F`'s cleanups (lifetime markers), which come only in optimising
+// builds.
+using Cleanups = llvm::SmallPtrSet<const llvm::DILocation *, 4>;
+static Cleanups cleanupsOf(llvm::Function &F) {
+  Cleanups Found;
+  for (llvm::Instruction &I : llvm::instructions(F))
+    if (I.isLifetimeStartOrEnd() && I.getDebugLoc()) Found.insert(I.getDebugLoc().get());
+  return Found;
+}
+
+// The line of `I` as a line of `Own`'s code as written (0: none). Cleanups at the closing
+// brace come only in optimising builds (lifetime markers, the branches into them, a
+// `return;` that returns from there), and the branches and `ret`s of `return` statements
+// differ between -O0 and optimising builds: for a function's last line (`InLoop` false)
+// none of them counts, nor does any terminator, so that it ends at its last statement at
+// every level (a value returned, a loop's condition count by the code computing them). A
+// loop's lines count all of its code (a `goto` loop ends at its `goto`; a `while` at its
+// last `continue`, which optimising builds mark only on the cleanups they send it through:
+// a loop whose cleanups end at a closing brace is longer by those lines than at -O0).
+static unsigned writtenLine(const llvm::Instruction &I, const llvm::DISubprogram *Own,
+                            const Cleanups &Skipped, bool InLoop) {
+  const llvm::DebugLoc &DL = I.getDebugLoc();
+  if (!Own || !DL || DL.getInlinedAt() || DL->getScope()->getSubprogram() != Own)
+    return 0;
+  bool Cleanup = !InLoop && (Skipped.count(DL.get()) || I.isTerminator());
+  return Cleanup ? 0 : DL.getLine();
+}
+
+// The loops of `F` that clang gave no location metadata (a `goto` loop; a `while` whose
+// body ends in `continue`, whose back edge with the metadata clang drops as unreachable):
+// from the first to the last line of their code, the lines an -O0 build gives them. A loop
+// that holds a branch with location metadata of its own (not an inner loop's; a `continue`
+// that goes back through a block of cleanups), or whose header such a branch goes to (a
+// back edge in code that never runs, after a `break`), is recorded by its metadata.
+static void recordLoopsWithoutMetadata(llvm::Module &M, llvm::Function &F,
+                                       llvm::DISubprogram *Own, const Cleanups &Skipped) {
+  llvm::DominatorTree DT(F);
+  llvm::LoopInfo LI(DT);
+  llvm::SmallPtrSet<const llvm::Loop *, 8> Declared;
+  for (llvm::BasicBlock &BB : F) {
+    llvm::Instruction *T = BB.getTerminator();
+    llvm::MDNode *ID = T ? T->getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
+    if (!ID || !loopLocations(ID).first) continue;
+    if (const llvm::Loop *Holder = LI.getLoopFor(&BB)) Declared.insert(Holder);
+    for (const llvm::BasicBlock *Target : llvm::successors(&BB))
+      if (const llvm::Loop *L = LI.getLoopFor(Target); L && L->getHeader() == Target)
+        Declared.insert(L);
+  }
+  for (llvm::Loop *L : LI.getLoopsInPreorder()) {
+    if (Declared.count(L)) continue;
+    unsigned First = ~0u, Last = 0;
+    for (llvm::BasicBlock *BB : L->blocks())
+      for (llvm::Instruction &I : *BB)
+        if (unsigned Line = writtenLine(I, Own, Skipped, true)) {
+          First = std::min(First, Line);
+          Last = std::max(Last, Line);
+        }
+    if (Last != 0) addWritten(M, 0, Own, First, Last);
+  }
+}
+
 // Every loop and function as the source wrote it, before the optimiser copies loops
 // (vectorised bodies, unrolled remainders), drops their metadata (merged latches) and
 // inlines functions (whose copies lose their closing lines): each loop's start and end lines
-// from its `llvm.loop` metadata, each function's first and last line of code. The late pass
+// from its `llvm.loop` metadata (without it, its code's first and last lines), each
+// function's first and last line of code. The late pass
 // reads them to give a loop that lost its metadata, and an inlined call, the lines an -O0
 // build gives them (src/regions.rs). Named metadata changes no analysis.
 static void recordWrittenSource(llvm::Module &M) {
   llvm::SmallPtrSet<llvm::MDNode *, 32> Seen;
   for (llvm::Function &F : M) {
     llvm::DISubprogram *Own = F.getSubprogram();
-    // Cleanups at the closing brace come only in optimising builds (lifetime markers, the
-    // branches into them, a `return;` that returns from there), and the branches and `ret`s
-    // of `return` statements differ between -O0 and optimising builds: none of them count,
-    // nor does any terminator, so that a function ends at its last statement at every level
-    // (a value returned, a loop's condition count by the code computing them).
-    llvm::SmallPtrSet<const llvm::DILocation *, 4> Cleanups;
-    for (llvm::Instruction &I : llvm::instructions(F))
-      if (I.isLifetimeStartOrEnd() && I.getDebugLoc())
-        Cleanups.insert(I.getDebugLoc().get());
+    Cleanups Skipped = cleanupsOf(F);
     unsigned Last = 0;
     for (llvm::BasicBlock &BB : F) {
       for (llvm::Instruction &I : BB) {
-        const llvm::DebugLoc &DL = I.getDebugLoc();
-        if (Own && DL && !DL.getInlinedAt() && DL->getScope()->getSubprogram() == Own &&
-            !Cleanups.count(DL.get()) && !I.isTerminator())
-          Last = std::max(Last, DL.getLine());
+        Last = std::max(Last, writtenLine(I, Own, Skipped, false));
         llvm::MDNode *Loop = I.isTerminator() ? I.getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
         if (!Loop || !Seen.insert(Loop).second) continue;
         auto [Start, End] = loopLocations(Loop);
@@ -135,6 +187,7 @@ static void recordWrittenSource(llvm::Module &M) {
       }
     }
     if (Own && Last != 0) addWritten(M, 1, Own, Own->getLine(), Last);
+    if (Own && !F.isDeclaration()) recordLoopsWithoutMetadata(M, F, Own, Skipped);
   }
 }
 

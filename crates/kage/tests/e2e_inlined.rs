@@ -295,6 +295,28 @@ fn a_callers_loop_whose_last_code_is_an_inlined_call_stays_the_callers() {
 }
 
 #[test]
+fn loops_without_metadata_keep_the_lines_of_their_code_before_optimisation() {
+    // runs' loop made by `goto` (12-21) and the `while` inside it whose body ends in
+    // `continue` (14-18): clang gives neither location metadata, and at -O2 the `goto` loop's
+    // code is mostly the `while`'s (it used to take the `while`'s lines). main's loop has
+    // its metadata. Each loop at its lines at every level, the `while` inside the other.
+    let expected = lines_of(&[("runs", 12, 21), ("runs", 14, 18), ("main", 27, 28)]);
+    for (level, report) in reports("unmarked_loops.c") {
+        assert_eq!(
+            named_lines(&report, RegionKind::Loop, "unmarked_loops.c"),
+            expected,
+            "{level}"
+        );
+        for inner in (report.regions.iter()).filter(|r| r.kind == RegionKind::Loop && r.line == 14)
+        {
+            let body = report.region(inner.parent.unwrap()).unwrap();
+            let outer = report.region(body.parent.unwrap()).unwrap();
+            assert_eq!((outer.line, outer.end_line), (12, 21), "{level}");
+        }
+    }
+}
+
+#[test]
 fn cpp_lambdas_templates_and_members_inlined_keep_their_names_and_lines() {
     let reports = reports("inl.cpp");
     let o0 = &reports["-O0"];
