@@ -1,7 +1,7 @@
 //! The static region table (docs/abi.md): planning its entries, emitting it as globals, and
 //! registering it from a constructor in `llvm.global_ctors`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use llvm_sys::core::*;
 use llvm_sys::prelude::{LLVMContextRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
@@ -220,8 +220,8 @@ pub struct LoopAsWritten {
 ///    carry none, a `for (;;)` whose latches were merged loses its metadata) the narrowest
 ///    loop as written in that source (`loops_as_written[k].written`) that holds at least
 ///    [`WRITTEN_LOOP_SHARE`](region_tree::WRITTEN_LOOP_SHARE) of its code
-///    ([`region_tree::holds_most_of`]) and a line of its header's: the loop it was copied
-///    from, so that the copies are one source region;
+///    ([`region_tree::holds_most_of`]), of its code outside its inner loops, and a line of
+///    its header's: the loop it was copied from, so that the copies are one source region;
 /// 3. else (a `goto` loop, a loop the optimiser made) the lines of all its blocks, some of
 ///    which may lie in nodes below its body.
 fn loop_lines(
@@ -233,16 +233,8 @@ fn loop_lines(
 ) -> Vec<LineRange> {
     let nothing_known = LoopAsWritten::default();
     let mut lines = vec![LineRange::default(); forest.loops.len()];
-    // Inner loops first (the forest is in pre-order): a loop as written that an inner loop
-    // of the same source took is not the outer one's (a `goto` loop's code is mostly the
-    // `while` inside it).
-    for k in (0..forest.loops.len()).rev() {
+    for k in 0..forest.loops.len() {
         let context = &tree.nodes[tree.loop_node[k]].context;
-        let taken: Vec<LineRange> = (0..forest.loops.len())
-            .filter(|&j| forest.loops[j].parent == Some(k))
-            .filter(|&j| tree.nodes[tree.loop_node[j]].context == *context)
-            .map(|j| lines[j])
-            .collect();
         lines[k] = (|| {
             let known = loops_as_written.get(k).unwrap_or(&nothing_known);
             if let Some(d) = &known.declared {
@@ -265,13 +257,23 @@ fn loop_lines(
             let lp = &forest.loops[k];
             let code = region_tree::code_lines(&lp.blocks, locations, context);
             let header = region_tree::code_lines(&[lp.header], locations, context);
+            // And of its own code, outside its inner loops, when it has some: a `goto` loop's
+            // code is mostly the `while` inside it, not its own.
+            let inner: HashSet<usize> = (forest.loops.iter())
+                .filter(|inner| inner.parent == Some(k))
+                .flat_map(|inner| inner.blocks.iter().copied())
+                .collect();
+            let own_blocks: Vec<usize> = (lp.blocks.iter().copied())
+                .filter(|b| !inner.contains(b))
+                .collect();
+            let own = region_tree::code_lines(&own_blocks, locations, context);
+            let holds = |range: &LineRange, line: &u32| (range.first..=range.last).contains(line);
             let written = (known.written.iter())
-                .filter(|range| !taken.contains(range))
                 .filter(|range| region_tree::holds_most_of(range.first, range.last, &code))
                 .filter(|range| {
-                    header.is_empty()
-                        || (header.iter()).any(|line| (range.first..=range.last).contains(line))
+                    own.is_empty() || region_tree::holds_most_of(range.first, range.last, &own)
                 })
+                .filter(|range| header.is_empty() || header.iter().any(|l| holds(range, l)))
                 .min_by_key(|range| (range.last - range.first, range.first));
             if let Some(&range) = written {
                 return range;
