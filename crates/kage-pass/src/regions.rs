@@ -232,10 +232,9 @@ fn loop_lines(
     loops_as_written: &[LoopAsWritten],
 ) -> Vec<LineRange> {
     let nothing_known = LoopAsWritten::default();
-    let mut lines = vec![LineRange::default(); forest.loops.len()];
-    for k in 0..forest.loops.len() {
-        let context = &tree.nodes[tree.loop_node[k]].context;
-        lines[k] = (|| {
+    (0..forest.loops.len())
+        .map(|k| {
+            let context = &tree.nodes[tree.loop_node[k]].context;
             let known = loops_as_written.get(k).unwrap_or(&nothing_known);
             if let Some(d) = &known.declared {
                 let same_calls = d.calls.len() == context.len()
@@ -252,8 +251,7 @@ fn loop_lines(
             }
             // The lines of the loop's code, at its node's level, and of its header's (if it
             // has any there): a loop as written that holds most of a loop's code but not
-            // where it begins is one inside it (an outer `goto` loop's code is mostly its
-            // inner loop's).
+            // where it begins is one inside it.
             let lp = &forest.loops[k];
             let code = region_tree::code_lines(&lp.blocks, locations, context);
             let header = region_tree::code_lines(&[lp.header], locations, context);
@@ -281,9 +279,8 @@ fn loop_lines(
             let mut range = LineRange::default();
             code.iter().for_each(|&line| range.add(line));
             range
-        })();
-    }
-    lines
+        })
+        .collect()
 }
 
 /// The emitted table: `__kage_regions` (the `kage_region[]` array) and `__kage_module`.
