@@ -433,7 +433,7 @@ impl FunctionPlan {
         region_tree::written_back_edges(&forest, &locations, &mut back_edges, &placed, |site| {
             let subprogram = site.map_or(own_subprogram, |s| sites.sites[s as usize].callee);
             written.function_end(subprogram)?;
-            Some(written.loops(subprogram).to_vec())
+            Some(written.loops(subprogram))
         });
         // A block's chain is the one of most of its accesses and calls, not of most of its
         // instructions: an inlined callee's arithmetic scheduled into the block with its

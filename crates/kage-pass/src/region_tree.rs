@@ -216,8 +216,8 @@ pub fn declared_back_edges(
     placed
 }
 
-/// The least share of a loop's distinct code lines that a loop as written must hold to be
-/// the one it came from: the rest may be code the optimiser moved in from around it.
+/// The least share of a loop's code (by instructions) that a loop as written must hold to
+/// be the one it came from: the rest may be code the optimiser moved in from around it.
 pub const WRITTEN_LOOP_SHARE: f64 = 0.75;
 
 /// Whether the loop as written at lines `first..=last` holds at least [`WRITTEN_LOOP_SHARE`]
@@ -254,12 +254,12 @@ pub fn code_lines(blocks: &[usize], locations: &[Vec<Location>], context: &[Site
 /// `loops_of(site)` gives the loops as written (first and last lines) of the callee of
 /// `site` (`None`: of the function itself); `None` when the early pass recorded nothing of
 /// that function (a loop stays where it is unless its function is known to have none).
-pub fn written_back_edges(
+pub fn written_back_edges<'a>(
     forest: &LoopForest,
     locations: &[Vec<Location>],
     back_edges: &mut [Option<Vec<Site>>],
     placed: &[bool],
-    loops_of: impl Fn(Option<Site>) -> Option<Vec<(u32, u32)>>,
+    loops_of: impl Fn(Option<Site>) -> Option<&'a [(u32, u32)]>,
 ) {
     for (k, lp) in forest.loops.iter().enumerate() {
         if placed.get(k).copied().unwrap_or(false) {
@@ -870,8 +870,8 @@ mod tests {
         let placed_by = |callee: Option<Vec<(u32, u32)>>, own: Vec<(u32, u32)>, placed: bool| {
             let mut back_edges = vec![Some(vec![5])];
             let loops_of = |site: Option<Site>| match site {
-                None => Some(own.clone()),
-                Some(_) => callee.clone(),
+                None => Some(own.as_slice()),
+                Some(_) => callee.as_deref(),
             };
             written_back_edges(&forest, &locations, &mut back_edges, &[placed], loops_of);
             back_edges

@@ -111,32 +111,24 @@ static Cleanups cleanupsOf(llvm::Function &F) {
   return Found;
 }
 
-// The line of `I` as a line of `Own`'s code as written (0: none). Cleanups at the closing
-// brace come only in optimising builds (lifetime markers, the branches into them, a
-// `return;` that returns from there), and the branches and `ret`s of `return` statements
-// differ between -O0 and optimising builds: for a function's last line (`InLoop` false)
-// none of them counts, nor does any terminator, so that it ends at its last statement at
-// every level (a value returned, a loop's condition count by the code computing them). A
-// loop's lines count all of its code (a `goto` loop ends at its `goto`; a `while` at its
-// last `continue`, which optimising builds mark only on the cleanups they send it through:
-// a loop whose cleanups end at a closing brace is longer by those lines than at -O0).
-static unsigned writtenLine(const llvm::Instruction &I, const llvm::DISubprogram *Own,
-                            const Cleanups &Skipped, bool InLoop) {
+// The line of `I` when it is code of `Own`'s own (not inlined; 0: none).
+static unsigned ownLine(const llvm::Instruction &I, const llvm::DISubprogram *Own) {
   const llvm::DebugLoc &DL = I.getDebugLoc();
-  if (!Own || !DL || DL.getInlinedAt() || DL->getScope()->getSubprogram() != Own)
-    return 0;
-  bool Cleanup = !InLoop && (Skipped.count(DL.get()) || I.isTerminator());
-  return Cleanup ? 0 : DL.getLine();
+  if (!Own || !DL || DL.getInlinedAt() || DL->getScope()->getSubprogram() != Own) return 0;
+  return DL.getLine();
 }
 
 // The loops of `F` that clang gave no location metadata (a `goto` loop; a `while` whose
 // body ends in `continue`, whose back edge with the metadata clang drops as unreachable):
-// from the first to the last line of their code, the lines an -O0 build gives them. A loop
+// from the first to the last line of all their code (a `goto` loop ends at its `goto`; a
+// `while` at its last `continue`, which optimising builds mark only on the cleanups they
+// send it through: a loop whose cleanups end at a closing brace is longer by those lines
+// than at -O0), the lines an -O0 build gives them. A loop
 // that holds a branch with location metadata of its own (not an inner loop's; a `continue`
 // that goes back through a block of cleanups), or whose header such a branch goes to (a
 // back edge in code that never runs, after a `break`), is recorded by its metadata.
 static void recordLoopsWithoutMetadata(llvm::Module &M, llvm::Function &F,
-                                       llvm::DISubprogram *Own, const Cleanups &Skipped) {
+                                       llvm::DISubprogram *Own) {
   llvm::DominatorTree DT(F);
   llvm::LoopInfo LI(DT);
   llvm::SmallPtrSet<const llvm::Loop *, 8> Declared;
@@ -154,7 +146,7 @@ static void recordLoopsWithoutMetadata(llvm::Module &M, llvm::Function &F,
     unsigned First = ~0u, Last = 0;
     for (llvm::BasicBlock *BB : L->blocks())
       for (llvm::Instruction &I : *BB)
-        if (unsigned Line = writtenLine(I, Own, Skipped, true)) {
+        if (unsigned Line = ownLine(I, Own)) {
           First = std::min(First, Line);
           Last = std::max(Last, Line);
         }
@@ -173,11 +165,17 @@ static void recordWrittenSource(llvm::Module &M) {
   llvm::SmallPtrSet<llvm::MDNode *, 32> Seen;
   for (llvm::Function &F : M) {
     llvm::DISubprogram *Own = F.getSubprogram();
+    // Cleanups at the closing brace come only in optimising builds (lifetime markers, the
+    // branches into them, a `return;` that returns from there), and the branches and `ret`s
+    // of `return` statements differ between -O0 and optimising builds: none of them count,
+    // nor does any terminator, so that a function ends at its last statement at every level
+    // (a value returned, a loop's condition count by the code computing them).
     Cleanups Skipped = cleanupsOf(F);
     unsigned Last = 0;
     for (llvm::BasicBlock &BB : F) {
       for (llvm::Instruction &I : BB) {
-        Last = std::max(Last, writtenLine(I, Own, Skipped, false));
+        if (!I.isTerminator() && !(I.getDebugLoc() && Skipped.count(I.getDebugLoc().get())))
+          Last = std::max(Last, ownLine(I, Own));
         llvm::MDNode *Loop = I.isTerminator() ? I.getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
         if (!Loop || !Seen.insert(Loop).second) continue;
         auto [Start, End] = loopLocations(Loop);
@@ -187,7 +185,7 @@ static void recordWrittenSource(llvm::Module &M) {
       }
     }
     if (Own && Last != 0) addWritten(M, 1, Own, Own->getLine(), Last);
-    if (Own && !F.isDeclaration()) recordLoopsWithoutMetadata(M, F, Own, Skipped);
+    if (Own && !F.isDeclaration()) recordLoopsWithoutMetadata(M, F, Own);
   }
 }
 
