@@ -215,6 +215,9 @@ pub struct DeclaredLoop {
     /// The inlined calls the loop's code is in, outermost first: each call's line and
     /// column in its caller (empty when the loop is the function's own).
     pub calls: Vec<(u32, u32)>,
+    /// The start's `DILocation` (uniqued: two loops with the same one are one source loop,
+    /// at the same column in the same copy of the same inlined call).
+    pub start: LLVMMetadataRef,
 }
 
 /// The [`DeclaredLoop`] of the loop of `blocks` (indices into `cfg`) headed by `header`, from
@@ -252,6 +255,7 @@ pub unsafe fn declared_loop(
             first_line,
             last_line: LLVMDILocationGetLine(end).max(first_line),
             calls,
+            start,
         });
     }
     None

@@ -50,6 +50,51 @@ impl LoopForest {
     pub fn contains(&self, loop_index: usize, block: usize) -> bool {
         self.loops[loop_index].blocks.binary_search(&block).is_ok()
     }
+
+    /// The forest with each loop of `pieces` joined into its parent: its blocks are its
+    /// parent's own, its inner loops its parent's (a piece without a parent stays). Returns
+    /// the new forest and, for each loop of this one, its index there (`None`: joined).
+    ///
+    /// For the loops the optimiser cut out of one source loop (LLVM's loop simplification
+    /// makes a loop with several back edges two nested loops when a value changes on some
+    /// of them only): the region is the source's loop. Its blocks then hold a cycle that is
+    /// no loop of the forest, as an irreducible one would.
+    pub fn joining(&self, pieces: &[usize]) -> (LoopForest, Vec<Option<usize>>) {
+        let joined = |k: usize| pieces.contains(&k) && self.loops[k].parent.is_some();
+        // The loop each one becomes: itself, or the first of its parents that stays.
+        let mut into: Vec<usize> = Vec::with_capacity(self.loops.len());
+        for (k, lp) in self.loops.iter().enumerate() {
+            // Pre-order: a parent's `into` is known.
+            into.push(match lp.parent {
+                Some(p) if joined(k) => into[p],
+                _ => k,
+            });
+        }
+        let mut index = vec![None; self.loops.len()];
+        let mut loops = Vec::new();
+        for (k, lp) in self.loops.iter().enumerate() {
+            if joined(k) {
+                continue;
+            }
+            index[k] = Some(loops.len());
+            loops.push(Loop {
+                header: lp.header,
+                blocks: lp.blocks.clone(),
+                parent: lp
+                    .parent
+                    .map(|p| index[into[p]].expect("a parent that stays")),
+            });
+        }
+        let innermost = (self.innermost.iter())
+            .map(|l| l.map(|k| index[into[k]].expect("a loop that stays")))
+            .collect();
+        let forest = LoopForest {
+            loops,
+            innermost,
+            reachable: self.reachable.clone(),
+        };
+        (forest, index)
+    }
 }
 
 /// Finds the natural loops of the CFG given as successor lists (`successors[b]` are the
@@ -243,6 +288,47 @@ mod tests {
         );
         // 4 exits the inner loop (innermost: outer loop), 5 exits the outer one.
         assert_eq!(settle_blocks(&f, &cfg), vec![(4, Some(0)), (5, None)]);
+    }
+
+    #[test]
+    fn a_piece_joined_into_its_parent_leaves_its_blocks_and_inner_loops_to_it() {
+        // What loop simplification makes of a `while` with a `continue`: 1 (outer header)
+        // -> 2 (the piece's header) -> 3 -> 2 (the `continue`) | 4; 4 -> 5 (a real inner
+        // loop) -> 5 | 6; 6 -> 1 | 7 (exit).
+        let cfg = vec![
+            vec![1],
+            vec![2],
+            vec![3],
+            vec![2, 4],
+            vec![5],
+            vec![5, 6],
+            vec![1, 7],
+            vec![],
+        ];
+        let f = find_loops(&cfg, 0);
+        assert_eq!(headers(&f), vec![1, 2, 5]);
+        let (joined, index) = f.joining(&[1]);
+        assert_eq!(index, vec![Some(0), None, Some(1)]);
+        assert_eq!(headers(&joined), vec![1, 5]);
+        assert_eq!(joined.loops[0].blocks, f.loops[0].blocks);
+        assert_eq!(joined.loops[1].parent, Some(0));
+        assert_eq!(
+            joined.innermost,
+            vec![
+                None,
+                Some(0),
+                Some(0),
+                Some(0),
+                Some(0),
+                Some(1),
+                Some(0),
+                None
+            ]
+        );
+        // The piece's blocks are the loop's body: no region changes at them.
+        assert_eq!(settle_blocks(&joined, &cfg), vec![(6, Some(0)), (7, None)]);
+        // A loop without a parent is no piece.
+        assert_eq!(f.joining(&[0]).1, vec![Some(0), Some(1), Some(2)]);
     }
 
     #[test]

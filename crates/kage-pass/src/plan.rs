@@ -414,6 +414,25 @@ impl FunctionPlan {
         let declared: Vec<Option<DeclaredLoop>> = (forest.loops.iter())
             .map(|lp| debuginfo::declared_loop(&cfg, &lp.blocks, lp.header))
             .collect();
+        // A loop whose metadata starts where its parent's does is a piece of that source
+        // loop that the optimiser cut out (LoopForest::joining): the parent's code.
+        let pieces: Vec<usize> = (forest.loops.iter().enumerate())
+            .filter(|(k, lp)| {
+                let start = |k: usize| declared[k].as_ref().map(|d| d.start);
+                lp.parent
+                    .is_some_and(|p| start(*k).is_some() && start(*k) == start(p))
+            })
+            .map(|(k, _)| k)
+            .collect();
+        let (forest, declared) = if pieces.is_empty() {
+            (forest, declared)
+        } else {
+            let (joined, index) = forest.joining(&pieces);
+            let declared = (declared.into_iter().zip(index))
+                .filter_map(|(d, i)| i.map(|_| d))
+                .collect();
+            (joined, declared)
+        };
         let mut back_edges =
             region_tree::back_edge_chains(&forest, &cfg.successors, &terminator_chains);
         let declared_calls: Vec<Option<Vec<(u32, u32)>>> = (declared.iter())

@@ -957,6 +957,7 @@ mod tests {
             first_line,
             last_line,
             calls: calls.to_vec(),
+            start: std::ptr::null_mut(),
         })
     }
 
