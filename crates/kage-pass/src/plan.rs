@@ -424,7 +424,7 @@ impl FunctionPlan {
             })
             .map(|(k, _)| k)
             .collect();
-        let (forest, declared) = if pieces.is_empty() {
+        let (mut forest, declared) = if pieces.is_empty() {
             (forest, declared)
         } else {
             let (joined, index) = forest.joining(&pieces);
@@ -466,21 +466,7 @@ impl FunctionPlan {
             chains.iter_mut().for_each(Vec::clear);
             back_edges.iter_mut().flatten().for_each(Vec::clear);
         }
-        let tree = region_tree::build(&forest, &chains, &back_edges);
-        let loops_as_written = (declared.into_iter().enumerate())
-            .map(|(k, declared)| {
-                // The function whose source the loop's node is in.
-                let owner = (tree.nodes[tree.loop_node[k]].context.last())
-                    .map_or(own_subprogram, |&site| sites.sites[site as usize].callee);
-                LoopAsWritten {
-                    declared,
-                    written: (written.loops(owner).iter())
-                        .map(|&(first, last)| LineRange { first, last })
-                        .collect(),
-                }
-            })
-            .collect();
-        let calls = (sites.sites.iter())
+        let calls: Vec<InlinedCall> = (sites.sites.iter())
             .map(|site| {
                 let (name, symbol, file, line) = debuginfo::subprogram_identity(site.callee);
                 InlinedCall {
@@ -499,6 +485,42 @@ impl FunctionPlan {
                 }
             })
             .collect();
+        let as_written = |tree: &RegionTree, declared: Vec<Option<DeclaredLoop>>| {
+            (declared.into_iter().enumerate())
+                .map(|(k, declared)| {
+                    // The function whose source the loop's node is in.
+                    let owner = (tree.nodes[tree.loop_node[k]].context.last())
+                        .map_or(own_subprogram, |&site| sites.sites[site as usize].callee);
+                    LoopAsWritten {
+                        declared,
+                        written: (written.loops(owner).iter())
+                            .map(|&(first, last)| LineRange { first, last })
+                            .collect(),
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut tree = region_tree::build(&forest, &chains, &back_edges);
+        let mut loops_as_written = as_written(&tree, declared);
+        // A loop at its parent's lines, in the same source, is a piece of it too where the
+        // source has one loop there: the optimiser left one of them without metadata.
+        let pieces =
+            regions::pieces_by_lines(&tree, &forest, &locations, &calls, &loops_as_written);
+        if !pieces.is_empty() {
+            let (joined, index) = forest.joining(&pieces);
+            let kept = |k: &usize| index[*k].is_some();
+            let declared = (loops_as_written.into_iter().enumerate())
+                .filter(|(k, _)| kept(k))
+                .map(|(_, l)| l.declared)
+                .collect();
+            back_edges = (back_edges.into_iter().enumerate())
+                .filter(|(k, _)| kept(k))
+                .map(|(_, b)| b)
+                .collect();
+            forest = joined;
+            tree = region_tree::build(&forest, &chains, &back_edges);
+            loops_as_written = as_written(&tree, declared);
+        }
         let symbol = ir::value_name(func);
         // A leading \x01 only tells the backend not to add a prefix; it is not part of the name.
         let symbol = symbol.strip_prefix('\u{1}').unwrap_or(&symbol).to_string();

@@ -283,6 +283,34 @@ fn loop_lines(
         .collect()
 }
 
+/// The loops that are pieces of their parent loop by their lines ([`loop_lines`]): at the
+/// same lines in the same source (chain of inlined calls), where that source has at most
+/// one loop as written at those lines, and not two loops whose metadata says they start
+/// apart (`for (...) for (...)` on one line). What the optimiser cut out of a loop and left
+/// without its metadata (the path of a `continue`, a `goto` loop's), to be joined into it
+/// ([`LoopForest::joining`]).
+pub fn pieces_by_lines(
+    tree: &RegionTree,
+    forest: &LoopForest,
+    locations: &[Vec<Location>],
+    calls: &[InlinedCall],
+    loops_as_written: &[LoopAsWritten],
+) -> Vec<usize> {
+    let lines = loop_lines(tree, forest, locations, calls, loops_as_written);
+    let context = |k: usize| &tree.nodes[tree.loop_node[k]].context;
+    let start = |k: usize| loops_as_written.get(k)?.declared.as_ref().map(|d| d.start);
+    (forest.loops.iter().enumerate())
+        .filter_map(|(k, lp)| Some((k, lp.parent?)))
+        .filter(|&(k, p)| lines[k].first != 0 && lines[k] == lines[p] && context(k) == context(p))
+        .filter(|&(k, p)| start(k).is_none() || start(p).is_none())
+        .filter(|&(k, _)| {
+            let written = loops_as_written.get(k).map_or(&[][..], |l| &l.written[..]);
+            written.iter().filter(|&&range| range == lines[k]).count() <= 1
+        })
+        .map(|(k, _)| k)
+        .collect()
+}
+
 /// The emitted table: `__kage_regions` (the `kage_region[]` array) and `__kage_module`.
 pub struct RegionTable {
     pub module_global: LLVMValueRef,
@@ -751,6 +779,7 @@ mod tests {
     use super::*;
     use crate::loops::find_loops;
     use crate::region_tree;
+    use llvm_sys::prelude::LLVMMetadataRef;
 
     fn identity() -> FunctionIdentity {
         FunctionIdentity {
@@ -920,6 +949,49 @@ mod tests {
         assert_eq!(slots.block_region(1), 1);
         assert_eq!(slots.block_region(2), 3);
         assert_eq!(slots.block_region(3), 0);
+    }
+
+    #[test]
+    fn a_loop_at_its_parents_lines_is_a_piece_where_the_source_has_one_loop_there() {
+        // 0 -> 1 (outer header, line 5) -> 2 (inner header, 6) -> 2 | 3 (7) -> 1 | 4 (9):
+        // the inner loop without metadata, its code within the outer loop's lines.
+        let cfg = vec![vec![1], vec![2], vec![2, 3], vec![1, 4], vec![]];
+        let forest = find_loops(&cfg, 0);
+        let locations: Vec<Vec<Location>> = [3, 5, 6, 7, 9]
+            .iter()
+            .map(|&line| vec![at(&[], &[line])])
+            .collect();
+        let tree = region_tree::build(&forest, &vec![Vec::new(); 5], &[]);
+        let start = |line: u32, column: usize| {
+            declared(line, 8, &[]).map(|mut d| {
+                d.start = column as LLVMMetadataRef;
+                d
+            })
+        };
+        let pieces = |outer: Option<DeclaredLoop>, inner, lines: &[(u32, u32)]| {
+            let loops = [outer, inner].map(|declared| LoopAsWritten {
+                declared,
+                written: written(lines),
+            });
+            pieces_by_lines(&tree, &forest, &locations, &[], &loops)
+        };
+        // One loop as written at 5-8: the inner loop is a piece of it.
+        assert_eq!(pieces(start(5, 1), None, &[(5, 8)]), [1]);
+        // Two loops as written at 5-8 (`for (...) for (...)` on lines 5 to 8): two loops.
+        assert_eq!(
+            pieces(start(5, 1), None, &[(5, 8), (5, 8)]),
+            Vec::<usize>::new()
+        );
+        // A loop as written inside the outer one that holds the inner one's code.
+        assert_eq!(
+            pieces(start(5, 1), None, &[(5, 8), (6, 6)]),
+            Vec::<usize>::new()
+        );
+        // Both with metadata, starting apart (one line, two columns): two loops.
+        assert_eq!(
+            pieces(start(5, 1), start(5, 9), &[(5, 8)]),
+            Vec::<usize>::new()
+        );
     }
 
     /// The lines `plan_function` gives the one loop of 0 -> 1 -> 1 | 2, whose block holds

@@ -270,6 +270,41 @@ fn loops_and_functions_keep_their_lines_as_written_in_every_copy() {
 }
 
 #[test]
+fn loops_the_optimiser_cuts_into_pieces_are_one_loop_and_loops_on_one_line_two() {
+    // words' `for (;;)`: at -O2 the path of its `continue` is a loop of its own inside it
+    // (it failed with the pass of 4b996c0: a second loop at 53-63 under the first's body);
+    // drain's work list, match's `goto` loop and the `for` in it; skew's two loops on one
+    // line stay two. Each loop that ran, in its function, at its lines, under the loop
+    // around it: the same at every level.
+    let expected: BTreeSet<(String, u32, u32, Option<u32>)> = [
+        ("drain", 11, 19, None),
+        ("match", 26, 40, None),
+        ("match", 31, 33, None),
+        ("skew", 46, 46, None),
+        ("skew", 46, 46, Some(46)),
+        ("words", 53, 63, None),
+        ("words", 61, 62, Some(53)),
+        ("main", 71, 72, None),
+        ("main", 75, 76, None),
+    ]
+    .into_iter()
+    .map(|(name, first, last, outer)| (name.to_string(), first, last, outer))
+    .collect();
+    for (level, report) in reports("loop_pieces.c") {
+        let loops: BTreeSet<_> = (report.regions.iter())
+            .filter(|r| r.kind == RegionKind::Loop && stats(r).instances > 0)
+            .map(|r| {
+                let parent = report.region(r.parent.unwrap()).unwrap();
+                let outer = (parent.kind == RegionKind::LoopBody)
+                    .then(|| report.region(parent.parent.unwrap()).unwrap().line);
+                (r.name.clone(), r.line, r.end_line, outer)
+            })
+            .collect();
+        assert_eq!(loops, expected, "{level}");
+    }
+}
+
+#[test]
 fn a_callers_loop_whose_last_code_is_an_inlined_call_stays_the_callers() {
     // main's `while` repeats the inlined wait_once, whose check ends the loop's last block:
     // at -O2 the loop's back-edge branch has wait_once's location (the loop used to be shown
