@@ -357,7 +357,7 @@ impl FunctionPlan {
             HashMap::new()
         };
         let cfg = FunctionCfg::new(func);
-        let forest = find_loops(&cfg.successors, 0);
+        let mut forest = find_loops(&cfg.successors, 0);
         let mut sites = InlineSites::default();
         let mut locations = Vec::with_capacity(cfg.blocks.len());
         // Each block's located accesses and calls: what decides its chain (see below).
@@ -414,25 +414,6 @@ impl FunctionPlan {
         let declared: Vec<Option<DeclaredLoop>> = (forest.loops.iter())
             .map(|lp| debuginfo::declared_loop(&cfg, &lp.blocks, lp.header))
             .collect();
-        // A loop whose metadata starts where its parent's does is a piece of that source
-        // loop that the optimiser cut out (LoopForest::joining): the parent's code.
-        let pieces: Vec<usize> = (forest.loops.iter().enumerate())
-            .filter(|(k, lp)| {
-                let start = |k: usize| declared[k].as_ref().map(|d| d.start);
-                lp.parent
-                    .is_some_and(|p| start(*k).is_some() && start(*k) == start(p))
-            })
-            .map(|(k, _)| k)
-            .collect();
-        let (mut forest, declared) = if pieces.is_empty() {
-            (forest, declared)
-        } else {
-            let (joined, index) = forest.joining(&pieces);
-            let declared = (declared.into_iter().zip(index))
-                .filter_map(|(d, i)| i.map(|_| d))
-                .collect();
-            (joined, declared)
-        };
         let mut back_edges =
             region_tree::back_edge_chains(&forest, &cfg.successors, &terminator_chains);
         let declared_calls: Vec<Option<Vec<(u32, u32)>>> = (declared.iter())
@@ -502,10 +483,8 @@ impl FunctionPlan {
         };
         let mut tree = region_tree::build(&forest, &chains, &back_edges);
         let mut loops_as_written = as_written(&tree, declared);
-        // A loop at its parent's lines, in the same source, is a piece of it too where the
-        // source has one loop there: the optimiser left one of them without metadata.
-        let pieces =
-            regions::pieces_by_lines(&tree, &forest, &locations, &calls, &loops_as_written);
+        // The loops the optimiser cut out of a source loop are its code.
+        let pieces = regions::loop_pieces(&tree, &forest, &locations, &calls, &loops_as_written);
         if !pieces.is_empty() {
             let (joined, index) = forest.joining(&pieces);
             let kept = |k: &usize| index[*k].is_some();

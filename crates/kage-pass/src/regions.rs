@@ -283,13 +283,15 @@ fn loop_lines(
         .collect()
 }
 
-/// The loops that are pieces of their parent loop by their lines ([`loop_lines`]): at the
-/// same lines in the same source (chain of inlined calls), where that source has at most
-/// one loop as written at those lines, and not two loops whose metadata says they start
-/// apart (`for (...) for (...)` on one line). What the optimiser cut out of a loop and left
-/// without its metadata (the path of a `continue`, a `goto` loop's), to be joined into it
-/// ([`LoopForest::joining`]).
-pub fn pieces_by_lines(
+/// The loops that are pieces of their parent loop, which the optimiser cut out of it (LLVM's
+/// loop simplification makes a loop with several back edges two nested loops when a value
+/// changes on some of them only: the path of a `continue`), to be joined into it
+/// ([`LoopForest::joining`]): a loop whose metadata starts where its parent's does (the
+/// same `DILocation`: column and inlined calls too); or, where one of them has no metadata
+/// (left without by the optimiser, or a `goto` loop's), a loop at its parent's lines
+/// ([`loop_lines`]) in the same source (chain of inlined calls) where that source has at
+/// most one loop as written at those lines (two are `for (...) for (...)` on one line).
+pub fn loop_pieces(
     tree: &RegionTree,
     forest: &LoopForest,
     locations: &[Vec<Location>],
@@ -299,13 +301,20 @@ pub fn pieces_by_lines(
     let lines = loop_lines(tree, forest, locations, calls, loops_as_written);
     let context = |k: usize| &tree.nodes[tree.loop_node[k]].context;
     let start = |k: usize| loops_as_written.get(k)?.declared.as_ref().map(|d| d.start);
+    let one_written_loop_at = |k: usize| {
+        let written = loops_as_written.get(k).map_or(&[][..], |l| &l.written[..]);
+        written.iter().filter(|&&range| range == lines[k]).count() <= 1
+    };
     (forest.loops.iter().enumerate())
         .filter_map(|(k, lp)| Some((k, lp.parent?)))
-        .filter(|&(k, p)| lines[k].first != 0 && lines[k] == lines[p] && context(k) == context(p))
-        .filter(|&(k, p)| start(k).is_none() || start(p).is_none())
-        .filter(|&(k, _)| {
-            let written = loops_as_written.get(k).map_or(&[][..], |l| &l.written[..]);
-            written.iter().filter(|&&range| range == lines[k]).count() <= 1
+        .filter(|&(k, p)| match (start(k), start(p)) {
+            (Some(own), Some(parent)) => own == parent,
+            _ => {
+                lines[k].first != 0
+                    && lines[k] == lines[p]
+                    && context(k) == context(p)
+                    && one_written_loop_at(k)
+            }
         })
         .map(|(k, _)| k)
         .collect()
@@ -952,7 +961,8 @@ mod tests {
     }
 
     #[test]
-    fn a_loop_at_its_parents_lines_is_a_piece_where_the_source_has_one_loop_there() {
+    fn a_loop_is_a_piece_of_its_parent_by_its_metadata_or_where_the_source_has_one_loop_at_its_lines(
+    ) {
         // 0 -> 1 (outer header, line 5) -> 2 (inner header, 6) -> 2 | 3 (7) -> 1 | 4 (9):
         // the inner loop without metadata, its code within the outer loop's lines.
         let cfg = vec![vec![1], vec![2], vec![2, 3], vec![1, 4], vec![]];
@@ -973,7 +983,7 @@ mod tests {
                 declared,
                 written: written(lines),
             });
-            pieces_by_lines(&tree, &forest, &locations, &[], &loops)
+            loop_pieces(&tree, &forest, &locations, &[], &loops)
         };
         // One loop as written at 5-8: the inner loop is a piece of it.
         assert_eq!(pieces(start(5, 1), None, &[(5, 8)]), [1]);
@@ -992,6 +1002,9 @@ mod tests {
             pieces(start(5, 1), start(5, 9), &[(5, 8)]),
             Vec::<usize>::new()
         );
+        // Both with the same start: one loop, also where it is one of two loops as written
+        // at those lines (the inner of two loops on one line, cut in two).
+        assert_eq!(pieces(start(5, 9), start(5, 9), &[(5, 8), (5, 8)]), [1]);
     }
 
     /// The lines `plan_function` gives the one loop of 0 -> 1 -> 1 | 2, whose block holds
