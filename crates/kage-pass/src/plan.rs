@@ -2,7 +2,7 @@
 //! its region entries, its memory accesses, and where control enters and leaves it (the
 //! places the region hooks go). Every tool instruments from a [`FunctionPlan`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use llvm_sys::core::*;
 use llvm_sys::debuginfo::{
@@ -37,6 +37,19 @@ struct OpenCall {
     copy: u32,
     /// The measured instructions of this copy so far, in order.
     seen: Vec<CopyKey>,
+    /// Where each of `seen` is: its block, and its index in that block's located instructions.
+    seen_at: Vec<(usize, usize)>,
+}
+
+impl OpenCall {
+    fn new(site: region_tree::Site) -> Self {
+        OpenCall {
+            site,
+            copy: 0,
+            seen: Vec::new(),
+            seen_at: Vec::new(),
+        }
+    }
 }
 
 /// Splits `func`'s blocks where the chain of inlined calls of their measured instructions
@@ -115,11 +128,7 @@ unsafe fn split_where_inlined_calls_change(
                 .count();
             stack.truncate(kept);
             while stack.len() < chain.len() {
-                stack.push(OpenCall {
-                    site: chain[stack.len()],
-                    copy: 0,
-                    seen: Vec::new(),
-                });
+                stack.push(OpenCall::new(chain[stack.len()]));
             }
             let own = LLVMInstructionGetDebugLoc(inst);
             let (line, column) = (LLVMDILocationGetLine(own), LLVMDILocationGetColumn(own));
@@ -136,30 +145,38 @@ unsafe fn split_where_inlined_calls_change(
             let in_own_loop = (loop_code.get(&(chain.clone(), line, column, op as u32)))
                 .copied()
                 .unwrap_or(0);
-            if let Some(depth) =
-                (in_own_loop..chain.len()).find(|&d| starts_copy(&stack[d].seen, &key(d), call))
+            let here = located.len() - 1;
+            // The same position again after the caller's code that computes this
+            // instruction's operands (an unrolled loop's next call, its index computed
+            // between the two): the call returned and was called again.
+            let called_again = |d: usize| {
+                let open = &stack[d];
+                (open.seen.iter().rposition(|k| *k == key(d))).is_some_and(|last| {
+                    let (block, at) = open.seen_at[last];
+                    block == b && fed_by_code_outside(inst, &located, at, &chain[..=d])
+                })
+            };
+            if let Some(depth) = (in_own_loop..chain.len())
+                .find(|&d| starts_copy(&stack[d].seen, &key(d), call) || called_again(d))
             {
                 let number = next_copy.entry(chain[depth]).or_insert(0);
                 *number += 1;
                 stack[depth].copy = *number;
                 stack[depth].seen.clear();
+                stack[depth].seen_at.clear();
                 stack.truncate(depth + 1);
                 while stack.len() < chain.len() {
-                    stack.push(OpenCall {
-                        site: chain[stack.len()],
-                        copy: 0,
-                        seen: Vec::new(),
-                    });
+                    stack.push(OpenCall::new(chain[stack.len()]));
                 }
             }
             for (d, open) in stack.iter_mut().enumerate() {
                 open.seen.push(key(d));
+                open.seen_at.push((b, here));
             }
             let copy = copy_along(&stack, &chain);
             if let Some(copy) = copy {
                 copies.insert(inst, copy);
             }
-            let here = located.len() - 1;
             if let Some((previous, previous_chain, previous_copy)) = &last {
                 if *previous_chain != chain || *previous_copy != copy {
                     starts.push((*previous, here, chain.clone()));
@@ -294,6 +311,39 @@ fn copy_along(stack: &[OpenCall], chain: &[region_tree::Site]) -> Option<CallCop
         .take_while(|(open, &site)| open.site == site)
         .position(|(open, _)| open.copy != 0)
         .map(|depth| (depth, stack[depth].copy))
+}
+
+/// Whether `inst` uses, directly or through instructions of its block, a value computed after
+/// `located[after]` by code outside the call `call` (a chain of inlined calls, outermost
+/// first): its caller's. Instructions without a location are looked through.
+///
+/// # Safety
+/// `inst` and the instructions of `located` are one block's, in order.
+unsafe fn fed_by_code_outside(
+    inst: LLVMValueRef,
+    located: &[(LLVMValueRef, Option<Vec<region_tree::Site>>)],
+    after: usize,
+    call: &[region_tree::Site],
+) -> bool {
+    let since = &located[after + 1..];
+    let mut pending = vec![inst];
+    let mut visited = HashSet::new();
+    while let Some(value) = pending.pop() {
+        for i in 0..LLVMGetNumOperands(value).max(0) as u32 {
+            let operand = LLVMGetOperand(value, i);
+            if operand.is_null() || !visited.insert(operand) {
+                continue;
+            }
+            let Some((_, chain)) = since.iter().find(|(made, _)| *made == operand) else {
+                continue;
+            };
+            match chain {
+                Some(chain) if !chain.starts_with(call) => return true,
+                _ => pending.push(operand),
+            }
+        }
+    }
+    false
 }
 
 /// Whether `key` starts a new copy of a call whose copy so far made `seen`: the call made it

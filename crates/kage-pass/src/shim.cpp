@@ -4,8 +4,10 @@
 // src/nests; splitting a critical edge: src/tools/count.rs; masked vector accesses made plain: src/pass.rs). The passes themselves are `kage_run_on_module` and `kage_version_loops` in
 // Rust (src/lib.rs), driven through the C API.
 #include <memory>
+#include <tuple>
 #include <utility>
 
+#include "llvm/ADT/SmallSet.h"
 #include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
@@ -15,6 +17,7 @@
 #include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Instructions.h"
+#include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/Metadata.h"
 #include "llvm/IR/PassManager.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -101,14 +104,31 @@ static void addWritten(llvm::Module &M, unsigned Table, llvm::DISubprogram *SP, 
   M.getOrInsertNamedMetadata(WrittenTables[Table])->addOperand(llvm::MDNode::get(C, Ops));
 }
 
-// The debug locations of `F`'s cleanups (lifetime markers), which come only in optimising
-// builds.
-using Cleanups = llvm::SmallPtrSet<const llvm::DILocation *, 4>;
+// Where `F`'s cleanups and epilogues are: its lifetime markers (which come only in optimising
+// builds) and its `ret`s (at the closing brace in optimising builds, where the returned value
+// is loaded; at -O0 at a lone `return` statement, at the closing brace after several): their
+// line, column and scope. Compared as such, not as location nodes: clang's key instructions
+// give the load of a returned value a node of its own (another atom group) at the same place.
+using CleanupPlace = std::tuple<unsigned, unsigned, const llvm::DIScope *>;
+using Cleanups = llvm::SmallSet<CleanupPlace, 4>;
+static CleanupPlace placeOf(const llvm::DebugLoc &DL) {
+  return {DL.getLine(), DL.getCol(), DL->getScope()};
+}
 static Cleanups cleanupsOf(llvm::Function &F) {
   Cleanups Found;
   for (llvm::Instruction &I : llvm::instructions(F))
-    if (I.isLifetimeStartOrEnd() && I.getDebugLoc()) Found.insert(I.getDebugLoc().get());
+    if ((I.isLifetimeStartOrEnd() || llvm::isa<llvm::ReturnInst>(I)) && I.getDebugLoc())
+      Found.insert(placeOf(I.getDebugLoc()));
   return Found;
+}
+
+// Whether `I` is code of a cleanup or an epilogue: anything at their places but a call of a
+// function (a destructor at the closing brace runs there at every level) and a landing pad's
+// code (the place where an exception leaves the function, at every level).
+static bool isCleanup(const llvm::Instruction &I, const Cleanups &Skipped) {
+  if (!I.getDebugLoc() || !Skipped.count(placeOf(I.getDebugLoc()))) return false;
+  if (llvm::isa<llvm::IntrinsicInst>(I)) return true;
+  return !llvm::isa<llvm::CallBase>(I) && !I.getParent()->isEHPad();
 }
 
 // The line of `I` when it is code of `Own`'s own (not inlined; 0: none).
@@ -166,15 +186,17 @@ static void recordWrittenSource(llvm::Module &M) {
   for (llvm::Function &F : M) {
     llvm::DISubprogram *Own = F.getSubprogram();
     // Cleanups at the closing brace come only in optimising builds (lifetime markers, the
-    // branches into them, a `return;` that returns from there), and the branches and `ret`s
-    // of `return` statements differ between -O0 and optimising builds: none of them count,
-    // nor does any terminator, so that a function ends at its last statement at every level
-    // (a value returned, a loop's condition count by the code computing them).
+    // branches into them, a `return;` that returns from there; not the destructors they
+    // call, which -O0 calls there too), and the epilogues of `return` statements (the load
+    // of the value returned, the branches, the `ret`) are at other places at -O0 and in
+    // optimising builds: none of them count, nor does any terminator, so that a function
+    // ends at its last statement at every level (a value returned, a loop's condition count
+    // by the code computing them).
     Cleanups Skipped = cleanupsOf(F);
     unsigned Last = 0;
     for (llvm::BasicBlock &BB : F) {
       for (llvm::Instruction &I : BB) {
-        if (!I.isTerminator() && !(I.getDebugLoc() && Skipped.count(I.getDebugLoc().get())))
+        if (!I.isTerminator() && !isCleanup(I, Skipped))
           Last = std::max(Last, ownLine(I, Own));
         llvm::MDNode *Loop = I.isTerminator() ? I.getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
         if (!Loop || !Seen.insert(Loop).second) continue;

@@ -418,6 +418,49 @@ fn cpp_lambdas_templates_and_members_inlined_keep_their_names_and_lines() {
     }
 }
 
+#[test]
+fn cpp_functions_end_at_their_last_statement_or_destructor_at_every_level() {
+    // Each function from its declaration to its last statement, as at -O0: locked_sum to its
+    // closing brace, where Guard's destructor runs (it ended a line early at -O2: the
+    // destructor's call shares its place with lifetime markers); find_first at its lone
+    // `return` (a line late at -O2: the load of the returned aggregate is at the closing
+    // brace there); classify at its last `return` (a line late at -O0: its epilogue after
+    // several returns is at the closing brace there); push at its closing brace, where the
+    // landing pad of `new` is at every level (a line early at -O2). Guard's constructor and
+    // destructor may be gone at -O2 and -O3 (their increments of `held` cancel out).
+    let expected = [
+        ("Guard::Guard(int*)", 12, 12, 1),
+        ("Guard::~Guard()", 13, 13, 1),
+        ("locked_sum(int)", 19, 24, 1),
+        ("Cursor find_first<int>(Cursor, Cursor, int)", 30, 37, 1),
+        ("classify(int)", 40, 47, 40),
+        ("Node::Node(int)", 53, 53, 20),
+        ("push(Node*, int)", 56, 60, 20),
+        ("main", 62, 77, 1),
+    ];
+    for (level, report) in reports("epilogues.cpp") {
+        let functions = named_lines(&report, RegionKind::Function, "epilogues.cpp");
+        for (name, line, end_line, calls) in expected {
+            let lines: BTreeSet<_> = (functions.iter())
+                .filter(|(n, ..)| n == name)
+                .map(|&(_, l, e)| (l, e))
+                .collect();
+            if level != "-O0" && name.starts_with("Guard::") && lines.is_empty() {
+                continue;
+            }
+            assert_eq!(lines, BTreeSet::from([(line, end_line)]), "{level}: {name}");
+            // Every call an instance: at -O2 classify's copies in the vectorised loop and in
+            // its remainder unrolled by two are each one (the copies share their location;
+            // the caller's code computing the next call's index lies between them).
+            let instances: u64 = (report.regions.iter())
+                .filter(|r| r.kind == RegionKind::Function && r.name == name)
+                .map(|r| stats(r).instances)
+                .sum();
+            assert_eq!(instances, calls, "{level}: instances of {name}");
+        }
+    }
+}
+
 /// Builds `tests/c/inlined/inl.c` for `tool` at `level` and runs it with `options`.
 fn tool_report(work: &Work, tool: &str, level: &str, options: &str) -> Report {
     built_report(work, "inl.c", level, tool, options)
