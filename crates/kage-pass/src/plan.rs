@@ -156,7 +156,11 @@ unsafe fn split_where_inlined_calls_change(
                     block == b && fed_by_code_outside(inst, &located, at, &chain[..=d])
                 })
             };
+            // Line 0 is no position: the optimiser gives it to code it merged from several
+            // (two loads of different statements hoisted into one).
+            let positioned = line != 0;
             if let Some(depth) = (in_own_loop..chain.len())
+                .filter(|_| positioned)
                 .find(|&d| starts_copy(&stack[d].seen, &key(d), call) || called_again(d))
             {
                 let number = next_copy.entry(chain[depth]).or_insert(0);
@@ -169,7 +173,7 @@ unsafe fn split_where_inlined_calls_change(
                     stack.push(OpenCall::new(chain[stack.len()]));
                 }
             }
-            for (d, open) in stack.iter_mut().enumerate() {
+            for (d, open) in stack.iter_mut().enumerate().filter(|_| positioned) {
                 open.seen.push(key(d));
                 open.seen_at.push((b, here));
             }
@@ -492,6 +496,13 @@ impl FunctionPlan {
             .map(|(m, all)| if m.is_empty() { all.clone() } else { m })
             .collect();
         let mut chains = region_tree::block_chains(&cfg.successors, &deciding);
+        region_tree::fold_merged_call_tails(
+            &mut chains,
+            &mut back_edges,
+            &cfg.successors,
+            |site| sites.sites[site as usize].call_line == 0,
+            |site| sites.sites[site as usize].callee,
+        );
         region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
         if !inlined_regions {
             chains.iter_mut().for_each(Vec::clear);

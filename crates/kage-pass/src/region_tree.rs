@@ -359,6 +359,67 @@ pub fn drop_unmeasured_calls(
     back_edges.iter_mut().flatten().for_each(cut);
 }
 
+/// Folds into their caller the code the optimiser merged from the ends of several inlined
+/// calls of one function (their common tail, which it gives a call site of its own at line
+/// 0): entered only from the code of those calls, a region of its own would count each of
+/// them twice, once for its head and once for the tail. Such code's chain (and any loop
+/// back edge's in it) stops before the merged call, as the caller's code. A merged call
+/// entered from anywhere else (two whole calls merged into one) stays a call.
+/// `merged(site)` says whether a site is at line 0; `callee(site)` names its function.
+pub fn fold_merged_call_tails<C: PartialEq>(
+    chains: &mut [Vec<Site>],
+    back_edges: &mut [Option<Vec<Site>>],
+    successors: &[Vec<usize>],
+    merged: impl Fn(Site) -> bool,
+    callee: impl Fn(Site) -> C,
+) {
+    let mut calls: Vec<Vec<Site>> = Vec::new();
+    for chain in chains.iter() {
+        for depth in (0..chain.len()).filter(|&d| merged(chain[d])) {
+            if !calls.iter().any(|c| c[..] == chain[..=depth]) {
+                calls.push(chain[..=depth].to_vec());
+            }
+        }
+    }
+    // Outer calls first: folding one folds what it holds.
+    calls.sort_by_key(Vec::len);
+    for call in calls {
+        let depth = call.len() - 1;
+        let inside: Vec<bool> = chains.iter().map(|c| c.starts_with(&call)).collect();
+        // The function's entry block is entered from its caller.
+        let mut entered_from_elsewhere = inside.first().copied().unwrap_or(false);
+        let mut entered = false;
+        for (from, succs) in successors.iter().enumerate() {
+            if inside.get(from).copied().unwrap_or(true) {
+                continue;
+            }
+            if !succs
+                .iter()
+                .any(|&to| inside.get(to).copied().unwrap_or(false))
+            {
+                continue;
+            }
+            entered = true;
+            let head = &chains[from];
+            let from_same_function = head.len() > depth
+                && head[..depth] == call[..depth]
+                && callee(head[depth]) == callee(call[depth]);
+            entered_from_elsewhere |= !from_same_function;
+        }
+        if !entered || entered_from_elsewhere {
+            continue;
+        }
+        for (chain, _) in chains.iter_mut().zip(&inside).filter(|(_, &i)| i) {
+            chain.truncate(depth);
+        }
+        for chain in back_edges.iter_mut().flatten() {
+            if chain.starts_with(&call) {
+                chain.truncate(depth);
+            }
+        }
+    }
+}
+
 /// Builds the tree of a function whose blocks have `chains` (see [`block_chains`]);
 /// `back_edges[k]` is the chain of loop `k`'s back-edge branches, when they have a location.
 pub fn build(
@@ -801,6 +862,64 @@ mod tests {
             ]
         );
         assert_eq!(back_edges, [Some(vec![1]), Some(vec![6]), Some(vec![1, 2])]);
+    }
+
+    #[test]
+    fn the_merged_tail_of_calls_of_one_function_is_their_callers_code() {
+        // Function f inlined at sites 1 and 2 (blocks 1 and 2), their common tail merged
+        // into block 3 at site 3 (line 0, f again, with f's own call 4 inside in block 4),
+        // entered from both heads only: the caller's code. Site 5 (line 0, g) is a whole
+        // merged call of g, entered from the caller's block 5: it stays a call.
+        //   0 -> 1, 0 -> 2, 1 -> 3, 2 -> 3, 3 -> 4 -> 5 -> 6 -> 7
+        let successors = vec![
+            vec![1, 2],
+            vec![3],
+            vec![3],
+            vec![4],
+            vec![5],
+            vec![6],
+            vec![7],
+            vec![],
+        ];
+        let mut chains = vec![
+            vec![],
+            vec![1],
+            vec![2],
+            vec![3],
+            vec![3, 4],
+            vec![],
+            vec![5],
+            vec![],
+        ];
+        let mut back_edges = vec![Some(vec![3, 4]), Some(vec![5]), None];
+        let callee = |site: Site| match site {
+            1..=3 => 'f',
+            4 => 'h',
+            _ => 'g',
+        };
+        let merged = |site: Site| site == 3 || site == 5;
+        fold_merged_call_tails(&mut chains, &mut back_edges, &successors, merged, callee);
+        assert_eq!(
+            chains,
+            [
+                vec![],
+                vec![1],
+                vec![2],
+                vec![],
+                vec![],
+                vec![],
+                vec![5],
+                vec![]
+            ]
+        );
+        assert_eq!(back_edges, [Some(vec![]), Some(vec![5]), None]);
+        // Entered from the caller's code too (0 -> 3): a call of its own.
+        let mut successors = successors;
+        successors[0].push(3);
+        let mut chains = vec![vec![], vec![1], vec![2], vec![3], vec![3, 4]];
+        let before = chains.clone();
+        fold_merged_call_tails(&mut chains, &mut [], &successors[..5], merged, callee);
+        assert_eq!(chains, before);
     }
 
     #[test]
