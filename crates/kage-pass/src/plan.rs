@@ -75,6 +75,7 @@ impl OpenCall {
 unsafe fn split_where_inlined_calls_change(
     func: LLVMValueRef,
     data_layout: LLVMTargetDataRef,
+    written: &WrittenSource,
 ) -> HashMap<LLVMValueRef, CallCopy> {
     let cfg = FunctionCfg::new(func);
     let forest = find_loops(&cfg.successors, 0);
@@ -141,10 +142,21 @@ unsafe fn split_where_inlined_calls_change(
                     innermost_loop,
                 )
             };
-            // Calls whose own loops hold this instruction are not copied by its repeats.
-            let in_own_loop = (loop_code.get(&(chain.clone(), line, column, op as u32)))
-                .copied()
-                .unwrap_or(0);
+            // Calls whose own loops hold this instruction are not copied by its repeats, nor
+            // are any when its function's source has a loop at its line (a loop the
+            // optimiser unrolled whole repeats its body's code in straight code).
+            let own_function = chain.last().map_or(LLVMGetSubprogram(func), |&site| {
+                sites.sites[site as usize].callee
+            });
+            let in_written_loop = (written.loops(own_function).iter())
+                .any(|&(first, last)| (first..=last).contains(&line));
+            let in_own_loop = if in_written_loop {
+                chain.len()
+            } else {
+                (loop_code.get(&(chain.clone(), line, column, op as u32)))
+                    .copied()
+                    .unwrap_or(0)
+            };
             let here = located.len() - 1;
             // The same position again after the caller's code that computes this
             // instruction's operands (an unrolled loop's next call, its index computed
@@ -406,7 +418,7 @@ impl FunctionPlan {
     ) -> Self {
         let data_layout = LLVMGetModuleDataLayout(LLVMGetGlobalParent(func));
         let copies = if inlined_regions {
-            split_where_inlined_calls_change(func, data_layout)
+            split_where_inlined_calls_change(func, data_layout, written)
         } else {
             HashMap::new()
         };

@@ -461,6 +461,27 @@ fn cpp_functions_end_at_their_last_statement_or_destructor_at_every_level() {
     }
 }
 
+#[test]
+fn a_call_whose_loop_the_optimiser_unrolled_whole_is_one_instance_per_call() {
+    // step's three-iteration loop is straight code at -O2 and -O3: the same load and store
+    // three times, with other positions between them, which is also what copies of a call
+    // laid one after another look like. Its source has a loop there: one call each time
+    // (it was three at -O2 with the pass of 4e6693c; zstd's decoder counted 6 calls of
+    // ZSTD_decompressSequences_body as 36).
+    for (level, report) in reports("unrolled_inside.c") {
+        for (name, calls) in [("step", 1000), ("note", 1000), ("main", 1)] {
+            assert_eq!(
+                function_totals(&report, name).0,
+                calls,
+                "{level}: instances of {name}"
+            );
+        }
+        // Its three stores of st.prev and its store of st.total, in every build.
+        let (_, step) = function_totals(&report, "step");
+        assert!(step.stores >= 4000, "{level}: stores of step {step:?}");
+    }
+}
+
 /// Builds `tests/c/inlined/inl.c` for `tool` at `level` and runs it with `options`.
 fn tool_report(work: &Work, tool: &str, level: &str, options: &str) -> Report {
     built_report(work, "inl.c", level, tool, options)
