@@ -362,9 +362,14 @@ unsafe fn fed_by_code_outside(
     false
 }
 
-/// Whether `key` starts a new copy of a call whose copy so far made `seen`: the call made it
-/// already, with a call or another source position since and nothing of another loop.
+/// Whether `key` starts a new copy of a call whose copy so far made `seen`: the call began
+/// with it, with a call or another source position since and nothing of another loop. (Not
+/// any key made again: a macro's accesses and calls share one position, so a statement
+/// such as Lua's `if (luaV_fastget(...))` makes a load, a call and the same load again.)
 fn starts_copy(seen: &[CopyKey], key: &CopyKey, call: bool) -> bool {
+    if seen.first() != Some(key) {
+        return false;
+    }
     let Some(last) = seen.iter().rposition(|k| k == key) else {
         return false;
     };
