@@ -173,7 +173,7 @@ unsafe fn split_where_inlined_calls_change(
             let positioned = line != 0;
             if let Some(depth) = (in_own_loop..chain.len())
                 .filter(|_| positioned)
-                .find(|&d| starts_copy(&stack[d].seen, &key(d), call) || called_again(d))
+                .find(|&d| starts_copy(&stack[d].seen, &key(d)) || called_again(d))
             {
                 let number = next_copy.entry(chain[depth]).or_insert(0);
                 *number += 1;
@@ -363,10 +363,11 @@ unsafe fn fed_by_code_outside(
 }
 
 /// Whether `key` starts a new copy of a call whose copy so far made `seen`: the call began
-/// with it, with a call or another source position since and nothing of another loop. (Not
-/// any key made again: a macro's accesses and calls share one position, so a statement
-/// such as Lua's `if (luaV_fastget(...))` makes a load, a call and the same load again.)
-fn starts_copy(seen: &[CopyKey], key: &CopyKey, call: bool) -> bool {
+/// with it, with code of another line since and nothing of another loop. (Not any key
+/// made again, nor after another position of the same line: a macro's accesses share one
+/// position, its arguments' calls their own, so a statement such as Lua's
+/// `if (luaV_fastget(...))` makes a load, a call and the same load again.)
+fn starts_copy(seen: &[CopyKey], key: &CopyKey) -> bool {
     if seen.first() != Some(key) {
         return false;
     }
@@ -374,9 +375,7 @@ fn starts_copy(seen: &[CopyKey], key: &CopyKey, call: bool) -> bool {
         return false;
     };
     let since = &seen[last + 1..];
-    !since.is_empty()
-        && since.iter().all(|k| k.4 == key.4)
-        && (call || since.iter().any(|k| (k.1, k.2) != (key.1, key.2)))
+    !since.is_empty() && since.iter().all(|k| k.4 == key.4) && since.iter().any(|k| k.1 != key.1)
 }
 
 extern "C" {

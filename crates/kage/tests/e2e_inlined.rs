@@ -482,6 +482,22 @@ fn a_call_whose_loop_the_optimiser_unrolled_whole_is_one_instance_per_call() {
     }
 }
 
+#[test]
+fn a_macro_that_makes_the_same_access_twice_is_no_second_call() {
+    // get's `if (FASTGET(t, k, lookup))`: a load, lookup's call at its name's position, the
+    // same load again, all of one line (see the program): one instance per call at every
+    // level (1000 at -O2 with the pass of 38341d6).
+    for (level, report) in reports("macro_position.c") {
+        for (name, calls) in [("get", 500), ("lookup", 500), ("main", 1)] {
+            assert_eq!(
+                function_totals(&report, name).0,
+                calls,
+                "{level}: instances of {name}"
+            );
+        }
+    }
+}
+
 /// Builds `tests/c/inlined/inl.c` for `tool` at `level` and runs it with `options`.
 fn tool_report(work: &Work, tool: &str, level: &str, options: &str) -> Report {
     built_report(work, "inl.c", level, tool, options)
