@@ -63,12 +63,15 @@ impl OpenCall {
 /// Copies of one inlined call's code laid one after another (a loop around the call
 /// unrolled whole) have one chain. The blocks are walked in reverse post-order (loops' back
 /// edges left out), each inlined call open along the path with the measured instructions
-/// its code made so far; an instruction of a call that the call already made on the path
-/// (the same calls below it, source position, opcode and loop), with a call or another
-/// position in between and nothing of another loop, starts a new copy of it. (One position
-/// repeated alone is what one statement split into several accesses looks like; code of a
-/// loop in between is what a loop's peeled iteration looks like.) Copies are cut apart and
-/// returned: each instruction of the second copy on, with its [`CallCopy`].
+/// its code made so far; the call's first instruction on the path made again (the same
+/// calls below it, source position, opcode and loop), with code of another line in between
+/// and nothing of another loop, starts a new copy of it, and so does any of its
+/// instructions made again after the caller's code that computes its operands. (One line
+/// repeated alone is what one statement split into several accesses, or a macro, looks
+/// like; code of a loop in between is what a loop's peeled iteration looks like; code at a
+/// line where the source has a loop is a loop unrolled whole; line 0 is code merged from
+/// several positions.) Copies are cut apart and returned: each instruction of the second
+/// copy on, with its [`CallCopy`].
 ///
 /// # Safety
 /// `func` must be a function with a body in a valid module, not yet instrumented.
