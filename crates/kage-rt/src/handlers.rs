@@ -565,8 +565,9 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize};
 
     extern "C" {
-        fn kage_fp_buffer_slot() -> *mut c_void;
-        fn kage_fp_leaf_slot() -> *mut c_void;
+        // As the footprint tool declares them (one signature per symbol).
+        fn kage_fp_buffer_slot() -> *mut crate::tools::footprint::RangeBuffer;
+        fn kage_fp_leaf_slot() -> *mut crate::tools::footprint::LeafSlot;
         fn __kage_fp_leaf_enter(entry: *const c_void, parent: *const c_void, frame: *const c_void);
     }
 

@@ -148,7 +148,7 @@ const RECORD_LAYOUT: [u64; 4] = [
 /// then leave it alone); and the leaves that `__kage_fp_leaf_end` ended since the tool
 /// last ran, for it to count.
 #[repr(C)]
-struct LeafSlot {
+pub(crate) struct LeafSlot {
     depth: u64,
     frame: *const c_void,
     level_frame: *const c_void,
@@ -351,7 +351,7 @@ fn footprint_part(tool: &mut dyn ThreadTool) -> Option<&mut FootprintThread> {
 /// `__kage_fp_range` appends while `len < limit`; the owner thread drains it at every region
 /// event, and whoever turns accesses on or off sets `limit`.
 #[repr(C)]
-struct RangeBuffer {
+pub(crate) struct RangeBuffer {
     len: u64,
     limit: AtomicU64,
     /// Non-zero while `__kage_fp_range` appends (the owner is a signal handler's events
