@@ -82,7 +82,7 @@ macro_rules! by_lanes {
         #[cfg(target_arch = "x86_64")]
         {
             // SAFETY: `lanes` is only ever a path the processor runs (`Lanes::available`).
-            let narrow = $engine.analysed.len() <= LANES;
+            let narrow = $engine.width <= LANES;
             match $engine.lanes {
                 Lanes::Avx512 if narrow => return unsafe { lanes::avx512_path::$fast($engine, $($arg),*) },
                 Lanes::Avx512 => return unsafe { lanes::avx512_path::$wide($engine, $($arg),*) },
@@ -157,6 +157,9 @@ pub struct EngineConfig {
     pub granule_shift: u32,
     /// The vector shadow memory that keeps the granules' times.
     pub vsm: VsmKind,
+    /// A level entered while its parent's lane holds no time above 0 shares that lane
+    /// ([`Engine::enter`]); false gives every analysed level a lane of its own.
+    pub share_lanes: bool,
 }
 
 impl Default for EngineConfig {
@@ -165,6 +168,7 @@ impl Default for EngineConfig {
             max_depth: 64,
             granule_shift: 2,
             vsm: VsmKind::Compress,
+            share_lanes: true,
         }
     }
 }
@@ -212,13 +216,17 @@ struct Level {
     owns_frame: bool,
 }
 
-/// An analysed level's own statistics (its critical path is in `Engine::cps`, which every
-/// time raises).
+/// An analysed level's own statistics (its critical path is its lane's in `Engine::cps`,
+/// which every time raises).
 #[derive(Debug, Clone, Copy)]
 struct Analysed {
     start: u64,
     children_work: u64,
     children_cp: u64,
+    /// Its lane: the index of its times in every time vector.
+    lane: u32,
+    /// It opened that lane (and closes it at its exit); else it shares its parent's.
+    owns_lane: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -384,10 +392,16 @@ pub struct Engine {
     levels: Vec<Level>,
     /// One per analysed level: `min(levels.len(), max_depth)`.
     analysed: Vec<Analysed>,
-    /// The analysed levels' critical paths: the first `analysed.len()` words; the buffer
-    /// has [`buffer_len`] words, so that whole 8-word chunks are in bounds (the words after
-    /// the analysed levels' are left over, and set at `enter`).
+    /// Lanes open: the length of every time vector (at most `analysed.len()`; less where
+    /// levels share lanes).
+    width: usize,
+    /// The lanes' critical paths: the first `width` words; the buffer has [`buffer_len`]
+    /// words, so that whole 8-word chunks are in bounds (the words after the open lanes'
+    /// are left over, and set at `enter`).
     cps: Words,
+    /// Per open lane: a `hoist` wrote a time above 0 there (which raises no critical path),
+    /// so a level entered now may not share it.
+    hoisted: Vec<bool>,
     versions: VersionStack,
     clock: u64,
     skipped: u64,
@@ -417,7 +431,9 @@ impl Engine {
             config,
             levels: Vec::with_capacity(64),
             analysed: Vec::with_capacity(64),
+            width: 0,
             cps: Words::new(buffer_len(config.max_depth)),
+            hoisted: vec![false; buffer_len(config.max_depth)],
             versions: VersionStack::new(),
             clock: 0,
             skipped: 0,
@@ -478,10 +494,18 @@ impl Engine {
         self.skipped
     }
 
+    /// Lanes open (at most [`analysed_depth`](Self::analysed_depth)).
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
     /// The time the last timestamp call computed, one per analysed level (tests).
     #[cfg(test)]
-    pub fn last_time(&self) -> &[u64] {
-        &self.t[..self.analysed.len()]
+    pub fn last_time(&self) -> Vec<u64> {
+        self.analysed
+            .iter()
+            .map(|l| self.t[l.lane as usize])
+            .collect()
     }
 
     /// The vector shadow memory's exact heap bytes.
@@ -497,14 +521,29 @@ impl Engine {
         };
         let analysed = self.levels.len() < self.config.max_depth;
         if analysed {
-            self.versions.enter();
-            self.memory.vsm.enter();
+            // While the parent's lane holds no time above 0 (its critical path is 0 and no
+            // hoist wrote one), every value and granule made in the parent's instance
+            // reads 0 at both levels, as one made before either, so everything made in
+            // the new instance gets the same time at both: one lane computes both, and its
+            // critical path at the exit is the new instance's.
+            let owns_lane = !(self.config.share_lanes
+                && self.width > 0
+                && self.cps[self.width - 1] == 0
+                && !self.hoisted[self.width - 1]);
+            if owns_lane {
+                self.versions.enter();
+                self.memory.vsm.enter();
+                self.cps[self.width] = 0;
+                self.hoisted[self.width] = false;
+                self.width += 1;
+            }
             self.analysed.push(Analysed {
                 start: self.clock,
                 children_work: 0,
                 children_cp: 0,
+                lane: (self.width - 1) as u32,
+                owns_lane,
             });
-            self.cps[self.analysed.len() - 1] = 0;
         } else {
             self.skipped += 1;
         }
@@ -528,9 +567,12 @@ impl Engine {
             return None;
         }
         let own = self.analysed.pop()?;
-        let cp = self.cps[self.analysed.len()];
-        self.versions.exit();
-        self.memory.vsm.exit();
+        let cp = self.cps[own.lane as usize];
+        if own.owns_lane {
+            self.versions.exit();
+            self.memory.vsm.exit();
+            self.width -= 1;
+        }
         let work = self.clock.saturating_sub(own.start);
         if let Some(parent) = self.analysed.last_mut() {
             parent.children_work = parent.children_work.saturating_add(work);
@@ -551,15 +593,17 @@ impl Engine {
     /// entered now (new versions, so every time recorded before reads 0; work and critical
     /// paths from 0), memory forgets every time.
     pub fn restart(&mut self) {
-        let depth = self.analysed.len();
+        let depth = self.width;
         for a in &mut self.analysed {
             *a = Analysed {
                 start: self.clock,
                 children_work: 0,
                 children_cp: 0,
+                ..*a
             };
         }
         self.cps[..depth].fill(0);
+        self.hoisted[..depth].fill(false);
         for _ in 0..depth {
             self.versions.exit();
         }
@@ -572,7 +616,7 @@ impl Engine {
 
     /// Frees the shadow memory (the thread has ended, every level exited).
     pub fn release(&mut self) {
-        self.memory.renew(self.analysed.len());
+        self.memory.renew(self.width);
         self.slot_meta = Vec::new();
         self.slot_times = Words::new(0);
         self.call_times = Vec::new();
@@ -597,7 +641,7 @@ impl Engine {
             return;
         }
         let slots = slots.min(MAX_SLOTS);
-        let stride = (self.analysed.len() + HEADROOM).min(self.config.max_depth);
+        let stride = (self.width + HEADROOM).min(self.config.max_depth);
         let (slots_base, times_base) = self
             .frames
             .last()
@@ -667,6 +711,9 @@ impl Engine {
     pub fn hoist(&mut self, dst: u32, cands: &[Candidate]) {
         let frame = self.current_frame();
         let a = self.gather(frame, cands);
+        for (hoisted, &t) in self.hoisted.iter_mut().zip(&self.t[..a]) {
+            *hoisted |= t > 0;
+        }
         if let Some((index, frame)) = frame {
             if dst != NONE && dst < frame.slots && a > 0 {
                 let (at, width) = self.slot_to_write(index, frame, dst, a);
@@ -763,7 +810,7 @@ impl Engine {
         if self.pending.len() >= MAX_PENDING {
             self.pending.clear();
         }
-        let width = self.analysed.len();
+        let width = self.width;
         let base = self.pending.last().map_or(0, |p| p.end());
         let p = PendingCall {
             callee,
@@ -785,7 +832,7 @@ impl Engine {
     pub fn arg(&mut self, index: u32, cands: &[Candidate]) {
         // As a `ts` to no slot (on the lane paths), which leaves the time in `t`.
         self.ts(NONE, cands);
-        let a = self.analysed.len();
+        let a = self.width;
         let depth = self.levels.len();
         let Some(p) = self.pending.last_mut() else {
             return;
@@ -817,7 +864,7 @@ impl Engine {
     pub fn ret(&mut self, cands: &[Candidate]) {
         // As a `ts` to no slot (on the lane paths), which leaves the time in `t`.
         self.ts(NONE, cands);
-        let a = self.analysed.len();
+        let a = self.width;
         let frame = self.current_frame();
         let Some((index, serial)) = frame.and_then(|(_, f)| f.call) else {
             return;
@@ -843,7 +890,7 @@ impl Engine {
     pub fn result(&mut self, dst: u32, cost: u32) {
         let depth = self.levels.len();
         let cost = cost as u64;
-        let a = self.analysed.len();
+        let a = self.width;
         let frame = self.current_frame();
         let mut first = self.pending.len();
         while first > 0 && self.pending[first - 1].depth >= depth {
@@ -901,7 +948,7 @@ impl Engine {
     /// `frame` is the current one.
     #[inline(always)]
     fn gather(&mut self, frame: Option<(usize, Frame)>, cands: &[Candidate]) -> usize {
-        let a = self.analysed.len();
+        let a = self.width;
         let t = &mut self.t[..a];
         let floor = offset_floor(cands);
         for x in t.iter_mut() {

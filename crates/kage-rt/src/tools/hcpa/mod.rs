@@ -73,6 +73,18 @@ const SHADOW: OptionDef = OptionDef {
     },
 };
 
+const SHARE_LANES: OptionDef = OptionDef {
+    name: "share_lanes",
+    default: "1",
+    help: "hcpa: a region entered before its parent's instance computed any time above 0 \
+           shares the parent's lane of every time vector (exact: both would hold the same \
+           times); 0 gives every level a lane of its own, to measure what sharing saves",
+    parse: |v| match v {
+        "0" | "1" => Ok(v.to_string()),
+        _ => Err("expected 0 or 1".into()),
+    },
+};
+
 const TIMESTAMP_TRACE: OptionDef = OptionDef {
     name: "timestamp_trace",
     default: "",
@@ -82,7 +94,7 @@ const TIMESTAMP_TRACE: OptionDef = OptionDef {
 };
 
 /// The hcpa tool's options (`tools::TOOLS`).
-pub static OPTIONS: &[OptionDef] = &[MAX_DEPTH, GRANULE, SHADOW, TIMESTAMP_TRACE];
+pub static OPTIONS: &[OptionDef] = &[MAX_DEPTH, GRANULE, SHADOW, SHARE_LANES, TIMESTAMP_TRACE];
 
 /// The most distinct dynamic parents kept per region (per thread, and in the report).
 const MAX_PARENTS: usize = 16;
@@ -128,6 +140,7 @@ impl Settings {
                 max_depth,
                 granule_shift: granule.trailing_zeros(),
                 vsm,
+                share_lanes: opts.get(&SHARE_LANES) != "0",
             },
         }
     }

@@ -14,6 +14,7 @@ fn engine(max_depth: usize, granule_shift: u32) -> Engine {
         max_depth,
         granule_shift,
         vsm: VsmKind::Gc,
+        share_lanes: true,
     })
 }
 
@@ -1347,8 +1348,9 @@ fn program(seed: u64, max_levels: usize) -> Vec<Op> {
 }
 
 /// Runs `ops` on the engine and the model; panics at the first difference in a computed
-/// time or an instance's statistics.
-fn compare(ops: &[Op], config: EngineConfig, what: &str) {
+/// time or an instance's statistics. Returns the steps after which levels shared lanes.
+fn compare(ops: &[Op], config: EngineConfig, what: &str) -> usize {
+    let mut shared = 0;
     let mut e = Engine::new(config);
     let mut r = Reference::new(config.max_depth, config.granule_shift);
     for (step, op) in ops.iter().enumerate() {
@@ -1362,12 +1364,14 @@ fn compare(ops: &[Op], config: EngineConfig, what: &str) {
             assert_eq!(e.last_time(), r.last, "{what}: op {step} {op:?}: time");
         }
         assert_eq!(e.depth(), r.levels.len(), "{what}: op {step}");
+        shared += usize::from(e.width() < e.analysed_depth());
     }
+    shared
 }
 
 #[test]
 fn the_engine_matches_the_naive_model_on_random_programs() {
-    let mut instances = 0;
+    let (mut instances, mut shared) = (0, 0);
     for seed in 0..3000u64 {
         let max_depth = [1, 2, 3, 5, 64][seed as usize % 5];
         let shift = [0, 2, 3][seed as usize % 3];
@@ -1377,14 +1381,17 @@ fn the_engine_matches_the_naive_model_on_random_programs() {
             max_depth,
             granule_shift: shift,
             vsm: VsmKind::Baseline,
+            share_lanes: seed % 7 != 0,
         };
-        compare(
+        shared += compare(
             &ops,
             config,
             &format!("seed {seed}, max_depth {max_depth}, shift {shift}"),
         );
     }
     assert!(instances > 30_000, "{instances} instances");
+    // Levels entered before their parent's lane has a time share it (`Engine::enter`).
+    assert!(shared > 10_000, "{shared} steps with shared lanes");
 }
 
 /// Every vector shadow memory gives the same times.
@@ -1396,6 +1403,7 @@ fn every_shadow_kind_gives_the_same_times() {
                 max_depth: 4,
                 granule_shift: 2,
                 vsm: kind,
+                share_lanes: true,
             };
             compare(&program(seed, 12), config, &format!("{kind}, seed {seed}"));
         }
@@ -1417,6 +1425,7 @@ fn every_time_path_matches_the_naive_model() {
                 max_depth,
                 granule_shift: shift,
                 vsm,
+                share_lanes: seed % 5 != 0,
             };
             let ops = program(seed, [12, 30][seed as usize % 2]);
             let what = format!("{lanes:?}, seed {seed}, max_depth {max_depth}, {vsm}");
@@ -1459,7 +1468,7 @@ fn deep_program(seed: u64, budget: usize, max_levels: usize) -> Vec<Op> {
 /// levels: several 8-level chunks.
 #[test]
 fn every_time_path_matches_the_naive_model_deep() {
-    let mut deep = 0;
+    let (mut deep, mut shared) = (0, 0);
     for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
         for seed in 9000..9600u64 {
             let ops = deep_program(seed, 14, 40);
@@ -1484,6 +1493,7 @@ fn every_time_path_matches_the_naive_model_deep() {
                 max_depth: [17, 24, 64][seed as usize % 3],
                 granule_shift: [0, 2, 3][seed as usize / 3 % 3],
                 vsm: [VsmKind::Gc, VsmKind::Baseline, VsmKind::Compress][seed as usize / 9 % 3],
+                share_lanes: seed % 5 != 0,
             };
             let what = format!("{lanes:?}, seed {seed}, {config:?}");
             let mut e = Engine::new(config);
@@ -1499,8 +1509,10 @@ fn every_time_path_matches_the_naive_model_deep() {
                 if computes_a_time(op) {
                     assert_eq!(e.last_time(), r.last, "{what}: op {step} {op:?}: time");
                 }
+                shared += usize::from(e.width() < e.analysed_depth());
             }
         }
     }
     assert!(deep > 200, "{deep} deep programs");
+    assert!(shared > 10_000, "{shared} steps with shared lanes");
 }

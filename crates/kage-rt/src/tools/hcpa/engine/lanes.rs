@@ -396,7 +396,7 @@ macro_rules! lane_path {
                 frame: Option<(usize, Frame)>,
                 cands: &[Candidate],
             ) -> usize {
-                let a = e.analysed.len();
+                let a = e.width;
                 let floor = offset_floor(cands);
                 // `t` has whole chunks up to `a` rounded up.
                 let t = e.t.as_mut_ptr();
@@ -502,7 +502,7 @@ macro_rules! lane_path {
             ) {
                 let frame = e.current_frame();
                 let mut t: v::V = gather(e, frame, cands);
-                let a = e.analysed.len();
+                let a = e.width;
                 if a > 0 && size > 0 {
                     let granules = e.memory.granules(addr, size);
                     match &mut e.memory.vsm {
@@ -538,7 +538,7 @@ macro_rules! lane_path {
                 let frame = e.current_frame();
                 let t = gather(e, frame, cands);
                 let t = finish(e, NONE, frame, t, cost as u64);
-                let a = e.analysed.len();
+                let a = e.width;
                 if a > 0 && size > 0 {
                     let granules = e.memory.granules(addr, size);
                     match &mut e.memory.vsm {
@@ -638,7 +638,7 @@ macro_rules! lane_path {
                 t: v::V,
                 cost: u64,
             ) -> v::V {
-                let a = e.analysed.len();
+                let a = e.width;
                 let t = if cost == 0 {
                     t
                 } else {
