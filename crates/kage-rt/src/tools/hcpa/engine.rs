@@ -23,7 +23,11 @@
 //!   (`kage_vsm`) entered and exited in lockstep with the analysed levels, so a granule
 //!   stored to before a level's instance started reads 0 there.
 //!
-//! Every computed time raises the critical path of every analysed level. Nothing here
+//! - lanes: a time is a vector with one entry per *lane*. A level opens a lane of its own,
+//!   except one entered while its parent's lane holds no time above 0, which shares it
+//!   (`enter` says why that is exact); every "per analysed level" above is per lane.
+//!
+//! Every computed time raises the critical path of every lane. Nothing here
 //! panics on bad input: unknown slots read 0 and are not written, unbalanced exits are
 //! ignored.
 
