@@ -158,6 +158,7 @@ fn basic_counts_are_exact() {
             "sample_entries",
             "sample_iterations",
             "shadow",
+            "share_lanes",
             "snapshot_mib",
             "snapshots",
             "timestamp_trace",
@@ -364,7 +365,7 @@ fn unknown_option_bad_value_unknown_tool_and_help() {
     let run = run("basic", "bogus=1:enabled=yes:tool=nope:help=1:verbosity=1");
     assert_eq!(run.out.status.code(), Some(7));
     let err = run.stderr();
-    assert!(err.contains("kage: warning: KAGE_OPTIONS: unknown option 'bogus' ignored; known options: tool, output, report_log, enabled, handle_signals, verbosity, line_size, interval_unit, interval, snapshots, snapshot_mib, trace, vsm, granularity, loop_bodies, max_depth, granule, shadow, timestamp_trace, sample_iterations, sample_entries, version, min_chunk_us, help"), "{err}");
+    assert!(err.contains("kage: warning: KAGE_OPTIONS: unknown option 'bogus' ignored; known options: tool, output, report_log, enabled, handle_signals, verbosity, line_size, interval_unit, interval, snapshots, snapshot_mib, trace, vsm, granularity, loop_bodies, max_depth, granule, shadow, share_lanes, timestamp_trace, sample_iterations, sample_entries, version, min_chunk_us, help"), "{err}");
     assert!(
         err.contains("bad value 'yes' for option 'enabled'"),
         "{err}"
