@@ -110,6 +110,14 @@ class Model:
             self.program["work"] += level.work
             self.program["critical_path"] += level.cp
 
+    def leaf(self, region, work, cp):
+        """A static leaf: an instance with this work and critical path, nothing inside."""
+        self.enter(region)
+        self.work(work)
+        if len(self.levels) <= self.max_depth:
+            self.levels[-1].cp = cp
+        self.exit(region)
+
     # Times ----------------------------------------------------------------------------
     def read(self, times, depth):
         """A value's time at each analysed level (0 when produced in another instance)."""
@@ -269,6 +277,8 @@ def replay(lines, model):
             model.exit(int(a[0]))
         elif op == "frame":
             model.frame(int(a[0]), int(a[1], 16))
+        elif op == "leaf":
+            model.leaf(*map(int, a[:3]))
         elif op == "work":
             model.work(int(a[0]))
         elif op == "ts":

@@ -881,6 +881,9 @@ pub mod hcpa {
     /// `store` and `mem`), separated by `,` or `+`. The program's times are then wrong; the
     /// build says so.
     pub const OMIT_VARIABLE: &str = "KAGE_HCPA_OMIT";
+    /// `0` builds without static leaves (docs/hcpa.md, "Static leaves"): every inlined call
+    /// keeps its region hooks (the same results, slower; tests compare the two).
+    pub const LEAVES_VARIABLE: &str = "KAGE_HCPA_LEAVES";
 
     pub const SIMPLE: CostClass = CostClass {
         name: "simple",
@@ -1176,6 +1179,11 @@ pub mod symbols {
     /// `void __kage_hcpa_work(uint64_t cost)`.
     pub const HCPA_WORK: Symbol = function("__kage_hcpa_work", &[I64], &[Hcpa]);
     pub type HcpaWork = unsafe extern "C" fn(u64);
+    /// `void __kage_hcpa_leaf(struct kage_region *r, uint64_t work, uint64_t cp)`: an
+    /// instance of the inlined call `r`, a static leaf (docs/hcpa.md, "Static leaves"), with
+    /// the work and critical path the build computed; its block's work is `work`.
+    pub const HCPA_LEAF: Symbol = function("__kage_hcpa_leaf", &[Ptr, I64, I64], &[Hcpa]);
+    pub type HcpaLeaf = unsafe extern "C" fn(*mut Region, u64, u64);
     /// `void __kage_hcpa_ts(uint32_t dst, const struct kage_candidate *cands, uint32_t n)`.
     pub const HCPA_TS: Symbol = function("__kage_hcpa_ts", &[I32, Ptr, I32], &[Hcpa]);
     pub type HcpaTs = unsafe extern "C" fn(u32, *const Candidate, u32);
@@ -1337,6 +1345,7 @@ pub mod symbols {
         WS_TRACE,
         HCPA_FRAME,
         HCPA_WORK,
+        HCPA_LEAF,
         HCPA_TS,
         HCPA_HOIST,
         HCPA_PHI,

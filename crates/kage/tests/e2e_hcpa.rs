@@ -263,6 +263,49 @@ fn the_reference_model_agrees_exactly_and_folding_changes_nothing() {
     }
 }
 
+/// The events of the kind `op` in the trace of the last run of [`agrees_with_the_reference`].
+fn trace_events(work: &Work, op: &str) -> usize {
+    let trace = std::fs::read_to_string(work.path("trace.txt")).unwrap();
+    trace
+        .lines()
+        .filter(|l| l.split(' ').next() == Some(op))
+        .count()
+}
+
+/// Static leaves (`tests/c/hcpa/leaves.c`): the build computes their work and critical
+/// paths, and the report is the one the runtime computes with their hooks kept
+/// (`KAGE_HCPA_LEAVES=0`), region by region; both agree with the reference model.
+#[test]
+fn static_leaves_give_what_the_runtime_computes() {
+    let work = Work::new();
+    for level in ["-O2", "-O3"] {
+        let (with, _) = agrees_with_the_reference(&work, "leaves.c", &[level, "-g"], &[]);
+        let leaves = trace_events(&work, "leaf");
+        let env = [("KAGE_HCPA_LEAVES", "0")];
+        let (without, _) = agrees_with_the_reference(&work, "leaves.c", &[level, "-g"], &env);
+        let none = trace_events(&work, "leaf");
+        // read_le(), put() and bump(): 2048 calls each.
+        assert!(
+            leaves >= 3 * 2048 && none == 0,
+            "{level}: {leaves} and {none} leaves"
+        );
+        assert_eq!(all_stats(&with), all_stats(&without), "{level}");
+        let (a, b) = (with.hcpa().unwrap(), without.hcpa().unwrap());
+        assert_eq!((a.work, a.critical_path), (b.work, b.critical_path));
+        for name in ["read_le", "put", "bump", "swap_in"] {
+            let region = (with.regions.iter())
+                .find(|r| r.name == name && r.kind == RegionKind::Function)
+                .unwrap();
+            let s = HcpaStats::of(region).unwrap().unwrap();
+            assert_eq!(s.instances, 2048, "{level} {name}");
+            assert!(
+                s.critical_path > 0 && s.critical_path <= s.work,
+                "{level} {name}"
+            );
+        }
+    }
+}
+
 /// Recursion through the compiler's copies of a function (`tests/c/hcpa/copies.c`: step()
 /// inlined into main() and into run(), which step() calls) counts once: the report agrees
 /// with the reference model, which reads the source regions from the report its own way,

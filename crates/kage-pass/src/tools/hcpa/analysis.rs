@@ -51,6 +51,13 @@ pub enum Action {
     Work {
         cost: u64,
     },
+    /// `__kage_hcpa_leaf`: the work call of a static leaf's block (`leaves`): an instance of
+    /// the region at table slot `region` with this work and critical path.
+    Leaf {
+        region: u32,
+        work: u64,
+        cp: u64,
+    },
     /// `__kage_hcpa_phi(dst, src, 0, cond)`, with `src` and `cond` chosen by the edge taken:
     /// per incoming block of the phi, its source slot and edge condition slot.
     Phi {

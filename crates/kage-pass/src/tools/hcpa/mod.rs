@@ -6,6 +6,7 @@
 mod analysis;
 mod control;
 mod costs;
+mod leaves;
 
 use std::collections::HashMap;
 
@@ -27,6 +28,8 @@ pub struct Hcpa {
     costs: Costs,
     /// Fold computations into their users' candidates (`KAGE_HCPA_FOLD` not `0`).
     fold: bool,
+    /// Static leaves lose their region hooks (`KAGE_HCPA_LEAVES` not `0`).
+    leaves: bool,
     omit: Omit,
 }
 
@@ -73,7 +76,7 @@ impl Omit {
     fn leaves_out(&self, action: &Action) -> bool {
         match action {
             Action::Ts { .. } | Action::Phi { .. } | Action::Hoist { .. } => self.ts,
-            Action::Work { .. } => self.work,
+            Action::Work { .. } | Action::Leaf { .. } => self.work,
             Action::Load { .. } | Action::Store { .. } | Action::Mem { .. } => self.memory,
             _ => false,
         }
@@ -85,6 +88,7 @@ pub fn make(settings: &mut Settings) -> Box<dyn Tool> {
     Box::new(Hcpa {
         costs: Costs::from_settings(settings),
         fold: settings.get(kage_abi::hcpa::FOLD_VARIABLE).as_deref() != Some("0"),
+        leaves: settings.get(kage_abi::hcpa::LEAVES_VARIABLE).as_deref() != Some("0"),
         omit: Omit::from_settings(settings),
     })
 }
@@ -105,9 +109,18 @@ impl Tool for Hcpa {
         let layout = LLVMGetModuleDataLayout(module);
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
-            let function = analysis::analyse(plan, &self.costs, self.fold, layout);
+            let mut function = analysis::analyse(plan, &self.costs, self.fold, layout);
+            let folded = if self.leaves {
+                leaves::make(plan, &mut function.actions)
+            } else {
+                Vec::new()
+            };
+            let skipped = hooks::Skipped {
+                loops: &[],
+                folded: &folded,
+            };
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
-            hooks::insert(plan, &mut ins, &Default::default(), |ins| {
+            hooks::insert(plan, &mut ins, &skipped, |ins| {
                 for placed in &function.actions {
                     if !self.omit.leaves_out(&placed.action) {
                         calls.insert(ins, plan.func, placed.before, &placed.action);
@@ -124,6 +137,7 @@ struct HcpaCalls {
     module: LLVMModuleRef,
     frame: RuntimeFunction,
     work: RuntimeFunction,
+    leaf: RuntimeFunction,
     ts: RuntimeFunction,
     hoist: RuntimeFunction,
     phi: RuntimeFunction,
@@ -149,6 +163,7 @@ impl HcpaCalls {
             module,
             frame: declare(&symbols::HCPA_FRAME),
             work: declare(&symbols::HCPA_WORK),
+            leaf: declare(&symbols::HCPA_LEAF),
             ts: declare(&symbols::HCPA_TS),
             hoist: declare(&symbols::HCPA_HOIST),
             phi: declare(&symbols::HCPA_PHI),
@@ -244,6 +259,11 @@ impl HcpaCalls {
             Action::Work { cost } => {
                 self.work
                     .call(b, &mut [LLVMConstInt(self.i64_type, *cost, 0)]);
+            }
+            Action::Leaf { region, work, cp } => {
+                let region = ins.table.region_ptr(*region);
+                let [work, cp] = [*work, *cp].map(|v| LLVMConstInt(self.i64_type, v, 0));
+                self.leaf.call(b, &mut [region, work, cp]);
             }
             Action::Ts { dst, cands } => {
                 let [array, n] = self.candidates(cands);

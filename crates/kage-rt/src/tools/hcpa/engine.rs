@@ -593,6 +593,30 @@ impl Engine {
         })
     }
 
+    /// A static leaf's instance of `region`, its work already added (docs/hcpa.md, "Static
+    /// leaves"): as an [`enter`](Self::enter) and [`exit`](Self::exit) with nothing between
+    /// but work, whose critical path the build computed. Its statistics when it is analysed.
+    pub fn leaf(&mut self, region: u32, work: u64, cp: u64) -> Option<InstanceStats> {
+        let depth = self.levels.len();
+        if depth >= self.config.max_depth {
+            self.skipped += 1;
+            return None;
+        }
+        if let Some(parent) = self.analysed.last_mut() {
+            parent.children_work = parent.children_work.saturating_add(work);
+            parent.children_cp = parent.children_cp.saturating_add(cp);
+        }
+        Some(InstanceStats {
+            region,
+            parent: self.levels.last().map(|p| p.region),
+            depth,
+            work,
+            critical_path: cp,
+            children_work: 0,
+            children_cp: 0,
+        })
+    }
+
     /// Statistics and times start anew (a reset, a forked child): every open level is as if
     /// entered now (new versions, so every time recorded before reads 0; work and critical
     /// paths from 0), memory forgets every time.

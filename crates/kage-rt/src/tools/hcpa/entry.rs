@@ -11,13 +11,15 @@ use super::engine::Engine;
 use super::trace::{event, Cands};
 use super::HcpaThread;
 use crate::gate::{self, ThreadState};
-use kage_abi::{symbols, Candidate};
+use crate::registry;
+use kage_abi::{symbols, Candidate, Region};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering::Relaxed;
 
 const _: symbols::HcpaFrame = __kage_hcpa_frame;
 const _: symbols::HcpaWork = __kage_hcpa_work;
+const _: symbols::HcpaLeaf = __kage_hcpa_leaf;
 const _: symbols::HcpaTs = __kage_hcpa_ts;
 // `__kage_hcpa_hoist`: `__kage_hcpa_ts`'s type.
 const _: symbols::HcpaTs = __kage_hcpa_hoist;
@@ -33,48 +35,46 @@ const _: symbols::HcpaReturn = __kage_hcpa_return;
 const _: symbols::HcpaResult = __kage_hcpa_result;
 
 thread_local! {
-    /// The thread state whose engine was last looked up on this thread, and that engine
-    /// (null when its tool is not hcpa). A thread state is never freed and its tool never
-    /// replaced (`thread::current_or_create`), so the pointer stays valid: the downcast is
-    /// made once per thread, not per event.
-    static ENGINE: Cell<(*const ThreadState, *mut Engine)> =
+    /// The thread state whose hcpa thread was last looked up on this thread, and that
+    /// thread (null when its tool is not hcpa). A thread state is never freed and its tool
+    /// never replaced (`thread::current_or_create`), so the pointer stays valid: the
+    /// downcast is made once per thread, not per event.
+    static THREAD: Cell<(*const ThreadState, *mut HcpaThread)> =
         const { Cell::new((std::ptr::null(), std::ptr::null_mut())) };
 }
 
-/// The engine of `ts`'s tool, null when it is not hcpa.
+/// The hcpa thread of `ts`'s tool, null when it is not hcpa.
 ///
 /// # Safety
 /// `ts` is the calling thread's state, marked busy.
 #[inline(always)]
-unsafe fn engine_of(ts: *const ThreadState) -> *mut Engine {
-    let (cached, engine) = ENGINE.get();
+unsafe fn thread_of(ts: *const ThreadState) -> *mut HcpaThread {
+    let (cached, thread) = THREAD.get();
     if cached == ts {
-        engine
+        thread
     } else {
-        look_up_engine(ts)
+        look_up_thread(ts)
     }
 }
 
 #[cold]
 #[inline(never)]
-unsafe fn look_up_engine(ts: *const ThreadState) -> *mut Engine {
+unsafe fn look_up_thread(ts: *const ThreadState) -> *mut HcpaThread {
     let tool = &mut **(*ts).tool.get();
-    let engine = tool
+    let thread = tool
         .as_any_mut()
         .and_then(|any| any.downcast_mut::<HcpaThread>())
-        .map_or(std::ptr::null_mut(), |thread| {
-            &mut thread.engine as *mut Engine
-        });
-    ENGINE.set((ts, engine));
-    engine
+        .map_or(std::ptr::null_mut(), |thread| thread as *mut HcpaThread);
+    THREAD.set((ts, thread));
+    thread
 }
 
-/// Runs `f` on the calling thread's engine, unless the event is to be ignored (see the
+/// Runs `f` on the calling thread's hcpa thread, unless the event is to be ignored (see the
 /// module docs); sets up the runtime and the thread on its first event. No allocation, lock
 /// or system call once the thread is set up. As `ThreadState::with`, inlined, with the
-/// engine found through [`ENGINE`].
+/// thread found through [`THREAD`].
 #[inline(always)]
-unsafe fn with_engine(f: impl FnOnce(&mut Engine)) {
+unsafe fn with_thread(f: impl FnOnce(&mut HcpaThread)) {
     let ts = gate::event_thread();
     if ts.is_null() || gate::GATE.load(Relaxed) != 0 {
         return;
@@ -84,11 +84,17 @@ unsafe fn with_engine(f: impl FnOnce(&mut Engine)) {
         return;
     }
     state.busy.set(gate::IN_RUNTIME);
-    let engine = engine_of(ts);
-    if !engine.is_null() {
-        f(&mut *engine);
+    let thread = thread_of(ts);
+    if !thread.is_null() {
+        f(&mut *thread);
     }
     gate::leave_runtime(state);
+}
+
+/// [`with_thread`] on the thread's engine.
+#[inline(always)]
+unsafe fn with_engine(f: impl FnOnce(&mut Engine)) {
+    with_thread(|thread| f(&mut thread.engine));
 }
 
 /// The `n` candidates at `cands`.
@@ -128,6 +134,24 @@ pub unsafe extern "C" fn __kage_hcpa_work(cost: u64) {
     with_engine(|e| {
         event!("work {cost}");
         e.work(cost)
+    });
+}
+
+/// An instance of the inlined call `r`, a static leaf (docs/hcpa.md, "Static leaves"):
+/// `work` is added to the work of every open level, and the instance recorded with that
+/// work and critical path `cp`, as if entered and left with nothing else in between.
+///
+/// # Safety
+/// `r` points to an entry of the calling module's region table.
+#[no_mangle]
+pub unsafe extern "C" fn __kage_hcpa_leaf(r: *mut Region, work: u64, cp: u64) {
+    with_thread(|thread| {
+        let Some(region) = registry::global_id(r) else {
+            thread.engine.work(work);
+            return;
+        };
+        event!("leaf {region} {work} {cp}");
+        thread.leaf(region, work, cp)
     });
 }
 

@@ -503,8 +503,20 @@ impl HcpaThread {
         self.sync_heap();
     }
 
-    /// An analysed instance's exit, into its region's record and the thread's totals.
-    fn fold(&self, st: &InstanceStats) {
+    /// A static leaf's instance (`__kage_hcpa_leaf`): its work is added to every open
+    /// level's, and it is recorded as if entered and left right away.
+    pub(super) fn leaf(&mut self, region: u32, work: u64, cp: u64) {
+        self.sync_epoch();
+        self.engine.work(work);
+        match self.engine.leaf(region, work, cp) {
+            Some(st) => self.fold(&st, false),
+            None => bump(&self.s.skipped, 1),
+        }
+    }
+
+    /// An analysed instance's exit, into its region's record and the thread's totals;
+    /// `opened`: its enter counted it among its source region's open instances.
+    fn fold(&self, st: &InstanceStats, opened: bool) {
         if st.depth == 0 {
             bump(&self.s.work, st.work);
             bump(&self.s.critical_path, st.critical_path);
@@ -522,6 +534,9 @@ impl HcpaThread {
         // the compiler's copies of it, counts once: the copies' sums in the source view
         // count every instance once).
         let open = self.open_count(st.region).map_or(0, |open| {
+            if !opened {
+                return open.load(Relaxed);
+            }
             let left = open.load(Relaxed).saturating_sub(1);
             open.store(left, Relaxed);
             left
@@ -566,7 +581,7 @@ impl ThreadTool for HcpaThread {
         }
         trace::event!("exit {region}");
         if let Some(st) = self.engine.exit() {
-            self.fold(&st);
+            self.fold(&st, true);
         }
         self.sync_heap();
     }

@@ -1,0 +1,241 @@
+//! Static leaves (docs/hcpa.md, "Static leaves"): an inlined call whose code is one block
+//! that runs straight through, with no call, loop, or load after a store, has the same
+//! work and critical path in every instance, known at build time. Such a call keeps its
+//! region but loses its hooks: the block's `__kage_hcpa_work` becomes
+//! `__kage_hcpa_leaf(r, work, cp)`, which records an instance of `r` with them, and its
+//! timestamp calls compute times at the levels around it only.
+//!
+//! Why the critical path is static: at the call's own level every value and granule made
+//! before its instance reads 0 (docs/hcpa.md, "Times"), so each time the block computes
+//! there is a function of its candidates' offsets and of the times the block computed
+//! before it; a load could read a time its own instance stored (through memory the build
+//! cannot tell apart), so a block that loads after it stores is not a static leaf.
+
+use std::collections::HashMap;
+
+use kage_abi::NONE;
+use llvm_sys::core::*;
+use llvm_sys::LLVMOpcode;
+
+use super::analysis::{Action, Cands, Placed};
+use crate::ir;
+use crate::plan::FunctionPlan;
+use crate::region_tree::NodeKind;
+
+/// The work and critical path, at its own level, of an instance that runs `actions` (a
+/// block's, in program order), or `None` when they are not those of a static leaf: a kind of
+/// call other than work, phis, timestamps, loads and stores, a load after a store, or no
+/// work call (where `__kage_hcpa_leaf` would go).
+pub fn static_instance<'a>(actions: impl IntoIterator<Item = &'a Action>) -> Option<(u64, u64)> {
+    let mut times: HashMap<u32, u64> = HashMap::new();
+    let time_of = |times: &HashMap<u32, u64>, cands: &Cands| -> u64 {
+        (cands.0.iter())
+            .map(|(&slot, &offset)| {
+                let t = if slot == NONE {
+                    0
+                } else {
+                    times.get(&slot).copied().unwrap_or(0)
+                };
+                t.saturating_add(u64::from(offset))
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let (mut work, mut cp) = (None::<u64>, 0u64);
+    let mut stored = false;
+    let mut produce = |times: &mut HashMap<u32, u64>, dst: u32, t: u64| {
+        cp = cp.max(t);
+        if dst != NONE {
+            times.insert(dst, t);
+        }
+    };
+    for action in actions {
+        match action {
+            Action::Work { cost } => work = Some(work.unwrap_or(0).saturating_add(*cost)),
+            Action::Phi { dst, incoming, .. } => {
+                let t = (incoming.iter())
+                    .flat_map(|&(_, src, cond)| [src, cond])
+                    .map(|slot| times.get(&slot).copied().unwrap_or(0))
+                    .max()
+                    .unwrap_or(0);
+                produce(&mut times, *dst, t);
+            }
+            Action::Ts { dst, cands } => {
+                let t = time_of(&times, cands);
+                produce(&mut times, *dst, t);
+            }
+            Action::Load {
+                dst, cost, cands, ..
+            } => {
+                if stored {
+                    return None;
+                }
+                let t = time_of(&times, cands).saturating_add(u64::from(*cost));
+                produce(&mut times, *dst, t);
+            }
+            Action::Store { cost, cands, .. } => {
+                stored = true;
+                let t = time_of(&times, cands).saturating_add(u64::from(*cost));
+                produce(&mut times, NONE, t);
+            }
+            _ => return None,
+        }
+    }
+    Some((work?, cp))
+}
+
+/// Finds the function's static leaves and turns each one's work call in `actions` into
+/// [`Action::Leaf`]; returns their nodes (for `hooks::Skipped::folded`).
+///
+/// # Safety
+/// `plan` must describe a live function that nothing was inserted into yet, and `actions`
+/// be its analysis's.
+pub unsafe fn make(plan: &FunctionPlan, actions: &mut [Placed]) -> Vec<usize> {
+    let tree = plan.tree();
+    let children = tree.child_counts();
+    let own_blocks = plan.blocks_by_region();
+    let mut leaves = Vec::new();
+    for (node, n) in tree.nodes.iter().enumerate() {
+        if !matches!(n.kind, NodeKind::Inlined(_)) || children[node] != 0 {
+            continue;
+        }
+        let [b] = own_blocks[node][..] else {
+            continue;
+        };
+        if b == 0 || !straight_block(plan, b) {
+            continue;
+        }
+        let block = plan.cfg.blocks[b];
+        let in_block: Vec<usize> = (0..actions.len())
+            .filter(|&i| LLVMGetInstructionParent(actions[i].before) == block)
+            .collect();
+        let Some((work, cp)) = static_instance(in_block.iter().map(|&i| &actions[i].action)) else {
+            continue;
+        };
+        let region = plan.slots.base + node as u32;
+        for &i in &in_block {
+            if matches!(actions[i].action, Action::Work { .. }) {
+                actions[i].action = Action::Leaf { region, work, cp };
+                break;
+            }
+        }
+        leaves.push(node);
+    }
+    leaves
+}
+
+/// Block `b` runs once per instance and straight through: not the entry, its own successor
+/// or a resume point; no call but to intrinsics, no atomic operation, and a branch at its
+/// end. (A loop's header may be one: its iteration hook comes before the block's code.)
+unsafe fn straight_block(plan: &FunctionPlan, b: usize) -> bool {
+    use LLVMOpcode::*;
+    let block = plan.cfg.blocks[b];
+    if plan.cfg.successors[b].contains(&b) || plan.resume_points.iter().any(|&(_, rb)| rb == b) {
+        return false;
+    }
+    let terminator = LLVMGetBasicBlockTerminator(block);
+    if terminator.is_null() || !matches!(ir::opcode(terminator), LLVMBr | LLVMSwitch) {
+        return false;
+    }
+    ir::instructions(block)
+        .into_iter()
+        .all(|i| match ir::opcode(i) {
+            LLVMAtomicRMW | LLVMAtomicCmpXchg | LLVMFence => false,
+            _ if ir::is_call_site(i) => {
+                let callee = LLVMGetCalledValue(i);
+                ir::opcode(i) == LLVMCall
+                    && !LLVMIsAFunction(callee).is_null()
+                    && LLVMGetIntrinsicID(callee) != 0
+            }
+            _ => true,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cands(list: &[(u32, u32)]) -> Cands {
+        Cands(list.iter().copied().collect())
+    }
+
+    fn load(dst: u32, cost: u32, list: &[(u32, u32)]) -> Action {
+        Action::Load {
+            dst,
+            ptr: std::ptr::null_mut(),
+            size: 4,
+            cost,
+            cands: cands(list),
+        }
+    }
+
+    fn store(cost: u32, list: &[(u32, u32)]) -> Action {
+        Action::Store {
+            ptr: std::ptr::null_mut(),
+            size: 4,
+            cost,
+            cands: cands(list),
+        }
+    }
+
+    #[test]
+    fn a_chain_inside_the_block_is_the_critical_path_and_outside_values_read_zero() {
+        // x = load p (cost 4, p from before: 0) -> 4; y = x * 3 + 1 (folded: x + 2) -> 6;
+        // store y (cost 1, q from before: offset 0) -> 7; an unrelated value from before
+        // with a 3-long computation: 3.
+        let actions = [
+            Action::Work { cost: 9 },
+            load(10, 4, &[(2, 0)]),
+            Action::Ts {
+                dst: 11,
+                cands: cands(&[(10, 2)]),
+            },
+            store(1, &[(11, 0), (3, 0)]),
+            Action::Ts {
+                dst: 12,
+                cands: cands(&[(5, 3), (NONE, 1)]),
+            },
+        ];
+        assert_eq!(static_instance(&actions), Some((9, 7)));
+    }
+
+    #[test]
+    fn phis_read_zero_and_their_temporaries_are_read_back() {
+        let actions = [
+            Action::Phi {
+                dst: 20,
+                block: std::ptr::null_mut(),
+                incoming: vec![(std::ptr::null_mut(), 1, 2)],
+            },
+            Action::Ts {
+                dst: 21,
+                cands: cands(&[(20, 0)]),
+            },
+            Action::Work { cost: 2 },
+            Action::Ts {
+                dst: 22,
+                cands: cands(&[(21, 1), (4, 0)]),
+            },
+        ];
+        assert_eq!(static_instance(&actions), Some((2, 1)));
+    }
+
+    #[test]
+    fn a_load_after_a_store_a_call_or_no_work_is_not_static() {
+        let work = Action::Work { cost: 5 };
+        assert_eq!(
+            static_instance(&[work, store(1, &[]), load(3, 4, &[])]),
+            None
+        );
+        let work = Action::Work { cost: 5 };
+        assert_eq!(
+            static_instance(&[work, load(3, 4, &[]), store(1, &[(3, 0)])]),
+            Some((5, 5))
+        );
+        let call = Action::Call {
+            callee: std::ptr::null_mut(),
+        };
+        assert_eq!(static_instance(&[Action::Work { cost: 5 }, call]), None);
+        assert_eq!(static_instance(&[load(3, 4, &[])]), None);
+    }
+}
