@@ -303,6 +303,22 @@ fn static_leaves_give_what_the_runtime_computes() {
                 "{level} {name}"
             );
         }
+        // While accesses are off, region events still come: a leaf counts its instances,
+        // with no work, as its hooks would.
+        let off = |env: &[(&str, &str)]| {
+            let mut env = env.to_vec();
+            env.push(("KAGE_TOOL", "hcpa"));
+            let exe = work.build_with_env("hcpa/leaves.c", &[level, "-g"], &env);
+            let path = work.path("off.json");
+            let options = format!("enabled=0:output={}", path.display());
+            assert!(work.run_with_options(&exe, &[], &options).status.success());
+            kage_report::read_report(&path).unwrap()
+        };
+        let (with, without) = (off(&[]), off(&env));
+        assert_eq!(all_stats(&with), all_stats(&without), "{level} enabled=0");
+        let put = (with.regions.iter()).find(|r| r.name == "put").unwrap();
+        let s = HcpaStats::of(put).unwrap().unwrap();
+        assert_eq!((s.instances, s.work), (2048, 0), "{level} enabled=0");
     }
 }
 

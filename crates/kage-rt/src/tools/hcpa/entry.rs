@@ -2,7 +2,8 @@
 //! calls of docs/hcpa.md, "The instrumentation", each a thin shim over the calling thread's
 //! [`Engine`]. Each definition is checked against its `kage_abi::symbols` type.
 //!
-//! They are ignored while accesses are off (`kage_set_enabled(0)`), once the analysis has
+//! They are ignored (but `__kage_hcpa_leaf`, a region event, which then carries no work)
+//! while accesses are off (`kage_set_enabled(0)`), once the analysis has
 //! finished, and while the runtime is busy on the thread (a signal handler interrupting it);
 //! they mark the thread busy while they run, so an instrumented signal handler never sees
 //! the engine half-updated. A thread whose tool is not hcpa ignores them.
@@ -73,10 +74,16 @@ unsafe fn look_up_thread(ts: *const ThreadState) -> *mut HcpaThread {
 /// module docs); sets up the runtime and the thread on its first event. No allocation, lock
 /// or system call once the thread is set up. As `ThreadState::with`, inlined, with the
 /// thread found through [`THREAD`].
+/// `f` gets whether accesses are on: a region event (`region_event`) runs while they are
+/// off too, as the region hooks do until the analysis has finished.
 #[inline(always)]
-unsafe fn with_thread(f: impl FnOnce(&mut HcpaThread)) {
+unsafe fn with_thread(region_event: bool, f: impl FnOnce(&mut HcpaThread, bool)) {
     let ts = gate::event_thread();
-    if ts.is_null() || gate::GATE.load(Relaxed) != 0 {
+    if ts.is_null() {
+        return;
+    }
+    let on = gate::GATE.load(Relaxed) == 0;
+    if !on && !(region_event && !gate::finished()) {
         return;
     }
     let state = &*ts;
@@ -86,15 +93,15 @@ unsafe fn with_thread(f: impl FnOnce(&mut HcpaThread)) {
     state.busy.set(gate::IN_RUNTIME);
     let thread = thread_of(ts);
     if !thread.is_null() {
-        f(&mut *thread);
+        f(&mut *thread, on);
     }
     gate::leave_runtime(state);
 }
 
-/// [`with_thread`] on the thread's engine.
+/// [`with_thread`] on the thread's engine, for a timestamp call.
 #[inline(always)]
 unsafe fn with_engine(f: impl FnOnce(&mut Engine)) {
-    with_thread(|thread| f(&mut thread.engine));
+    with_thread(false, |thread, _| f(&mut thread.engine));
 }
 
 /// The `n` candidates at `cands`.
@@ -139,13 +146,16 @@ pub unsafe extern "C" fn __kage_hcpa_work(cost: u64) {
 
 /// An instance of the inlined call `r`, a static leaf (docs/hcpa.md, "Static leaves"):
 /// `work` is added to the work of every open level, and the instance recorded with that
-/// work and critical path `cp`, as if entered and left with nothing else in between.
+/// work and critical path `cp`, as if entered and left with nothing else in between. While
+/// accesses are off it is recorded with neither, as its region hooks and the ignored
+/// timestamp calls would have.
 ///
 /// # Safety
 /// `r` points to an entry of the calling module's region table.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_hcpa_leaf(r: *mut Region, work: u64, cp: u64) {
-    with_thread(|thread| {
+    with_thread(true, |thread, on| {
+        let (work, cp) = if on { (work, cp) } else { (0, 0) };
         let Some(region) = registry::global_id(r) else {
             thread.engine.work(work);
             return;
