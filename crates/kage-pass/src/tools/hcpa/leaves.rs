@@ -15,6 +15,7 @@ use std::collections::HashMap;
 
 use kage_abi::NONE;
 use llvm_sys::core::*;
+use llvm_sys::prelude::LLVMBasicBlockRef;
 use llvm_sys::LLVMOpcode;
 
 use super::analysis::{Action, Cands, Placed};
@@ -94,6 +95,12 @@ pub unsafe fn make(plan: &FunctionPlan, actions: &mut [Placed]) -> Vec<usize> {
     let tree = plan.tree();
     let children = tree.child_counts();
     let own_blocks = plan.blocks_by_region();
+    let mut by_block: HashMap<LLVMBasicBlockRef, Vec<usize>> = HashMap::new();
+    for (i, placed) in actions.iter().enumerate() {
+        (by_block.entry(LLVMGetInstructionParent(placed.before)))
+            .or_default()
+            .push(i);
+    }
     let mut leaves = Vec::new();
     for (node, n) in tree.nodes.iter().enumerate() {
         if !matches!(n.kind, NodeKind::Inlined(_)) || children[node] != 0 {
@@ -105,15 +112,14 @@ pub unsafe fn make(plan: &FunctionPlan, actions: &mut [Placed]) -> Vec<usize> {
         if b == 0 || !straight_block(plan, b) {
             continue;
         }
-        let block = plan.cfg.blocks[b];
-        let in_block: Vec<usize> = (0..actions.len())
-            .filter(|&i| LLVMGetInstructionParent(actions[i].before) == block)
-            .collect();
+        let in_block = by_block
+            .get(&plan.cfg.blocks[b])
+            .map_or(&[][..], Vec::as_slice);
         let Some((work, cp)) = static_instance(in_block.iter().map(|&i| &actions[i].action)) else {
             continue;
         };
         let region = plan.slots.base + node as u32;
-        for &i in &in_block {
+        for &i in in_block {
             if matches!(actions[i].action, Action::Work { .. }) {
                 actions[i].action = Action::Leaf { region, work, cp };
                 break;

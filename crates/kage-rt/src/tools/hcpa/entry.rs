@@ -74,6 +74,7 @@ unsafe fn look_up_thread(ts: *const ThreadState) -> *mut HcpaThread {
 /// module docs); sets up the runtime and the thread on its first event. No allocation, lock
 /// or system call once the thread is set up. As `ThreadState::with`, inlined, with the
 /// thread found through [`THREAD`].
+///
 /// `f` gets whether accesses are on: a region event (`region_event`) runs while they are
 /// off too, as the region hooks do until the analysis has finished.
 #[inline(always)]
@@ -83,7 +84,8 @@ unsafe fn with_thread(region_event: bool, f: impl FnOnce(&mut HcpaThread, bool))
         return;
     }
     let on = gate::GATE.load(Relaxed) == 0;
-    if !on && !(region_event && !gate::finished()) {
+    let delivered = on || (region_event && !gate::finished());
+    if !delivered {
         return;
     }
     let state = &*ts;
