@@ -28,17 +28,12 @@ use crate::region_tree::NodeKind;
 /// call other than work, phis, timestamps, loads and stores, a load after a store, or no
 /// work call (where `__kage_hcpa_leaf` would go).
 pub fn static_instance<'a>(actions: impl IntoIterator<Item = &'a Action>) -> Option<(u64, u64)> {
+    // The times the block wrote, by slot; any other slot (and `NONE`) reads 0.
     let mut times: HashMap<u32, u64> = HashMap::new();
+    let slot_time = |times: &HashMap<u32, u64>, slot: u32| times.get(&slot).copied().unwrap_or(0);
     let time_of = |times: &HashMap<u32, u64>, cands: &Cands| -> u64 {
         (cands.0.iter())
-            .map(|(&slot, &offset)| {
-                let t = if slot == NONE {
-                    0
-                } else {
-                    times.get(&slot).copied().unwrap_or(0)
-                };
-                t.saturating_add(u64::from(offset))
-            })
+            .map(|(&slot, &offset)| slot_time(times, slot).saturating_add(u64::from(offset)))
             .max()
             .unwrap_or(0)
     };
@@ -56,7 +51,7 @@ pub fn static_instance<'a>(actions: impl IntoIterator<Item = &'a Action>) -> Opt
             Action::Phi { dst, incoming, .. } => {
                 let t = (incoming.iter())
                     .flat_map(|&(_, src, cond)| [src, cond])
-                    .map(|slot| times.get(&slot).copied().unwrap_or(0))
+                    .map(|slot| slot_time(&times, slot))
                     .max()
                     .unwrap_or(0);
                 produce(&mut times, *dst, t);

@@ -76,7 +76,8 @@ impl Omit {
     fn leaves_out(&self, action: &Action) -> bool {
         match action {
             Action::Ts { .. } | Action::Phi { .. } | Action::Hoist { .. } => self.ts,
-            Action::Work { .. } | Action::Leaf { .. } => self.work,
+            // A leaf's call stays: it is also the instance's region event.
+            Action::Work { .. } => self.work,
             Action::Load { .. } | Action::Store { .. } | Action::Mem { .. } => self.memory,
             _ => false,
         }
