@@ -75,27 +75,45 @@ impl Lanes {
     }
 }
 
-/// Levels in one vector of the 8-lane paths: with at most this many analysed, a time is
-/// held in registers.
+/// Levels in one vector of the 8-lane paths.
 const LANES: usize = 8;
+/// With at most this many vectors of levels analysed (32 levels), a time is held in
+/// registers; with more, in memory (`*_wide`).
+const REGISTER_CHUNKS: usize = 4;
 
-/// `self.$fast(args)` on the 8-lane path when at most 8 levels are analysed, `$wide` with
-/// more, `$scalar` without a vector path.
+/// `self.$fast::<N>(args)` on the processor's vector path, a time in `N` vectors of 8
+/// levels, when `N` ≤ [`REGISTER_CHUNKS`]; `$wide` with more levels; `$scalar` without a
+/// vector path.
 macro_rules! by_lanes {
     ($engine:ident, $fast:ident, $wide:ident, $scalar:ident, ($($arg:expr),*)) => {{
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: `lanes` is only ever a path the processor runs (`Lanes::available`).
-            let narrow = $engine.width <= LANES;
             match $engine.lanes {
-                Lanes::Avx512 if narrow => return unsafe { lanes::avx512_path::$fast($engine, $($arg),*) },
-                Lanes::Avx512 => return unsafe { lanes::avx512_path::$wide($engine, $($arg),*) },
-                Lanes::Avx2 if narrow => return unsafe { lanes::avx2_path::$fast($engine, $($arg),*) },
-                Lanes::Avx2 => return unsafe { lanes::avx2_path::$wide($engine, $($arg),*) },
+                Lanes::Avx512 => return by_chunks!(avx512_path, $engine, $fast, $wide, ($($arg),*)),
+                Lanes::Avx2 => return by_chunks!(avx2_path, $engine, $fast, $wide, ($($arg),*)),
                 Lanes::Scalar => {}
             }
         }
         $engine.$scalar($($arg),*)
+    }};
+}
+
+/// `by_lanes!` on one vector path: the number of vectors a time takes.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_chunks {
+    ($path:ident, $engine:ident, $fast:ident, $wide:ident, ($($arg:expr),*)) => {{
+        const _: () = assert!(REGISTER_CHUNKS == 4);
+        // SAFETY: `lanes` is only ever a path the processor runs (`Lanes::available`); `N`
+        // vectors hold the `width` analysed levels.
+        unsafe {
+            match $engine.width.div_ceil(LANES) {
+                0 | 1 => lanes::$path::$fast::<1>($engine, $($arg),*),
+                2 => lanes::$path::$fast::<2>($engine, $($arg),*),
+                3 => lanes::$path::$fast::<3>($engine, $($arg),*),
+                4 => lanes::$path::$fast::<4>($engine, $($arg),*),
+                _ => lanes::$path::$wide($engine, $($arg),*),
+            }
+        }
     }};
 }
 
@@ -721,7 +739,7 @@ impl Engine {
     }
 
     /// `__kage_hcpa_ts`: `t = max(cands)` → `dst` (unless `NONE`).
-    #[inline]
+    #[inline(always)]
     pub fn ts(&mut self, dst: u32, cands: &[Candidate]) {
         by_lanes!(self, ts, ts_wide, ts_scalar, (dst, cands))
     }
@@ -734,14 +752,27 @@ impl Engine {
         self.finish(dst, frame, a, 0);
     }
 
-    /// `__kage_hcpa_hoist`: `t = max(cands)` → `dst`, and no critical path raised (rare:
-    /// once per loop entry, so the scalar path only).
+    /// `__kage_hcpa_hoist`: `t = max(cands)` → `dst`, and no critical path raised (once
+    /// per loop entry).
+    #[inline(always)]
     pub fn hoist(&mut self, dst: u32, cands: &[Candidate]) {
-        let frame = self.current_frame();
-        let a = self.gather(frame, cands);
+        by_lanes!(self, hoist, hoist_wide, hoist_scalar, (dst, cands))
+    }
+
+    /// The levels where the hoisted time `t[..a]` is above 0 have had a time (see `enter`).
+    #[inline(always)]
+    fn mark_hoisted(&mut self, a: usize) {
         for (hoisted, &t) in self.hoisted.iter_mut().zip(&self.t[..a]) {
             *hoisted |= t > 0;
         }
+    }
+
+    /// Out of line: the entry points inline the dispatch only.
+    #[inline(never)]
+    fn hoist_scalar(&mut self, dst: u32, cands: &[Candidate]) {
+        let frame = self.current_frame();
+        let a = self.gather(frame, cands);
+        self.mark_hoisted(a);
         if let Some((index, frame)) = frame {
             if dst != NONE && dst < frame.slots && a > 0 {
                 let (at, width) = self.slot_to_write(index, frame, dst, a);
@@ -764,7 +795,7 @@ impl Engine {
     }
 
     /// `__kage_hcpa_load`: `t = max(cands, granules of [addr, addr + size)) + cost` → `dst`.
-    #[inline]
+    #[inline(always)]
     pub fn load(&mut self, dst: u32, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
         by_lanes!(
             self,
@@ -787,7 +818,7 @@ impl Engine {
     }
 
     /// `__kage_hcpa_store`: `t = max(cands) + cost` → the granules of `[addr, addr + size)`.
-    #[inline]
+    #[inline(always)]
     pub fn store(&mut self, addr: u64, size: u64, cost: u32, cands: &[Candidate]) {
         by_lanes!(
             self,

@@ -1464,14 +1464,45 @@ fn deep_program(seed: u64, budget: usize, max_levels: usize) -> Vec<Op> {
     g.ops
 }
 
-/// As [`every_time_path_matches_the_naive_model`], with programs nested up to about 25
-/// levels: several 8-level chunks.
+/// A function whose code nests `floors` blocks, each after a few statements (so that they
+/// do not all share one lane), then runs a random program `budget` deep: times at 30 to 50
+/// levels.
+fn tower_program(seed: u64, floors: usize, budget: usize) -> Vec<Op> {
+    let mut g = Gen {
+        rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+        ops: Vec::new(),
+        depth: 0,
+        max_levels: floors + 2 * budget,
+    };
+    let (function, slots) = (FUNCTIONS[g.rng.below(4) as usize], 4);
+    g.enter(0, LevelKind::Function);
+    g.ops.push(Op::Frame(slots, function));
+    for _ in 0..floors {
+        // Without budget, no call: nothing leaves the tower.
+        g.statements(slots, 0);
+        g.enter(20, LevelKind::Nested);
+    }
+    g.statements(slots, budget);
+    while g.depth > 0 {
+        g.exit();
+    }
+    g.ops
+}
+
+/// As [`every_time_path_matches_the_naive_model`], with programs nested up to about 50
+/// levels: a time in 1 to 4 registers of 8 levels, and in memory past 32 levels.
 #[test]
 fn every_time_path_matches_the_naive_model_deep() {
     let (mut deep, mut shared) = (0, 0);
+    // Times computed with 1, 2, 3, 4 vectors of levels, and more.
+    let mut by_vectors = [0usize; 5];
     for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
         for seed in 9000..9600u64 {
-            let ops = deep_program(seed, 14, 40);
+            let ops = if seed % 4 == 0 {
+                tower_program(seed, 24 + seed as usize / 4 % 16, 6)
+            } else {
+                deep_program(seed, 14, 40)
+            };
             let mut depth = 0i64;
             let max = ops
                 .iter()
@@ -1490,7 +1521,7 @@ fn every_time_path_matches_the_naive_model_deep() {
             }
             deep += 1;
             let config = EngineConfig {
-                max_depth: [17, 24, 64][seed as usize % 3],
+                max_depth: [17, 24, 64, 40, 64, 33][seed as usize % 6],
                 granule_shift: [0, 2, 3][seed as usize / 3 % 3],
                 vsm: [VsmKind::Gc, VsmKind::Baseline, VsmKind::Compress][seed as usize / 9 % 3],
                 share_lanes: seed % 5 != 0,
@@ -1508,11 +1539,16 @@ fn every_time_path_matches_the_naive_model_deep() {
                 );
                 if computes_a_time(op) {
                     assert_eq!(e.last_time(), r.last, "{what}: op {step} {op:?}: time");
+                    by_vectors[e.width().div_ceil(8).clamp(1, 5) - 1] += 1;
                 }
                 shared += usize::from(e.width() < e.analysed_depth());
             }
         }
     }
     assert!(deep > 200, "{deep} deep programs");
+    assert!(
+        by_vectors.iter().all(|&n| n > 1000),
+        "times by vectors: {by_vectors:?}"
+    );
     assert!(shared > 10_000, "{shared} steps with shared lanes");
 }

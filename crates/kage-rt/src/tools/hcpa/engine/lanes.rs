@@ -4,8 +4,10 @@
 //! calls is one instruction or two: a slot's valid prefix is its whole first chunk, loaded
 //! and masked (levels after the prefix read 0), a granule's is its VCache line's first 8
 //! words, loaded whole and masked, a maximum is `vpmaxuq` (with AVX2, a signed comparison
-//! of the values with their sign bits flipped, and a blend). With more levels, the same 8
-//! at a time (`*_wide`). The times are exactly the scalar path's (`tests.rs` runs the
+//! of the values with their sign bits flipped, and a blend). With up to 32 levels a time is
+//! up to four such vectors, still in registers (`ts::<N>`: `N` vectors; one more level
+//! past a multiple of 8 costs one more vector per operation, not a trip through memory);
+//! with more, the same 8 at a time through memory (`*_wide`). The times are exactly the scalar path's (`tests.rs` runs the
 //! model comparison on every path the processor has).
 //!
 //! Slots and VCache lines are stored and loaded whole (a slot's `pitch` is whole chunks; a
@@ -299,8 +301,8 @@ pub mod avx2 {
 }
 
 /// The timestamp calls of one 8-lane path, as functions of the engine: `ts`, `load` and
-/// `store` with at most 8 analysed levels (the time in a register), `ts_wide`, `load_wide`
-/// and `store_wide` 8 levels at a time.
+/// `store` with at most `8 N` analysed levels (the time in `N` registers), `ts_wide`,
+/// `load_wide` and `store_wide` 8 levels at a time through memory.
 macro_rules! lane_path {
     ($path:ident, $v:ident, $feature:literal) => {
         pub mod $path {
@@ -386,6 +388,44 @@ macro_rules! lane_path {
                 }
             }
 
+            /// [`hoist`](Engine::hoist) for more than 32 levels, 8 at a time.
+            ///
+            /// # Safety
+            /// The path's processor feature.
+            #[target_feature(enable = $feature)]
+            pub unsafe fn hoist_wide(e: &mut Engine, dst: u32, cands: &[Candidate]) {
+                let frame = e.current_frame();
+                let a = gather_wide(e, frame, cands);
+                e.mark_hoisted(a);
+                write_slot_wide(e, dst, frame, a);
+            }
+
+            /// Slot `dst` of the current `frame` gets `e.t[..a]` (whole chunks: see the
+            /// module docs).
+            ///
+            /// # Safety
+            /// As for [`ts_wide`](Engine::ts_wide).
+            #[inline(always)]
+            unsafe fn write_slot_wide(
+                e: &mut Engine,
+                dst: u32,
+                frame: Option<(usize, Frame)>,
+                a: usize,
+            ) {
+                let Some((index, frame)) = frame else {
+                    return;
+                };
+                if dst == NONE || dst >= frame.slots || a == 0 {
+                    return;
+                }
+                let (at, width) = e.slot_to_write(index, frame, dst, a);
+                let out = e.slot_times[at..at + width.next_multiple_of(v::LANES)].as_mut_ptr();
+                let t = e.t.as_ptr();
+                for k in (0..width).step_by(v::LANES) {
+                    v::store_whole(out.add(k), v::load_chunk(t.add(k)));
+                }
+            }
+
             /// [`gather`](Engine::gather) 8 levels at a time, into `t`; returns `a`.
             ///
             /// # Safety
@@ -444,21 +484,6 @@ macro_rules! lane_path {
                 a: usize,
                 cost: u64,
             ) {
-                let slot = match frame {
-                    Some((index, frame)) if dst != NONE && dst < frame.slots && a > 0 => {
-                        Some(e.slot_to_write(index, frame, dst, a))
-                    }
-                    _ => None,
-                };
-                // Whole chunks of the slot (its pitch; see the module docs: the times past `width` in them are
-                // never read).
-                let (out, width) = match slot {
-                    Some((at, width)) => (
-                        e.slot_times[at..at + width.next_multiple_of(v::LANES)].as_mut_ptr(),
-                        width,
-                    ),
-                    None => (std::ptr::null_mut(), 0),
-                };
                 // `t` and `cps` have whole chunks up to `a` rounded up; the lanes past `a` are left
                 // over (`enter` sets a level's critical path).
                 let t = e.t.as_mut_ptr();
@@ -470,29 +495,46 @@ macro_rules! lane_path {
                         v::store_chunk(t.add(k), v);
                     }
                     v::store_chunk(cps.add(k), v::max(v::load_chunk(cps.add(k)), v));
-                    if k < width {
-                        v::store_whole(out.add(k), v);
-                    }
                 }
+                write_slot_wide(e, dst, frame, a);
             }
 
-            /// [`ts`](Engine::ts) on the 8-lane path.
+            /// [`ts`](Engine::ts) with at most `8 N` analysed levels, the time in `N`
+            /// registers.
             ///
             /// # Safety
-            /// the path's processor feature, at most 8 analysed levels.
+            /// The path's processor feature; at most `8 N` analysed levels.
             #[target_feature(enable = $feature)]
-            pub unsafe fn ts(e: &mut Engine, dst: u32, cands: &[Candidate]) {
+            pub unsafe fn ts<const N: usize>(e: &mut Engine, dst: u32, cands: &[Candidate]) {
                 let frame = e.current_frame();
-                let t = gather(e, frame, cands);
-                finish(e, dst, frame, t, 0);
+                let t = gather::<N>(e, frame, cands);
+                finish::<N>(e, dst, frame, t, 0);
             }
 
-            /// [`load`](Engine::load) on the 8-lane path.
+            /// [`hoist`](Engine::hoist) with the time in `N` registers.
             ///
             /// # Safety
             /// As for [`ts`](Engine::ts).
             #[target_feature(enable = $feature)]
-            pub unsafe fn load(
+            pub unsafe fn hoist<const N: usize>(e: &mut Engine, dst: u32, cands: &[Candidate]) {
+                let frame = e.current_frame();
+                let t = gather::<N>(e, frame, cands);
+                let a = e.width;
+                // `t` has whole chunks up to `a` rounded up, at least one: `N`.
+                let out = e.t.as_mut_ptr();
+                for (k, chunk) in t.iter().enumerate() {
+                    v::store_chunk(out.add(k * v::LANES), *chunk);
+                }
+                e.mark_hoisted(a);
+                write_slot::<N>(e, dst, frame, &t);
+            }
+
+            /// [`load`](Engine::load) with the time in `N` registers.
+            ///
+            /// # Safety
+            /// As for [`ts`](Engine::ts).
+            #[target_feature(enable = $feature)]
+            pub unsafe fn load<const N: usize>(
                 e: &mut Engine,
                 dst: u32,
                 addr: u64,
@@ -501,7 +543,7 @@ macro_rules! lane_path {
                 cands: &[Candidate],
             ) {
                 let frame = e.current_frame();
-                let mut t: v::V = gather(e, frame, cands);
+                let mut t = gather::<N>(e, frame, cands);
                 let a = e.width;
                 if a > 0 && size > 0 {
                     let granules = e.memory.granules(addr, size);
@@ -510,25 +552,38 @@ macro_rules! lane_path {
                             for g in granules {
                                 // At most the shadow's depth, `a`: the levels after the prefix read 0.
                                 let (line, valid) = vsm.read_line(g);
-                                t = v::max(t, load_line(line, 0, valid));
+                                for (k, chunk) in t.iter_mut().enumerate() {
+                                    let from = k * v::LANES;
+                                    if from >= valid {
+                                        break;
+                                    }
+                                    *chunk = v::max(*chunk, load_line(line, from, valid));
+                                }
                             }
                         }
                         _ => {
-                            v::store(e.t.as_mut_ptr(), a, t);
+                            // `t` has whole chunks up to `a` rounded up: `N` of them.
+                            let p = e.t.as_mut_ptr();
+                            for (k, chunk) in t.iter().enumerate() {
+                                v::store_chunk(p.add(k * v::LANES), *chunk);
+                            }
                             e.memory.max_into(addr, size, &mut e.t[..a]);
-                            t = v::load(e.t.as_ptr(), a);
+                            let p = e.t.as_ptr();
+                            for (k, chunk) in t.iter_mut().enumerate() {
+                                *chunk = v::load_chunk(p.add(k * v::LANES));
+                            }
                         }
                     }
                 }
-                finish(e, dst, frame, t, cost as u64);
+                finish::<N>(e, dst, frame, t, cost as u64);
             }
 
-            /// [`store`](Engine::store) on the 8-lane path.
+            /// [`store`](Engine::store) with the time in `N` registers.
             ///
             /// # Safety
             /// As for [`ts`](Engine::ts).
             #[target_feature(enable = $feature)]
-            pub unsafe fn store(
+            pub unsafe fn store<const N: usize>(
                 e: &mut Engine,
                 addr: u64,
                 size: u64,
@@ -536,8 +591,8 @@ macro_rules! lane_path {
                 cands: &[Candidate],
             ) {
                 let frame = e.current_frame();
-                let t = gather(e, frame, cands);
-                let t = finish(e, NONE, frame, t, cost as u64);
+                let t = gather::<N>(e, frame, cands);
+                let t = finish::<N>(e, NONE, frame, t, cost as u64);
                 let a = e.width;
                 if a > 0 && size > 0 {
                     let granules = e.memory.granules(addr, size);
@@ -545,7 +600,14 @@ macro_rules! lane_path {
                         AnyVsm::Cached(vsm) => {
                             for g in granules {
                                 // Every level, as `write_levels` with `a` (the depth) times.
-                                store_line(vsm.overwrite_line(g), 0, a, t);
+                                let line = vsm.overwrite_line(g);
+                                for (k, chunk) in t.iter().enumerate() {
+                                    let from = k * v::LANES;
+                                    if from >= a {
+                                        break;
+                                    }
+                                    store_line(line, from, a, *chunk);
+                                }
                             }
                         }
                         _ => e.memory.store(addr, size, &e.t[..a]),
@@ -583,20 +645,21 @@ macro_rules! lane_path {
                 }
             }
 
-            /// [`gather`](Engine::gather) into a register.
+            /// [`gather`](Engine::gather) into `N` registers (lane `8 k + i` of the result:
+            /// level `8 k + i`).
             ///
             /// # Safety
             /// As for [`ts`](Engine::ts).
             #[inline(always)]
-            pub unsafe fn gather(
+            pub unsafe fn gather<const N: usize>(
                 e: &mut Engine,
                 frame: Option<(usize, Frame)>,
                 cands: &[Candidate],
-            ) -> v::V {
+            ) -> [v::V; N] {
                 // Every offset is at most `floor`: a lane a slot does not cover (read as 0) plus its
                 // offset changes nothing.
                 let floor = offset_floor(cands);
-                let mut t = v::splat(floor);
+                let mut t = [v::splat(floor); N];
                 let Some((_, frame)) = frame else {
                     return t;
                 };
@@ -609,55 +672,85 @@ macro_rules! lane_path {
                     let Some(m) = metas.get(c.slot as usize) else {
                         continue;
                     };
-                    // At most `a` ≤ 8; the slot's `pitch` words are whole chunks.
+                    // At most `a` ≤ `8 N`; the slot's `pitch` words are whole chunks, at least
+                    // `valid` rounded up.
                     let valid = valid_levels(m.version, m.hint, versions).min(stride);
-                    let s = v::load_chunk_prefix(
-                        times.as_ptr().add(c.slot as usize * frame.pitch as usize),
-                        valid,
-                    );
-                    let s = if c.offset == 0 {
-                        s
-                    } else {
-                        v::saturating_add(s, c.offset as u64)
-                    };
-                    t = v::max(t, s);
+                    let from = times.as_ptr().add(c.slot as usize * frame.pitch as usize);
+                    for (k, chunk) in t.iter_mut().enumerate() {
+                        let at = k * v::LANES;
+                        if at >= valid {
+                            break;
+                        }
+                        let s = v::load_chunk_prefix(from.add(at), valid - at);
+                        let s = if c.offset == 0 {
+                            s
+                        } else {
+                            v::saturating_add(s, c.offset as u64)
+                        };
+                        *chunk = v::max(*chunk, s);
+                    }
                 }
                 t
             }
 
-            /// [`finish`](Engine::finish) of a time in a register; returns the complete time (also
-            /// left in `t`).
+            /// [`finish`](Engine::finish) of a time in `N` registers; returns the complete
+            /// time (also left in `e.t`).
             ///
             /// # Safety
             /// As for [`ts`](Engine::ts).
             #[inline(always)]
-            pub unsafe fn finish(
+            pub unsafe fn finish<const N: usize>(
                 e: &mut Engine,
                 dst: u32,
                 frame: Option<(usize, Frame)>,
-                t: v::V,
+                mut t: [v::V; N],
                 cost: u64,
-            ) -> v::V {
-                let a = e.width;
-                let t = if cost == 0 {
-                    t
-                } else {
-                    v::saturating_add(t, cost)
-                };
-                // `t` and `cps` have a whole chunk at least; the lanes past `a` are left over.
-                v::store_chunk(e.t.as_mut_ptr(), t);
-                let cps = e.cps.as_mut_ptr();
-                v::store_chunk(cps, v::max(v::load_chunk(cps), t));
-                if let Some((index, frame)) = frame {
-                    if dst != NONE && dst < frame.slots && a > 0 {
-                        // The slot's first chunk, whole (see the module docs: the times past the
-                        // levels written are never read).
-                        let (at, _) = e.slot_to_write(index, frame, dst, a);
-                        let out = &mut e.slot_times[at..at + v::LANES];
-                        v::store_whole(out.as_mut_ptr(), t);
+            ) -> [v::V; N] {
+                if cost != 0 {
+                    for chunk in t.iter_mut() {
+                        *chunk = v::saturating_add(*chunk, cost);
                     }
                 }
+                // `t` and `cps` have whole chunks up to `a` rounded up, at least one: `N`; the
+                // lanes past `a` are left over.
+                let (out, cps) = (e.t.as_mut_ptr(), e.cps.as_mut_ptr());
+                for (k, chunk) in t.iter().enumerate() {
+                    let at = k * v::LANES;
+                    v::store_chunk(out.add(at), *chunk);
+                    v::store_chunk(cps.add(at), v::max(v::load_chunk(cps.add(at)), *chunk));
+                }
+                write_slot::<N>(e, dst, frame, &t);
                 t
+            }
+
+            /// Slot `dst` of the current `frame` gets the time `t` at the levels open (its
+            /// chunks whole: see the module docs, the times past the levels written are
+            /// never read).
+            ///
+            /// # Safety
+            /// As for [`ts`](Engine::ts).
+            #[inline(always)]
+            unsafe fn write_slot<const N: usize>(
+                e: &mut Engine,
+                dst: u32,
+                frame: Option<(usize, Frame)>,
+                t: &[v::V; N],
+            ) {
+                let a = e.width;
+                let Some((index, frame)) = frame else {
+                    return;
+                };
+                if dst == NONE || dst >= frame.slots || a == 0 {
+                    return;
+                }
+                let (at, width) = e.slot_to_write(index, frame, dst, a);
+                let out = e.slot_times[at..at + width.next_multiple_of(v::LANES)].as_mut_ptr();
+                for (k, chunk) in t.iter().enumerate() {
+                    if k * v::LANES >= width {
+                        break;
+                    }
+                    v::store_whole(out.add(k * v::LANES), *chunk);
+                }
             }
         }
     };
