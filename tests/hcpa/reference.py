@@ -20,6 +20,7 @@ for a constant):
     phi DST SRC OFF COND
     load DST ADDR SIZE COST s:o... | store ADDR SIZE COST s:o...
     mem DST SRC LEN COST8 s:o... | call FN | arg I s:o... | ret s:o... | result DST COST
+    leaf WORK CP R... (a static leaf, inside the calls before it that hold nothing else)
 """
 
 import json
@@ -110,13 +111,17 @@ class Model:
             self.program["work"] += level.work
             self.program["critical_path"] += level.cp
 
-    def leaf(self, region, work, cp):
-        """A static leaf: an instance with this work and critical path, nothing inside."""
-        self.enter(region)
+    def leaf(self, regions, work, cp):
+        """A static leaf inside calls that hold nothing but it (`regions`, outermost first):
+        an instance of each, one inside the other, with this work and critical path."""
+        base = len(self.levels)
+        for region in regions:
+            self.enter(region)
         self.work(work)
-        if len(self.levels) <= self.max_depth:
-            self.levels[-1].cp = cp
-        self.exit(region)
+        for level in self.levels[base : self.max_depth]:
+            level.cp = cp
+        for region in reversed(regions):
+            self.exit(region)
 
     # Times ----------------------------------------------------------------------------
     def read(self, times, depth):
@@ -278,7 +283,7 @@ def replay(lines, model):
         elif op == "frame":
             model.frame(int(a[0]), int(a[1], 16))
         elif op == "leaf":
-            model.leaf(*map(int, a[:3]))
+            model.leaf([int(r) for r in a[2:]], int(a[0]), int(a[1]))
         elif op == "work":
             model.work(int(a[0]))
         elif op == "ts":

@@ -1179,11 +1179,13 @@ pub mod symbols {
     /// `void __kage_hcpa_work(uint64_t cost)`.
     pub const HCPA_WORK: Symbol = function("__kage_hcpa_work", &[I64], &[Hcpa]);
     pub type HcpaWork = unsafe extern "C" fn(u64);
-    /// `void __kage_hcpa_leaf(struct kage_region *r, uint64_t work, uint64_t cp)`: an
-    /// instance of the inlined call `r`, a static leaf (docs/hcpa.md, "Static leaves"), with
-    /// the work and critical path the build computed; its block's work is `work`.
-    pub const HCPA_LEAF: Symbol = function("__kage_hcpa_leaf", &[Ptr, I64, I64], &[Hcpa]);
-    pub type HcpaLeaf = unsafe extern "C" fn(*mut Region, u64, u64);
+    /// `void __kage_hcpa_leaf(struct kage_region *r, uint32_t n, uint64_t work, uint64_t
+    /// cp)`: an instance of each of the inlined calls `r[0..n]`, a static leaf `r[n - 1]`
+    /// and the calls around it that hold nothing else, each the only child of the one
+    /// before (docs/hcpa.md, "Static leaves"), all with the work and critical path the
+    /// build computed; its block's work is `work`.
+    pub const HCPA_LEAF: Symbol = function("__kage_hcpa_leaf", &[Ptr, I32, I64, I64], &[Hcpa]);
+    pub type HcpaLeaf = unsafe extern "C" fn(*mut Region, u32, u64, u64);
     /// `void __kage_hcpa_ts(uint32_t dst, const struct kage_candidate *cands, uint32_t n)`.
     pub const HCPA_TS: Symbol = function("__kage_hcpa_ts", &[I32, Ptr, I32], &[Hcpa]);
     pub type HcpaTs = unsafe extern "C" fn(u32, *const Candidate, u32);

@@ -265,11 +265,18 @@ fn the_reference_model_agrees_exactly_and_folding_changes_nothing() {
 
 /// The events of the kind `op` in the trace of the last run of [`agrees_with_the_reference`].
 fn trace_events(work: &Work, op: &str) -> usize {
+    trace_lines(work, op).count()
+}
+
+/// The lines of the events of the kind `op` in that trace.
+fn trace_lines(work: &Work, op: &str) -> impl Iterator<Item = String> {
     let trace = std::fs::read_to_string(work.path("trace.txt")).unwrap();
-    trace
-        .lines()
-        .filter(|l| l.split(' ').next() == Some(op))
-        .count()
+    let op = op.to_string();
+    (trace.lines())
+        .filter(move |l| l.split(' ').next() == Some(op.as_str()))
+        .map(str::to_string)
+        .collect::<Vec<_>>()
+        .into_iter()
 }
 
 /// Static leaves (`tests/c/hcpa/leaves.c`): the build computes their work and critical
@@ -281,18 +288,24 @@ fn static_leaves_give_what_the_runtime_computes() {
     for level in ["-O2", "-O3"] {
         let (with, _) = agrees_with_the_reference(&work, "leaves.c", &[level, "-g"], &[]);
         let leaves = trace_events(&work, "leaf");
+        let chains = trace_lines(&work, "leaf")
+            .filter(|l| l.split(' ').count() == 6)
+            .count();
         let env = [("KAGE_HCPA_LEAVES", "0")];
         let (without, _) = agrees_with_the_reference(&work, "leaves.c", &[level, "-g"], &env);
         let none = trace_events(&work, "leaf");
-        // read_le(), put() and bump(): 2048 calls each.
+        // read_le(), put(), bump() and store32() (inside write32() inside scramble(): a
+        // chain of three regions): 2048 calls each.
         assert!(
-            leaves >= 3 * 2048 && none == 0,
-            "{level}: {leaves} and {none} leaves"
+            leaves >= 4 * 2048 && chains == 2048 && none == 0,
+            "{level}: {leaves} and {none} leaves, {chains} chains of 3"
         );
         assert_eq!(all_stats(&with), all_stats(&without), "{level}");
         let (a, b) = (with.hcpa().unwrap(), without.hcpa().unwrap());
         assert_eq!((a.work, a.critical_path), (b.work, b.critical_path));
-        for name in ["read_le", "put", "bump", "swap_in"] {
+        for name in [
+            "read_le", "put", "bump", "swap_in", "scramble", "write32", "store32",
+        ] {
             let region = (with.regions.iter())
                 .find(|r| r.name == name && r.kind == RegionKind::Function)
                 .unwrap();
@@ -303,18 +316,28 @@ fn static_leaves_give_what_the_runtime_computes() {
                 "{level} {name}"
             );
         }
-        // While accesses are off, region events still come: a leaf counts its instances,
-        // with no work, as its hooks would.
-        let off = |env: &[(&str, &str)]| {
+        let run = |env: &[(&str, &str)], options: &str| {
             let mut env = env.to_vec();
             env.push(("KAGE_TOOL", "hcpa"));
             let exe = work.build_with_env("hcpa/leaves.c", &[level, "-g"], &env);
-            let path = work.path("off.json");
-            let options = format!("enabled=0:output={}", path.display());
+            let path = work.path("run.json");
+            let options = format!("{options}:output={}", path.display());
             assert!(work.run_with_options(&exe, &[], &options).status.success());
             kage_report::read_report(&path).unwrap()
         };
-        let (with, without) = (off(&[]), off(&env));
+        // main, pass, its loop and body, scramble, write32, store32: levels 0 to 6; the
+        // deepest analysed levels cut the chain.
+        for max_depth in [5, 6] {
+            let options = format!("max_depth={max_depth}");
+            let (with, without) = (run(&[], &options), run(&env, &options));
+            assert_eq!(all_stats(&with), all_stats(&without), "{level} {options}");
+            let skipped = |r: &Report| r.hcpa().unwrap().skipped_instances;
+            assert_eq!(skipped(&with), skipped(&without), "{level} {options}");
+            assert!(skipped(&with) >= 2048, "{level} {options}");
+        }
+        // While accesses are off, region events still come: a leaf counts its instances,
+        // with no work, as its hooks would.
+        let (with, without) = (run(&[], "enabled=0"), run(&env, "enabled=0"));
         assert_eq!(all_stats(&with), all_stats(&without), "{level} enabled=0");
         let put = (with.regions.iter()).find(|r| r.name == "put").unwrap();
         let s = HcpaStats::of(put).unwrap().unwrap();

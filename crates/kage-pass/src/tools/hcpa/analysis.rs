@@ -52,9 +52,11 @@ pub enum Action {
         cost: u64,
     },
     /// `__kage_hcpa_leaf`: the work call of a static leaf's block (`leaves`): an instance of
-    /// the region at table slot `region` with this work and critical path.
+    /// each of the `chain` regions at table slots `region..region + chain` (each the only
+    /// child of the one before, the last the leaf) with this work and critical path.
     Leaf {
         region: u32,
+        chain: u32,
         work: u64,
         cp: u64,
     },

@@ -2,8 +2,10 @@
 //! that runs straight through, with no call, loop, or load after a store, has the same
 //! work and critical path in every instance, known at build time. Such a call keeps its
 //! region but loses its hooks: the block's `__kage_hcpa_work` becomes
-//! `__kage_hcpa_leaf(r, work, cp)`, which records an instance of `r` with them, and its
-//! timestamp calls compute times at the levels around it only.
+//! `__kage_hcpa_leaf(r, 1, work, cp)`, which records an instance of `r` with them, and its
+//! timestamp calls compute times at the levels around it only. The inlined calls around
+//! it that hold nothing else (no block of their own, one child) are static too, with the
+//! same work and critical path: `__kage_hcpa_leaf(r, n, ..)` records the chain.
 //!
 //! Why the critical path is static: at the call's own level every value and granule made
 //! before its instance reads 0 (docs/hcpa.md, "Times"), so each time the block computes
@@ -81,7 +83,9 @@ pub fn static_instance<'a>(actions: impl IntoIterator<Item = &'a Action>) -> Opt
 }
 
 /// Finds the function's static leaves and turns each one's work call in `actions` into
-/// [`Action::Leaf`]; returns their nodes (for `hooks::Skipped::folded`).
+/// [`Action::Leaf`], with the chain of inlined calls around it that hold nothing but it
+/// (each with no block of its own and one child: `hashPtr(p)` returning `hash4(read32(p))`);
+/// returns their nodes (for `hooks::Skipped::folded`).
 ///
 /// # Safety
 /// `plan` must describe a live function that nothing was inserted into yet, and `actions`
@@ -97,6 +101,8 @@ pub unsafe fn make(plan: &FunctionPlan, actions: &mut [Placed]) -> Vec<usize> {
             .push(i);
     }
     let mut leaves = Vec::new();
+    // The action of each static node's `__kage_hcpa_leaf`, by node: the top of its chain.
+    let mut leaf_action: HashMap<usize, usize> = HashMap::new();
     for (node, n) in tree.nodes.iter().enumerate() {
         if !matches!(n.kind, NodeKind::Inlined(_)) || children[node] != 0 {
             continue;
@@ -114,12 +120,43 @@ pub unsafe fn make(plan: &FunctionPlan, actions: &mut [Placed]) -> Vec<usize> {
             continue;
         };
         let region = plan.slots.base + node as u32;
-        for &i in in_block {
-            if matches!(actions[i].action, Action::Work { .. }) {
-                actions[i].action = Action::Leaf { region, work, cp };
-                break;
-            }
+        let Some(&i) =
+            (in_block.iter()).find(|&&i| matches!(actions[i].action, Action::Work { .. }))
+        else {
+            continue;
+        };
+        actions[i].action = Action::Leaf {
+            region,
+            chain: 1,
+            work,
+            cp,
+        };
+        leaf_action.insert(node, i);
+        leaves.push(node);
+    }
+    // An inlined call whose only code is one static call's runs with it: the same work, and
+    // the same times at its level as at the child's (both start together, so everything from
+    // before reads 0 at both). Children before parents; in pre-order an only child follows
+    // its parent.
+    for node in (0..tree.nodes.len()).rev() {
+        let wraps = matches!(tree.nodes[node].kind, NodeKind::Inlined(_))
+            && children[node] == 1
+            && own_blocks[node].is_empty()
+            && tree
+                .nodes
+                .get(node + 1)
+                .is_some_and(|c| c.parent == Some(node));
+        if !wraps {
+            continue;
         }
+        let Some(i) = leaf_action.remove(&(node + 1)) else {
+            continue;
+        };
+        if let Action::Leaf { region, chain, .. } = &mut actions[i].action {
+            *region -= 1;
+            *chain += 1;
+        }
+        leaf_action.insert(node, i);
         leaves.push(node);
     }
     leaves

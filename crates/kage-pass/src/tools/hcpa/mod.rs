@@ -261,10 +261,15 @@ impl HcpaCalls {
                 self.work
                     .call(b, &mut [LLVMConstInt(self.i64_type, *cost, 0)]);
             }
-            Action::Leaf { region, work, cp } => {
+            Action::Leaf {
+                region,
+                chain,
+                work,
+                cp,
+            } => {
                 let region = ins.table.region_ptr(*region);
                 let [work, cp] = [*work, *cp].map(|v| LLVMConstInt(self.i64_type, v, 0));
-                self.leaf.call(b, &mut [region, work, cp]);
+                self.leaf.call(b, &mut [region, self.i32(*chain), work, cp]);
             }
             Action::Ts { dst, cands } => {
                 let [array, n] = self.candidates(cands);

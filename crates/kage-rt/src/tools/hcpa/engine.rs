@@ -611,28 +611,23 @@ impl Engine {
         })
     }
 
-    /// A static leaf's instance of `region`, its work already added (docs/hcpa.md, "Static
-    /// leaves"): as an [`enter`](Self::enter) and [`exit`](Self::exit) with nothing between
-    /// but work, whose critical path the build computed. Its statistics when it is analysed.
-    pub fn leaf(&mut self, region: u32, work: u64, cp: u64) -> Option<InstanceStats> {
-        let depth = self.levels.len();
-        if depth >= self.config.max_depth {
-            self.skipped += 1;
-            return None;
+    /// A static leaf's instance inside `n` − 1 calls that hold nothing else, its work already
+    /// added (docs/hcpa.md, "Static leaves"): as `n` [`enter`](Self::enter)s and
+    /// [`exit`](Self::exit)s with nothing between but work, whose critical path the build
+    /// computed, the same at each of their levels. Returns how many of them, outermost
+    /// first, are analysed (the others are skipped, as deeper than `max_depth`); the
+    /// caller records their statistics.
+    pub fn leaf(&mut self, n: u32, work: u64, cp: u64) -> u32 {
+        let room = self.config.max_depth.saturating_sub(self.levels.len());
+        let analysed = (n as usize).min(room) as u32;
+        self.skipped += u64::from(n - analysed);
+        if analysed > 0 {
+            if let Some(parent) = self.analysed.last_mut() {
+                parent.children_work = parent.children_work.saturating_add(work);
+                parent.children_cp = parent.children_cp.saturating_add(cp);
+            }
         }
-        if let Some(parent) = self.analysed.last_mut() {
-            parent.children_work = parent.children_work.saturating_add(work);
-            parent.children_cp = parent.children_cp.saturating_add(cp);
-        }
-        Some(InstanceStats {
-            region,
-            parent: self.levels.last().map(|p| p.region),
-            depth,
-            work,
-            critical_path: cp,
-            children_work: 0,
-            children_cp: 0,
-        })
+        analysed
     }
 
     /// Statistics and times start anew (a reset, a forked child): every open level is as if

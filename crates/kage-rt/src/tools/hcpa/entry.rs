@@ -9,7 +9,7 @@
 //! the engine half-updated. A thread whose tool is not hcpa ignores them.
 
 use super::engine::Engine;
-use super::trace::{event, Cands};
+use super::trace::{self, event, Cands};
 use super::HcpaThread;
 use crate::gate::{self, ThreadState};
 use crate::registry;
@@ -146,24 +146,36 @@ pub unsafe extern "C" fn __kage_hcpa_work(cost: u64) {
     });
 }
 
-/// An instance of the inlined call `r`, a static leaf (docs/hcpa.md, "Static leaves"):
-/// `work` is added to the work of every open level, and the instance recorded with that
-/// work and critical path `cp`, as if entered and left with nothing else in between. While
-/// accesses are off it is recorded with neither, as its region hooks and the ignored
-/// timestamp calls would have.
+/// An instance of each of the inlined calls `r[0..n]`, a static leaf `r[n - 1]` inside
+/// calls that hold nothing but it, each the only child of the one before (docs/hcpa.md,
+/// "Static leaves"): `work` is added to the work of every open level, and each instance
+/// recorded with that work and critical path `cp`, as if entered one inside the other and
+/// left with nothing else in between. While accesses are off they are recorded with
+/// neither, as their region hooks and the ignored timestamp calls would have.
 ///
 /// # Safety
-/// `r` points to an entry of the calling module's region table.
+/// `r` points to `n` ≥ 1 consecutive entries of the calling module's region table.
 #[no_mangle]
-pub unsafe extern "C" fn __kage_hcpa_leaf(r: *mut Region, work: u64, cp: u64) {
+pub unsafe extern "C" fn __kage_hcpa_leaf(r: *mut Region, n: u32, work: u64, cp: u64) {
     with_thread(true, |thread, on| {
         let (work, cp) = if on { (work, cp) } else { (0, 0) };
-        let Some(region) = registry::global_id(r) else {
+        // The module's regions are registered, or rejected, together.
+        let Some(first) = registry::global_id(r) else {
             thread.engine.work(work);
             return;
         };
-        event!("leaf {region} {work} {cp}");
-        thread.leaf(region, work, cp)
+        let region = |i: u32| {
+            if i == 0 {
+                first
+            } else {
+                registry::global_id(r.add(i as usize)).unwrap_or(first)
+            }
+        };
+        event!(
+            "leaf {work} {cp}{}",
+            trace::Regions((0..n.max(1)).map(region))
+        );
+        thread.leaf(n.max(1), region, work, cp)
     });
 }
 

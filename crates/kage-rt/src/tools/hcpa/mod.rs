@@ -503,14 +503,43 @@ impl HcpaThread {
         self.sync_heap();
     }
 
-    /// A static leaf's instance (`__kage_hcpa_leaf`): its work is added to every open
-    /// level's, and it is recorded as if entered and left right away.
-    pub(super) fn leaf(&mut self, region: u32, work: u64, cp: u64) {
+    /// A static leaf's instance inside `n` − 1 calls that hold nothing else
+    /// (`__kage_hcpa_leaf`; `region(i)`: the `i`th, outermost first): its work is added to
+    /// every open level's, and each is recorded as if entered one inside the other and left
+    /// right away.
+    pub(super) fn leaf(&mut self, n: u32, region: impl Fn(u32) -> u32, work: u64, cp: u64) {
         self.sync_epoch();
         self.engine.work(work);
-        match self.engine.leaf(region, work, cp) {
-            Some(st) => self.fold(&st, false),
-            None => bump(&self.s.skipped, 1),
+        let (parent_outside, depth) = (self.engine.innermost_region(), self.engine.depth());
+        let analysed = self.engine.leaf(n, work, cp);
+        if analysed < n {
+            bump(&self.s.skipped, u64::from(n - analysed));
+        }
+        // As their enters would (an instance inside another of its source region counts
+        // once: a recursion inlined into itself), the outer ones open, then each leaves,
+        // innermost first.
+        for i in 0..analysed.saturating_sub(1) {
+            if let Some(open) = self.open_count(region(i)) {
+                bump(open, 1);
+            }
+        }
+        for i in (0..analysed).rev() {
+            // Each one's only child, when analysed too, did all its work.
+            let inner = i + 1 < analysed;
+            let st = InstanceStats {
+                region: region(i),
+                parent: if i == 0 {
+                    parent_outside
+                } else {
+                    Some(region(i - 1))
+                },
+                depth: depth + i as usize,
+                work,
+                critical_path: cp,
+                children_work: if inner { work } else { 0 },
+                children_cp: if inner { cp } else { 0 },
+            };
+            self.fold(&st, inner);
         }
     }
 

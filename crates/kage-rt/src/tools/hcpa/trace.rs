@@ -58,6 +58,18 @@ impl fmt::Display for Cands<'_> {
     }
 }
 
+/// Regions as the trace writes them after other fields: ` region` each.
+pub struct Regions<I>(pub I);
+
+impl<I: Iterator<Item = u32> + Clone> fmt::Display for Regions<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for region in self.0.clone() {
+            write!(f, " {region}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Traces an event when the trace is on. The formatting is out of line (`cold`), so that
 /// the entry points do not keep their arguments in memory for it.
 macro_rules! event {
