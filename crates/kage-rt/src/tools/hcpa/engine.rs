@@ -77,9 +77,9 @@ impl Lanes {
 
 /// Levels in one vector of the 8-lane paths.
 const LANES: usize = 8;
-/// With at most this many vectors of levels analysed (32 levels), a time is held in
+/// With at most this many vectors of levels analysed (48 levels), a time is held in
 /// registers; with more, in memory (`*_wide`).
-const REGISTER_CHUNKS: usize = 4;
+const REGISTER_CHUNKS: usize = 6;
 
 /// `self.$fast::<N>(args)` on the processor's vector path, a time in `N` vectors of 8
 /// levels, when `N` ≤ [`REGISTER_CHUNKS`]; `$wide` with more levels; `$scalar` without a
@@ -102,7 +102,7 @@ macro_rules! by_lanes {
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_chunks {
     ($path:ident, $engine:ident, $fast:ident, $wide:ident, ($($arg:expr),*)) => {{
-        const _: () = assert!(REGISTER_CHUNKS == 4);
+        const _: () = assert!(REGISTER_CHUNKS == 6);
         // SAFETY: `lanes` is only ever a path the processor runs (`Lanes::available`); `N`
         // vectors hold the `width` analysed levels.
         unsafe {
@@ -111,6 +111,8 @@ macro_rules! by_chunks {
                 2 => lanes::$path::$fast::<2>($engine, $($arg),*),
                 3 => lanes::$path::$fast::<3>($engine, $($arg),*),
                 4 => lanes::$path::$fast::<4>($engine, $($arg),*),
+                5 => lanes::$path::$fast::<5>($engine, $($arg),*),
+                6 => lanes::$path::$fast::<6>($engine, $($arg),*),
                 _ => lanes::$path::$wide($engine, $($arg),*),
             }
         }

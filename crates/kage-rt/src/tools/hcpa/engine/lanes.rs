@@ -4,8 +4,8 @@
 //! calls is one instruction or two: a slot's valid prefix is its whole first chunk, loaded
 //! and masked (levels after the prefix read 0), a granule's is its VCache line's first 8
 //! words, loaded whole and masked, a maximum is `vpmaxuq` (with AVX2, a signed comparison
-//! of the values with their sign bits flipped, and a blend). With up to 32 levels a time is
-//! up to four such vectors, still in registers (`ts::<N>`: `N` vectors; one more level
+//! of the values with their sign bits flipped, and a blend). With up to 48 levels a time is
+//! up to six such vectors, still in registers (`ts::<N>`: `N` vectors; one more level
 //! past a multiple of 8 costs one more vector per operation, not a trip through memory);
 //! with more, the same 8 at a time through memory (`*_wide`). The times are exactly the scalar path's (`tests.rs` runs the
 //! model comparison on every path the processor has).
