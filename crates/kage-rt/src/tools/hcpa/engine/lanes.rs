@@ -1,15 +1,15 @@
 //! The 8-lane paths: with at most 8 analysed levels (small kernels; real programs run at 9
 //! to 40), a time is one AVX-512 register of 8 `u64` lanes, or two AVX2 registers of 4
 //! (lane ℓ: level ℓ; lanes from the number of levels on are ignored), and every per-level
-//! loop of the timestamp calls is one instruction or two: a slot's valid prefix is its whole first chunk, loaded
-//! and masked (levels after the prefix read 0), a granule's is its VCache line's first 8
-//! words, loaded whole and masked, a maximum is `vpmaxuq` (with AVX2, a signed comparison
-//! of the values with their sign bits flipped, and a blend). With up to 48 levels a time is
-//! up to six such vectors, still in registers (`ts::<N>`: `N` vectors; one more level
-//! past a multiple of 8 costs one more vector per operation, not a trip through memory);
-//! with more, the same 8 at a time through memory (`*_wide`). The times are exactly the
-//! scalar path's (`tests.rs` runs the model comparison on every path the processor has, at
-//! every number of vectors).
+//! loop of the timestamp calls is one instruction or two: a slot's valid prefix is its
+//! whole first chunk, loaded and masked (levels after the prefix read 0), a granule's is
+//! its VCache line's first 8 words, loaded whole and masked, a maximum is `vpmaxuq` (with
+//! AVX2, a signed comparison of the values with their sign bits flipped, and a blend). With
+//! up to 48 levels a time is up to six such vectors, still in registers (`ts::<N>`: `N`
+//! vectors; one more level past a multiple of 8 costs one more vector per operation, not a
+//! trip through memory); with more, the same 8 at a time through memory (`*_wide`). The
+//! times are exactly the scalar path's (`tests.rs` runs the model comparison on every path
+//! the processor has, at every number of vectors).
 //!
 //! Slots and VCache lines are stored and loaded whole (a slot's `pitch` is whole chunks; a
 //! line of fewer than 8 tags is the exception), because a processor forwards a store only
