@@ -1089,6 +1089,26 @@ impl Engine {
         (frame.times_at(dst as usize), width)
     }
 
+    /// Where slot `dst` of the current `frame` is written at the `a` levels open now, as
+    /// [`slot_to_write`](Self::slot_to_write) (`None`: nothing to write): its first time, in
+    /// whole chunks (`lanes.rs`), and the number of levels written.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn slot_out(
+        &mut self,
+        dst: u32,
+        frame: Option<(usize, Frame)>,
+        a: usize,
+    ) -> Option<(*mut u64, usize)> {
+        let (index, frame) = frame?;
+        if dst == NONE || dst >= frame.slots || a == 0 {
+            return None;
+        }
+        let (at, width) = self.slot_to_write(index, frame, dst, a);
+        let out = self.slot_times[at..at + width.next_multiple_of(LANES)].as_mut_ptr();
+        Some((out, width))
+    }
+
     /// Re-lays the top frame out with room for at least `a` levels (rare: a frame starts
     /// with `HEADROOM` levels to spare).
     #[cold]

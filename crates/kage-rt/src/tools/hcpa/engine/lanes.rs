@@ -413,14 +413,9 @@ macro_rules! lane_path {
                 frame: Option<(usize, Frame)>,
                 a: usize,
             ) {
-                let Some((index, frame)) = frame else {
+                let Some((out, width)) = e.slot_out(dst, frame, a) else {
                     return;
                 };
-                if dst == NONE || dst >= frame.slots || a == 0 {
-                    return;
-                }
-                let (at, width) = e.slot_to_write(index, frame, dst, a);
-                let out = e.slot_times[at..at + width.next_multiple_of(v::LANES)].as_mut_ptr();
                 let t = e.t.as_ptr();
                 for k in (0..width).step_by(v::LANES) {
                     v::store_whole(out.add(k), v::load_chunk(t.add(k)));
@@ -737,15 +732,9 @@ macro_rules! lane_path {
                 frame: Option<(usize, Frame)>,
                 t: &[v::V; N],
             ) {
-                let a = e.width;
-                let Some((index, frame)) = frame else {
+                let Some((out, width)) = e.slot_out(dst, frame, e.width) else {
                     return;
                 };
-                if dst == NONE || dst >= frame.slots || a == 0 {
-                    return;
-                }
-                let (at, width) = e.slot_to_write(index, frame, dst, a);
-                let out = e.slot_times[at..at + width.next_multiple_of(v::LANES)].as_mut_ptr();
                 for (k, chunk) in t.iter().enumerate() {
                     if k * v::LANES >= width {
                         break;
