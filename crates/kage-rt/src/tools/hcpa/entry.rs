@@ -157,6 +157,7 @@ pub unsafe extern "C" fn __kage_hcpa_work(cost: u64) {
 /// `r` points to `n` ≥ 1 consecutive entries of the calling module's region table.
 #[no_mangle]
 pub unsafe extern "C" fn __kage_hcpa_leaf(r: *mut Region, n: u32, work: u64, cp: u64) {
+    let n = n.max(1);
     with_thread(true, |thread, on| {
         let (work, cp) = if on { (work, cp) } else { (0, 0) };
         // The module's regions are registered, or rejected, together.
@@ -171,11 +172,8 @@ pub unsafe extern "C" fn __kage_hcpa_leaf(r: *mut Region, n: u32, work: u64, cp:
                 registry::global_id(r.add(i as usize)).unwrap_or(first)
             }
         };
-        event!(
-            "leaf {work} {cp}{}",
-            trace::Regions((0..n.max(1)).map(region))
-        );
-        thread.leaf(n.max(1), region, work, cp)
+        event!("leaf {work} {cp}{}", trace::Regions((0..n).map(region)));
+        thread.leaf(n, region, work, cp)
     });
 }
 

@@ -1169,6 +1169,16 @@ struct Gen {
 const FUNCTIONS: [usize; 4] = [0x100, 0x200, 0x300, 0x400];
 
 impl Gen {
+    /// A generator seeded with `seed`, nesting at most `max_levels` levels.
+    fn new(seed: u64, max_levels: usize) -> Self {
+        Gen {
+            rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+            ops: Vec::new(),
+            depth: 0,
+            max_levels,
+        }
+    }
+
     fn cands(&mut self, slots: u32) -> Vec<Candidate> {
         let n = self.rng.below(4);
         (0..n)
@@ -1331,12 +1341,7 @@ impl Gen {
 }
 
 fn program(seed: u64, max_levels: usize) -> Vec<Op> {
-    let mut g = Gen {
-        rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
-        ops: Vec::new(),
-        depth: 0,
-        max_levels,
-    };
+    let mut g = Gen::new(seed, max_levels);
     for _ in 0..1 + g.rng.below(3) {
         let f = FUNCTIONS[g.rng.below(4) as usize];
         g.function(f, 4);
@@ -1450,12 +1455,7 @@ fn every_time_path_matches_the_naive_model() {
 /// A program of one activation nested up to `budget` deep (loops, blocks and calls), at most
 /// `max_levels` levels.
 fn deep_program(seed: u64, budget: usize, max_levels: usize) -> Vec<Op> {
-    let mut g = Gen {
-        rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
-        ops: Vec::new(),
-        depth: 0,
-        max_levels,
-    };
+    let mut g = Gen::new(seed, max_levels);
     let f = FUNCTIONS[g.rng.below(4) as usize];
     g.function(f, budget);
     while g.depth > 0 {
@@ -1468,12 +1468,7 @@ fn deep_program(seed: u64, budget: usize, max_levels: usize) -> Vec<Op> {
 /// do not all share one lane), then runs a random program `budget` deep: times at 24 to 70
 /// levels.
 fn tower_program(seed: u64, floors: usize, budget: usize) -> Vec<Op> {
-    let mut g = Gen {
-        rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
-        ops: Vec::new(),
-        depth: 0,
-        max_levels: floors + 2 * budget,
-    };
+    let mut g = Gen::new(seed, floors + 2 * budget);
     let (function, slots) = (FUNCTIONS[g.rng.below(4) as usize], 4);
     g.enter(0, LevelKind::Function);
     g.ops.push(Op::Frame(slots, function));
