@@ -301,6 +301,37 @@ impl RegionStack {
         if self.frames.last().is_some_and(|f| f.region == region) {
             return;
         }
+        // The common moves, without a search (each is what the rules below do in that
+        // case: within an activation the open frames are a path down the static tree):
+        // back out to the region just around the innermost one, when both are in the
+        // innermost activation, or into an inlined call right inside the innermost region.
+        let n = self.frames.len();
+        if n >= 2
+            && self.frames[n - 2].region == region
+            && self.frames[n - 1].kind != FrameKind::Function
+        {
+            self.pop_to(n - 1, sink);
+            return;
+        }
+        if kind == FrameKind::Inlined && n >= 1 {
+            let top = self.frames[n - 1];
+            let inside_top = match ancestors.parent(region) {
+                Some((parent, _)) => parent == top.region,
+                None => top.region == func && top.kind == FrameKind::Function,
+            };
+            if inside_top {
+                self.push(
+                    Frame {
+                        region,
+                        kind,
+                        sp: 0,
+                        entry,
+                    },
+                    sink,
+                );
+                return;
+            }
+        }
         if !self.sync_to(func, sink) {
             return;
         }
