@@ -580,6 +580,14 @@ impl Engine {
         analysed
     }
 
+    /// Whether [`exit`](Self::exit) closes a lane (the innermost level is analysed and has a
+    /// lane of its own): the only exit that can shrink the shadow memory.
+    #[inline]
+    pub fn exit_closes_lane(&self) -> bool {
+        self.levels.len() == self.analysed.len()
+            && self.analysed.last().is_some_and(|a| a.owns_lane)
+    }
+
     /// The innermost instance ends: its statistics when it was analysed.
     pub fn exit(&mut self) -> Option<InstanceStats> {
         let level = self.levels.pop()?;

@@ -119,8 +119,17 @@ const PARENT_COUNT: usize = 7;
 const TRUNCATED: u64 = 1 << 32;
 /// Every instance that exited, nested or not (the report's `instances`).
 const ALL_INSTANCES: usize = 8;
+/// Owner-only, not reported: what enter, exit and static leaves need of a region besides its
+/// record, found once (a region's source region and kind are fixed once it is registered)
+/// rather than looked up in the registry per instance: the address of its source region's
+/// `OPEN` word | `LINKED` | `NESTED` (records are never freed, so the address stays valid;
+/// a reset zeroes it, and it is found again).
+const LINK: usize = 9;
+const LINKED: u64 = 1;
+/// The region is a loop, loop body or inlined call: it shares its function's frame.
+const NESTED: u64 = 2;
 /// `MAX_PARENTS` parent ids + 1, two per word (0: none).
-const PARENTS: usize = 9;
+const PARENTS: usize = 10;
 const W: usize = PARENTS + MAX_PARENTS / 2;
 
 type Record = [AtomicU64; W];
@@ -457,6 +466,20 @@ impl Tool for HcpaTool {
     }
 }
 
+/// Whether `region` is nested in its function's frame (a loop, loop body or inlined call). An
+/// unknown region (not in the registry) is taken for a function: it shares no frame, so no
+/// slot of its caller is ever overwritten through it.
+fn is_nested(region: u32) -> bool {
+    matches!(registry::meta(region), Some(m) if m.kind != RegionKind::Function)
+}
+
+/// A region's links, from its record's `LINK` word ([`HcpaThread::linked`]).
+#[derive(Clone, Copy)]
+struct Linked {
+    open: &'static AtomicU64,
+    nested: bool,
+}
+
 impl HcpaThread {
     /// The region's record on this thread.
     fn record(&self, region: u32) -> Option<&'static Record> {
@@ -464,13 +487,34 @@ impl HcpaThread {
         unsafe { self.s.regions.get_or_alloc(region as usize) }
     }
 
-    /// The word counting the open instances of `region`'s source region on this thread.
-    fn open_count(&self, region: u32) -> Option<&'static AtomicU64> {
-        self.record((self.tool.source_of)(region))
-            .map(|rec| &rec[OPEN])
+    /// The region's record on this thread, the word counting the open instances of its
+    /// source region, and whether it is nested in its function (not a function), from the
+    /// record's `LINK` word, filled at the first call.
+    fn linked(&self, region: u32) -> Option<(&'static Record, Linked)> {
+        let rec = self.record(region)?;
+        let mut word = rec[LINK].load(Relaxed);
+        if word & LINKED == 0 {
+            let nested = is_nested(region);
+            let open = &self.record((self.tool.source_of)(region))?[OPEN];
+            word = open as *const AtomicU64 as u64 | LINKED | if nested { NESTED } else { 0 };
+            rec[LINK].store(word, Relaxed);
+        }
+        // SAFETY: the address of a word of a record, which lives as long as the program
+        // (`Chunked` never frees).
+        let open = unsafe { &*((word & !(LINKED | NESTED)) as *const AtomicU64) };
+        Some((
+            rec,
+            Linked {
+                open,
+                nested: word & NESTED != 0,
+            },
+        ))
     }
 
-    /// Publishes the shadow's heap use to the tool's sum when it changed.
+    /// Publishes the shadow's heap use to the tool's sum when it changed. The shadow only
+    /// shrinks when a level's lane closes (`Engine::exit_closes_lane`) or it is renewed or
+    /// released, so a sample just before each of those and one at the end see every peak
+    /// (the growth in between, by stores and new levels, is monotonic).
     fn sync_heap(&mut self) {
         let now = self.engine.heap_bytes() as u64;
         if now != self.heap {
@@ -494,10 +538,11 @@ impl HcpaThread {
         for a in [&self.s.work, &self.s.critical_path, &self.s.skipped] {
             a.store(0, Relaxed);
         }
+        self.sync_heap();
         self.engine.restart();
         for region in self.engine.analysed_regions() {
-            if let Some(open) = self.open_count(region) {
-                bump(open, 1);
+            if let Some((_, link)) = self.linked(region) {
+                bump(link.open, 1);
             }
         }
         self.sync_heap();
@@ -519,8 +564,8 @@ impl HcpaThread {
         // once: a recursion inlined into itself), the outer ones open, then each leaves,
         // innermost first.
         for i in 0..analysed.saturating_sub(1) {
-            if let Some(open) = self.open_count(region(i)) {
-                bump(open, 1);
+            if let Some((_, link)) = self.linked(region(i)) {
+                bump(link.open, 1);
             }
         }
         for i in (0..analysed).rev() {
@@ -550,7 +595,7 @@ impl HcpaThread {
             bump(&self.s.work, st.work);
             bump(&self.s.critical_path, st.critical_path);
         }
-        let Some(rec) = self.record(st.region) else {
+        let Some((rec, link)) = self.linked(st.region) else {
             return;
         };
         bump(&rec[ALL_INSTANCES], 1);
@@ -562,14 +607,13 @@ impl HcpaThread {
         // Not nested in another instance of its source region (recursion, also through
         // the compiler's copies of it, counts once: the copies' sums in the source view
         // count every instance once).
-        let open = self.open_count(st.region).map_or(0, |open| {
-            if !opened {
-                return open.load(Relaxed);
-            }
-            let left = open.load(Relaxed).saturating_sub(1);
-            open.store(left, Relaxed);
+        let open = if opened {
+            let left = link.open.load(Relaxed).saturating_sub(1);
+            link.open.store(left, Relaxed);
             left
-        });
+        } else {
+            link.open.load(Relaxed)
+        };
         if open == 0 {
             bump(&rec[INSTANCES], 1);
             bump(&rec[WORK], st.work);
@@ -584,21 +628,24 @@ impl HcpaThread {
 impl ThreadTool for HcpaThread {
     fn enter(&mut self, region: u32) {
         self.sync_epoch();
-        // An unknown region (not in the registry) is taken for a function: it shares no
-        // frame, so no slot of its caller is ever overwritten through it.
-        let kind = match registry::meta(region) {
-            Some(m) if m.kind != RegionKind::Function => LevelKind::Nested,
-            _ => LevelKind::Function,
+        let link = self.linked(region).map(|(_, link)| link);
+        let nested = match link {
+            Some(link) => link.nested,
+            None => is_nested(region),
+        };
+        let kind = if nested {
+            LevelKind::Nested
+        } else {
+            LevelKind::Function
         };
         trace::event!("enter {region}");
         if self.engine.enter(region, kind) {
-            if let Some(open) = self.open_count(region) {
-                bump(open, 1);
+            if let Some(link) = link {
+                bump(link.open, 1);
             }
         } else {
             bump(&self.s.skipped, 1);
         }
-        self.sync_heap();
     }
 
     fn exit(&mut self, region: u32) {
@@ -609,10 +656,12 @@ impl ThreadTool for HcpaThread {
             return;
         }
         trace::event!("exit {region}");
+        if self.engine.exit_closes_lane() {
+            self.sync_heap();
+        }
         if let Some(st) = self.engine.exit() {
             self.fold(&st, true);
         }
-        self.sync_heap();
     }
 
     /// Memory accesses come through `__kage_hcpa_load`/`store`/`mem` with their times; the
@@ -631,6 +680,7 @@ impl ThreadTool for HcpaThread {
     }
 
     fn thread_exit(&mut self) {
+        self.sync_heap();
         self.engine.release();
         self.sync_heap();
     }
@@ -646,6 +696,7 @@ impl ThreadTool for HcpaThread {
     fn program_end(&mut self) {
         // The shadow memory (megabytes of VCache and tag tables) holds nothing the report
         // reads: the statistics are in the records.
+        self.sync_heap();
         self.engine.release();
         self.sync_heap();
     }
