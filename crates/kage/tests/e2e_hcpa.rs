@@ -288,12 +288,20 @@ fn static_leaves_give_what_the_runtime_computes() {
     for level in ["-O2", "-O3"] {
         let (with, _) = agrees_with_the_reference(&work, "leaves.c", &[level, "-g"], &[]);
         let leaves = trace_events(&work, "leaf");
+        let timestamps = trace_events(&work, "ts");
         let chains = trace_lines(&work, "leaf")
             .filter(|l| l.split(' ').count() == 6)
             .count();
         let env = [("KAGE_HCPA_LEAVES", "0")];
         let (without, _) = agrees_with_the_reference(&work, "leaves.c", &[level, "-g"], &env);
         let none = trace_events(&work, "leaf");
+        // Around a static leaf, values fold across the blocks cut where it begins and ends
+        // (`leaves::fold_scopes`): fewer times are computed at run time.
+        let timestamps_without = trace_events(&work, "ts");
+        assert!(
+            timestamps < timestamps_without,
+            "{level}: {timestamps} timestamps with leaves, {timestamps_without} without"
+        );
         // read_le(), put(), bump() and store32() (inside write32() inside scramble(): a
         // chain of three regions): 2048 calls each.
         assert!(

@@ -156,7 +156,9 @@ impl Analysis {
     }
 }
 
-/// Analyses the function of `plan`; without `fold`, every computed value gets a slot.
+/// Analyses the function of `plan`; without `fold`, every computed value gets a slot. With
+/// `scopes` (by block, the first block of the run it belongs to: `leaves::fold_scopes`), a
+/// value folds into its uses anywhere in its block's run, else only in its block.
 ///
 /// # Safety
 /// `plan` must describe a live function nothing was inserted into yet.
@@ -165,11 +167,16 @@ pub unsafe fn analyse(
     costs: &Costs,
     fold: bool,
     layout: LLVMTargetDataRef,
+    scopes: Option<&[usize]>,
 ) -> HcpaFunction {
     let cfg = &plan.cfg;
     let reachable = &plan.forest.reachable;
     let index = cfg.block_indices();
     let block_of = |inst: LLVMValueRef| index.get(&LLVMGetInstructionParent(inst)).copied();
+    let scope_of = |inst: LLVMValueRef| {
+        let b = block_of(inst)?;
+        Some(scopes.map_or(b, |scopes| scopes[b]))
+    };
     let controllers = control::controllers(&cfg.successors, 0);
     let mut a = Analysis {
         slots: HashMap::new(),
@@ -191,7 +198,8 @@ pub unsafe fn analyse(
         .collect();
     for (b, insts) in &blocks {
         for &v in insts {
-            if needs_slot(v, *b, &block_of, conditions[*b], fold) {
+            let scope = scopes.map_or(*b, |scopes| scopes[*b]);
+            if needs_slot(v, scope, &scope_of, conditions[*b], fold) {
                 let s = a.new_slot();
                 a.slots.insert(v, s);
             }
@@ -715,11 +723,11 @@ unsafe fn analyse_call(
 }
 
 /// Whether `v` needs a slot: its time is read at run time outside the code that computes
-/// it (docs/hcpa.md, "Slots").
+/// it, the run of blocks `scope` (docs/hcpa.md, "Slots").
 unsafe fn needs_slot(
     v: LLVMValueRef,
-    block: usize,
-    block_of: &impl Fn(LLVMValueRef) -> Option<usize>,
+    scope: usize,
+    scope_of: &impl Fn(LLVMValueRef) -> Option<usize>,
     condition: Option<LLVMValueRef>,
     fold: bool,
 ) -> bool {
@@ -752,7 +760,7 @@ unsafe fn needs_slot(
         let user = LLVMGetUser(u);
         if LLVMIsAInstruction(user).is_null()
             || ir::opcode(user) == LLVMPHI
-            || block_of(user) != Some(block)
+            || scope_of(user) != Some(scope)
         {
             return true;
         }

@@ -162,6 +162,81 @@ pub unsafe fn make(plan: &FunctionPlan, actions: &mut [Placed]) -> Vec<usize> {
     leaves
 }
 
+/// Puts the static leaves found in `from` (an analysis of the function block by block) in
+/// place of the work calls of their blocks in `to` (an analysis of the same function whose
+/// values fold across blocks, with the same work calls). False, with `to` unusable, when a
+/// leaf's block has no work call in `to`.
+///
+/// # Safety
+/// The actions' instructions must be live.
+pub unsafe fn carry_over(from: &[Placed], to: &mut [Placed]) -> bool {
+    for placed in from {
+        let Action::Leaf {
+            region,
+            chain,
+            work,
+            cp,
+        } = placed.action
+        else {
+            continue;
+        };
+        let block = LLVMGetInstructionParent(placed.before);
+        let Some(at) = to.iter_mut().find(|p| {
+            matches!(p.action, Action::Work { .. }) && LLVMGetInstructionParent(p.before) == block
+        }) else {
+            return false;
+        };
+        at.action = Action::Leaf {
+            region,
+            chain,
+            work,
+            cp,
+        };
+    }
+    true
+}
+
+/// The run of blocks each block's values fold in (`analysis::analyse`), as the first block of
+/// the run: a block entered only from the one before it, which goes only to it, in the same
+/// region once the static leaves `folded` lost their hooks (a static leaf's block counts as
+/// in the region around its chain), runs right after that block in the same instances with
+/// no hook between, so the times of its values are those of one block's. The blocks cut
+/// apart where inlined calls begin and end (`plan::split_where_inlined_calls_change`) join
+/// again around a static leaf. A run's blocks come in the function's order, so the
+/// analysis meets a value before its uses.
+///
+/// # Safety
+/// `plan` must describe a live function.
+pub unsafe fn fold_scopes(plan: &FunctionPlan, folded: &[usize]) -> Vec<usize> {
+    let tree = plan.tree();
+    let region = |b: usize| {
+        let mut node = tree.block_region[b];
+        while folded.contains(&node) {
+            match tree.nodes[node].parent {
+                Some(parent) => node = parent,
+                None => break,
+            }
+        }
+        node
+    };
+    let successors = &plan.cfg.successors;
+    let mut predecessors = vec![0usize; successors.len()];
+    for &s in successors.iter().flatten() {
+        predecessors[s] += 1;
+    }
+    let resumes = |b: usize| plan.resume_points.iter().any(|&(_, rb)| rb == b);
+    let mut scopes: Vec<usize> = (0..successors.len()).collect();
+    // In order: the block before a block in a run comes first, its run already known.
+    for b in 0..successors.len() {
+        if let [s] = successors[b][..] {
+            if s > b && predecessors[s] == 1 && !resumes(s) && region(s) == region(b) {
+                scopes[s] = scopes[b];
+            }
+        }
+    }
+    scopes
+}
+
 /// Block `b` runs once per instance and straight through: not the entry, its own successor
 /// or a resume point; no call but to intrinsics, no atomic operation, and a branch at its
 /// end. (A loop's header may be one: its iteration hook comes before the block's code.)

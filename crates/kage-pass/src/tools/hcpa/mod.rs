@@ -110,12 +110,25 @@ impl Tool for Hcpa {
         let layout = LLVMGetModuleDataLayout(module);
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
-            let mut function = analysis::analyse(plan, &self.costs, self.fold, layout);
+            let mut function = analysis::analyse(plan, &self.costs, self.fold, layout, None);
             let folded = if self.leaves {
                 leaves::make(plan, &mut function.actions)
             } else {
                 Vec::new()
             };
+            if self.fold {
+                // Again with values folding across blocks that run together (the static
+                // leaves were found block by block: at a leaf's own level, values from
+                // before it read 0).
+                let scopes = leaves::fold_scopes(plan, &folded);
+                if scopes.iter().enumerate().any(|(b, &first)| first != b) {
+                    let mut joined =
+                        analysis::analyse(plan, &self.costs, self.fold, layout, Some(&scopes));
+                    if leaves::carry_over(&function.actions, &mut joined.actions) {
+                        function = joined;
+                    }
+                }
+            }
             let skipped = hooks::Skipped {
                 loops: &[],
                 folded: &folded,
