@@ -320,15 +320,7 @@ impl RegionStack {
                 None => top.region == func && top.kind == FrameKind::Function,
             };
             if inside_top {
-                self.push(
-                    Frame {
-                        region,
-                        kind,
-                        sp: 0,
-                        entry,
-                    },
-                    sink,
-                );
+                self.enter_missing(region, kind, entry, 1, ancestors, sink);
                 return;
             }
         }

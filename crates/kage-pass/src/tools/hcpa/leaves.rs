@@ -209,9 +209,13 @@ pub unsafe fn carry_over(from: &[Placed], to: &mut [Placed]) -> bool {
 /// `plan` must describe a live function.
 pub unsafe fn fold_scopes(plan: &FunctionPlan, folded: &[usize]) -> Vec<usize> {
     let tree = plan.tree();
+    let mut is_folded = vec![false; tree.nodes.len()];
+    for &node in folded {
+        is_folded[node] = true;
+    }
     let region = |b: usize| {
         let mut node = tree.block_region[b];
-        while folded.contains(&node) {
+        while is_folded[node] {
             match tree.nodes[node].parent {
                 Some(parent) => node = parent,
                 None => break,
