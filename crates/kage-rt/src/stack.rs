@@ -526,12 +526,14 @@ mod tests {
         s.loop_iter(2, e(2), 3, 1, 1, &Table, &mut r);
         s.settle(41, kind(41), e(41), 1, &Table, &mut r); // straight into 41, inlined in 40
         s.settle(40, kind(40), e(40), 1, &Table, &mut r); // back in 40
+        s.settle(41, kind(41), e(41), 1, &Table, &mut r); // into 41 again, right inside 40
+        s.settle(40, kind(40), e(40), 1, &Table, &mut r);
         s.loop_iter(2, e(2), 3, 1, 1, &Table, &mut r); // next iteration leaves 40
         s.settle(40, kind(40), e(40), 1, &Table, &mut r);
         s.settle(1, kind(1), e(1), 1, &Table, &mut r); // the loop's exit
         assert_eq!(
             r.take(),
-            vec![2, 3, 40, 41, -41, -40, -3, 3, 40, -40, -3, -2]
+            vec![2, 3, 40, 41, -41, 41, -41, -40, -3, 3, 40, -40, -3, -2]
         );
         // A loop of an inlined call enters the call first; its exit settles in the call.
         s.func_enter(10, e(10), 900, &mut r);
