@@ -437,6 +437,43 @@ pub unsafe fn is_for_executable(module: LLVMModuleRef) -> bool {
 extern "C" {
     /// `dso_local` on a declared global (shim.cpp).
     fn kage_set_dso_local(global: LLVMValueRef);
+    /// Splits the critical edge `from -> to` (shim.cpp).
+    fn kage_split_critical_edge(
+        from: LLVMBasicBlockRef,
+        to: LLVMBasicBlockRef,
+    ) -> LLVMBasicBlockRef;
+}
+
+/// Splits the critical edge `from -> to` (`from` has other successors, `to` other
+/// predecessors; a switch's several cases to `to` become one edge): the new block on it,
+/// whose phis `to`'s were updated for, or null if the edge cannot have a block of its own
+/// (an `indirectbr`'s, a `callbr`'s, one into an EH pad) or is not critical.
+///
+/// # Safety
+/// `from` and `to` must be blocks of one function.
+pub unsafe fn split_critical_edge(
+    from: LLVMBasicBlockRef,
+    to: LLVMBasicBlockRef,
+) -> LLVMBasicBlockRef {
+    kage_split_critical_edge(from, to)
+}
+
+/// Whether `block` has one predecessor (one terminator branches to it, however many of
+/// its edges do).
+///
+/// # Safety
+/// `block` must be a valid basic block.
+pub unsafe fn single_predecessor(block: LLVMBasicBlockRef) -> bool {
+    let mut users = Vec::new();
+    let mut using = LLVMGetFirstUse(LLVMBasicBlockAsValue(block));
+    while !using.is_null() {
+        let user = LLVMGetUser(using);
+        if !LLVMIsATerminatorInst(user).is_null() && !users.contains(&user) {
+            users.push(user);
+        }
+        using = LLVMGetNextUse(using);
+    }
+    users.len() == 1
 }
 
 /// `@name`, the runtime's global `symbol` (a [`Symbol::Global`]: external, and per thread

@@ -279,11 +279,12 @@ fn trace_lines(work: &Work, op: &str) -> impl Iterator<Item = String> {
         .into_iter()
 }
 
-/// Static leaves (`tests/c/hcpa/leaves.c`): the build computes their work and critical
-/// paths, and the report is the one the runtime computes with their hooks kept
-/// (`KAGE_HCPA_LEAVES=0`), region by region; both agree with the reference model.
+/// Static and branchy leaves (`tests/c/hcpa/leaves.c`): the build computes their work and
+/// critical paths (a branchy leaf's as values, by the path taken), and the report is the
+/// one the runtime computes with their hooks kept (`KAGE_HCPA_LEAVES=0`), region by
+/// region; both agree with the reference model.
 #[test]
-fn static_leaves_give_what_the_runtime_computes() {
+fn leaves_give_what_the_runtime_computes() {
     let work = Work::new();
     for level in ["-O2", "-O3"] {
         let (with, _) = agrees_with_the_reference(&work, "leaves.c", &[level, "-g"], &[]);
@@ -292,6 +293,18 @@ fn static_leaves_give_what_the_runtime_computes() {
         let chains = trace_lines(&work, "leaf")
             .filter(|l| l.split(' ').count() == 6)
             .count();
+        // pick() and skip() branch: branchy leaves, one `leaf` event per instance.
+        let leaf_events_of = |name: &str| {
+            let id = (with.regions.iter())
+                .find(|r| r.name == name && r.kind == RegionKind::Function)
+                .unwrap()
+                .id
+                .to_string();
+            trace_lines(&work, "leaf")
+                .filter(|l| l.split(' ').skip(3).eq([id.as_str()]))
+                .count()
+        };
+        let branchy = [leaf_events_of("pick"), leaf_events_of("skip")];
         let env = [("KAGE_HCPA_LEAVES", "0")];
         let (without, _) = agrees_with_the_reference(&work, "leaves.c", &[level, "-g"], &env);
         let none = trace_events(&work, "leaf");
@@ -305,14 +318,15 @@ fn static_leaves_give_what_the_runtime_computes() {
         // read_le(), put(), bump() and store32() (inside write32() inside scramble(): a
         // chain of three regions): 2048 calls each.
         assert!(
-            leaves >= 4 * 2048 && chains == 2048 && none == 0,
+            leaves >= 6 * 2048 && chains == 2048 && none == 0,
             "{level}: {leaves} and {none} leaves, {chains} chains of 3"
         );
+        assert_eq!(branchy, [2048, 2048], "{level}: branchy leaves' events");
         assert_eq!(all_stats(&with), all_stats(&without), "{level}");
         let (a, b) = (with.hcpa().unwrap(), without.hcpa().unwrap());
         assert_eq!((a.work, a.critical_path), (b.work, b.critical_path));
         for name in [
-            "read_le", "put", "bump", "swap_in", "scramble", "write32", "store32",
+            "read_le", "put", "bump", "swap_in", "scramble", "write32", "store32", "pick", "skip",
         ] {
             let region = (with.regions.iter())
                 .find(|r| r.name == name && r.kind == RegionKind::Function)

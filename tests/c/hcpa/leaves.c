@@ -5,7 +5,9 @@
  * load may read what the store wrote): not static. mix() and clamp() are code the
  * optimiser may merge with their callers' (at -O2 no block of theirs is left). scramble()
  * holds only write32(), which holds only store32(), a static leaf: the three are one
- * chain, 2048 instances each. */
+ * chain, 2048 instances each. pick() and skip() branch (a store on one path keeps the
+ * branch; skip() may leave from its first block): branchy leaves, whose work and critical
+ * path depend on the path and are computed as values next to the program's. */
 #include <stdio.h>
 
 #define N 1024
@@ -34,6 +36,23 @@ static inline void write32(unsigned *p, unsigned v) { store32(p, v); }
 
 static inline void scramble(unsigned *p, unsigned v) { write32(p, v * 2654435761u >> 3); }
 
+static unsigned hits[N];
+
+static inline unsigned pick(const unsigned *a, unsigned x) {
+  if (x & 1) {
+    hits[x % N]++;
+    return x * 3;
+  }
+  return a[x % N] >> 1;
+}
+
+static inline unsigned skip(const unsigned *a, unsigned x) {
+  if (x & 2) return x;
+  unsigned v = a[(x >> 2) % N];
+  if (v & 1) hits[v % N] = x;
+  return v + 1;
+}
+
 static inline int clamp(int v, int lo, int hi) {
   if (v < lo) return lo;
   if (v > hi) return hi;
@@ -50,6 +69,8 @@ __attribute__((noinline)) static unsigned pass(unsigned seed) {
     h += swap_in(&data[i], &data[(i * 7) % N], h);
     h += (unsigned)clamp((int)(x & 0xff) - 100, 0, 50);
     scramble(&data[(h >> 3) % N], h);
+    h += pick(data, h ^ x);
+    h += skip(data, h + (unsigned)i);
   }
   return h;
 }

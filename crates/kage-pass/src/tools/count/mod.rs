@@ -29,9 +29,7 @@ use std::collections::HashMap;
 use kage_abi::count::{IN_LOCALS, WORDS};
 use kage_abi::{symbols, Instrumentation};
 use llvm_sys::core::*;
-use llvm_sys::prelude::{
-    LLVMBasicBlockRef, LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
-};
+use llvm_sys::prelude::{LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
 use llvm_sys::target::LLVMGetModuleDataLayout;
 use llvm_sys::LLVMOpcode;
 
@@ -46,14 +44,6 @@ use crate::regions::RegionTable;
 use crate::segments::function_segments;
 use emit::{Emitter, Inline, TreeLocals};
 use regions::{path_up, place, promoted_trees, Change, Placement, PromotedTree, Reporting};
-
-extern "C" {
-    /// Splits the critical edge `from -> to` (src/shim.cpp): the new block, or null.
-    fn kage_split_critical_edge(
-        from: LLVMBasicBlockRef,
-        to: LLVMBasicBlockRef,
-    ) -> LLVMBasicBlockRef;
-}
 
 /// Regions and counts kept inline.
 pub struct Count;
@@ -264,7 +254,7 @@ unsafe fn instrument_function(
                 for (p, split, c) in edges {
                     let mut block = plan.cfg.blocks[p];
                     if split {
-                        block = kage_split_critical_edge(block, plan.cfg.blocks[b]);
+                        block = ir::split_critical_edge(block, plan.cfg.blocks[b]);
                     }
                     if block.is_null() {
                         made.clear();

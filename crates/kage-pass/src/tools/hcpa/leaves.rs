@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use kage_abi::NONE;
 use llvm_sys::core::*;
-use llvm_sys::prelude::LLVMBasicBlockRef;
+use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
 use llvm_sys::LLVMOpcode;
 
 use super::analysis::{Action, Cands, Placed};
@@ -90,10 +90,12 @@ pub fn static_instance<'a>(actions: impl IntoIterator<Item = &'a Action>) -> Opt
 /// # Safety
 /// `plan` must describe a live function that nothing was inserted into yet, and `actions`
 /// be its analysis's.
-pub unsafe fn make(plan: &FunctionPlan, actions: &mut [Placed]) -> Vec<usize> {
+pub unsafe fn make(plan: &FunctionPlan, actions: &mut [Placed]) -> Leaves {
     let tree = plan.tree();
     let children = tree.child_counts();
     let own_blocks = plan.blocks_by_region();
+    let predecessors = predecessors(&plan.cfg.successors);
+    let block_index = plan.cfg.block_indices();
     let mut by_block: HashMap<LLVMBasicBlockRef, Vec<usize>> = HashMap::new();
     for (i, placed) in actions.iter().enumerate() {
         (by_block.entry(LLVMGetInstructionParent(placed.before)))
@@ -103,8 +105,28 @@ pub unsafe fn make(plan: &FunctionPlan, actions: &mut [Placed]) -> Vec<usize> {
     let mut leaves = Vec::new();
     // The action of each static node's `__kage_hcpa_leaf`, by node: the top of its chain.
     let mut leaf_action: HashMap<usize, usize> = HashMap::new();
+    let mut branchy: Vec<BranchyLeaf> = Vec::new();
+    // Each branchy leaf, by the node at the top of its chain.
+    let mut branchy_of: HashMap<usize, usize> = HashMap::new();
     for (node, n) in tree.nodes.iter().enumerate() {
         if !matches!(n.kind, NodeKind::Inlined(_)) || children[node] != 0 {
+            continue;
+        }
+        if own_blocks[node].len() > 1 {
+            let blocks = &own_blocks[node];
+            if let Some(mut leaf) = branchy_leaf(
+                plan,
+                blocks,
+                &predecessors,
+                &block_index,
+                &by_block,
+                actions,
+            ) {
+                leaf.region = plan.slots.base + node as u32;
+                branchy_of.insert(node, branchy.len());
+                branchy.push(leaf);
+                leaves.push(node);
+            }
             continue;
         }
         let [b] = own_blocks[node][..] else {
@@ -149,17 +171,254 @@ pub unsafe fn make(plan: &FunctionPlan, actions: &mut [Placed]) -> Vec<usize> {
         if !wraps {
             continue;
         }
-        let Some(i) = leaf_action.remove(&(node + 1)) else {
-            continue;
-        };
-        if let Action::Leaf { region, chain, .. } = &mut actions[i].action {
-            *region -= 1;
-            *chain += 1;
+        if let Some(i) = leaf_action.remove(&(node + 1)) {
+            if let Action::Leaf { region, chain, .. } = &mut actions[i].action {
+                *region -= 1;
+                *chain += 1;
+            }
+            leaf_action.insert(node, i);
+            leaves.push(node);
+        } else if let Some(k) = branchy_of.remove(&(node + 1)) {
+            branchy[k].region -= 1;
+            branchy[k].chain += 1;
+            branchy_of.insert(node, k);
+            leaves.push(node);
         }
-        leaf_action.insert(node, i);
-        leaves.push(node);
     }
-    leaves
+    Leaves {
+        folded: leaves,
+        branchy,
+    }
+}
+
+/// The leaves of a function: every node that lost its hooks (static and branchy leaves and
+/// the chains around them), and the branchy leaves, whose times the build computes.
+#[derive(Default)]
+pub struct Leaves {
+    pub folded: Vec<usize>,
+    pub branchy: Vec<BranchyLeaf>,
+}
+
+/// A branchy leaf: an inlined call without loops or calls whose code is several blocks,
+/// entered from outside at one or more of them (its entries: no block is entered from
+/// both), with no way back to a block once left, and the actions a static
+/// leaf may have (no load after a store on any path). Its work and critical path depend
+/// on the path taken, so the build computes them as values next to the program's (the
+/// times at its own level of the slots its blocks write, phis where paths meet:
+/// [`MirrorOp`]), and each way out of it calls `__kage_hcpa_leaf` with them; its blocks'
+/// work calls go.
+pub struct BranchyLeaf {
+    /// The table slot of the outermost region of its chain, and the chain's length.
+    pub region: u32,
+    pub chain: u32,
+    /// Its blocks, the entries first, each after the ones that lead to it.
+    pub blocks: Vec<usize>,
+    /// Per block: what it does to the times at the leaf's level, in program order.
+    pub ops: Vec<Vec<MirrorOp>>,
+    /// Per block: whether it leaves the leaf.
+    pub exits: Vec<Exit>,
+    /// Per block: its first instruction but phis before anything is inserted, where its
+    /// values and a call in it go (after the hooks at its start, before those at its end).
+    pub firsts: Vec<LLVMValueRef>,
+}
+
+/// How a branchy leaf's block leaves it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Exit {
+    /// It goes on inside.
+    No,
+    /// Every successor is outside: the instance ends in the block.
+    Always,
+    /// Some successors are outside: the instance ends on those edges.
+    OnEdges,
+}
+
+/// One action of a branchy leaf's block, as it changes the times at the leaf's level.
+pub enum MirrorOp {
+    /// The block's work.
+    Work(u64),
+    /// `dst` = the larger of the times of the slots the edge taken brings (`src`, `cond`),
+    /// per incoming block (an index into [`BranchyLeaf::blocks`]; none at an entry, whose
+    /// edges come from outside: 0).
+    Phi {
+        dst: u32,
+        incoming: Vec<(usize, u32, u32)>,
+    },
+    /// A time: the largest candidate's slot time plus its offset, plus `cost`; written to
+    /// `dst` unless it is `NONE` (a store's).
+    Time { dst: u32, cands: Cands, cost: u64 },
+}
+
+/// Each block's predecessors (without repeats).
+fn predecessors(successors: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let mut predecessors = vec![Vec::new(); successors.len()];
+    for (b, succs) in successors.iter().enumerate() {
+        for &s in succs {
+            if s < successors.len() && !predecessors[s].contains(&b) {
+                predecessors[s].push(b);
+            }
+        }
+    }
+    predecessors
+}
+
+/// `blocks` (a node's own, more than one) as a branchy leaf, or `None`: see [`BranchyLeaf`].
+/// Its region and chain are left for the caller.
+unsafe fn branchy_leaf(
+    plan: &FunctionPlan,
+    blocks: &[usize],
+    predecessors: &[Vec<usize>],
+    block_index: &HashMap<LLVMBasicBlockRef, usize>,
+    by_block: &HashMap<LLVMBasicBlockRef, Vec<usize>>,
+    actions: &[Placed],
+) -> Option<BranchyLeaf> {
+    if blocks.iter().any(|&b| b == 0 || !straight_block(plan, b)) {
+        return None;
+    }
+    let inside = |b: usize| blocks.contains(&b);
+    let successors = &plan.cfg.successors;
+    // Its entries (where an instance begins: the branch that decides between them may be
+    // its caller's), entered only from outside; every other block only from inside.
+    let entries: Vec<usize> = (blocks.iter().copied())
+        .filter(|&b| predecessors[b].iter().any(|&p| !inside(p)))
+        .collect();
+    if entries.is_empty() || (entries.iter()).any(|&e| predecessors[e].iter().any(|&p| inside(p))) {
+        return None;
+    }
+    // How each block leaves, if it does.
+    let mut exits = HashMap::new();
+    for &b in blocks {
+        let out = successors[b].iter().filter(|&&s| !inside(s)).count();
+        let exit = match out {
+            0 => Exit::No,
+            _ if out == successors[b].len() => Exit::Always,
+            _ => Exit::OnEdges,
+        };
+        exits.insert(b, exit);
+    }
+    // Each block after the ones leading to it (none leads back: no cycle).
+    let mut waiting: HashMap<usize, usize> = blocks
+        .iter()
+        .map(|&b| (b, predecessors[b].iter().filter(|&&p| inside(p)).count()))
+        .collect();
+    let mut order = entries.clone();
+    let mut at = 0;
+    while at < order.len() {
+        let b = order[at];
+        at += 1;
+        let mut next: Vec<usize> = successors[b]
+            .iter()
+            .copied()
+            .filter(|&s| inside(s))
+            .collect();
+        next.dedup();
+        for s in next {
+            let w = waiting.get_mut(&s)?;
+            *w -= 1;
+            if *w == 0 {
+                order.push(s);
+            }
+        }
+    }
+    if order.len() != blocks.len() {
+        return None;
+    }
+    let position: HashMap<usize, usize> = order.iter().enumerate().map(|(i, &b)| (b, i)).collect();
+    // The blocks' actions at the leaf's level; no load where a store may have run before.
+    let mut stored = vec![false; order.len()];
+    let mut ops = Vec::with_capacity(order.len());
+    for (i, &b) in order.iter().enumerate() {
+        let mut has_stored = (predecessors[b].iter())
+            .filter(|&&p| inside(p))
+            .any(|p| stored[position[p]]);
+        let mut block_ops = Vec::new();
+        let mut phi_dsts = Vec::new();
+        let in_block = by_block
+            .get(&plan.cfg.blocks[b])
+            .map_or(&[][..], Vec::as_slice);
+        for &k in in_block {
+            let op = match &actions[k].action {
+                Action::Work { cost } => MirrorOp::Work(*cost),
+                Action::Phi { dst, incoming, .. } => {
+                    // Phis read what the edge brings: none may read a slot an earlier phi
+                    // of the block wrote, nor come after the block's other actions.
+                    let reads_own = (incoming.iter())
+                        .any(|&(_, src, cond)| phi_dsts.contains(&src) || phi_dsts.contains(&cond));
+                    if reads_own || block_ops.iter().any(|o| !matches!(o, MirrorOp::Phi { .. })) {
+                        return None;
+                    }
+                    phi_dsts.push(*dst);
+                    let incoming = if entries.contains(&b) {
+                        Vec::new()
+                    } else {
+                        let mut edges = Vec::new();
+                        for &(from, src, cond) in incoming {
+                            let from = *position.get(block_index.get(&from)?)?;
+                            edges.push((from, src, cond));
+                        }
+                        let covered = (predecessors[b].iter())
+                            .all(|p| edges.iter().any(|&(from, ..)| order[from] == *p));
+                        if !covered {
+                            return None;
+                        }
+                        edges
+                    };
+                    MirrorOp::Phi {
+                        dst: *dst,
+                        incoming,
+                    }
+                }
+                Action::Ts { dst, cands } => MirrorOp::Time {
+                    dst: *dst,
+                    cands: cands.clone(),
+                    cost: 0,
+                },
+                Action::Load {
+                    dst, cost, cands, ..
+                } => {
+                    if has_stored {
+                        return None;
+                    }
+                    MirrorOp::Time {
+                        dst: *dst,
+                        cands: cands.clone(),
+                        cost: u64::from(*cost),
+                    }
+                }
+                Action::Store { cost, cands, .. } => {
+                    has_stored = true;
+                    MirrorOp::Time {
+                        dst: NONE,
+                        cands: cands.clone(),
+                        cost: u64::from(*cost),
+                    }
+                }
+                _ => return None,
+            };
+            block_ops.push(op);
+        }
+        stored[i] = has_stored;
+        ops.push(block_ops);
+    }
+    // A block that ends the instance calls at its first instruction; one that is only a
+    // branch has none before the hooks at its end.
+    let mut firsts = Vec::with_capacity(order.len());
+    for &b in &order {
+        let block = plan.cfg.blocks[b];
+        let first = ir::first_insertion_point(block)?;
+        if exits[&b] == Exit::Always && first == LLVMGetBasicBlockTerminator(block) {
+            return None;
+        }
+        firsts.push(first);
+    }
+    Some(BranchyLeaf {
+        region: 0,
+        chain: 1,
+        firsts,
+        exits: order.iter().map(|b| exits[b]).collect(),
+        blocks: order,
+        ops,
+    })
 }
 
 /// Puts the static leaves found in `from` (an analysis of the function block by block) in

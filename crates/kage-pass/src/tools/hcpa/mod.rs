@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use kage_abi::{symbols, Instrumentation};
 use llvm_sys::core::*;
-use llvm_sys::prelude::{LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
 use llvm_sys::target::LLVMGetModuleDataLayout;
 
 use super::{Settings, Tool};
@@ -111,10 +111,10 @@ impl Tool for Hcpa {
         let builder = LLVMCreateBuilderInContext(LLVMGetModuleContext(module));
         for plan in plans {
             let mut function = analysis::analyse(plan, &self.costs, self.fold, layout, None);
-            let folded = if self.leaves {
+            let leaves::Leaves { folded, branchy } = if self.leaves {
                 leaves::make(plan, &mut function.actions)
             } else {
-                Vec::new()
+                leaves::Leaves::default()
             };
             if self.fold {
                 // Again with values folding across blocks that run together (the static
@@ -133,12 +133,21 @@ impl Tool for Hcpa {
                 loops: &[],
                 folded: &folded,
             };
+            // A branchy leaf's work goes with its `__kage_hcpa_leaf` calls.
+            let branchy_blocks: std::collections::HashSet<_> = (branchy.iter())
+                .flat_map(|leaf| leaf.blocks.iter().map(|&b| plan.cfg.blocks[b]))
+                .collect();
             let mut ins = Inserter::new(module, plan.func, builder, &hooks, table);
             hooks::insert(plan, &mut ins, &skipped, |ins| {
                 for placed in &function.actions {
-                    if !self.omit.leaves_out(&placed.action) {
+                    let leaf_work = matches!(placed.action, Action::Work { .. })
+                        && branchy_blocks.contains(&LLVMGetInstructionParent(placed.before));
+                    if !leaf_work && !self.omit.leaves_out(&placed.action) {
                         calls.insert(ins, plan.func, placed.before, &placed.action);
                     }
+                }
+                for leaf in &branchy {
+                    calls.branchy_leaf(ins, plan, leaf);
                 }
             });
         }
@@ -345,6 +354,176 @@ impl HcpaCalls {
                 self.result.call(b, &mut [self.i32(*dst), self.i32(*cost)]);
             }
             Action::Phi { .. } => unreachable!("handled above"),
+        }
+    }
+
+    /// A branchy leaf's times at its own level, as values next to the program's, and on each
+    /// way out of it `__kage_hcpa_leaf` with its work and critical path so far
+    /// (`leaves::BranchyLeaf`). The values depend on the path taken alone: they go before
+    /// each block's first instruction of the program's, as does the call of a block whose
+    /// every successor is outside (after the hooks at its start: a loop's iteration; before
+    /// those at its end).
+    unsafe fn branchy_leaf(
+        &mut self,
+        ins: &mut Inserter,
+        plan: &FunctionPlan,
+        leaf: &leaves::BranchyLeaf,
+    ) {
+        use leaves::{Exit, MirrorOp};
+        use llvm_sys::LLVMIntPredicate::LLVMIntUGT;
+        let b = ins.builder;
+        let i64_type = self.i64_type;
+        let zero = LLVMConstInt(i64_type, 0, 0);
+        let blocks: Vec<_> = leaf.blocks.iter().map(|&i| plan.cfg.blocks[i]).collect();
+        let anchors = &leaf.firsts;
+        let max = |x: LLVMValueRef, y: LLVMValueRef| {
+            if x == zero || x == y {
+                return y;
+            }
+            if y == zero {
+                return x;
+            }
+            let greater = LLVMBuildICmp(b, LLVMIntUGT, x, y, c"".as_ptr());
+            LLVMBuildSelect(b, greater, x, y, c"".as_ptr())
+        };
+        // How many edges go from block `from` to block `to` (a switch may have several).
+        let edges = |from: LLVMBasicBlockRef, to: LLVMBasicBlockRef| {
+            let terminator = LLVMGetBasicBlockTerminator(from);
+            (0..LLVMGetNumSuccessors(terminator))
+                .filter(|&k| LLVMGetSuccessor(terminator, k) == to)
+                .count()
+        };
+        // One value per edge into `to` from the blocks `from` (leaf positions): a phi
+        // unless they are all the same.
+        let merge = |to: usize, values: &[(usize, LLVMValueRef)]| {
+            let first = values[0].1;
+            if values.iter().all(|&(_, v)| v == first) {
+                return first;
+            }
+            let top = LLVMGetFirstInstruction(blocks[to]);
+            let mut at = top;
+            while !at.is_null() && ir::opcode(at) == llvm_sys::LLVMOpcode::LLVMPHI {
+                at = LLVMGetNextInstruction(at);
+            }
+            LLVMPositionBuilderBefore(b, at);
+            let phi = LLVMBuildPhi(b, i64_type, c"kage.leaf.time".as_ptr());
+            for &(from, v) in values {
+                for _ in 0..edges(blocks[from], blocks[to]) {
+                    let (mut v, mut from) = (v, blocks[from]);
+                    LLVMAddIncoming(phi, &mut v, &mut from, 1);
+                }
+            }
+            phi
+        };
+        // Per block: the times of the slots it leaves, its work and critical path.
+        struct State {
+            times: HashMap<u32, LLVMValueRef>,
+            work: LLVMValueRef,
+            cp: LLVMValueRef,
+        }
+        let mut out: Vec<State> = Vec::with_capacity(blocks.len());
+        for (i, ops) in leaf.ops.iter().enumerate() {
+            let preds: Vec<usize> = (0..i)
+                .filter(|&p| edges(blocks[p], blocks[i]) > 0)
+                .collect();
+            let mut state = State {
+                times: HashMap::new(),
+                work: zero,
+                cp: zero,
+            };
+            if !preds.is_empty() {
+                let mut slots: Vec<u32> = (preds.iter())
+                    .flat_map(|&p| out[p].times.keys().copied())
+                    .collect();
+                slots.sort_unstable();
+                slots.dedup();
+                for slot in slots {
+                    let values: Vec<_> = (preds.iter())
+                        .map(|&p| (p, out[p].times.get(&slot).copied().unwrap_or(zero)))
+                        .collect();
+                    state.times.insert(slot, merge(i, &values));
+                }
+                let works: Vec<_> = preds.iter().map(|&p| (p, out[p].work)).collect();
+                state.work = merge(i, &works);
+                let cps: Vec<_> = preds.iter().map(|&p| (p, out[p].cp)).collect();
+                state.cp = merge(i, &cps);
+            }
+            let time = |state: &State, slot: u32| state.times.get(&slot).copied().unwrap_or(zero);
+            for op in ops {
+                match op {
+                    MirrorOp::Work(cost) => {
+                        ins.position_before(anchors[i]);
+                        let cost = LLVMConstInt(i64_type, *cost, 0);
+                        state.work = LLVMBuildAdd(b, state.work, cost, c"".as_ptr());
+                    }
+                    MirrorOp::Phi { dst, incoming } => {
+                        // What each edge brings, made at the end of its block's own values.
+                        let values: Vec<(usize, LLVMValueRef)> = (incoming.iter())
+                            .map(|&(from, src, cond)| {
+                                ins.position_before(anchors[from]);
+                                (from, max(time(&out[from], src), time(&out[from], cond)))
+                            })
+                            .collect();
+                        let t = if values.is_empty() {
+                            zero
+                        } else {
+                            merge(i, &values)
+                        };
+                        ins.position_before(anchors[i]);
+                        state.cp = max(state.cp, t);
+                        if *dst != kage_abi::NONE {
+                            state.times.insert(*dst, t);
+                        }
+                    }
+                    MirrorOp::Time { dst, cands, cost } => {
+                        ins.position_before(anchors[i]);
+                        let mut t = zero;
+                        for (&slot, &offset) in &cands.0 {
+                            let offset = LLVMConstInt(i64_type, u64::from(offset), 0);
+                            t = max(t, LLVMBuildAdd(b, time(&state, slot), offset, c"".as_ptr()));
+                        }
+                        let t = LLVMBuildAdd(b, t, LLVMConstInt(i64_type, *cost, 0), c"".as_ptr());
+                        state.cp = max(state.cp, t);
+                        if *dst != kage_abi::NONE {
+                            state.times.insert(*dst, t);
+                        }
+                    }
+                }
+            }
+            let region = ins.table.region_ptr(leaf.region);
+            let mut args = [region, self.i32(leaf.chain), state.work, state.cp];
+            match leaf.exits[i] {
+                Exit::No => {}
+                Exit::Always => {
+                    ins.position_before(anchors[i]);
+                    self.leaf.call(b, &mut args);
+                }
+                Exit::OnEdges => {
+                    // On each edge out, as the program has it now (the hooks may have put
+                    // a block of their own on it): in the block it goes to when that has
+                    // no other way in, else in a new block on the edge. Either way before
+                    // the hooks of the regions the edge leaves or enters.
+                    let terminator = LLVMGetBasicBlockTerminator(blocks[i]);
+                    let mut targets: Vec<LLVMBasicBlockRef> = (0..LLVMGetNumSuccessors(terminator))
+                        .map(|k| LLVMGetSuccessor(terminator, k))
+                        .filter(|t| !blocks.contains(t))
+                        .collect();
+                    targets.dedup();
+                    for target in targets {
+                        let at = if ir::single_predecessor(target) {
+                            target
+                        } else {
+                            let edge = ir::split_critical_edge(blocks[i], target);
+                            assert!(!edge.is_null(), "a branchy leaf's edge out has a block");
+                            edge
+                        };
+                        let first = ir::first_insertion_point(at).expect("a block with code");
+                        ins.position_before(first);
+                        self.leaf.call(b, &mut args);
+                    }
+                }
+            }
+            out.push(state);
         }
     }
 
