@@ -311,6 +311,9 @@ unsafe fn branchy_leaf(
             .copied()
             .filter(|&s| inside(s))
             .collect();
+        // Each successor once (a switch may name one in several cases, not side by side),
+        // as `waiting` counts each predecessor once.
+        next.sort_unstable();
         next.dedup();
         for s in next {
             let w = waiting.get_mut(&s)?;

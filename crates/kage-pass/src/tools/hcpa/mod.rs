@@ -504,11 +504,15 @@ impl HcpaCalls {
                     // no other way in, else in a new block on the edge. Either way before
                     // the hooks of the regions the edge leaves or enters.
                     let terminator = LLVMGetBasicBlockTerminator(blocks[i]);
-                    let mut targets: Vec<LLVMBasicBlockRef> = (0..LLVMGetNumSuccessors(terminator))
-                        .map(|k| LLVMGetSuccessor(terminator, k))
-                        .filter(|t| !blocks.contains(t))
-                        .collect();
-                    targets.dedup();
+                    // Each target once: a switch may name one in several cases, not
+                    // side by side.
+                    let mut targets: Vec<LLVMBasicBlockRef> = Vec::new();
+                    for k in 0..LLVMGetNumSuccessors(terminator) {
+                        let target = LLVMGetSuccessor(terminator, k);
+                        if !blocks.contains(&target) && !targets.contains(&target) {
+                            targets.push(target);
+                        }
+                    }
                     for target in targets {
                         let at = if ir::single_predecessor(target) {
                             target
