@@ -400,11 +400,8 @@ impl HcpaCalls {
             if values.iter().all(|&(_, v)| v == first) {
                 return first;
             }
-            let top = LLVMGetFirstInstruction(blocks[to]);
-            let mut at = top;
-            while !at.is_null() && ir::opcode(at) == llvm_sys::LLVMOpcode::LLVMPHI {
-                at = LLVMGetNextInstruction(at);
-            }
+            // After the block's phis (a leaf's block is never a landing pad).
+            let at = ir::first_insertion_point(blocks[to]).expect("a block with code");
             LLVMPositionBuilderBefore(b, at);
             let phi = LLVMBuildPhi(b, i64_type, c"kage.leaf.time".as_ptr());
             for &(from, v) in values {
