@@ -52,6 +52,18 @@ impl OpenCall {
     }
 }
 
+/// Where a block's measured instructions pass from one chain of inlined calls (and copy)
+/// to another: `located[previous]` is the last of the chain before, `located[here]` the
+/// first of `chain`'s.
+struct Start {
+    previous: usize,
+    here: usize,
+    chain: Vec<region_tree::Site>,
+    copy: Option<CallCopy>,
+    /// The chain and copy before.
+    from: (Vec<region_tree::Site>, Option<CallCopy>),
+}
+
 /// Splits `func`'s blocks where the chain of inlined calls of their measured instructions
 /// (memory accesses and calls) changes, so that each block is measured in one chain: a
 /// block's region is one chain (`region_tree::block_chains`), and small functions inlined
@@ -105,9 +117,18 @@ unsafe fn split_where_inlined_calls_change(
             .filter(|&&p| position[p] < position[b])
             .filter_map(|&p| state_out[p].as_ref());
         let mut stack = merge_open_calls(forward);
+        // What the calls open as the block starts made before it.
+        let made_before: Vec<(region_tree::Site, Vec<(u32, u32, LLVMOpcode)>)> = (stack.iter())
+            .map(|open| {
+                let own = (open.seen.iter()).filter(|k| k.0.is_empty());
+                (open.site, own.map(|k| (k.1, k.2, k.3)).collect())
+            })
+            .collect();
         let innermost_loop = forest.innermost[b];
         // Each instruction with its chain (when it has a location).
         let mut located: Vec<(LLVMValueRef, Option<Vec<region_tree::Site>>)> = Vec::new();
+        // The source position and opcode of each measured one.
+        let mut positions: Vec<Option<(u32, u32, LLVMOpcode)>> = Vec::new();
         // The last measured instruction: its index in `located`, chain and copy.
         let mut last: Option<(usize, Vec<region_tree::Site>, Option<CallCopy>)> = None;
         let mut starts = Vec::new();
@@ -118,6 +139,7 @@ unsafe fn split_where_inlined_calls_change(
             }
             let chain = sites.location(inst).map(|l| l.sites);
             located.push((inst, chain.clone()));
+            positions.push(None);
             let Some(chain) = chain else { continue };
             let call = segments::calls_other_code(inst);
             if !call && classify_access(inst, data_layout).is_none() {
@@ -136,6 +158,7 @@ unsafe fn split_where_inlined_calls_change(
             }
             let own = LLVMInstructionGetDebugLoc(inst);
             let (line, column) = (LLVMDILocationGetLine(own), LLVMDILocationGetColumn(own));
+            *positions.last_mut().expect("pushed above") = Some((line, column, op));
             let key = |depth: usize| -> CopyKey {
                 (
                     chain[depth + 1..].to_vec(),
@@ -198,10 +221,52 @@ unsafe fn split_where_inlined_calls_change(
             }
             if let Some((previous, previous_chain, previous_copy)) = &last {
                 if *previous_chain != chain || *previous_copy != copy {
-                    starts.push((*previous, here, chain.clone()));
+                    starts.push(Start {
+                        previous: *previous,
+                        here,
+                        chain: chain.clone(),
+                        copy,
+                        from: (previous_chain.clone(), *previous_copy),
+                    });
                 }
             }
             last = Some((here, chain, copy));
+        }
+        // The caller's code scheduled into a call's (a store of the caller's between two of
+        // the callee's, where the optimiser merged neighbouring stores): the call goes on
+        // after it, the same copy, making none of the accesses it made before again (which
+        // is what calls laid side by side look like), so it is no new call. No cut around
+        // it: its block is the call's.
+        let mut i = 0;
+        while i + 1 < starts.len() {
+            let (out, back) = (&starts[i], &starts[i + 1]);
+            let (call, call_copy) = &out.from;
+            let resumed_until = starts.get(i + 2).map_or(located.len(), |next| next.here);
+            // Made before the interruption in this block, or before the block by the call
+            // open as it starts (the test of a rotated loop's condition at the block's end,
+            // the call's rest at its start: two calls).
+            let open_before = (!call.is_empty()
+                && made_before.len() >= call.len()
+                && made_before.iter().zip(call).all(|((site, _), c)| site == c))
+            .then(|| &made_before[call.len() - 1].1);
+            let made_again = (back.here..resumed_until).any(|j| {
+                positions[j].is_some_and(|p| {
+                    (0..=out.previous)
+                        .any(|k| positions[k] == Some(p) && located[k].1.as_ref() == Some(call))
+                        || open_before.is_some_and(|made| made.contains(&p))
+                })
+            });
+            if out.chain.len() < call.len()
+                && call.starts_with(&out.chain)
+                && back.from.0 == out.chain
+                && back.chain == *call
+                && back.copy == *call_copy
+                && !made_again
+            {
+                starts.drain(i..i + 2);
+            } else {
+                i += 1;
+            }
         }
         state_out[b] = Some(stack);
         // A loop's back edge whose block ends an inlined call inside the loop (its last
@@ -227,7 +292,13 @@ unsafe fn split_where_inlined_calls_change(
         // never before an `alloca` (one out of the entry block would be a dynamic one).
         let last_alloca =
             (located.iter()).rposition(|&(inst, _)| ir::opcode(inst) == LLVMOpcode::LLVMAlloca);
-        for (previous, here, chain) in starts {
+        for Start {
+            previous,
+            here,
+            chain,
+            ..
+        } in starts
+        {
             if last_alloca.is_some_and(|a| a >= here) {
                 continue;
             }
@@ -515,13 +586,67 @@ impl FunctionPlan {
             .map(|(m, all)| if m.is_empty() { all.clone() } else { m })
             .collect();
         let mut chains = region_tree::block_chains(&cfg.successors, &deciding);
+        // LLVM gives code merged from several calls a call site of line 0 when they were on
+        // different lines, of column 0 when on one line (DILocation::getMergedLocation); a
+        // column 0 says so only where calls have columns (not under -gno-column-info).
+        let columns = sites.sites.iter().any(|s| s.call_column != 0);
+        let merged = |site: &debuginfo::InlineSite| {
+            site.call_line == 0 || (columns && site.call_column == 0)
+        };
+        // A call merged from calls on one line whose own code remains: another call of the
+        // same function on that line that is not merged. (Calls merged from several lines
+        // may have been merged whole, their own code gone: the other calls of the function
+        // around are other calls.)
+        let piece = |m: &debuginfo::InlineSite| {
+            m.call_line != 0
+                && merged(m)
+                && sites.sites.iter().any(|s| {
+                    !merged(s)
+                        && s.callee == m.callee
+                        && s.parent == m.parent
+                        && s.call_line == m.call_line
+                })
+        };
+        // With KAGE_PASS_EXPLAIN=1, which code changed hands and why.
+        let explain = std::env::var_os(hoist::EXPLAIN_VARIABLE).is_some_and(|v| v == "1");
+        let explain_changes = |before: &[Vec<region_tree::Site>],
+                               after: &[Vec<region_tree::Site>],
+                               why: &str| {
+            for (b, (old, new)) in before.iter().zip(after).enumerate() {
+                let longer = if old.len() >= new.len() { old } else { new };
+                if old != new {
+                    let site = &sites.sites[longer[region_tree::common_prefix(old, new)] as usize];
+                    eprintln!(
+                        "kage-pass: {}: block {b}: code of {} called at line {}:{} {why}",
+                        ir::value_name(func),
+                        debuginfo::subprogram_identity(site.callee).0,
+                        site.call_line,
+                        site.call_column
+                    );
+                }
+            }
+        };
+        let before = explain.then(|| chains.clone());
         region_tree::fold_merged_call_tails(
             &mut chains,
             &mut back_edges,
             &cfg.successors,
-            |site| sites.sites[site as usize].call_line == 0,
+            |site| merged(&sites.sites[site as usize]),
+            |site| piece(&sites.sites[site as usize]),
             |site| sites.sites[site as usize].callee,
         );
+        if let Some(before) = before {
+            explain_changes(
+                &before,
+                &chains,
+                "is its caller's: merged from several calls",
+            );
+        }
+        let before = explain.then(|| chains.clone());
+        region_tree::absorb_loop_exits_in_calls(&forest, &mut chains, &cfg.successors, &back_edges);
+        if let Some(before) = before {
+            explain_changes(&before, &chains, "holds its caller's code at a loop's exit");
+        }
         region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
         if !inlined_regions {
             chains.iter_mut().for_each(Vec::clear);
@@ -577,6 +702,52 @@ impl FunctionPlan {
                 .map(|(_, b)| b)
                 .collect();
             forest = joined;
+            tree = region_tree::build(&forest, &chains, &back_edges);
+            loops_as_written = as_written(&tree, declared);
+        }
+        let before = explain.then(|| chains.clone());
+        let dead_ends: Vec<bool> = (cfg.blocks.iter())
+            .map(|&b| {
+                let terminator = LLVMGetBasicBlockTerminator(b);
+                !terminator.is_null()
+                    && LLVMGetInstructionOpcode(terminator) == LLVMOpcode::LLVMUnreachable
+            })
+            .collect();
+        let moved = region_tree::fold_moved_call_pieces(
+            &forest,
+            &cfg.successors,
+            &dead_ends,
+            &mut chains,
+            &back_edges,
+            &deciding,
+            |merged_site, other| {
+                let (m, o) = (
+                    &sites.sites[merged_site as usize],
+                    &sites.sites[other as usize],
+                );
+                merged(m) && o.callee == m.callee && o.parent == m.parent
+            },
+        );
+        if let Some(before) = before {
+            explain_changes(&before, &chains, "is its caller's: moved out of a loop");
+        }
+        let before = explain.then(|| chains.clone());
+        let continued = region_tree::fold_calls_continued_across_iterations(
+            &forest,
+            &cfg.successors,
+            &mut chains,
+            &back_edges,
+        );
+        if let Some(before) = before {
+            explain_changes(
+                &before,
+                &chains,
+                "is its caller's: a call begun in the iteration before",
+            );
+        }
+        if moved || continued {
+            region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
+            let declared = (loops_as_written.into_iter()).map(|l| l.declared).collect();
             tree = region_tree::build(&forest, &chains, &back_edges);
             loops_as_written = as_written(&tree, declared);
         }

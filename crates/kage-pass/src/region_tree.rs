@@ -359,18 +359,385 @@ pub fn drop_unmeasured_calls(
     back_edges.iter_mut().flatten().for_each(cut);
 }
 
+/// Folds into their caller the pieces of an inlined call that the optimiser moved out of a
+/// loop of the caller's around the call (LICM: a load hoisted into the preheader, a store
+/// sunk past the exit): run once per run of the loop, as a region of their own they would
+/// count one instance more each time. The loops looked at are the caller's own (in the code
+/// that makes the call `c`, not further out: the calls around `c` are looked at first) that
+/// hold code of `c` and lie inside the innermost loop around a piece of `c`'s other code
+/// (any loop, for a piece in none); see the function's body for which pieces count as
+/// moved. Where the optimiser copied code rather than moved it (a rotated loop's condition,
+/// evaluated once before the loop and again at its end; an unrolled loop's first
+/// iterations before it), the copy is a call of its own. Blocks in a loop of `c`'s own
+/// stay. A call the optimiser merged from several (`stands_for(merged, other)`: `other`
+/// is one of the calls of the same function beside it) is looked at with their code in the
+/// loops. `deciding[b]` are block `b`'s locations, `dead_ends[b]` whether it ends in
+/// `unreachable`; `forest` must be the one the regions are
+/// built on (the loops the optimiser cut out of a source loop joined into it: a call's
+/// code in the path of a `continue` is not moved code). Returns whether it folded any.
+pub fn fold_moved_call_pieces(
+    forest: &LoopForest,
+    successors: &[Vec<usize>],
+    dead_ends: &[bool],
+    chains: &mut [Vec<Site>],
+    back_edges: &[Option<Vec<Site>>],
+    deciding: &[Vec<Location>],
+    stands_for: impl Fn(Site, Site) -> bool,
+) -> bool {
+    let n = chains.len();
+    let mut predecessors = vec![Vec::new(); n];
+    for (from, succs) in successors.iter().enumerate() {
+        for &to in succs.iter().filter(|&&to| to < n) {
+            predecessors[to].push(from);
+        }
+    }
+    let mut folded = false;
+    let mut calls: Vec<Vec<Site>> = Vec::new();
+    for chain in chains.iter() {
+        for depth in 1..=chain.len() {
+            if !calls.iter().any(|c| c[..] == chain[..depth]) {
+                calls.push(chain[..depth].to_vec());
+            }
+        }
+    }
+    // Outer calls first: folding one folds what it holds.
+    calls.sort_by_key(Vec::len);
+    let strictly_inside = |inner: Option<usize>, outer: Option<usize>| {
+        let mut up = match inner {
+            Some(k) => forest.loops[k].parent,
+            None => return false,
+        };
+        loop {
+            if up == outer {
+                return true;
+            }
+            match up {
+                Some(k) => up = forest.loops[k].parent,
+                None => return false,
+            }
+        }
+    };
+    for call in calls {
+        // Each block of the call, and of the calls it stands for (`stands_for`: a merged
+        // call, for the calls of the same function beside it), with its innermost loop around
+        // the call (in the code of the caller or further out; None: in no loop); blocks in a
+        // loop of the call's own are left out: they stay. Loops of other calls beside it
+        // are passed over.
+        let caller = &call[..call.len() - 1];
+        let last = call[call.len() - 1];
+        let back = |k: usize| back_edges.get(k).and_then(Option::as_ref);
+        // (block, loop, the block is the call's own code)
+        let mut blocks: Vec<(usize, Option<usize>, bool)> = Vec::new();
+        'blocks: for b in 0..n {
+            let chain = &chains[b];
+            if chain.len() < call.len()
+                || !chain.starts_with(caller)
+                || !(chain[caller.len()] == last || stands_for(last, chain[caller.len()]))
+            {
+                continue;
+            }
+            let own_call = &chain[..call.len()];
+            let mut at = forest.innermost.get(b).copied().flatten();
+            while let Some(k) = at {
+                match back(k) {
+                    Some(chain) if chain.starts_with(own_call) => continue 'blocks,
+                    Some(chain) if caller.starts_with(chain) => break,
+                    _ => at = forest.loops[k].parent,
+                }
+            }
+            blocks.push((b, at, chain.starts_with(&call)));
+        }
+        // Code is moved out of the caller's own loops only (the calls around the call are
+        // looked at first): the call's blocks in one of them inside `own`.
+        let in_callers_loop = |lp: Option<usize>, own: Option<usize>| {
+            lp.is_some_and(|k| back(k).is_some_and(|chain| chain[..] == *caller))
+                && strictly_inside(lp, own)
+        };
+        // Where in the callee each of a block's instructions is.
+        let places = |b: usize| -> Vec<&[u32]> {
+            (deciding.get(b).map(Vec::as_slice).unwrap_or(&[]).iter())
+                .filter(|l| l.sites.len() >= call.len() && l.sites.starts_with(caller))
+                .filter(|l| {
+                    let site = l.sites[caller.len()];
+                    site == last || stands_for(last, site)
+                })
+                .map(|l| &l.lines[call.len()..])
+                .collect()
+        };
+        let mut owns: Vec<Option<usize>> = (blocks.iter())
+            .filter(|&&(_, _, exact)| exact)
+            .map(|&(_, own, _)| own)
+            .collect();
+        owns.sort_unstable();
+        owns.dedup();
+        let mut pieces = Vec::new();
+        for own in owns {
+            let there: Vec<&[u32]> = (blocks.iter())
+                .filter(|&&(_, lp, _)| in_callers_loop(lp, own))
+                .flat_map(|&(o, _, _)| places(o))
+                .collect();
+            if !blocks.iter().any(|&(_, lp, _)| in_callers_loop(lp, own)) {
+                continue;
+            }
+            // The loops inside `own` whose code holds the call's: a block goes into them or
+            // comes from them when it is in one.
+            let mut holding: Vec<usize> = Vec::new();
+            for &(_, lp, _) in blocks
+                .iter()
+                .filter(|&&(_, lp, _)| in_callers_loop(lp, own))
+            {
+                let mut up = lp;
+                while let Some(k) = up.filter(|_| up != own) {
+                    if !holding.contains(&k) {
+                        holding.push(k);
+                    }
+                    up = forest.loops[k].parent;
+                }
+            }
+            let only_inside = |blocks: &[usize]| {
+                !blocks.is_empty()
+                    && (blocks.iter()).all(|&o| holding.iter().any(|&k| forest.contains(k, o)))
+            };
+            // The call's code outside those loops, in pieces of connected blocks. A piece
+            // entered only from the loops (a loop's exit: stores sunk out of it, or the rest
+            // of a call that left the loop) is moved code, as is one that goes only into them
+            // but not into the call's code there and is part of the call's code there (a
+            // preheader), or one at places the code in the loops is not at and with no edge
+            // to or from it. A piece that goes on into
+            // the call's code in the loops is the start of a call (its test before a rotated
+            // loop), one entered from it and from elsewhere a part of calls (a path to an
+            // error).
+            let outside: Vec<usize> = (blocks.iter())
+                .filter(|&&(_, lp, exact)| exact && lp == own)
+                .map(|&(b, _, _)| b)
+                .collect();
+            let in_loops =
+                |o: usize| (blocks.iter()).any(|&(b, lp, _)| b == o && strictly_inside(lp, own));
+            // Which side of the loops each such block is on: before them (it reaches them
+            // through the call's code outside), after them (reached from them so), both or
+            // neither. Pieces join blocks of one side only: the call's test before a rotated
+            // loop goes straight past it to the stores sunk after it when the loop does not
+            // run, and they are a call and a moved piece.
+            let in_holding = |o: usize| holding.iter().any(|&k| forest.contains(k, o));
+            let mut before = vec![false; outside.len()];
+            let mut after = vec![false; outside.len()];
+            let index = |o: usize| outside.iter().position(|&x| x == o);
+            let mut changed = true;
+            while changed {
+                changed = false;
+                for (i, &b) in outside.iter().enumerate() {
+                    let reaches = (successors[b].iter())
+                        .any(|&o| in_holding(o) || index(o).is_some_and(|j| before[j]));
+                    let reached = (predecessors[b].iter())
+                        .any(|&o| in_holding(o) || index(o).is_some_and(|j| after[j]));
+                    if reaches && !before[i] || reached && !after[i] {
+                        before[i] |= reaches;
+                        after[i] |= reached;
+                        changed = true;
+                    }
+                }
+            }
+            let side = |i: usize| (before[i], after[i]);
+            let mut seen = vec![false; outside.len()];
+            for first in 0..outside.len() {
+                if seen[first] {
+                    continue;
+                }
+                seen[first] = true;
+                let mut piece = vec![outside[first]];
+                let mut at = 0;
+                while at < piece.len() {
+                    let b = piece[at];
+                    let here = side(index(b).unwrap_or(first));
+                    for &o in predecessors[b].iter().chain(&successors[b]) {
+                        if let Some(i) = index(o) {
+                            if !seen[i] && side(i) == here {
+                                seen[i] = true;
+                                piece.push(o);
+                            }
+                        }
+                    }
+                    at += 1;
+                }
+                // Its ways out and in, but to and from the call's code on the other side.
+                let exits: Vec<usize> = (piece.iter())
+                    .flat_map(|&b| successors[b].iter().copied())
+                    .filter(|&o| index(o).is_none())
+                    .collect();
+                let entries: Vec<usize> = (piece.iter())
+                    .flat_map(|&b| predecessors[b].iter().copied())
+                    .filter(|&o| index(o).is_none())
+                    .collect();
+                // A path to an error (ending in `unreachable`) leaves the loop without being
+                // moved out of it: it is the call's.
+                if piece
+                    .iter()
+                    .any(|&b| dead_ends.get(b).copied().unwrap_or(false))
+                {
+                    continue;
+                }
+                let exits_to_call = exits.iter().any(|&o| in_loops(o));
+                let entered_from_call = entries.iter().any(|&o| in_loops(o));
+                let at: Vec<&[u32]> = piece.iter().flat_map(|&b| places(b)).collect();
+                // Part of the call, not all of it (a rotated loop's test before the loop is
+                // the whole call, as at the loop's end).
+                let part = there.iter().any(|p| !at.contains(p));
+                let moved = only_inside(&entries)
+                    || (only_inside(&exits) && !exits_to_call && part)
+                    || (!exits_to_call
+                        && !entered_from_call
+                        && at.iter().all(|p| !there.contains(p)));
+                if moved {
+                    pieces.extend(piece);
+                }
+            }
+        }
+        for b in pieces {
+            chains[b].truncate(call.len() - 1);
+            folded = true;
+        }
+    }
+    folded
+}
+
+/// Folds into their caller the code of an inlined call that a loop of the caller's starts
+/// its iterations with while the call began in the iteration before (or before the loop):
+/// `while (next(p)) { ... }` rotated, `next`'s test at the end of each iteration and the
+/// rest of it (its call of a function, taken when the test passed) at the start of the
+/// next. The header's part (a header of a loop whose back edges are not the call's, entered
+/// only from the call's code) and what follows it of the call, entered only from there,
+/// are the caller's: as a region of their own they would count each call twice. Returns
+/// whether it folded any.
+pub fn fold_calls_continued_across_iterations(
+    forest: &LoopForest,
+    successors: &[Vec<usize>],
+    chains: &mut [Vec<Site>],
+    back_edges: &[Option<Vec<Site>>],
+) -> bool {
+    let n = chains.len();
+    let mut predecessors = vec![Vec::new(); n];
+    for (from, succs) in successors.iter().enumerate() {
+        for &to in succs.iter().filter(|&&to| to < n) {
+            predecessors[to].push(from);
+        }
+    }
+    let mut folded = false;
+    for (k, lp) in forest.loops.iter().enumerate() {
+        let header = lp.header;
+        let call = chains[header].clone();
+        let Some(back) = back_edges.get(k).and_then(Option::as_ref) else {
+            continue;
+        };
+        // The loop is in the code of `back`; the call is the first of the header's chain
+        // past it, and every way into the header comes from that call's code.
+        if call.len() <= back.len() || !call.starts_with(back) {
+            continue;
+        }
+        let depth = back.len() + 1;
+        let outer = call[..depth].to_vec();
+        if predecessors[header].is_empty()
+            || !(predecessors[header].iter()).all(|&p| chains[p].starts_with(&outer))
+        {
+            continue;
+        }
+        let mut part = vec![header];
+        let mut at = 0;
+        while at < part.len() {
+            for &next in &successors[part[at]] {
+                if next < n
+                    && !part.contains(&next)
+                    && !forest.is_header(next)
+                    && chains[next].starts_with(&outer)
+                    && predecessors[next].iter().all(|p| part.contains(p))
+                {
+                    part.push(next);
+                }
+            }
+            at += 1;
+        }
+        for b in part {
+            chains[b].truncate(depth - 1);
+        }
+        folded = true;
+    }
+    folded
+}
+
+/// Gives a block of the caller's code that the optimiser placed where a loop of an inlined
+/// call exits (a load of the caller's rematerialised there: bzip2's `bsW` in
+/// `sendMTFValues`) to that call: a block entered only from that loop, a loop of the
+/// call's own (its back edges the call's code), and leaving only to the call's code. Left
+/// the caller's, it would end the call's instance and start another, two instances for one
+/// call. (The caller's code between two pieces of one call site is not enough: it may be
+/// what tells apart two calls the optimiser laid side by side.)
+pub fn absorb_loop_exits_in_calls(
+    forest: &LoopForest,
+    chains: &mut [Vec<Site>],
+    successors: &[Vec<usize>],
+    back_edges: &[Option<Vec<Site>>],
+) {
+    let n = chains.len();
+    let mut predecessors = vec![Vec::new(); n];
+    for (from, succs) in successors.iter().enumerate() {
+        for &to in succs.iter().filter(|&&to| to < n) {
+            predecessors[to].push(from);
+        }
+    }
+    for b in reverse_post_order(successors)
+        .into_iter()
+        .filter(|&b| b != 0)
+    {
+        let (Some(&first), false) = (successors[b].first(), predecessors[b].is_empty()) else {
+            continue;
+        };
+        if first >= n {
+            continue;
+        }
+        let call = chains[first].clone();
+        if call.len() <= chains[b].len()
+            || !call.starts_with(&chains[b])
+            || !successors[b]
+                .iter()
+                .all(|&o| o < n && chains[o].starts_with(&call))
+        {
+            continue;
+        }
+        // Every predecessor in a loop of the call's own that `b` is not in.
+        let exits_own_loop = predecessors[b].iter().all(|&p| {
+            let mut at = forest.innermost.get(p).copied().flatten();
+            while let Some(k) = at {
+                let own = (back_edges.get(k).and_then(Option::as_ref))
+                    .is_some_and(|chain| chain.starts_with(&call));
+                if own && !forest.contains(k, b) {
+                    return true;
+                }
+                at = forest.loops[k].parent;
+            }
+            false
+        });
+        if exits_own_loop {
+            chains[b] = call;
+        }
+    }
+}
+
 /// Folds into their caller the code the optimiser merged from the ends of several inlined
 /// calls of one function (their common tail, which it gives a call site of its own at line
-/// 0): entered only from the code of those calls, a region of its own would count each of
-/// them twice, once for its head and once for the tail. Such code's chain (and any loop
-/// back edge's in it) stops before the merged call, as the caller's code. A merged call
-/// entered from anywhere else (two whole calls merged into one) stays a call.
-/// `merged(site)` says whether a site is at line 0; `callee(site)` names its function.
+/// 0, or at column 0 of their line when they share one): entered only from the code of
+/// those calls, a region of its own would count each of them twice, once for its head and
+/// once for the tail. Such code's chain (and any loop back edge's in it) stops before the
+/// merged call, as the caller's code. So does a merged call that is a piece of calls whose
+/// own code remains (`piece`: another call of the same function on the same line, not
+/// merged): their common head hoisted before the branch that chooses between them, or
+/// moved out of a loop around them. A merged call entered from anywhere else (two whole
+/// calls merged into one) stays a call. `merged(site)` says whether a site is such a merged
+/// one; `callee(site)` names its function.
 pub fn fold_merged_call_tails<C: PartialEq>(
     chains: &mut [Vec<Site>],
     back_edges: &mut [Option<Vec<Site>>],
     successors: &[Vec<usize>],
     merged: impl Fn(Site) -> bool,
+    piece: impl Fn(Site) -> bool,
     callee: impl Fn(Site) -> C,
 ) {
     let mut calls: Vec<Vec<Site>> = Vec::new();
@@ -406,7 +773,7 @@ pub fn fold_merged_call_tails<C: PartialEq>(
                 && callee(head[depth]) == callee(call[depth]);
             entered_from_elsewhere |= !from_same_function;
         }
-        if !entered || entered_from_elsewhere {
+        if !piece(call[depth]) && (!entered || entered_from_elsewhere) {
             continue;
         }
         for (chain, _) in chains.iter_mut().zip(&inside).filter(|(_, &i)| i) {
@@ -727,24 +1094,105 @@ mod tests {
     }
 
     #[test]
-    fn hoisted_code_of_an_inlined_call_is_a_second_node_of_the_same_site() {
-        // 0: f's code hoisted before the loop (site 9); 1: the loop's header (main's);
-        // 2: f's code in the loop; 3: after the loop.
+    fn hoisted_code_of_an_inlined_call_is_its_callers() {
+        // 0: a load of f's hoisted before the loop (site 9); 1: the loop's header (main's);
+        // 2: the rest of f's code in the loop (a load at the same place and a store at
+        // another), its back edge main's; 3: after the loop.
         let successors = vec![vec![1], vec![2, 3], vec![1], vec![]];
         let forest = find_loops(&successors, 0);
-        let locations = vec![vec![at(&[9])], vec![at(&[])], vec![at(&[9])], vec![at(&[])]];
-        let tree = build(&forest, &block_chains(&successors, &locations), &[]);
+        let store = Location {
+            sites: vec![9],
+            lines: vec![1, 2],
+        };
+        let locations = vec![
+            vec![at(&[9])],
+            vec![at(&[])],
+            vec![at(&[9]), store],
+            vec![at(&[])],
+        ];
+        let mut chains = block_chains(&successors, &locations);
+        let back_edges = [Some(vec![])];
+        // As a region of its own, the hoisted code would count one more call each time the
+        // loop starts.
+        assert!(fold_moved_call_pieces(
+            &forest,
+            &successors,
+            &[],
+            &mut chains,
+            &back_edges,
+            &locations,
+            |_, _| false
+        ));
+        let tree = build(&forest, &chains, &back_edges);
         assert_eq!(
             shape(&tree),
             [
                 (Function, None),
-                (Inlined(9), Some(0)),
                 (Loop(0), Some(0)),
-                (LoopBody(0), Some(2)),
-                (Inlined(9), Some(3)),
+                (LoopBody(0), Some(1)),
+                (Inlined(9), Some(2)),
             ]
         );
-        assert_eq!(tree.block_region, [1, 3, 4, 0]);
+        assert_eq!(tree.block_region, [0, 2, 3, 0]);
+    }
+
+    #[test]
+    fn a_call_begun_in_the_iteration_before_goes_on_as_its_callers_code() {
+        // while (next(p)) body(): next (site 4) tests before the loop (block 0) and at the
+        // end of each iteration (block 4), and the rest of it (its own call, taken when the
+        // test passed) is the loop's header (block 1), entered from both, and block 2,
+        // entered only from there: the caller's code. 3: the body; 5: after the loop.
+        let successors = vec![vec![1, 5], vec![2], vec![3], vec![4], vec![1, 5], vec![]];
+        let forest = find_loops(&successors, 0);
+        let mut chains = vec![vec![4], vec![4], vec![4], vec![], vec![4], vec![]];
+        let back_edges = [Some(vec![])];
+        assert!(fold_calls_continued_across_iterations(
+            &forest,
+            &successors,
+            &mut chains,
+            &back_edges
+        ));
+        assert_eq!(chains, [vec![4], vec![], vec![], vec![], vec![4], vec![]]);
+        // Entered from the caller's code too (block 0 the caller's): a call of its own.
+        let mut chains = vec![vec![], vec![4], vec![4], vec![], vec![4], vec![]];
+        assert!(!fold_calls_continued_across_iterations(
+            &forest,
+            &successors,
+            &mut chains,
+            &back_edges
+        ));
+    }
+
+    #[test]
+    fn a_rotated_loops_condition_before_the_loop_is_a_call_of_its_own() {
+        // while (f()) g(): f (site 9) in block 0, which may skip the loop (0 -> 3), and
+        // again in the loop's latch 2; the same code in both places: two calls.
+        let successors = vec![vec![1, 3], vec![2], vec![1, 3], vec![]];
+        let forest = find_loops(&successors, 0);
+        let locations = vec![vec![at(&[9])], vec![at(&[])], vec![at(&[9])], vec![at(&[])]];
+        let mut chains = block_chains(&successors, &locations);
+        let back_edges = [Some(vec![9])];
+        // Its back edge is in f: the loop is no caller's loop of f's, nothing is folded.
+        assert!(!fold_moved_call_pieces(
+            &forest,
+            &successors,
+            &[],
+            &mut chains,
+            &back_edges,
+            &locations,
+            |_, _| false
+        ));
+        let back_edges = [Some(vec![])];
+        assert!(!fold_moved_call_pieces(
+            &forest,
+            &successors,
+            &[],
+            &mut chains,
+            &back_edges,
+            &locations,
+            |_, _| false
+        ));
+        assert_eq!(chains, [vec![9], vec![], vec![9], vec![]]);
     }
 
     #[test]
@@ -898,7 +1346,15 @@ mod tests {
             _ => 'g',
         };
         let merged = |site: Site| site == 3 || site == 5;
-        fold_merged_call_tails(&mut chains, &mut back_edges, &successors, merged, callee);
+        let piece = |_: Site| false;
+        fold_merged_call_tails(
+            &mut chains,
+            &mut back_edges,
+            &successors,
+            merged,
+            piece,
+            callee,
+        );
         assert_eq!(
             chains,
             [
@@ -918,8 +1374,52 @@ mod tests {
         successors[0].push(3);
         let mut chains = vec![vec![], vec![1], vec![2], vec![3], vec![3, 4]];
         let before = chains.clone();
-        fold_merged_call_tails(&mut chains, &mut [], &successors[..5], merged, callee);
+        fold_merged_call_tails(
+            &mut chains,
+            &mut [],
+            &successors[..5],
+            merged,
+            piece,
+            callee,
+        );
         assert_eq!(chains, before);
+        // Unless it is a piece of calls 1 and 2, whose code remains: their common head
+        // hoisted before the branch (0 -> 3 -> 1, 3 -> 2), or out of a loop around them.
+        let successors = vec![vec![3], vec![4], vec![4], vec![1, 2], vec![]];
+        let mut chains = vec![vec![], vec![1], vec![2], vec![3], vec![]];
+        let piece = |site: Site| site == 3;
+        fold_merged_call_tails(&mut chains, &mut [], &successors, merged, piece, callee);
+        assert_eq!(chains, [vec![], vec![1], vec![2], vec![], vec![]]);
+    }
+
+    #[test]
+    fn a_callers_block_where_a_loop_of_an_inlined_call_exits_is_the_calls() {
+        // Call 1's code: 1 -> 2 (its loop, 2 -> 2) -> 3 -> 4, with block 3 holding a load
+        // of the caller's (chain []) where the loop exits; block 5 is the caller's, entered
+        // from the call and from block 0: it stays the caller's, as does block 6 after it.
+        let successors = vec![
+            vec![1, 5],
+            vec![2],
+            vec![2, 3],
+            vec![4],
+            vec![5],
+            vec![6],
+            vec![],
+        ];
+        let forest = find_loops(&successors, 0);
+        let mut chains = vec![vec![], vec![1], vec![1], vec![], vec![1], vec![], vec![]];
+        absorb_loop_exits_in_calls(&forest, &mut chains, &successors, &[Some(vec![1])]);
+        assert_eq!(
+            chains,
+            [vec![], vec![1], vec![1], vec![1], vec![1], vec![], vec![]]
+        );
+        // Between two pieces of call 1 without a loop of its own (two calls laid side by
+        // side: 1 -> 3 -> 4), the caller's block 3 tells them apart: it stays.
+        let successors = vec![vec![1], vec![3], vec![], vec![4], vec![]];
+        let forest = find_loops(&successors, 0);
+        let mut chains = vec![vec![], vec![1], vec![], vec![], vec![1]];
+        absorb_loop_exits_in_calls(&forest, &mut chains, &successors, &[]);
+        assert_eq!(chains, [vec![], vec![1], vec![], vec![], vec![1]]);
     }
 
     #[test]

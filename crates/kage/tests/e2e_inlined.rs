@@ -488,6 +488,27 @@ fn a_call_whose_loop_the_optimiser_unrolled_whole_is_one_instance_per_call() {
 }
 
 #[test]
+fn pieces_of_calls_the_optimiser_moved_are_no_calls_of_their_own() {
+    // pieces.c: put's common tail after an if/else merged (column 0), the caller's load
+    // where put's loop exits, put's loads hoisted out of a loop and its stores sunk after
+    // it, next_is as a rotated loop's condition: each call one instance at every level.
+    // With the pass of bde03b7, -O2 counted put 1252 times and next_is 100.
+    for (level, report) in reports("pieces.c") {
+        assert_calls(
+            level,
+            &report,
+            &[
+                ("put", 1250),
+                ("next_is", 55),
+                ("advance", 110),
+                ("items", 10),
+                ("main", 1),
+            ],
+        );
+    }
+}
+
+#[test]
 fn a_macro_that_makes_the_same_access_twice_is_no_second_call() {
     // get's `if (FASTGET(t, k, lookup))`: a load, lookup's call at its name's position, the
     // same load again, all of one line (see the program): one instance per call at every
