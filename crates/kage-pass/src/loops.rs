@@ -97,6 +97,18 @@ impl LoopForest {
     }
 }
 
+/// Each block's predecessors, one entry per edge (a block that branches twice to the same
+/// block is listed twice), from successor lists; out-of-range targets are ignored.
+pub fn predecessors(successors: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let mut predecessors = vec![Vec::new(); successors.len()];
+    for (from, succs) in successors.iter().enumerate() {
+        for &to in succs.iter().filter(|&&to| to < successors.len()) {
+            predecessors[to].push(from);
+        }
+    }
+    predecessors
+}
+
 /// Finds the natural loops of the CFG given as successor lists (`successors[b]` are the
 /// blocks `b` branches to; out-of-range targets are ignored), entered at `entry`.
 pub fn find_loops(successors: &[Vec<usize>], entry: usize) -> LoopForest {

@@ -28,6 +28,8 @@ use crate::segments;
 /// inlined calls below the copied one, its own source position and opcode, and the innermost
 /// loop of its block.
 type CopyKey = (Vec<region_tree::Site>, u32, u32, LLVMOpcode, Option<usize>);
+/// A measured instruction's source line, column and opcode.
+type Position = (u32, u32, LLVMOpcode);
 
 /// An inlined call open along the path [`split_where_inlined_calls_change`] walks.
 #[derive(Clone)]
@@ -99,12 +101,7 @@ unsafe fn split_where_inlined_calls_change(
     for (i, &b) in order.iter().enumerate() {
         position[b] = i;
     }
-    let mut predecessors = vec![Vec::new(); cfg.blocks.len()];
-    for (from, successors) in cfg.successors.iter().enumerate() {
-        for &to in successors {
-            predecessors[to].push(from);
-        }
-    }
+    let predecessors = crate::loops::predecessors(&cfg.successors);
     let mut sites = InlineSites::default();
     let loop_code = loop_code_of_inlined_calls(&cfg, &forest, &mut sites, data_layout);
     let mut state_out: Vec<Option<Vec<OpenCall>>> = vec![None; cfg.blocks.len()];
@@ -118,7 +115,7 @@ unsafe fn split_where_inlined_calls_change(
             .filter_map(|&p| state_out[p].as_ref());
         let mut stack = merge_open_calls(forward);
         // What the calls open as the block starts made before it.
-        let made_before: Vec<(region_tree::Site, Vec<(u32, u32, LLVMOpcode)>)> = (stack.iter())
+        let made_before: Vec<(region_tree::Site, Vec<Position>)> = (stack.iter())
             .map(|open| {
                 let own = (open.seen.iter()).filter(|k| k.0.is_empty());
                 (open.site, own.map(|k| (k.1, k.2, k.3)).collect())
@@ -128,7 +125,7 @@ unsafe fn split_where_inlined_calls_change(
         // Each instruction with its chain (when it has a location).
         let mut located: Vec<(LLVMValueRef, Option<Vec<region_tree::Site>>)> = Vec::new();
         // The source position and opcode of each measured one.
-        let mut positions: Vec<Option<(u32, u32, LLVMOpcode)>> = Vec::new();
+        let mut positions: Vec<Option<Position>> = Vec::new();
         // The last measured instruction: its index in `located`, chain and copy.
         let mut last: Option<(usize, Vec<region_tree::Site>, Option<CallCopy>)> = None;
         let mut starts = Vec::new();

@@ -109,12 +109,7 @@ pub fn block_chains(successors: &[Vec<usize>], locations: &[Vec<Location>]) -> V
     let mut chains: Vec<Option<Vec<Site>>> = (0..n)
         .map(|b| majority(locations.get(b).map(Vec::as_slice).unwrap_or(&[])))
         .collect();
-    let mut predecessors = vec![Vec::new(); n];
-    for (from, succs) in successors.iter().enumerate() {
-        for &to in succs.iter().filter(|&&to| to < n) {
-            predecessors[to].push(from);
-        }
-    }
+    let predecessors = crate::loops::predecessors(successors);
     for b in reverse_post_order(successors) {
         if chains[b].is_some() {
             continue;
@@ -384,13 +379,7 @@ pub fn fold_moved_call_pieces(
     deciding: &[Vec<Location>],
     stands_for: impl Fn(Site, Site) -> bool,
 ) -> bool {
-    let n = chains.len();
-    let mut predecessors = vec![Vec::new(); n];
-    for (from, succs) in successors.iter().enumerate() {
-        for &to in succs.iter().filter(|&&to| to < n) {
-            predecessors[to].push(from);
-        }
-    }
+    let predecessors = crate::loops::predecessors(successors);
     let mut folded = false;
     let mut calls: Vec<Vec<Site>> = Vec::new();
     for chain in chains.iter() {
@@ -428,8 +417,7 @@ pub fn fold_moved_call_pieces(
         let back = |k: usize| back_edges.get(k).and_then(Option::as_ref);
         // (block, loop, the block is the call's own code)
         let mut blocks: Vec<(usize, Option<usize>, bool)> = Vec::new();
-        'blocks: for b in 0..n {
-            let chain = &chains[b];
+        'blocks: for (b, chain) in chains.iter().enumerate() {
             if chain.len() < call.len()
                 || !chain.starts_with(caller)
                 || !(chain[caller.len()] == last || stands_for(last, chain[caller.len()]))
@@ -615,12 +603,7 @@ pub fn fold_calls_continued_across_iterations(
     back_edges: &[Option<Vec<Site>>],
 ) -> bool {
     let n = chains.len();
-    let mut predecessors = vec![Vec::new(); n];
-    for (from, succs) in successors.iter().enumerate() {
-        for &to in succs.iter().filter(|&&to| to < n) {
-            predecessors[to].push(from);
-        }
-    }
+    let predecessors = crate::loops::predecessors(successors);
     let mut folded = false;
     for (k, lp) in forest.loops.iter().enumerate() {
         let header = lp.header;
@@ -677,12 +660,7 @@ pub fn absorb_loop_exits_in_calls(
     back_edges: &[Option<Vec<Site>>],
 ) {
     let n = chains.len();
-    let mut predecessors = vec![Vec::new(); n];
-    for (from, succs) in successors.iter().enumerate() {
-        for &to in succs.iter().filter(|&&to| to < n) {
-            predecessors[to].push(from);
-        }
-    }
+    let predecessors = crate::loops::predecessors(successors);
     for b in reverse_post_order(successors)
         .into_iter()
         .filter(|&b| b != 0)

@@ -44,12 +44,7 @@ pub(super) unsafe fn count_per_class(
     let cfg = FunctionCfg::new(plan.func);
     let index = cfg.block_indices();
     let original = plan.cfg.block_indices();
-    let mut predecessors = vec![Vec::new(); cfg.blocks.len()];
-    for (from, successors) in cfg.successors.iter().enumerate() {
-        for &to in successors {
-            predecessors[to].push(from);
-        }
-    }
+    let predecessors = crate::loops::predecessors(&cfg.successors);
     let block_of = |inst: LLVMValueRef| index.get(&LLVMGetInstructionParent(inst)).copied();
     for tree in 0..trees {
         let adds: Vec<_> = (emitted.adds.iter()).filter(|a| a.tree == tree).collect();

@@ -251,13 +251,10 @@ pub enum MirrorOp {
 
 /// Each block's predecessors (without repeats).
 fn predecessors(successors: &[Vec<usize>]) -> Vec<Vec<usize>> {
-    let mut predecessors = vec![Vec::new(); successors.len()];
-    for (b, succs) in successors.iter().enumerate() {
-        for &s in succs {
-            if s < successors.len() && !predecessors[s].contains(&b) {
-                predecessors[s].push(b);
-            }
-        }
+    let mut predecessors = crate::loops::predecessors(successors);
+    for list in &mut predecessors {
+        // Listed in order of the predecessors: repeats are neighbours.
+        list.dedup();
     }
     predecessors
 }
