@@ -240,10 +240,13 @@ pub fn code_lines(blocks: &[usize], locations: &[Vec<Location>], context: &[Site
 }
 
 /// Moves a loop that its metadata did not place ([`declared_back_edges`]; `placed[k]`) out of
-/// an inlined call whose function has no loop as written: when its back-edge chain ends in
-/// such a call (the optimiser gave the branch back the location of a callee's last code:
-/// `while (skip(&s, ';')) {}`, a body that ends in an inlined call returning early), the
-/// loop is a caller's: the deepest call of the chain (or the function itself) with a loop
+/// an inlined call none of whose loops as written holds most of its code (at the call's
+/// level, [`holds_most_of`]; a function without loops as written holds none): when its
+/// back-edge chain ends in such a call (the optimiser gave the branch back the location of
+/// a callee's last code: `while (skip(&s, ';')) {}`, a body that ends in an inlined call
+/// returning early; or of a callee's first code it reloads for the next iteration:
+/// `while (step(v) == RETRY) {...}`, even where `step` has a loop of its own), the loop
+/// is a caller's: the deepest call of the chain (or the function itself) with a loop
 /// as written that holds some of the loop's code lines at its level (not necessarily most:
 /// code the optimiser moved into the loop from before it counts at that level too).
 /// `loops_of(site)` gives the loops as written (first and last lines) of the callee of
@@ -266,7 +269,13 @@ pub fn written_back_edges<'a>(
         let Some(&innermost) = chain.last() else {
             continue;
         };
-        if !loops_of(Some(innermost)).is_some_and(|loops| loops.is_empty()) {
+        // The callee's loops as written: one that holds most of the loop's code at its
+        // level makes the loop its.
+        let Some(callee_loops) = loops_of(Some(innermost)) else {
+            continue;
+        };
+        let code = code_lines(&lp.blocks, locations, chain);
+        if (callee_loops.iter()).any(|&(first, last)| holds_most_of(first, last, &code)) {
             continue;
         }
         let outer = (0..chain.len()).rev().find(|&depth| {
@@ -380,6 +389,7 @@ pub fn fold_moved_call_pieces(
     stands_for: impl Fn(Site, Site) -> bool,
 ) -> bool {
     let predecessors = crate::loops::predecessors(successors);
+    let contexts = loop_contexts(forest, chains, back_edges);
     let mut folded = false;
     let mut calls: Vec<Vec<Site>> = Vec::new();
     for chain in chains.iter() {
@@ -414,7 +424,7 @@ pub fn fold_moved_call_pieces(
         // are passed over.
         let caller = &call[..call.len() - 1];
         let last = call[call.len() - 1];
-        let back = |k: usize| back_edges.get(k).and_then(Option::as_ref);
+        let back = |k: usize| contexts.get(k);
         // (block, loop, the block is the call's own code)
         let mut blocks: Vec<(usize, Option<usize>, bool)> = Vec::new();
         'blocks: for (b, chain) in chains.iter().enumerate() {
@@ -594,8 +604,11 @@ pub fn fold_moved_call_pieces(
 /// rest of it (its call of a function, taken when the test passed) at the start of the
 /// next. The header's part (a header of a loop whose back edges are not the call's, entered
 /// only from the call's code) and what follows it of the call, entered only from there,
-/// are the caller's: as a region of their own they would count each call twice. Returns
-/// whether it folded any.
+/// are the caller's: as a region of their own they would count each call twice. So is a
+/// latch that goes only to the header and holds code of the call the header begins (the
+/// optimiser reloads the call's first operand at the end of the iteration before:
+/// `while (step(v) == RETRY) {...}`): left the call's, the call would span the back edge
+/// and count one instance more per iteration. Returns whether it folded any.
 pub fn fold_calls_continued_across_iterations(
     forest: &LoopForest,
     successors: &[Vec<usize>],
@@ -604,13 +617,12 @@ pub fn fold_calls_continued_across_iterations(
 ) -> bool {
     let n = chains.len();
     let predecessors = crate::loops::predecessors(successors);
+    let contexts = loop_contexts(forest, chains, back_edges);
     let mut folded = false;
     for (k, lp) in forest.loops.iter().enumerate() {
         let header = lp.header;
         let call = chains[header].clone();
-        let Some(back) = back_edges.get(k).and_then(Option::as_ref) else {
-            continue;
-        };
+        let back = &contexts[k];
         // The loop is in the code of `back`; the call is the first of the header's chain
         // past it, and every way into the header comes from that call's code.
         if call.len() <= back.len() || !call.starts_with(back) {
@@ -618,9 +630,18 @@ pub fn fold_calls_continued_across_iterations(
         }
         let depth = back.len() + 1;
         let outer = call[..depth].to_vec();
-        if predecessors[header].is_empty()
-            || !(predecessors[header].iter()).all(|&p| chains[p].starts_with(&outer))
-        {
+        if predecessors[header].is_empty() {
+            continue;
+        }
+        if !(predecessors[header].iter()).all(|&p| chains[p].starts_with(&outer)) {
+            // Entered from the caller's code too: only latches holding the call's start.
+            for &latch in &predecessors[header] {
+                let only_back = successors[latch].iter().all(|&s| s == header);
+                if only_back && forest.contains(k, latch) && chains[latch].starts_with(&outer) {
+                    chains[latch].truncate(depth - 1);
+                    folded = true;
+                }
+            }
             continue;
         }
         let mut part = vec![header];
@@ -765,15 +786,16 @@ pub fn fold_merged_call_tails<C: PartialEq>(
     }
 }
 
-/// Builds the tree of a function whose blocks have `chains` (see [`block_chains`]);
-/// `back_edges[k]` is the chain of loop `k`'s back-edge branches, when they have a location.
-pub fn build(
+/// The chain of inlined calls each loop is in (the code of the last one; the function's
+/// own for an empty chain): its back edges' (`back_edges[k]`), or, when they have no
+/// location, the longest prefix its blocks' `chains` share; never outside its parent's.
+pub fn loop_contexts(
     forest: &LoopForest,
     chains: &[Vec<Site>],
     back_edges: &[Option<Vec<Site>>],
-) -> RegionTree {
+) -> Vec<Vec<Site>> {
     let n = chains.len();
-    // Each loop's context (outer loops first: the forest is in pre-order).
+    // Outer loops first: the forest is in pre-order.
     let mut contexts: Vec<Vec<Site>> = Vec::with_capacity(forest.loops.len());
     for (k, lp) in forest.loops.iter().enumerate() {
         let mut context = match back_edges.get(k).cloned().flatten() {
@@ -796,6 +818,18 @@ pub fn build(
         }
         contexts.push(context);
     }
+    contexts
+}
+
+/// Builds the tree of a function whose blocks have `chains` (see [`block_chains`]);
+/// `back_edges[k]` is the chain of loop `k`'s back-edge branches, when they have a location.
+pub fn build(
+    forest: &LoopForest,
+    chains: &[Vec<Site>],
+    back_edges: &[Option<Vec<Site>>],
+) -> RegionTree {
+    let n = chains.len();
+    let contexts = loop_contexts(forest, chains, back_edges);
 
     let mut builder = Builder {
         nodes: vec![Node {
@@ -1139,6 +1173,66 @@ mod tests {
             &mut chains,
             &back_edges
         ));
+    }
+
+    #[test]
+    fn a_latch_holding_the_start_of_the_next_call_is_its_callers_code() {
+        // while (step(v) == RETRY) body(): step (site 4) is the header (1) and block 2, which
+        // leaves the loop (to 5) or goes on to the body (3, the caller's); the latch (4) goes
+        // only back to the header and holds step's first load, reloaded for the next call.
+        // As step's code, the call would span the back edge: two instances per iteration.
+        let successors = vec![vec![1], vec![2], vec![3, 5], vec![4, 5], vec![1], vec![]];
+        let forest = find_loops(&successors, 0);
+        let mut chains = vec![vec![], vec![4], vec![4], vec![], vec![4], vec![]];
+        let back_edges = [Some(vec![])];
+        assert!(fold_calls_continued_across_iterations(
+            &forest,
+            &successors,
+            &mut chains,
+            &back_edges
+        ));
+        assert_eq!(chains, [vec![], vec![4], vec![4], vec![], vec![], vec![]]);
+    }
+
+    #[test]
+    fn a_calls_return_threaded_past_its_loops_test_is_its_callers_code() {
+        // while (step(v) == RETRY) body(), the loop's branch back without a location: step
+        // (site 7) is the header (1) and block 2, whose early `return ROW` (3) the optimiser
+        // sends straight past the loop's test to after the loop (5); 4 is the body. Block 3
+        // is entered only from the loop: the rest of a call that left it, the caller's code
+        // (the loop is the caller's: its blocks share no call).
+        let successors = vec![vec![1], vec![2], vec![3, 4], vec![5], vec![1, 5], vec![]];
+        let forest = find_loops(&successors, 0);
+        let locations = vec![
+            vec![at(&[])],
+            vec![at(&[7])],
+            vec![at(&[7])],
+            vec![at(&[7])],
+            vec![at(&[])],
+            vec![at(&[])],
+        ];
+        let mut chains = block_chains(&successors, &locations);
+        let back_edges = [None];
+        assert!(fold_moved_call_pieces(
+            &forest,
+            &successors,
+            &[],
+            &mut chains,
+            &back_edges,
+            &locations,
+            |_, _| false
+        ));
+        assert_eq!(chains, [vec![], vec![7], vec![7], vec![], vec![], vec![]]);
+        let tree = build(&forest, &chains, &back_edges);
+        assert_eq!(
+            shape(&tree),
+            [
+                (Function, None),
+                (Loop(0), Some(0)),
+                (LoopBody(0), Some(1)),
+                (Inlined(7), Some(2)),
+            ]
+        );
     }
 
     #[test]

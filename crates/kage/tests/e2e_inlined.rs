@@ -509,6 +509,39 @@ fn pieces_of_calls_the_optimiser_moved_are_no_calls_of_their_own() {
 }
 
 #[test]
+fn a_call_as_a_retry_loops_condition_is_one_instance_per_call_in_its_callers_loop() {
+    // retry.c: `while ((rc = step(v)) == RETRY && ...)`, step's first load reloaded in the
+    // loop's latch, which the optimiser gives step's location (with the pass of 31610ea,
+    // -O2 named the loop `loop in step` at line 43 and counted step 1000 times, or 1060
+    // once the loop was placed), and step's `return ROW` sent past the loop's test.
+    for (level, report) in reports("retry.c") {
+        assert_calls(
+            level,
+            &report,
+            &[
+                ("step", 1030),
+                ("exec", 1030),
+                ("reset", 257),
+                ("reprepare", 30),
+                ("api_step", 1000),
+                ("main", 1),
+            ],
+        );
+        let loops: BTreeSet<SourceRegion> = (source_regions(&report, "retry.c").into_iter())
+            .filter(|(kind, name, ..)| *kind == "loop" && name != "main")
+            .collect();
+        assert_eq!(
+            loops,
+            BTreeSet::from([
+                ("loop", "api_step".to_string(), 64, 73),
+                ("loop", "step".to_string(), 45, 49),
+            ]),
+            "{level}"
+        );
+    }
+}
+
+#[test]
 fn a_macro_that_makes_the_same_access_twice_is_no_second_call() {
     // get's `if (FASTGET(t, k, lookup))`: a load, lookup's call at its name's position, the
     // same load again, all of one line (see the program): one instance per call at every
