@@ -644,6 +644,16 @@ impl FunctionPlan {
         if let Some(before) = before {
             explain_changes(&before, &chains, "holds its caller's code at a loop's exit");
         }
+        let before = explain.then(|| chains.clone());
+        region_tree::absorb_caller_code_scheduled_in_calls(
+            &forest,
+            &mut chains,
+            &cfg.successors,
+            &terminator_chains,
+        );
+        if let Some(before) = before {
+            explain_changes(&before, &chains, "holds its caller's code scheduled inside it");
+        }
         region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
         if !inlined_regions {
             chains.iter_mut().for_each(Vec::clear);

@@ -720,6 +720,49 @@ pub fn absorb_loop_exits_in_calls(
     }
 }
 
+/// Gives an inlined call the block of its caller's code that the optimiser scheduled inside
+/// the call across one of its branches (SQLite's `OP_Copy`: the caller's load of
+/// `pOut->flags` placed before the last branch of the inlined `sqlite3VdbeMemShallowCopy`,
+/// whose last store follows): a block whose chain is a prefix of its conditional branch's
+/// (`terminators[b]`, the call's), entered only from that call's code and going on into it
+/// within the iteration.
+/// Left the caller's, it would end the call and begin it again: two instances for one.
+pub fn absorb_caller_code_scheduled_in_calls(
+    forest: &LoopForest,
+    chains: &mut [Vec<Site>],
+    successors: &[Vec<usize>],
+    terminators: &[Option<Vec<Site>>],
+) {
+    let n = chains.len();
+    let predecessors = crate::loops::predecessors(successors);
+    for b in reverse_post_order(successors)
+        .into_iter()
+        .filter(|&b| b != 0)
+    {
+        let Some(call) = terminators.get(b).cloned().flatten() else {
+            continue;
+        };
+        // A decision of the call's (an unconditional branch may be one a cut made, with the
+        // location of the code after it), within one iteration (a loop's header is where a
+        // call may begin again).
+        let decides = successors[b].iter().any(|&s| s != successors[b][0]);
+        if !decides
+            || forest.is_header(b)
+            || call.len() <= chains[b].len()
+            || !call.starts_with(&chains[b])
+        {
+            continue;
+        }
+        let entered_from_call = !predecessors[b].is_empty()
+            && (predecessors[b].iter()).all(|&p| p != b && chains[p].starts_with(&call));
+        let goes_on_into_call = (successors[b].iter())
+            .any(|&s| s < n && !forest.is_header(s) && chains[s].starts_with(&call));
+        if entered_from_call && goes_on_into_call {
+            chains[b] = call;
+        }
+    }
+}
+
 /// Folds into their caller the code the optimiser merged from the ends of several inlined
 /// calls of one function (their common tail, which it gives a call site of its own at line
 /// 0, or at column 0 of their line when they share one): entered only from the code of
@@ -1233,6 +1276,35 @@ mod tests {
                 (Inlined(7), Some(2)),
             ]
         );
+    }
+
+    #[test]
+    fn caller_code_scheduled_before_a_calls_branch_is_the_calls() {
+        // 0: the caller; 1: f's code (site 3); 2: a load of the caller's, cut from 1, with
+        // f's branch, to f's last store (3) or past it (4, the caller's). As the caller's,
+        // block 2 would end f and 3 begin it again.
+        let successors = vec![vec![1], vec![2], vec![3, 4], vec![4], vec![]];
+        let mut chains = vec![vec![], vec![3], vec![], vec![3], vec![]];
+        let terminators = [None, Some(vec![3]), Some(vec![3]), Some(vec![3]), None];
+        let forest = find_loops(&successors, 0);
+        absorb_caller_code_scheduled_in_calls(&forest, &mut chains, &successors, &terminators);
+        assert_eq!(chains, [vec![], vec![3], vec![3], vec![3], vec![]]);
+        // Going on only into the caller's code (4 or 5), it ends the call.
+        let successors = vec![vec![1], vec![2], vec![4, 5], vec![4], vec![], vec![]];
+        let mut chains = vec![vec![], vec![3], vec![], vec![3], vec![], vec![]];
+        let terminators = [None, Some(vec![3]), Some(vec![3]), Some(vec![3]), None, None];
+        let forest = find_loops(&successors, 0);
+        absorb_caller_code_scheduled_in_calls(&forest, &mut chains, &successors, &terminators);
+        assert_eq!(chains, [vec![], vec![3], vec![], vec![3], vec![], vec![]]);
+        // An unconditional branch with the call's location is where a cut was made, before
+        // the call's next code (a call begun again after the caller's code): it decides
+        // nothing of the call's.
+        let successors = vec![vec![1], vec![2], vec![3], vec![4], vec![]];
+        let mut chains = vec![vec![], vec![3], vec![], vec![3], vec![]];
+        let terminators = [None, Some(vec![3]), Some(vec![3]), Some(vec![3]), None];
+        let forest = find_loops(&successors, 0);
+        absorb_caller_code_scheduled_in_calls(&forest, &mut chains, &successors, &terminators);
+        assert_eq!(chains, [vec![], vec![3], vec![], vec![3], vec![]]);
     }
 
     #[test]
