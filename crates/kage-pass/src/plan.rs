@@ -506,6 +506,8 @@ impl FunctionPlan {
         // Whether each block makes a memory access or a call (see
         // region_tree::drop_unmeasured_calls).
         let mut measured = vec![false; cfg.blocks.len()];
+        // Whether each block's measured instructions are all loads (one at least).
+        let mut only_loads = vec![true; cfg.blocks.len()];
         let mut accesses = Vec::new();
         let mut exits = Vec::new();
         let mut resume_points = Vec::new();
@@ -530,6 +532,9 @@ impl FunctionPlan {
                     accesses.push(access);
                 }
                 measured[b] |= is_measured;
+                if is_measured && ir::opcode(inst) != LLVMOpcode::LLVMLoad {
+                    only_loads[b] = false;
+                }
                 if is_measured {
                     block_measured.extend(location.clone());
                 }
@@ -549,6 +554,7 @@ impl FunctionPlan {
                     }
                 }
             }
+            only_loads[b] &= measured[b];
             locations.push(block_locations);
             measured_locations.push(block_measured);
         }
@@ -752,7 +758,17 @@ impl FunctionPlan {
                 "is its caller's: a call begun in the iteration before",
             );
         }
-        if moved || continued {
+        let before = explain.then(|| chains.clone());
+        let hoisted =
+            region_tree::fold_hoisted_call_loads(&cfg.successors, &only_loads, &mut chains);
+        if let Some(before) = before {
+            explain_changes(
+                &before,
+                &chains,
+                "is its caller's: a load hoisted above the test whether to call",
+            );
+        }
+        if moved || continued || hoisted {
             region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
             let declared = (loops_as_written.into_iter()).map(|l| l.declared).collect();
             tree = region_tree::build(&forest, &chains, &back_edges);
