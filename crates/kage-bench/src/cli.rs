@@ -51,11 +51,11 @@ pub struct Cli {
     #[arg(long)]
     list: bool,
     /// Compare several configurations of the tool instead of one: each is more KAGE_OPTIONS
-    /// items (`vsm=bulk:granularity=line`) and compiler variables (`KAGE_INLINED_REGIONS=0`,
-    /// which build the variant's own binary), `:`-separated; repeatable, `''` for the
-    /// default. The table then has a memory expansion and a slowdown column per variant (the
+    /// items (`vsm=bulk:granularity=line`), compiler variables (`KAGE_INLINED_REGIONS=0`)
+    /// and an optimisation level (`-O0`, in place of `-O2`), the last two building the
+    /// variant's own binary, `:`-separated; repeatable, `''` for the default. The table then has a memory expansion and a slowdown column per variant (the
     /// Skadu paper's Figure 7).
-    #[arg(long = "variant")]
+    #[arg(long = "variant", allow_hyphen_values = true)]
     variants: Vec<String>,
     /// With --variant: limit each instrumented run's address space (RLIMIT_AS) to this
     /// many GiB; a run that runs out shows as "> N GiB" instead of exhausting the machine.

@@ -20,6 +20,8 @@ pub struct Compiler {
     pub depends_on: Vec<PathBuf>,
     /// Environment for the compiler (`KAGE_TOOL` for tools with their own instrumentation).
     pub env: Vec<(String, String)>,
+    /// `-O2` but in a variant that asks for another level.
+    pub opt_level: String,
 }
 
 impl Compiler {
@@ -28,6 +30,7 @@ impl Compiler {
             command: command.into(),
             depends_on: vec![],
             env: vec![],
+            opt_level: "-O2".to_string(),
         }
     }
 
@@ -54,6 +57,7 @@ impl Compiler {
             command: kage_cc.to_path_buf(),
             depends_on,
             env,
+            opt_level: "-O2".to_string(),
         }
     }
 }
@@ -67,7 +71,8 @@ pub fn runtime_tool(tool: &str) -> &str {
         .unwrap_or(if tool == "count-calls" { "count" } else { tool })
 }
 
-/// Builds `recipe` into `dir/<name>` with `compiler -O2` and returns the executable's path.
+/// Builds `recipe` into `dir/<name>` with `compiler` at its optimisation level and returns
+/// the executable's path.
 pub fn build(
     compiler: &Compiler,
     recipe: &Recipe,
@@ -98,7 +103,7 @@ pub fn build(
         let mut command = Command::new(&compiler.command);
         command
             .envs(compiler.env.iter().map(|(k, v)| (k, v)))
-            .arg("-O2")
+            .arg(&compiler.opt_level)
             .args(&recipe.cflags)
             .arg("-c")
             .arg(source)
@@ -122,7 +127,7 @@ pub fn build(
         let mut command = Command::new(&compiler.command);
         command
             .envs(compiler.env.iter().map(|(k, v)| (k, v)))
-            .arg("-O2")
+            .arg(&compiler.opt_level)
             .args(&objects)
             .arg("-o")
             .arg(&executable)

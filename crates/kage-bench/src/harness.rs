@@ -67,37 +67,38 @@ pub fn run(options: &Options) -> Result<bool> {
             options.rebuild,
         )
         .with_context(|| format!("building {} natively", program.name))?;
-        // One instrumented build per set of compiler variables the variants ask for.
-        let mut kage_exes: Vec<(Vec<(String, String)>, PathBuf)> = Vec::new();
-        for build_env in
-            std::iter::once(Vec::new()).chain(variants.iter().map(|v| v.build_env.clone()))
+        // One instrumented build per set of compiler settings the variants ask for.
+        let mut kage_exes: Vec<(VariantBuild, PathBuf)> = Vec::new();
+        for build in
+            std::iter::once(VariantBuild::default()).chain(variants.iter().map(|v| v.build.clone()))
         {
-            if kage_exes.iter().any(|(env, _)| *env == build_env) {
+            if kage_exes.iter().any(|(b, _)| *b == build) {
                 continue;
             }
             let mut compiler = kage.clone();
-            compiler.env.extend(build_env.iter().cloned());
-            let suffix: String = (build_env.iter())
-                .map(|(k, v)| format!("+{k}={v}"))
-                .collect();
+            compiler.env.extend(build.env.iter().cloned());
+            if let Some(level) = &build.opt_level {
+                compiler.opt_level = level.clone();
+            }
+            let suffix = build.suffix();
             let kage_dir = dir(&format!("kage-{}{suffix}", options.tool));
             let exe = compile::build(&compiler, &recipe, &kage_dir, program.name, options.rebuild)
                 .with_context(|| format!("building {} with kage-cc{suffix}", program.name))?;
-            kage_exes.push((build_env, exe));
+            kage_exes.push((build, exe));
         }
-        let exe_for = |build_env: &[(String, String)]| -> PathBuf {
+        let exe_for = |build: &VariantBuild| -> PathBuf {
             (kage_exes.iter())
-                .find(|(env, _)| env.as_slice() == build_env)
+                .find(|(b, _)| b == build)
                 .map(|(_, exe)| exe.clone())
                 .expect("every variant's build was made above")
         };
-        let variant_exes: Vec<PathBuf> = variants.iter().map(|v| exe_for(&v.build_env)).collect();
+        let variant_exes: Vec<PathBuf> = variants.iter().map(|v| exe_for(&v.build)).collect();
         results.push(measure_program(
             options,
             &runner,
             program,
             &native_exe,
-            &exe_for(&[]),
+            &exe_for(&VariantBuild::default()),
             &variants,
             &variant_exes,
         )?);
@@ -117,17 +118,36 @@ pub fn run(options: &Options) -> Result<bool> {
     Ok(report.results.iter().all(|r| r.mismatch.is_none()))
 }
 
-/// One `--variant`: the compiler variables its build needs (`KAGE_*` items, upper case) and
-/// the `KAGE_OPTIONS` items its runs add (the others).
+/// One `--variant`: how its program is built (compiler variables, `KAGE_*` items in upper
+/// case, and an optimisation level, `-O0` ... `-Oz`) and the `KAGE_OPTIONS` items its runs
+/// add (the others).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VariantSpec {
-    pub build_env: Vec<(String, String)>,
+    pub build: VariantBuild,
     pub runtime_options: String,
+}
+
+/// What a variant changes in the instrumented build; the default is the suite's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VariantBuild {
+    /// Compiler variables, sorted.
+    pub env: Vec<(String, String)>,
+    /// The optimisation level in place of `-O2`.
+    pub opt_level: Option<String>,
+}
+
+impl VariantBuild {
+    /// What the build's directory adds to `kage-<tool>`: `+NAME=value` per variable, `+O0`.
+    fn suffix(&self) -> String {
+        let env = self.env.iter().map(|(k, v)| format!("+{k}={v}"));
+        let level = self.opt_level.iter().map(|l| format!("+{}", &l[1..]));
+        env.chain(level).collect()
+    }
 }
 
 impl VariantSpec {
     pub fn parse(text: &str) -> Self {
-        let mut build_env = Vec::new();
+        let mut build = VariantBuild::default();
         let mut runtime = Vec::new();
         for item in text.split(':').filter(|i| !i.is_empty()) {
             match item.split_once('=') {
@@ -135,17 +155,23 @@ impl VariantSpec {
                     if name.starts_with("KAGE_")
                         && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') =>
                 {
-                    build_env.push((name.to_string(), value.to_string()));
+                    build.env.push((name.to_string(), value.to_string()));
                 }
+                None if is_opt_level(item) => build.opt_level = Some(item.to_string()),
                 _ => runtime.push(item),
             }
         }
-        build_env.sort();
+        build.env.sort();
         VariantSpec {
-            build_env,
+            build,
             runtime_options: runtime.join(":"),
         }
     }
+}
+
+/// `-O0`, `-O1`, `-O2`, `-O3`, `-Os`, `-Oz`, `-Og`.
+fn is_opt_level(item: &str) -> bool {
+    matches!(item, "-O0" | "-O1" | "-O2" | "-O3" | "-Os" | "-Oz" | "-Og")
 }
 
 /// kage-cc from the options, else next to this executable (where scripts/build.sh puts both).
@@ -345,17 +371,29 @@ fn measure_variants(
 
 #[cfg(test)]
 mod tests {
-    use super::VariantSpec;
+    use super::{VariantBuild, VariantSpec};
 
     #[test]
     fn a_variant_splits_into_compiler_variables_and_runtime_options() {
         let spec = VariantSpec::parse("vsm=bulk:KAGE_INLINED_REGIONS=0:granularity=line");
         assert_eq!(
-            spec.build_env,
+            spec.build.env,
             vec![("KAGE_INLINED_REGIONS".to_string(), "0".to_string())]
         );
+        assert_eq!(spec.build.opt_level, None);
         assert_eq!(spec.runtime_options, "vsm=bulk:granularity=line");
         let default = VariantSpec::parse("");
-        assert!(default.build_env.is_empty() && default.runtime_options.is_empty());
+        assert_eq!(default.build, VariantBuild::default());
+        assert!(default.runtime_options.is_empty());
+    }
+
+    #[test]
+    fn an_optimisation_level_is_the_builds() {
+        let spec = VariantSpec::parse("-O0:KAGE_INLINED_REGIONS=0:-O1");
+        assert_eq!(spec.build.opt_level.as_deref(), Some("-O1"));
+        assert_eq!(spec.build.suffix(), "+KAGE_INLINED_REGIONS=0+O1");
+        assert!(spec.runtime_options.is_empty());
+        // Not a level: a runtime option, which the runtime will refuse by name.
+        assert_eq!(VariantSpec::parse("-O9").runtime_options, "-O9");
     }
 }

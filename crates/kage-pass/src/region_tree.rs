@@ -607,8 +607,11 @@ pub fn fold_moved_call_pieces(
 /// are the caller's: as a region of their own they would count each call twice. So is a
 /// latch that goes only to the header and holds code of the call the header begins (the
 /// optimiser reloads the call's first operand at the end of the iteration before:
-/// `while (step(v) == RETRY) {...}`): left the call's, the call would span the back edge
-/// and count one instance more per iteration. Returns whether it folded any.
+/// `while (step(v) == RETRY) {...}`), or a block of it that runs straight on to such a
+/// latch (past the loop's own code: `std::sort`'s `while (comp(val, next))`, the
+/// comparator's load of `val` reloaded at the end of each iteration): left the call's, the
+/// call would span the back edge and count one instance more per iteration. Returns whether
+/// it folded any.
 pub fn fold_calls_continued_across_iterations(
     forest: &LoopForest,
     successors: &[Vec<usize>],
@@ -634,12 +637,32 @@ pub fn fold_calls_continued_across_iterations(
             continue;
         }
         if !(predecessors[header].iter()).all(|&p| chains[p].starts_with(&outer)) {
-            // Entered from the caller's code too: only latches holding the call's start.
+            // Entered from the caller's code too: only the call's code at the end of an
+            // iteration, in the straight run of blocks that ends with a latch going only
+            // back to the header (past the loop's own code between them).
             for &latch in &predecessors[header] {
                 let only_back = successors[latch].iter().all(|&s| s == header);
-                if only_back && forest.contains(k, latch) && chains[latch].starts_with(&outer) {
-                    chains[latch].truncate(depth - 1);
-                    folded = true;
+                if !only_back || !forest.contains(k, latch) {
+                    continue;
+                }
+                let mut at = latch;
+                loop {
+                    if chains[at].starts_with(&outer) {
+                        chains[at].truncate(depth - 1);
+                        folded = true;
+                    } else if chains[at] != *back {
+                        break;
+                    }
+                    match predecessors[at][..] {
+                        [before]
+                            if before != header
+                                && successors[before] == [at]
+                                && forest.contains(k, before) =>
+                        {
+                            at = before
+                        }
+                        _ => break,
+                    }
                 }
             }
             continue;
@@ -1297,6 +1320,65 @@ mod tests {
             &back_edges
         ));
         assert_eq!(chains, [vec![], vec![4], vec![4], vec![], vec![], vec![]]);
+    }
+
+    #[test]
+    fn the_start_of_the_next_call_before_an_empty_latch_is_its_callers_code() {
+        // while (comp(val, next)) { move(); }: comp (site 4) is the header (1) and block 2,
+        // which leaves the loop (to 6) or goes on to the body (3, move's: site 5); block 4
+        // holds comp's reload of `val` and runs straight on to the latch (5, the loop's own
+        // code), which goes only back to the header.
+        let successors = vec![
+            vec![1],
+            vec![2],
+            vec![3, 6],
+            vec![4],
+            vec![5],
+            vec![1],
+            vec![],
+        ];
+        let forest = find_loops(&successors, 0);
+        let mut chains = vec![vec![], vec![4], vec![4], vec![5], vec![4], vec![], vec![]];
+        let back_edges = [Some(vec![])];
+        assert!(fold_calls_continued_across_iterations(
+            &forest,
+            &successors,
+            &mut chains,
+            &back_edges
+        ));
+        assert_eq!(
+            chains,
+            [vec![], vec![4], vec![4], vec![5], vec![], vec![], vec![]]
+        );
+        // comp's code before another call's on the way (an unrolled body's own call of
+        // comp, then move): a call of its own, kept.
+        let mut chains = vec![vec![], vec![4], vec![4], vec![5], vec![4], vec![5], vec![]];
+        assert!(!fold_calls_continued_across_iterations(
+            &forest,
+            &successors,
+            &mut chains,
+            &back_edges
+        ));
+        assert_eq!(chains[4], [4]);
+        // A block that branches ends the run: comp's code before it stays comp's.
+        let successors = vec![
+            vec![1],
+            vec![2],
+            vec![3, 6],
+            vec![4],
+            vec![5, 6],
+            vec![1],
+            vec![],
+        ];
+        let forest = find_loops(&successors, 0);
+        let mut chains = vec![vec![], vec![4], vec![4], vec![4], vec![], vec![], vec![]];
+        assert!(!fold_calls_continued_across_iterations(
+            &forest,
+            &successors,
+            &mut chains,
+            &back_edges
+        ));
+        assert_eq!(chains[3], [4]);
     }
 
     #[test]
