@@ -658,7 +658,11 @@ impl FunctionPlan {
             &terminator_chains,
         );
         if let Some(before) = before {
-            explain_changes(&before, &chains, "holds its caller's code scheduled inside it");
+            explain_changes(
+                &before,
+                &chains,
+                "holds its caller's code scheduled inside it",
+            );
         }
         region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
         if !inlined_regions {
@@ -768,7 +772,21 @@ impl FunctionPlan {
                 "is its caller's: a load hoisted above the test whether to call",
             );
         }
-        if moved || continued || hoisted {
+        let before = explain.then(|| chains.clone());
+        let sunk = region_tree::fold_sunk_call_pieces(
+            &cfg.successors,
+            &deciding,
+            &only_loads,
+            &mut chains,
+        );
+        if let Some(before) = before {
+            explain_changes(
+                &before,
+                &chains,
+                "is its caller's: sunk past another call of the caller's",
+            );
+        }
+        if moved || continued || hoisted || sunk {
             region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
             let declared = (loops_as_written.into_iter()).map(|l| l.declared).collect();
             tree = region_tree::build(&forest, &chains, &back_edges);

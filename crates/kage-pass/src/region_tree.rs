@@ -695,7 +695,10 @@ pub fn fold_calls_continued_across_iterations(
 /// 0) rc = whereLoopAddAll(&sWLB);`: `whereLoopAddAll`'s first load made before the test,
 /// and so before `whereShortCut`): a block of the call's own code (`chains[b]` the call's,
 /// no call inside it) that only loads (`only_loads[b]`) and goes on into the code of
-/// another call of the caller's, from which the call's code is reached again in the same
+/// another call of the caller's (directly or through the caller's own code: SQLite's
+/// `sqlite3PagerBegin(pPager, ..., sqlite3TempInMemory(db))`, its test of
+/// `pPager->errCode` made before the argument's call), from which the call's code is
+/// reached again in the same
 /// iteration (by forward edges: after a back edge it is the next call). The source
 /// runs one call after the other, never a call inside its sibling: as the call's, the
 /// block would count a call more each time that path runs. Returns whether it folded any.
@@ -725,28 +728,122 @@ pub fn fold_hoisted_call_loads(
                 && other.starts_with(caller)
                 && other[caller.len()] != call[caller.len()]
         };
-        let comes_back = (successors[b].iter())
-            .filter(|&&s| forward(b, s) && sibling(s))
-            .any(|&s| {
-                // The call's code reached again from the sibling's, not through this block.
-                let mut seen = vec![false; n];
-                seen[b] = true;
-                let mut work = vec![s];
-                while let Some(o) = work.pop() {
-                    if seen[o] {
-                        continue;
-                    }
-                    seen[o] = true;
-                    if chains[o].starts_with(&call) {
-                        return true;
-                    }
-                    work.extend(successors[o].iter().copied().filter(|&x| forward(o, x)));
-                }
-                false
-            });
+        // On into a sibling's code (past the caller's own code between them), and from there
+        // to the call's code again, not through this block.
+        let mut seen = vec![[false; 2]; n];
+        seen[b] = [true; 2];
+        let mut work: Vec<(usize, usize)> = (successors[b].iter())
+            .filter(|&&s| forward(b, s))
+            .map(|&s| (s, 0))
+            .collect();
+        let mut comes_back = false;
+        while let Some((o, phase)) = work.pop() {
+            if seen[o][phase] {
+                continue;
+            }
+            seen[o][phase] = true;
+            let phase = if sibling(o) { 1 } else { phase };
+            if phase == 0 && chains[o].as_slice() != caller {
+                continue;
+            }
+            if phase == 1 && chains[o].starts_with(&call) {
+                comes_back = true;
+                break;
+            }
+            work.extend(
+                successors[o]
+                    .iter()
+                    .filter(|&&x| forward(o, x))
+                    .map(|&x| (x, phase)),
+            );
+        }
         if comes_back {
             chains[b].truncate(caller.len());
             folded = true;
+        }
+    }
+    folded
+}
+
+/// Folds into their caller the pieces of an inlined call that the optimiser sank past a
+/// sibling call (`std::vector<long> v(n, x)`: `_Vector_base`'s store of the end of the
+/// storage made after `_M_fill_initialize`'s loop): a block of the call's code reached, by
+/// forward edges inside the caller's code, from a block of another call of the caller's
+/// that is itself reached so from the call's code. The source runs one call after the
+/// other, so within one iteration the call's code cannot come back after its sibling's
+/// began: as the call's, the block would count a call more. A copy of the whole call (an
+/// unrolled or peeled iteration's, after the sibling's copy) is told apart by its lines: a
+/// block holding any line of the call that the earlier code of the call holds too is a
+/// copy, and stays; so does the rest of a call whose earlier code only loads (that is
+/// what moved: [`fold_hoisted_call_loads`]). `deciding[b]` are block `b`'s locations,
+/// `only_loads[b]` whether it makes no access but loads. Returns whether it folded any.
+pub fn fold_sunk_call_pieces(
+    successors: &[Vec<usize>],
+    deciding: &[Vec<Location>],
+    only_loads: &[bool],
+    chains: &mut [Vec<Site>],
+) -> bool {
+    let n = chains.len();
+    let order = reverse_post_order(successors);
+    let mut position = vec![usize::MAX; n];
+    for (i, &b) in order.iter().enumerate() {
+        position[b] = i;
+    }
+    let predecessors = crate::loops::predecessors(successors);
+    // Forward edges only: a call met again after a back edge is the next iteration's.
+    let forward = |from: usize, to: usize| to < n && position[to] > position[from];
+    // The lines of `call`'s code in block `b` (from the callee's on).
+    let places = |b: usize, call: &[Site]| -> Vec<Vec<u32>> {
+        (deciding.get(b).map(Vec::as_slice).unwrap_or(&[]).iter())
+            .filter(|l| l.sites.starts_with(call))
+            .map(|l| l.lines[call.len()..].to_vec())
+            .collect()
+    };
+    let mut folded = false;
+    for &b in &order {
+        for depth in 0..chains[b].len() {
+            let call = chains[b][..=depth].to_vec();
+            let caller = &call[..depth];
+            // Back from `b` inside the caller's code: first through anything, then, once past
+            // a sibling's code, to the call's code.
+            let mut seen = vec![[false; 2]; n];
+            let mut work = vec![(b, 0usize)];
+            let mut earlier: Vec<usize> = Vec::new();
+            while let Some((o, phase)) = work.pop() {
+                if seen[o][phase] {
+                    continue;
+                }
+                seen[o][phase] = true;
+                let chain = &chains[o];
+                let phase = if chain.len() > depth && chain[depth] != call[depth] {
+                    1
+                } else {
+                    phase
+                };
+                if phase == 1 && chain.starts_with(&call) {
+                    earlier.push(o);
+                    continue;
+                }
+                for &p in &predecessors[o] {
+                    if forward(p, o) && chains[p].starts_with(caller) {
+                        work.push((p, phase));
+                    }
+                }
+            }
+            // Earlier code that only loads is what moved, up ([`fold_hoisted_call_loads`]).
+            if earlier
+                .iter()
+                .all(|&a| only_loads.get(a).copied().unwrap_or(false))
+            {
+                continue;
+            }
+            let here = places(b, &call);
+            let copy = (earlier.iter()).any(|&a| places(a, &call).iter().any(|l| here.contains(l)));
+            if !copy {
+                chains[b].truncate(depth);
+                folded = true;
+                break;
+            }
         }
     }
     folded
@@ -1323,6 +1420,76 @@ mod tests {
     }
 
     #[test]
+    fn a_calls_store_sunk_past_its_siblings_loop_is_its_callers_code() {
+        // std::vector<long> v(n, x) (site 1): _Vector_base (site 2, blocks 1 and 4: its
+        // allocation at line 332, then its store of the end of the storage, line 333, sunk
+        // past the fill) and _M_fill_initialize (site 3, blocks 2 and its loop 3).
+        let successors = vec![vec![1], vec![2, 4], vec![3, 4], vec![3, 4], vec![5], vec![]];
+        let line = |sites: &[Site], lines: &[u32]| Location {
+            sites: sites.to_vec(),
+            lines: lines.to_vec(),
+        };
+        let deciding = |store_line: u32| {
+            vec![
+                vec![],
+                vec![line(&[1, 2], &[84, 566, 332])],
+                vec![line(&[1, 3], &[84, 567, 1702])],
+                vec![line(&[1, 3], &[84, 567, 1703])],
+                vec![line(&[1, 2], &[84, 566, store_line])],
+                vec![],
+            ]
+        };
+        let chains = vec![
+            vec![],
+            vec![1, 2],
+            vec![1, 3],
+            vec![1, 3],
+            vec![1, 2],
+            vec![],
+        ];
+        let loads = [false; 6];
+        let mut folded = chains.clone();
+        assert!(fold_sunk_call_pieces(
+            &successors,
+            &deciding(333),
+            &loads,
+            &mut folded
+        ));
+        assert_eq!(folded[4], [1]);
+        assert_eq!(folded[..4], chains[..4]);
+        // A copy of the call's code after its sibling's (a peeled iteration's): kept.
+        let mut kept = chains.clone();
+        assert!(!fold_sunk_call_pieces(
+            &successors,
+            &deciding(332),
+            &loads,
+            &mut kept
+        ));
+        assert_eq!(kept, chains);
+        // The earlier code only loads: it is what moved, the rest stays the call's.
+        let mut kept = chains.clone();
+        let early_loads = [false, true, false, false, false, false];
+        assert!(!fold_sunk_call_pieces(
+            &successors,
+            &deciding(333),
+            &early_loads,
+            &mut kept
+        ));
+        assert_eq!(kept, chains);
+        // Calls one after the other, or the call's code again only after a back edge: kept.
+        let successors = vec![vec![1], vec![2], vec![3], vec![1, 4], vec![5], vec![]];
+        let chains = vec![vec![], vec![1, 2], vec![1, 3], vec![1, 3], vec![1], vec![]];
+        let mut kept = chains.clone();
+        assert!(!fold_sunk_call_pieces(
+            &successors,
+            &deciding(333),
+            &loads,
+            &mut kept
+        ));
+        assert_eq!(kept, chains);
+    }
+
+    #[test]
     fn the_start_of_the_next_call_before_an_empty_latch_is_its_callers_code() {
         // while (comp(val, next)) { move(); }: comp (site 4) is the header (1) and block 2,
         // which leaves the loop (to 6) or goes on to the body (3, move's: site 5); block 4
@@ -1436,7 +1603,14 @@ mod tests {
         // Going on only into the caller's code (4 or 5), it ends the call.
         let successors = vec![vec![1], vec![2], vec![4, 5], vec![4], vec![], vec![]];
         let mut chains = vec![vec![], vec![3], vec![], vec![3], vec![], vec![]];
-        let terminators = [None, Some(vec![3]), Some(vec![3]), Some(vec![3]), None, None];
+        let terminators = [
+            None,
+            Some(vec![3]),
+            Some(vec![3]),
+            Some(vec![3]),
+            None,
+            None,
+        ];
         let forest = find_loops(&successors, 0);
         absorb_caller_code_scheduled_in_calls(&forest, &mut chains, &successors, &terminators);
         assert_eq!(chains, [vec![], vec![3], vec![], vec![3], vec![], vec![]]);
@@ -1459,14 +1633,41 @@ mod tests {
         let successors = vec![vec![1], vec![2, 3], vec![3, 4], vec![4], vec![]];
         let only_loads = [false, true, false, false, false];
         let mut chains = vec![vec![], vec![5], vec![6], vec![5], vec![]];
-        assert!(fold_hoisted_call_loads(&successors, &only_loads, &mut chains));
+        assert!(fold_hoisted_call_loads(
+            &successors,
+            &only_loads,
+            &mut chains
+        ));
         assert_eq!(chains, [vec![], vec![], vec![6], vec![5], vec![]]);
         // In a loop, the call met again after the back edge is the next iteration's: 1 is
         // the header, 2 a call of 5's that only loads, 3 a call of 6's, back to 1 or out.
         let successors = vec![vec![1], vec![2], vec![3], vec![1, 4], vec![]];
         let only_loads = [false, false, true, false, false];
         let mut chains = vec![vec![], vec![], vec![5], vec![6], vec![]];
-        assert!(!fold_hoisted_call_loads(&successors, &only_loads, &mut chains));
+        assert!(!fold_hoisted_call_loads(
+            &successors,
+            &only_loads,
+            &mut chains
+        ));
+        // begin(pager, temp_in_memory(db)): begin's (site 5) test of the pager's error code
+        // (block 1, leaving to 5 when set) made before the caller's code (2) and the
+        // argument's call (3, site 6), then the rest of begin (4).
+        let successors = vec![vec![1], vec![2, 5], vec![3], vec![4], vec![5], vec![]];
+        let only_loads = [false, true, false, false, false, false];
+        let mut chains = vec![vec![], vec![5], vec![], vec![6], vec![5], vec![]];
+        assert!(fold_hoisted_call_loads(
+            &successors,
+            &only_loads,
+            &mut chains
+        ));
+        assert_eq!(chains[1], Vec::<Site>::new());
+        // The caller's code on the way, but no sibling's: begin's code goes on (kept).
+        let mut chains = vec![vec![], vec![5], vec![], vec![], vec![5], vec![]];
+        assert!(!fold_hoisted_call_loads(
+            &successors,
+            &only_loads,
+            &mut chains
+        ));
     }
 
     #[test]
