@@ -502,9 +502,9 @@ pub fn fold_moved_call_pieces(
             // but not into the call's code there and is part of the call's code there (a
             // preheader), or one at places the code in the loops is not at and with no edge
             // to or from it. A piece that goes on into
-            // the call's code in the loops is the start of a call (its test before a rotated
-            // loop), one entered from it and from elsewhere a part of calls (a path to an
-            // error).
+            // the call's code in the loops and elsewhere is the start of a call (its test
+            // before a rotated loop), one entered from it and from elsewhere a part of calls
+            // (a path to an error).
             let outside: Vec<usize> = (blocks.iter())
                 .filter(|&&(_, lp, exact)| exact && lp == own)
                 .map(|&(b, _, _)| b)
@@ -580,8 +580,13 @@ pub fn fold_moved_call_pieces(
                 // Part of the call, not all of it (a rotated loop's test before the loop is
                 // the whole call, as at the loop's end).
                 let part = there.iter().any(|p| !at.contains(p));
+                // A piece whose every way out goes on into the call's code in the loops is a
+                // part of the calls there hoisted to the preheader (SQLite's
+                // `sqlite3_vfs_register` in a loop: its call of `sqlite3_initialize`, whose
+                // first load the optimiser made once before the loop).
+                let into_call = only_inside(&exits) && exits.iter().all(|&o| in_loops(o));
                 let moved = only_inside(&entries)
-                    || (only_inside(&exits) && !exits_to_call && part)
+                    || (only_inside(&exits) && (!exits_to_call || into_call) && part)
                     || (!exits_to_call
                         && !entered_from_call
                         && at.iter().all(|p| !there.contains(p)));
@@ -1328,6 +1333,55 @@ mod tests {
         assert_eq!(tree.block_region[1], 2);
         assert_eq!(tree.block_region[5], 0);
         assert_eq!(tree.nodes[4].context, [3, 4]);
+    }
+
+    #[test]
+    fn a_calls_code_hoisted_into_a_preheader_that_only_enters_the_call_is_its_callers() {
+        // for (i = 0; i < 4; i++) reg(&vfs[i]): reg (site 5) is the whole loop body, its
+        // header (1) and the block after it (2); its first load (line 2 of reg) made once
+        // before, in the entry block (0), which goes only into the header; 3 the latch
+        // (the caller's), 4 after the loop.
+        let successors = vec![vec![1], vec![2], vec![3], vec![1, 4], vec![]];
+        let forest = find_loops(&successors, 0);
+        let line = |sites: &[Site], lines: &[u32]| Location {
+            sites: sites.to_vec(),
+            lines: lines.to_vec(),
+        };
+        let locations = |entry: &[u32]| {
+            vec![
+                (entry.iter()).map(|&l| line(&[5], &[7, l])).collect(),
+                vec![line(&[5], &[7, 3])],
+                vec![line(&[5], &[7, 4])],
+                vec![line(&[], &[6])],
+                vec![line(&[], &[8])],
+            ]
+        };
+        let back_edges = [Some(vec![])];
+        let chains = vec![vec![5], vec![5], vec![5], vec![], vec![]];
+        let mut folded = chains.clone();
+        assert!(fold_moved_call_pieces(
+            &forest,
+            &successors,
+            &[],
+            &mut folded,
+            &back_edges,
+            &locations(&[2]),
+            |_, _| false
+        ));
+        assert_eq!(folded, [vec![], vec![5], vec![5], vec![], vec![]]);
+        // Every line of the code in the loop: a copy of the whole call, the first call (a
+        // peeled iteration), kept.
+        let mut kept = chains.clone();
+        assert!(!fold_moved_call_pieces(
+            &forest,
+            &successors,
+            &[],
+            &mut kept,
+            &back_edges,
+            &locations(&[3, 4]),
+            |_, _| false
+        ));
+        assert_eq!(kept, chains);
     }
 
     #[test]
