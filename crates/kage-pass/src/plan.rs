@@ -664,6 +664,20 @@ impl FunctionPlan {
                 "holds its caller's code scheduled inside it",
             );
         }
+        let before = explain.then(|| chains.clone());
+        region_tree::absorb_caller_code_between_call_pieces(
+            &forest,
+            &mut chains,
+            &cfg.successors,
+            &deciding,
+        );
+        if let Some(before) = before {
+            explain_changes(
+                &before,
+                &chains,
+                "holds its caller's code placed between its pieces",
+            );
+        }
         region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
         if !inlined_regions {
             chains.iter_mut().for_each(Vec::clear);
@@ -763,13 +777,17 @@ impl FunctionPlan {
             );
         }
         let before = explain.then(|| chains.clone());
-        let hoisted =
-            region_tree::fold_hoisted_call_loads(&cfg.successors, &only_loads, &mut chains);
+        let hoisted = region_tree::fold_hoisted_call_loads(
+            &cfg.successors,
+            &deciding,
+            &only_loads,
+            &mut chains,
+        );
         if let Some(before) = before {
             explain_changes(
                 &before,
                 &chains,
-                "is its caller's: a load hoisted above the test whether to call",
+                "is its caller's: a load hoisted above the caller's code",
             );
         }
         let before = explain.then(|| chains.clone());

@@ -696,19 +696,22 @@ pub fn fold_calls_continued_across_iterations(
 }
 
 /// Folds into their caller the loads of an inlined call that the optimiser hoisted above
-/// another call of the same caller (SQLite's `if (nTabList != 1 || whereShortCut(&sWLB) ==
-/// 0) rc = whereLoopAddAll(&sWLB);`: `whereLoopAddAll`'s first load made before the test,
-/// and so before `whereShortCut`): a block of the call's own code (`chains[b]` the call's,
-/// no call inside it) that only loads (`only_loads[b]`) and goes on into the code of
-/// another call of the caller's (directly or through the caller's own code: SQLite's
-/// `sqlite3PagerBegin(pPager, ..., sqlite3TempInMemory(db))`, its test of
-/// `pPager->errCode` made before the argument's call), from which the call's code is
-/// reached again in the same
-/// iteration (by forward edges: after a back edge it is the next call). The source
-/// runs one call after the other, never a call inside its sibling: as the call's, the
-/// block would count a call more each time that path runs. Returns whether it folded any.
+/// code of the caller's: a block of the call's own code (`chains[b]` the call's) that only
+/// loads (`only_loads[b]`) and goes on into the caller's own code or another call of the
+/// caller's, from which the call's code is reached again in the same iteration (by
+/// forward edges: after a back edge it is the next call) from each of its ways out that
+/// is not the call's code (one that never comes back is where the block decides the call
+/// is over: it is the whole call there), where none of the block's lines is. SQLite's `if (nTabList != 1 || whereShortCut(&sWLB) == 0) rc =
+/// whereLoopAddAll(&sWLB);` (`whereLoopAddAll`'s first load made before the test, and so
+/// before `whereShortCut`), `sqlite3PagerBegin(pPager, ..., sqlite3TempInMemory(db))` (its
+/// test of `pPager->errCode` made before the argument's call). The source runs a call's
+/// code in one piece: as the call's, the block would count a call more each time that path
+/// runs. The code reached again holding one of the block's lines is a copy (an unrolled
+/// loop's next call), and the block stays. `deciding[b]` are block `b`'s locations.
+/// Returns whether it folded any.
 pub fn fold_hoisted_call_loads(
     successors: &[Vec<usize>],
+    deciding: &[Vec<Location>],
     only_loads: &[bool],
     chains: &mut [Vec<Site>],
 ) -> bool {
@@ -727,47 +730,57 @@ pub fn fold_hoisted_call_loads(
             continue;
         }
         let caller = &call[..call.len() - 1];
-        let sibling = |o: usize| {
-            let other = &chains[o];
-            other.len() >= call.len()
-                && other.starts_with(caller)
-                && other[caller.len()] != call[caller.len()]
+        // On through the caller's code (its own or its other calls'), not through this
+        // block, to the call's code again: the blocks of the call reached so from each way
+        // out of the block that is not the call's code.
+        let again_from = |start: usize| -> Vec<usize> {
+            let mut seen = vec![false; n];
+            seen[b] = true;
+            let mut work = vec![start];
+            let mut again = Vec::new();
+            while let Some(o) = work.pop() {
+                if seen[o] || !chains[o].starts_with(caller) {
+                    continue;
+                }
+                seen[o] = true;
+                if chains[o].starts_with(&call) {
+                    again.push(o);
+                    continue;
+                }
+                work.extend(successors[o].iter().copied().filter(|&x| forward(o, x)));
+            }
+            again
         };
-        // On into a sibling's code (past the caller's own code between them), and from there
-        // to the call's code again, not through this block.
-        let mut seen = vec![[false; 2]; n];
-        seen[b] = [true; 2];
-        let mut work: Vec<(usize, usize)> = (successors[b].iter())
-            .filter(|&&s| forward(b, s))
-            .map(|&s| (s, 0))
+        let ways: Vec<Vec<usize>> = (successors[b].iter())
+            .filter(|&&o| forward(b, o) && !chains[o].starts_with(&call))
+            .map(|&o| again_from(o))
             .collect();
-        let mut comes_back = false;
-        while let Some((o, phase)) = work.pop() {
-            if seen[o][phase] {
-                continue;
-            }
-            seen[o][phase] = true;
-            let phase = if sibling(o) { 1 } else { phase };
-            if phase == 0 && chains[o].as_slice() != caller {
-                continue;
-            }
-            if phase == 1 && chains[o].starts_with(&call) {
-                comes_back = true;
-                break;
-            }
-            work.extend(
-                successors[o]
-                    .iter()
-                    .filter(|&&x| forward(o, x))
-                    .map(|&x| (x, phase)),
-            );
+        // A way out of the block that never comes back to the call (`if (!initialised)
+        // return;`): the block decides, and is the whole call, on that way.
+        if ways.is_empty() || ways.iter().any(Vec::is_empty) {
+            continue;
         }
-        if comes_back {
+        let again: Vec<usize> = ways.concat();
+        let here = call_lines(deciding, b, &call);
+        let copy = (again.iter()).any(|&o| {
+            call_lines(deciding, o, &call)
+                .iter()
+                .any(|l| here.contains(l))
+        });
+        if !copy {
             chains[b].truncate(caller.len());
             folded = true;
         }
     }
     folded
+}
+
+/// The lines of `call`'s code in block `b` (from the callee's on), by `deciding`.
+fn call_lines(deciding: &[Vec<Location>], b: usize, call: &[Site]) -> Vec<Vec<u32>> {
+    (deciding.get(b).map(Vec::as_slice).unwrap_or(&[]).iter())
+        .filter(|l| l.sites.starts_with(call))
+        .map(|l| l.lines[call.len()..].to_vec())
+        .collect()
 }
 
 /// Folds into their caller the pieces of an inlined call that the optimiser sank past a
@@ -797,13 +810,6 @@ pub fn fold_sunk_call_pieces(
     let predecessors = crate::loops::predecessors(successors);
     // Forward edges only: a call met again after a back edge is the next iteration's.
     let forward = |from: usize, to: usize| to < n && position[to] > position[from];
-    // The lines of `call`'s code in block `b` (from the callee's on).
-    let places = |b: usize, call: &[Site]| -> Vec<Vec<u32>> {
-        (deciding.get(b).map(Vec::as_slice).unwrap_or(&[]).iter())
-            .filter(|l| l.sites.starts_with(call))
-            .map(|l| l.lines[call.len()..].to_vec())
-            .collect()
-    };
     let mut folded = false;
     for &b in &order {
         for depth in 0..chains[b].len() {
@@ -842,8 +848,12 @@ pub fn fold_sunk_call_pieces(
             {
                 continue;
             }
-            let here = places(b, &call);
-            let copy = (earlier.iter()).any(|&a| places(a, &call).iter().any(|l| here.contains(l)));
+            let here = call_lines(deciding, b, &call);
+            let copy = (earlier.iter()).any(|&a| {
+                call_lines(deciding, a, &call)
+                    .iter()
+                    .any(|l| here.contains(l))
+            });
             if !copy {
                 chains[b].truncate(depth);
                 folded = true;
@@ -946,6 +956,88 @@ pub fn absorb_caller_code_scheduled_in_calls(
             .any(|&s| s < n && !forest.is_header(s) && chains[s].starts_with(&call));
         if entered_from_call && goes_on_into_call {
             chains[b] = call;
+        }
+    }
+}
+
+/// Gives an inlined call the block of its caller's code that the optimiser placed between
+/// two pieces of the call (SQLite's `sqlite3PCacheBufferSetup(sqlite3GlobalConfig.pPage,
+/// ...)`: the call's test of `pcache1.isInit` made first, the caller's loads of the
+/// arguments after it, then the rest of the call): a block, not a loop's header, entered
+/// only from the call's code and going only into it, by forward edges, where the call's
+/// code after it holds none of the lines of the call's code before it (two copies of the
+/// call, an unrolled loop's, hold the same lines: the caller's code between them is what
+/// tells them apart). Left the caller's, it would end the call and begin it again.
+/// `deciding[b]` are block `b`'s locations.
+pub fn absorb_caller_code_between_call_pieces(
+    forest: &LoopForest,
+    chains: &mut [Vec<Site>],
+    successors: &[Vec<usize>],
+    deciding: &[Vec<Location>],
+) {
+    let n = chains.len();
+    let predecessors = crate::loops::predecessors(successors);
+    let order = reverse_post_order(successors);
+    let mut position = vec![usize::MAX; n];
+    for (i, &b) in order.iter().enumerate() {
+        position[b] = i;
+    }
+    let forward = |from: usize, to: usize| to < n && position[to] > position[from];
+    for &b in order.iter().filter(|&&b| b != 0) {
+        if forest.is_header(b) || predecessors[b].is_empty() || successors[b].is_empty() {
+            continue;
+        }
+        let neighbours: Vec<usize> = (predecessors[b].iter().chain(&successors[b]))
+            .copied()
+            .collect();
+        if neighbours.iter().any(|&o| o >= n || o == b) {
+            continue;
+        }
+        let mut around = chains[neighbours[0]].clone();
+        for &o in &neighbours[1..] {
+            around.truncate(common_prefix(&around, &chains[o]));
+        }
+        let depth = chains[b].len();
+        if around.len() <= depth || !around.starts_with(&chains[b]) {
+            continue;
+        }
+        let ways_forward = predecessors[b].iter().all(|&p| forward(p, b))
+            && (successors[b].iter()).all(|&s| forward(b, s) && !forest.is_header(s));
+        if !ways_forward {
+            continue;
+        }
+        // The call's code before and after the block, each as far as it runs on.
+        let call = &around[..=depth];
+        let piece = |starts: &[usize], next: &dyn Fn(usize) -> Vec<usize>| {
+            let mut seen = vec![false; n];
+            let mut work = starts.to_vec();
+            let mut lines: Vec<Vec<u32>> = Vec::new();
+            while let Some(o) = work.pop() {
+                if o >= n || seen[o] || !chains[o].starts_with(call) {
+                    continue;
+                }
+                seen[o] = true;
+                lines.extend(call_lines(deciding, o, call));
+                work.extend(next(o));
+            }
+            lines
+        };
+        let before = piece(&predecessors[b], &|o| {
+            predecessors[o]
+                .iter()
+                .copied()
+                .filter(|&p| forward(p, o))
+                .collect()
+        });
+        let after = piece(&successors[b], &|o| {
+            successors[o]
+                .iter()
+                .copied()
+                .filter(|&s| forward(o, s))
+                .collect()
+        });
+        if before.iter().all(|l| !after.contains(l)) {
+            chains[b] = around;
         }
     }
 }
@@ -1680,6 +1772,37 @@ mod tests {
     }
 
     #[test]
+    fn caller_code_between_two_pieces_of_a_call_is_the_calls() {
+        // setup(config.buf, config.size): setup's (site 4) test of `initialised` (block 1,
+        // line 2), which returns at once (to 4) or lets the caller load the arguments (2),
+        // then the rest of setup (3, line 3).
+        let successors = vec![vec![1], vec![2, 4], vec![3], vec![4], vec![]];
+        let forest = find_loops(&successors, 0);
+        let line = |sites: &[Site], lines: &[u32]| Location {
+            sites: sites.to_vec(),
+            lines: lines.to_vec(),
+        };
+        let deciding = |later: u32| {
+            vec![
+                vec![],
+                vec![line(&[4], &[9, 2])],
+                vec![line(&[], &[9])],
+                vec![line(&[4], &[9, later])],
+                vec![],
+            ]
+        };
+        let chains = vec![vec![], vec![4], vec![], vec![4], vec![]];
+        let mut absorbed = chains.clone();
+        absorb_caller_code_between_call_pieces(&forest, &mut absorbed, &successors, &deciding(3));
+        assert_eq!(absorbed, [vec![], vec![4], vec![4], vec![4], vec![]]);
+        // The code after holds a line of the code before: two copies of the call (get(a, i);
+        // i++; get(a, i)), and the caller's code between them stays the caller's.
+        let mut kept = chains.clone();
+        absorb_caller_code_between_call_pieces(&forest, &mut kept, &successors, &deciding(2));
+        assert_eq!(kept, chains);
+    }
+
+    #[test]
     fn a_calls_load_hoisted_above_a_sibling_call_is_its_callers() {
         // if (n != 1 || shortcut() == 0) addall(): addall's (site 5) first load in block 1,
         // before the test; shortcut (site 6) in 2, which may go on to addall's code (3) or
@@ -1689,6 +1812,7 @@ mod tests {
         let mut chains = vec![vec![], vec![5], vec![6], vec![5], vec![]];
         assert!(fold_hoisted_call_loads(
             &successors,
+            &[],
             &only_loads,
             &mut chains
         ));
@@ -1700,28 +1824,71 @@ mod tests {
         let mut chains = vec![vec![], vec![], vec![5], vec![6], vec![]];
         assert!(!fold_hoisted_call_loads(
             &successors,
+            &[],
             &only_loads,
             &mut chains
         ));
         // begin(pager, temp_in_memory(db)): begin's (site 5) test of the pager's error code
-        // (block 1, leaving to 5 when set) made before the caller's code (2) and the
-        // argument's call (3, site 6), then the rest of begin (4).
-        let successors = vec![vec![1], vec![2, 5], vec![3], vec![4], vec![5], vec![]];
+        // (block 1, line 2 of begin, going to begin's return (4) when set) made before the
+        // caller's code (2) and the argument's call (3, site 6), then the rest of begin (4,
+        // line 3).
+        let successors = vec![vec![1], vec![2, 4], vec![3], vec![4], vec![5], vec![]];
         let only_loads = [false, true, false, false, false, false];
+        let line = |sites: &[Site], lines: &[u32]| Location {
+            sites: sites.to_vec(),
+            lines: lines.to_vec(),
+        };
+        let deciding = |later: u32| {
+            vec![
+                vec![],
+                vec![line(&[5], &[9, 2])],
+                vec![line(&[], &[9])],
+                vec![line(&[6], &[9, 1])],
+                vec![line(&[5], &[9, later])],
+                vec![],
+            ]
+        };
         let mut chains = vec![vec![], vec![5], vec![], vec![6], vec![5], vec![]];
         assert!(fold_hoisted_call_loads(
             &successors,
+            &deciding(3),
             &only_loads,
             &mut chains
         ));
         assert_eq!(chains[1], Vec::<Site>::new());
-        // The caller's code on the way, but no sibling's: begin's code goes on (kept).
+        // With no other call between, the caller's code only: the caller's too.
         let mut chains = vec![vec![], vec![5], vec![], vec![], vec![5], vec![]];
-        assert!(!fold_hoisted_call_loads(
+        assert!(fold_hoisted_call_loads(
             &successors,
+            &deciding(3),
             &only_loads,
             &mut chains
         ));
+        assert_eq!(chains[1], Vec::<Site>::new());
+        // A way on that never comes back to the call (setup's `if (!initialised)
+        // return;`, 1 -> 5): there the block is the whole call, kept.
+        let successors = vec![vec![1], vec![2, 5], vec![3], vec![4], vec![5], vec![]];
+        let chains = vec![vec![], vec![5], vec![], vec![], vec![5], vec![]];
+        let mut kept = chains.clone();
+        assert!(!fold_hoisted_call_loads(
+            &successors,
+            &deciding(3),
+            &only_loads,
+            &mut kept
+        ));
+        assert_eq!(kept, chains);
+        let successors = vec![vec![1], vec![2, 4], vec![3], vec![4], vec![5], vec![]];
+        // The code reached again holds the block's line: a copy, the next call of an
+        // unrolled loop (get(a, i); i++; get(a, i)), kept.
+        let chains = vec![vec![], vec![5], vec![], vec![6], vec![5], vec![]];
+        let mut kept = chains.clone();
+        assert!(!fold_hoisted_call_loads(
+            &successors,
+            &deciding(2),
+            &only_loads,
+            &mut kept
+        ));
+        assert_eq!(kept, chains);
     }
 
     #[test]
