@@ -696,19 +696,20 @@ pub fn fold_calls_continued_across_iterations(
 }
 
 /// Folds into their caller the loads of an inlined call that the optimiser hoisted above
-/// code of the caller's: a block of the call's own code (`chains[b]` the call's) that only
-/// loads (`only_loads[b]`) and goes on into the caller's own code or another call of the
-/// caller's, from which the call's code is reached again in the same iteration (by
-/// forward edges: after a back edge it is the next call) from each of its ways out that
-/// is not the call's code (one that never comes back is where the block decides the call
-/// is over: it is the whole call there), where none of the block's lines is. SQLite's `if (nTabList != 1 || whereShortCut(&sWLB) == 0) rc =
-/// whereLoopAddAll(&sWLB);` (`whereLoopAddAll`'s first load made before the test, and so
-/// before `whereShortCut`), `sqlite3PagerBegin(pPager, ..., sqlite3TempInMemory(db))` (its
-/// test of `pPager->errCode` made before the argument's call). The source runs a call's
-/// code in one piece: as the call's, the block would count a call more each time that path
-/// runs. The code reached again holding one of the block's lines is a copy (an unrolled
-/// loop's next call), and the block stays. `deciding[b]` are block `b`'s locations.
-/// Returns whether it folded any.
+/// code of the caller's: a block where the call's code begins (`chains[b]` the call's, no
+/// predecessor in it) that only loads (`only_loads[b]`) and goes on into the caller's own
+/// code or another call of the caller's, from which the call's code is reached again in
+/// the same iteration (by forward edges: after a back edge it is the next call) from each
+/// of its ways out that is not the call's code (one that never comes back is where the
+/// block decides the call is over: it is the whole call there). SQLite's `if (nTabList !=
+/// 1 || whereShortCut(&sWLB) == 0) rc = whereLoopAddAll(&sWLB);` (`whereLoopAddAll`'s
+/// first load made before the test, and so before `whereShortCut`) and
+/// `sqlite3PagerBegin(pPager, ..., sqlite3TempInMemory(db))` (its test of
+/// `pPager->errCode` made before the argument's call). The source runs a call's code in
+/// one piece: as the call's, the block would count a call more each time that path runs.
+/// A block that goes on into the call's code nowhere, where the code reached again holds
+/// one of its lines, is a whole call and that a copy (an unrolled loop's next call): the
+/// block stays. `deciding[b]` are block `b`'s locations. Returns whether it folded any.
 pub fn fold_hoisted_call_loads(
     successors: &[Vec<usize>],
     deciding: &[Vec<Location>],
@@ -724,9 +725,17 @@ pub fn fold_hoisted_call_loads(
     // Forward edges only: a call met again after a back edge is the next iteration's.
     let forward = |from: usize, to: usize| to < n && position[to] > position[from];
     let mut folded = false;
+    let predecessors = crate::loops::predecessors(successors);
     for b in order.iter().copied() {
         let call = chains[b].clone();
         if call.is_empty() || !only_loads.get(b).copied().unwrap_or(false) {
+            continue;
+        }
+        // Where the call begins: folded, a block inside its code would cut it in two.
+        if predecessors[b]
+            .iter()
+            .any(|&p| chains[p].starts_with(&call))
+        {
             continue;
         }
         let caller = &call[..call.len() - 1];
@@ -761,12 +770,18 @@ pub fn fold_hoisted_call_loads(
             continue;
         }
         let again: Vec<usize> = ways.concat();
+        // A block that is a whole call on its ways out (none goes on into the call's code)
+        // may be the first of two copies; it is one when the code reached again holds its
+        // lines. One that goes on into the call's code elsewhere is the call's start, the
+        // code reached again a start the optimiser copied onto that way.
+        let whole = !(successors[b].iter()).any(|&o| o < n && chains[o].starts_with(&call));
         let here = call_lines(deciding, b, &call);
-        let copy = (again.iter()).any(|&o| {
-            call_lines(deciding, o, &call)
-                .iter()
-                .any(|l| here.contains(l))
-        });
+        let copy = whole
+            && (again.iter()).any(|&o| {
+                call_lines(deciding, o, &call)
+                    .iter()
+                    .any(|l| here.contains(l))
+            });
         if !copy {
             chains[b].truncate(caller.len());
             folded = true;
@@ -815,6 +830,10 @@ pub fn fold_sunk_call_pieces(
         for depth in 0..chains[b].len() {
             let call = chains[b][..=depth].to_vec();
             let caller = &call[..depth];
+            // Where the call ends: folded, a block inside its code would cut it in two.
+            if (successors[b].iter()).any(|&o| o < n && chains[o].starts_with(&call)) {
+                continue;
+            }
             // Back from `b` inside the caller's code: first through anything, then, once past
             // a sibling's code, to the call's code.
             let mut seen = vec![[false; 2]; n];
@@ -1878,8 +1897,10 @@ mod tests {
         ));
         assert_eq!(kept, chains);
         let successors = vec![vec![1], vec![2, 4], vec![3], vec![4], vec![5], vec![]];
-        // The code reached again holds the block's line: a copy, the next call of an
-        // unrolled loop (get(a, i); i++; get(a, i)), kept.
+        // A block that goes on into the call's code nowhere, and the code reached again
+        // holds its line: two copies, an unrolled loop's calls (get(a, i); i++; log();
+        // get(a, i)), kept.
+        let successors = vec![vec![1], vec![2], vec![3], vec![4], vec![5], vec![]];
         let chains = vec![vec![], vec![5], vec![], vec![6], vec![5], vec![]];
         let mut kept = chains.clone();
         assert!(!fold_hoisted_call_loads(
