@@ -242,7 +242,7 @@ fn variants_table(report: &Report) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "Variants (extra `KAGE_OPTIONS` items of each instrumented run, and compiler \
-         variables `KAGE_*=` of its build): {}. Memory expansion = \
+         variables `KAGE_*=` and optimisation level `-O...` of its build): {}. Memory expansion = \
          median peak RSS instrumented / native; slowdown = median wall time instrumented / \
          native.{}\n\n",
         options

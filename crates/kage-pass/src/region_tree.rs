@@ -295,6 +295,29 @@ pub(crate) fn common_prefix(a: &[Site], b: &[Site]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+/// The blocks in reverse post-order, and which edges go forward in it: within one
+/// iteration of every loop around them (a back edge goes to a block met before).
+struct ForwardEdges {
+    order: Vec<usize>,
+    position: Vec<usize>,
+}
+
+impl ForwardEdges {
+    fn new(successors: &[Vec<usize>]) -> Self {
+        let order = reverse_post_order(successors);
+        let mut position = vec![usize::MAX; successors.len()];
+        for (i, &b) in order.iter().enumerate() {
+            position[b] = i;
+        }
+        ForwardEdges { order, position }
+    }
+
+    /// Whether the edge `from -> to` is forward (`to` a block of the function).
+    fn forward(&self, from: usize, to: usize) -> bool {
+        to < self.position.len() && self.position[to] > self.position[from]
+    }
+}
+
 /// Blocks reachable from block 0, in reverse post-order.
 pub(crate) fn reverse_post_order(successors: &[Vec<usize>]) -> Vec<usize> {
     let n = successors.len();
@@ -717,13 +740,9 @@ pub fn fold_hoisted_call_loads(
     chains: &mut [Vec<Site>],
 ) -> bool {
     let n = chains.len();
-    let order = reverse_post_order(successors);
-    let mut position = vec![usize::MAX; n];
-    for (i, &b) in order.iter().enumerate() {
-        position[b] = i;
-    }
     // Forward edges only: a call met again after a back edge is the next iteration's.
-    let forward = |from: usize, to: usize| to < n && position[to] > position[from];
+    let edges = ForwardEdges::new(successors);
+    let (order, forward) = (&edges.order, |from, to| edges.forward(from, to));
     let mut folded = false;
     let predecessors = crate::loops::predecessors(successors);
     for b in order.iter().copied() {
@@ -817,16 +836,12 @@ pub fn fold_sunk_call_pieces(
     chains: &mut [Vec<Site>],
 ) -> bool {
     let n = chains.len();
-    let order = reverse_post_order(successors);
-    let mut position = vec![usize::MAX; n];
-    for (i, &b) in order.iter().enumerate() {
-        position[b] = i;
-    }
     let predecessors = crate::loops::predecessors(successors);
     // Forward edges only: a call met again after a back edge is the next iteration's.
-    let forward = |from: usize, to: usize| to < n && position[to] > position[from];
+    let edges = ForwardEdges::new(successors);
+    let (order, forward) = (&edges.order, |from, to| edges.forward(from, to));
     let mut folded = false;
-    for &b in &order {
+    for &b in order {
         for depth in 0..chains[b].len() {
             let call = chains[b][..=depth].to_vec();
             let caller = &call[..depth];
@@ -996,12 +1011,8 @@ pub fn absorb_caller_code_between_call_pieces(
 ) {
     let n = chains.len();
     let predecessors = crate::loops::predecessors(successors);
-    let order = reverse_post_order(successors);
-    let mut position = vec![usize::MAX; n];
-    for (i, &b) in order.iter().enumerate() {
-        position[b] = i;
-    }
-    let forward = |from: usize, to: usize| to < n && position[to] > position[from];
+    let edges = ForwardEdges::new(successors);
+    let (order, forward) = (&edges.order, |from, to| edges.forward(from, to));
     for &b in order.iter().filter(|&&b| b != 0) {
         if forest.is_header(b) || predecessors[b].is_empty() || successors[b].is_empty() {
             continue;
