@@ -1907,7 +1907,6 @@ mod tests {
             &mut kept
         ));
         assert_eq!(kept, chains);
-        let successors = vec![vec![1], vec![2, 4], vec![3], vec![4], vec![5], vec![]];
         // A block that goes on into the call's code nowhere, and the code reached again
         // holds its line: two copies, an unrolled loop's calls (get(a, i); i++; log();
         // get(a, i)), kept.
