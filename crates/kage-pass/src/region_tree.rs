@@ -1372,6 +1372,14 @@ mod tests {
         }
     }
 
+    /// An instruction's location: through `sites`, at `lines` (one more than the sites).
+    fn line(sites: &[Site], lines: &[u32]) -> Location {
+        Location {
+            sites: sites.to_vec(),
+            lines: lines.to_vec(),
+        }
+    }
+
     /// (kind, parent) of every node.
     fn shape(tree: &RegionTree) -> Vec<(NodeKind, Option<usize>)> {
         tree.nodes.iter().map(|n| (n.kind, n.parent)).collect()
@@ -1465,10 +1473,6 @@ mod tests {
         // (the caller's), 4 after the loop.
         let successors = vec![vec![1], vec![2], vec![3], vec![1, 4], vec![]];
         let forest = find_loops(&successors, 0);
-        let line = |sites: &[Site], lines: &[u32]| Location {
-            sites: sites.to_vec(),
-            lines: lines.to_vec(),
-        };
         let locations = |entry: &[u32]| {
             vec![
                 (entry.iter()).map(|&l| line(&[5], &[7, l])).collect(),
@@ -1601,10 +1605,6 @@ mod tests {
         // allocation at line 332, then its store of the end of the storage, line 333, sunk
         // past the fill) and _M_fill_initialize (site 3, blocks 2 and its loop 3).
         let successors = vec![vec![1], vec![2, 4], vec![3, 4], vec![3, 4], vec![5], vec![]];
-        let line = |sites: &[Site], lines: &[u32]| Location {
-            sites: sites.to_vec(),
-            lines: lines.to_vec(),
-        };
         let deciding = |store_line: u32| {
             vec![
                 vec![],
@@ -1808,10 +1808,6 @@ mod tests {
         // then the rest of setup (3, line 3).
         let successors = vec![vec![1], vec![2, 4], vec![3], vec![4], vec![]];
         let forest = find_loops(&successors, 0);
-        let line = |sites: &[Site], lines: &[u32]| Location {
-            sites: sites.to_vec(),
-            lines: lines.to_vec(),
-        };
         let deciding = |later: u32| {
             vec![
                 vec![],
@@ -1864,10 +1860,6 @@ mod tests {
         // line 3).
         let successors = vec![vec![1], vec![2, 4], vec![3], vec![4], vec![5], vec![]];
         let only_loads = [false, true, false, false, false, false];
-        let line = |sites: &[Site], lines: &[u32]| Location {
-            sites: sites.to_vec(),
-            lines: lines.to_vec(),
-        };
         let deciding = |later: u32| {
             vec![
                 vec![],
@@ -2235,10 +2227,6 @@ mod tests {
         // 7), which branches back to the header. No metadata placed it.
         let successors = vec![vec![1], vec![2, 3], vec![1], vec![]];
         let forest = find_loops(&successors, 0);
-        let line = |sites: &[Site], lines: &[u32]| Location {
-            sites: sites.to_vec(),
-            lines: lines.to_vec(),
-        };
         let locations = vec![
             vec![],
             vec![line(&[], &[20])],
