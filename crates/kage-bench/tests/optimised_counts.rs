@@ -38,8 +38,6 @@ const KNOWN_OVER_COUNTS: &[(&str, &str)] = &[
     ("sqlite", "sqlite3VdbeAddOp2"),
     ("sqlite", "sqlite3VdbeAddOp3"),
     ("sqlite", "sqlite3VdbeChangeP5"),
-    ("zstd", "BIT_reloadDStream"),
-    ("zstd", "FSE_decodeSymbol"),
 ];
 
 /// Calls per source function (name, file), summed over every function region of it.

@@ -608,8 +608,27 @@ pub fn fold_moved_call_pieces(
                 // `sqlite3_vfs_register` in a loop: its call of `sqlite3_initialize`, whose
                 // first load the optimiser made once before the loop).
                 let into_call = only_inside(&exits) && exits.iter().all(|&o| in_loops(o));
+                // A rotated loop's test before it, where the call goes on in the loop's
+                // header and the calls of later iterations begin in the caller's code at the
+                // latch (zstd's `while ((BIT_reloadDStream(d) == ...) & ...)`, its first
+                // test made at the end of the iteration before): the header counts a call at
+                // every entry, the first one included, so the test before the loop is that
+                // call's start. Every way out goes into such a header or past its loop.
+                let continued_in_header = exits_to_call
+                    && part
+                    && forest.loops.iter().enumerate().any(|(k, l)| {
+                        let begins_at_latch = (predecessors[l.header].iter())
+                            .any(|&p| forest.contains(k, p) && !chains[p].starts_with(&call));
+                        let past = |o: usize| {
+                            !in_loops(o)
+                                && !forest.contains(k, o)
+                                && l.blocks.iter().any(|&b| successors[b].contains(&o))
+                        };
+                        begins_at_latch && exits.iter().all(|&o| o == l.header || past(o))
+                    });
                 let moved = only_inside(&entries)
                     || (only_inside(&exits) && (!exits_to_call || into_call) && part)
+                    || continued_in_header
                     || (!exits_to_call
                         && !entered_from_call
                         && at.iter().all(|p| !there.contains(p)));
@@ -1910,6 +1929,66 @@ mod tests {
             &deciding(2),
             &only_loads,
             &mut kept
+        ));
+        assert_eq!(kept, chains);
+    }
+
+    #[test]
+    fn a_rotated_loops_test_before_it_is_the_start_of_the_call_the_header_goes_on_with() {
+        // while (reload(d) == OK) decode(d): reload (site 5) tests an overflow first (line 2
+        // of reload), then goes on (line 3); rotated, the first test is made before the loop
+        // (block 1) and the later ones at the end of the iteration before, in the caller's
+        // code (block 3, decode's). The header (2) holds the rest of reload: each entry into
+        // it is a call, the first one included, so block 1 is that call's start.
+        let successors = vec![vec![1], vec![2, 4], vec![3, 4], vec![2, 4], vec![]];
+        let forest = find_loops(&successors, 0);
+        let locations = |guard: &[u32]| {
+            vec![
+                vec![line(&[], &[6])],
+                (guard.iter()).map(|&l| line(&[5], &[7, l])).collect(),
+                vec![line(&[5], &[7, 3])],
+                vec![line(&[], &[8]), line(&[5], &[7, 2])],
+                vec![line(&[], &[10])],
+            ]
+        };
+        let back_edges = [Some(vec![])];
+        let chains = vec![vec![], vec![5], vec![5], vec![], vec![]];
+        let mut folded = chains.clone();
+        assert!(fold_moved_call_pieces(
+            &forest,
+            &successors,
+            &[],
+            &mut folded,
+            &back_edges,
+            &locations(&[2]),
+            |_, _| false
+        ));
+        assert_eq!(folded, [vec![], vec![], vec![5], vec![], vec![]]);
+        // The whole of reload before the loop: a call of its own (the header's code a copy).
+        let mut kept = chains.clone();
+        assert!(!fold_moved_call_pieces(
+            &forest,
+            &successors,
+            &[],
+            &mut kept,
+            &back_edges,
+            &locations(&[2, 3]),
+            |_, _| false
+        ));
+        assert_eq!(kept, chains);
+        // The latch reload's own code: the call spans the back edge and its code in the
+        // header is the caller's (`fold_calls_continued_across_iterations`), so the test
+        // before the loop is the call and stays.
+        let chains = vec![vec![], vec![5], vec![5], vec![5], vec![]];
+        let mut kept = chains.clone();
+        assert!(!fold_moved_call_pieces(
+            &forest,
+            &successors,
+            &[],
+            &mut kept,
+            &back_edges,
+            &locations(&[2]),
+            |_, _| false
         ));
         assert_eq!(kept, chains);
     }
