@@ -34,10 +34,8 @@ const KNOWN_OVER_COUNTS: &[(&str, &str)] = &[
     ("sqlite", "clearAllSharedCacheTableLocks"),
     ("sqlite", "sqlite3DbStrNDup"),
     ("sqlite", "sqlite3ExpirePreparedStatements"),
-    ("sqlite", "sqlite3ExprDup"),
     ("sqlite", "sqlite3VdbeAddOp2"),
     ("sqlite", "sqlite3VdbeAddOp3"),
-    ("sqlite", "sqlite3VdbeChangeP5"),
 ];
 
 /// Calls per source function (name, file), summed over every function region of it.

@@ -138,7 +138,11 @@ impl InlineSites {
             sites.push(site);
         }
         let lines = levels.iter().map(|&l| LLVMDILocationGetLine(l)).collect();
-        Some(Location { sites, lines })
+        Some(Location {
+            sites,
+            lines,
+            column: LLVMDILocationGetColumn(own),
+        })
     }
 }
 

@@ -35,13 +35,21 @@ pub type Site = u32;
 
 /// Where one instruction's code comes from: the inlined calls it came through (outermost
 /// first) and its line at every level: `lines[0]` in the function's own source (the
-/// outermost call's line), `lines[k]` in the callee of `sites[k - 1]`.
+/// outermost call's line), `lines[k]` in the callee of `sites[k - 1]`; `column` is its
+/// column in the innermost of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
     pub sites: Vec<Site>,
     /// `sites.len() + 1` lines (0 = unknown).
     pub lines: Vec<u32>,
+    /// 0 = unknown.
+    pub column: u32,
 }
+
+/// Where in an inlined call's code an instruction is: its lines inside the call and its
+/// column. Two copies of a call (an unrolled loop's) hold the same places; two pieces of one
+/// call hold different ones, also where the callee is written on one line.
+type Place<'a> = (&'a [u32], u32);
 
 /// What a region of the tree is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -475,14 +483,14 @@ pub fn fold_moved_call_pieces(
                 && strictly_inside(lp, own)
         };
         // Where in the callee each of a block's instructions is.
-        let places = |b: usize| -> Vec<&[u32]> {
+        let places = |b: usize| -> Vec<Place> {
             (deciding.get(b).map(Vec::as_slice).unwrap_or(&[]).iter())
                 .filter(|l| l.sites.len() >= call.len() && l.sites.starts_with(caller))
                 .filter(|l| {
                     let site = l.sites[caller.len()];
                     site == last || stands_for(last, site)
                 })
-                .map(|l| &l.lines[call.len()..])
+                .map(|l| (&l.lines[call.len()..], l.column))
                 .collect()
         };
         let mut owns: Vec<Option<usize>> = (blocks.iter())
@@ -493,7 +501,7 @@ pub fn fold_moved_call_pieces(
         owns.dedup();
         let mut pieces = Vec::new();
         for own in owns {
-            let there: Vec<&[u32]> = (blocks.iter())
+            let there: Vec<Place> = (blocks.iter())
                 .filter(|&&(_, lp, _)| in_callers_loop(lp, own))
                 .flat_map(|&(o, _, _)| places(o))
                 .collect();
@@ -599,7 +607,7 @@ pub fn fold_moved_call_pieces(
                 }
                 let exits_to_call = exits.iter().any(|&o| in_loops(o));
                 let entered_from_call = entries.iter().any(|&o| in_loops(o));
-                let at: Vec<&[u32]> = piece.iter().flat_map(|&b| places(b)).collect();
+                let at: Vec<Place> = piece.iter().flat_map(|&b| places(b)).collect();
                 // Part of the call, not all of it (a rotated loop's test before the loop is
                 // the whole call, as at the loop's end).
                 let part = there.iter().any(|p| !at.contains(p));
@@ -750,7 +758,7 @@ pub fn fold_calls_continued_across_iterations(
 /// `pPager->errCode` made before the argument's call). The source runs a call's code in
 /// one piece: as the call's, the block would count a call more each time that path runs.
 /// A block that goes on into the call's code nowhere, where the code reached again holds
-/// one of its lines, is a whole call and that a copy (an unrolled loop's next call): the
+/// one of its places ([`Place`]), is a whole call and that a copy (an unrolled loop's next call): the
 /// block stays. `deciding[b]` are block `b`'s locations. Returns whether it folded any.
 pub fn fold_hoisted_call_loads(
     successors: &[Vec<usize>],
@@ -810,13 +818,13 @@ pub fn fold_hoisted_call_loads(
         let again: Vec<usize> = ways.concat();
         // A block that is a whole call on its ways out (none goes on into the call's code)
         // may be the first of two copies; it is one when the code reached again holds its
-        // lines. One that goes on into the call's code elsewhere is the call's start, the
+        // places. One that goes on into the call's code elsewhere is the call's start, the
         // code reached again a start the optimiser copied onto that way.
         let whole = !(successors[b].iter()).any(|&o| o < n && chains[o].starts_with(&call));
-        let here = call_lines(deciding, b, &call);
+        let here = call_places(deciding, b, &call);
         let copy = whole
             && (again.iter()).any(|&o| {
-                call_lines(deciding, o, &call)
+                call_places(deciding, o, &call)
                     .iter()
                     .any(|l| here.contains(l))
             });
@@ -828,11 +836,11 @@ pub fn fold_hoisted_call_loads(
     folded
 }
 
-/// The lines of `call`'s code in block `b` (from the callee's on), by `deciding`.
-fn call_lines(deciding: &[Vec<Location>], b: usize, call: &[Site]) -> Vec<Vec<u32>> {
+/// The places of `call`'s code in block `b` (from the callee's on), by `deciding`.
+fn call_places<'a>(deciding: &'a [Vec<Location>], b: usize, call: &[Site]) -> Vec<Place<'a>> {
     (deciding.get(b).map(Vec::as_slice).unwrap_or(&[]).iter())
         .filter(|l| l.sites.starts_with(call))
-        .map(|l| l.lines[call.len()..].to_vec())
+        .map(|l| (&l.lines[call.len()..], l.column))
         .collect()
 }
 
@@ -843,8 +851,8 @@ fn call_lines(deciding: &[Vec<Location>], b: usize, call: &[Site]) -> Vec<Vec<u3
 /// that is itself reached so from the call's code. The source runs one call after the
 /// other, so within one iteration the call's code cannot come back after its sibling's
 /// began: as the call's, the block would count a call more. A copy of the whole call (an
-/// unrolled or peeled iteration's, after the sibling's copy) is told apart by its lines: a
-/// block holding any line of the call that the earlier code of the call holds too is a
+/// unrolled or peeled iteration's, after the sibling's copy) is told apart by its places
+/// ([`Place`]): a block holding any place of the call that the earlier code of the call holds too is a
 /// copy, and stays; so does the rest of a call whose earlier code only loads (that is
 /// what moved: [`fold_hoisted_call_loads`]). `deciding[b]` are block `b`'s locations,
 /// `only_loads[b]` whether it makes no access but loads. Returns whether it folded any.
@@ -901,9 +909,9 @@ pub fn fold_sunk_call_pieces(
             {
                 continue;
             }
-            let here = call_lines(deciding, b, &call);
+            let here = call_places(deciding, b, &call);
             let copy = (earlier.iter()).any(|&a| {
-                call_lines(deciding, a, &call)
+                call_places(deciding, a, &call)
                     .iter()
                     .any(|l| here.contains(l))
             });
@@ -1018,8 +1026,8 @@ pub fn absorb_caller_code_scheduled_in_calls(
 /// ...)`: the call's test of `pcache1.isInit` made first, the caller's loads of the
 /// arguments after it, then the rest of the call): a block, not a loop's header, entered
 /// only from the call's code and going only into it, by forward edges, where the call's
-/// code after it holds none of the lines of the call's code before it (two copies of the
-/// call, an unrolled loop's, hold the same lines: the caller's code between them is what
+/// code after it holds none of the places ([`Place`]) of the call's code before it (two copies of the
+/// call, an unrolled loop's, hold the same places: the caller's code between them is what
 /// tells them apart). Left the caller's, it would end the call and begin it again.
 /// `deciding[b]` are block `b`'s locations.
 pub fn absorb_caller_code_between_call_pieces(
@@ -1060,16 +1068,16 @@ pub fn absorb_caller_code_between_call_pieces(
         let piece = |starts: &[usize], next: &dyn Fn(usize) -> Vec<usize>| {
             let mut seen = vec![false; n];
             let mut work = starts.to_vec();
-            let mut lines: Vec<Vec<u32>> = Vec::new();
+            let mut places: Vec<Place> = Vec::new();
             while let Some(o) = work.pop() {
                 if o >= n || seen[o] || !chains[o].starts_with(call) {
                     continue;
                 }
                 seen[o] = true;
-                lines.extend(call_lines(deciding, o, call));
+                places.extend(call_places(deciding, o, call));
                 work.extend(next(o));
             }
-            lines
+            places
         };
         let before = piece(&predecessors[b], &|o| {
             predecessors[o]
@@ -1388,6 +1396,7 @@ mod tests {
         Location {
             sites: sites.to_vec(),
             lines: vec![1; sites.len() + 1],
+            column: 0,
         }
     }
 
@@ -1396,6 +1405,7 @@ mod tests {
         Location {
             sites: sites.to_vec(),
             lines: lines.to_vec(),
+            column: 0,
         }
     }
 
@@ -1536,10 +1546,7 @@ mod tests {
         // another), its back edge main's; 3: after the loop.
         let successors = vec![vec![1], vec![2, 3], vec![1], vec![]];
         let forest = find_loops(&successors, 0);
-        let store = Location {
-            sites: vec![9],
-            lines: vec![1, 2],
-        };
+        let store = line(&[9], &[1, 2]);
         let locations = vec![
             vec![at(&[9])],
             vec![at(&[])],
@@ -1844,6 +1851,24 @@ mod tests {
         // i++; get(a, i)), and the caller's code between them stays the caller's.
         let mut kept = chains.clone();
         absorb_caller_code_between_call_pieces(&forest, &mut kept, &successors, &deciding(2));
+        assert_eq!(kept, chains);
+        // A callee written on one line (`if (p->n > 0) p->op[p->n - 1].p5 = p5;`, SQLite's
+        // sqlite3VdbeChangeP5, the caller's load of `p5` between its test and its store):
+        // the same line, other columns, two pieces.
+        let at_column = |column: u32| Location {
+            column,
+            ..line(&[4], &[9, 2])
+        };
+        let mut deciding = deciding(2);
+        deciding[1] = vec![at_column(10), at_column(13)];
+        deciding[3] = vec![at_column(21), at_column(38)];
+        let mut absorbed = chains.clone();
+        absorb_caller_code_between_call_pieces(&forest, &mut absorbed, &successors, &deciding);
+        assert_eq!(absorbed, [vec![], vec![4], vec![4], vec![4], vec![]]);
+        // The same places after as before: two copies.
+        deciding[3] = vec![at_column(10), at_column(13)];
+        let mut kept = chains.clone();
+        absorb_caller_code_between_call_pieces(&forest, &mut kept, &successors, &deciding);
         assert_eq!(kept, chains);
     }
 

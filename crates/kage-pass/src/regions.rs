@@ -1100,6 +1100,7 @@ mod tests {
         Location {
             sites: sites.to_vec(),
             lines: lines.to_vec(),
+            column: 0,
         }
     }
 }
