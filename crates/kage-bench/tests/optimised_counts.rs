@@ -31,7 +31,6 @@ const KNOWN_OVER_COUNTS: &[(&str, &str)] = &[
     // from more than their code: taken for whole calls merged (zstd's FSE_initCState2).
     ("lua", "freereg"),
     // Not yet explained, each by 1 to 8 calls of tens to hundreds (2026-12-03).
-    ("sqlite", "clearAllSharedCacheTableLocks"),
     ("sqlite", "sqlite3DbStrNDup"),
     ("sqlite", "sqlite3ExpirePreparedStatements"),
     ("sqlite", "sqlite3VdbeAddOp2"),

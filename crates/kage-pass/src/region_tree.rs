@@ -51,6 +51,14 @@ pub struct Location {
 /// call hold different ones, also where the callee is written on one line.
 type Place<'a> = (&'a [u32], u32);
 
+/// `location`'s [`Place`] in the code of the call `depth` sites in; none where its line
+/// there is unknown (0: code the optimiser merged from several places, which tells no copy
+/// from a piece).
+fn place(location: &Location, depth: usize) -> Option<Place<'_>> {
+    let lines = &location.lines[depth..];
+    (lines.last() != Some(&0)).then_some((lines, location.column))
+}
+
 /// What a region of the tree is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeKind {
@@ -490,7 +498,7 @@ pub fn fold_moved_call_pieces(
                     let site = l.sites[caller.len()];
                     site == last || stands_for(last, site)
                 })
-                .map(|l| (&l.lines[call.len()..], l.column))
+                .filter_map(|l| place(l, call.len()))
                 .collect()
         };
         let mut owns: Vec<Option<usize>> = (blocks.iter())
@@ -840,7 +848,7 @@ pub fn fold_hoisted_call_loads(
 fn call_places<'a>(deciding: &'a [Vec<Location>], b: usize, call: &[Site]) -> Vec<Place<'a>> {
     (deciding.get(b).map(Vec::as_slice).unwrap_or(&[]).iter())
         .filter(|l| l.sites.starts_with(call))
-        .map(|l| (&l.lines[call.len()..], l.column))
+        .filter_map(|l| place(l, call.len()))
         .collect()
 }
 
@@ -1862,6 +1870,15 @@ mod tests {
         let mut deciding = deciding(2);
         deciding[1] = vec![at_column(10), at_column(13)];
         deciding[3] = vec![at_column(21), at_column(38)];
+        let mut absorbed = chains.clone();
+        absorb_caller_code_between_call_pieces(&forest, &mut absorbed, &successors, &deciding);
+        assert_eq!(absorbed, [vec![], vec![4], vec![4], vec![4], vec![]]);
+        // Code the optimiser merged from several places of the callee (line 0) before and
+        // after tells nothing: still two pieces (SQLite's clearAllSharedCacheTableLocks,
+        // its two stores of `btsFlags` sunk into one after the caller's load).
+        let merged = line(&[4], &[9, 0]);
+        deciding[1].push(merged.clone());
+        deciding[3].push(merged);
         let mut absorbed = chains.clone();
         absorb_caller_code_between_call_pieces(&forest, &mut absorbed, &successors, &deciding);
         assert_eq!(absorbed, [vec![], vec![4], vec![4], vec![4], vec![]]);
