@@ -1032,8 +1032,10 @@ pub fn absorb_caller_code_scheduled_in_calls(
 /// Gives an inlined call the block of its caller's code that the optimiser placed between
 /// two pieces of the call (SQLite's `sqlite3PCacheBufferSetup(sqlite3GlobalConfig.pPage,
 /// ...)`: the call's test of `pcache1.isInit` made first, the caller's loads of the
-/// arguments after it, then the rest of the call): a block, not a loop's header, entered
-/// only from the call's code and going only into it, by forward edges, where the call's
+/// arguments after it, then the rest of the call): a block, not a loop's header, going only
+/// into the call's code and entered from it (and perhaps from other code: SQLite's
+/// `sqlite3DbStrNDup(p->db, z, n)`, the load of `p->db` after its first test, also reached
+/// from the sibling call computing `n`), by forward edges, where the call's
 /// code after it holds none of the places ([`Place`]) of the call's code before it (two copies of the
 /// call, an unrolled loop's, hold the same places: the caller's code between them is what
 /// tells them apart). Left the caller's, it would end the call and begin it again.
@@ -1052,19 +1054,28 @@ pub fn absorb_caller_code_between_call_pieces(
         if forest.is_header(b) || predecessors[b].is_empty() || successors[b].is_empty() {
             continue;
         }
-        let neighbours: Vec<usize> = (predecessors[b].iter().chain(&successors[b]))
-            .copied()
-            .collect();
-        if neighbours.iter().any(|&o| o >= n || o == b) {
+        if (predecessors[b].iter().chain(&successors[b])).any(|&o| o >= n || o == b) {
             continue;
         }
-        let mut around = chains[neighbours[0]].clone();
-        for &o in &neighbours[1..] {
+        // The call the block goes into on every way, and its code the block is entered
+        // from (on at least one way: the others, from other code, would begin a call at
+        // the block's successor anyway).
+        let depth = chains[b].len();
+        let mut around = chains[successors[b][0]].clone();
+        for &o in &successors[b][1..] {
             around.truncate(common_prefix(&around, &chains[o]));
         }
-        let depth = chains[b].len();
         if around.len() <= depth || !around.starts_with(&chains[b]) {
             continue;
+        }
+        let from_call: Vec<usize> = (predecessors[b].iter().copied())
+            .filter(|&p| chains[p].starts_with(&around[..=depth]))
+            .collect();
+        if from_call.is_empty() {
+            continue;
+        }
+        for &p in &from_call {
+            around.truncate(common_prefix(&around, &chains[p]));
         }
         let ways_forward = predecessors[b].iter().all(|&p| forward(p, b))
             && (successors[b].iter()).all(|&s| forward(b, s) && !forest.is_header(s));
@@ -1087,7 +1098,7 @@ pub fn absorb_caller_code_between_call_pieces(
             }
             places
         };
-        let before = piece(&predecessors[b], &|o| {
+        let before = piece(&from_call, &|o| {
             predecessors[o]
                 .iter()
                 .copied()
@@ -1886,6 +1897,36 @@ mod tests {
         deciding[3] = vec![at_column(10), at_column(13)];
         let mut kept = chains.clone();
         absorb_caller_code_between_call_pieces(&forest, &mut kept, &successors, &deciding);
+        assert_eq!(kept, chains);
+    }
+
+    #[test]
+    fn caller_code_between_two_pieces_of_a_call_and_after_other_code_is_the_calls() {
+        // if (n == 0) n = len(z); s = dup(db->p, z, n): dup's (site 4) test of `z` (block
+        // 1, after the caller's test in 0), the caller's load of `db->p` (2), the rest of dup
+        // (3); when n was 0, len's code (5, site 6) leads to the load, past dup's test.
+        let successors = vec![vec![1, 5], vec![2, 4], vec![3], vec![4], vec![], vec![2]];
+        let forest = find_loops(&successors, 0);
+        let deciding = |later: u32| {
+            vec![
+                vec![],
+                vec![line(&[4], &[9, 2])],
+                vec![line(&[], &[9])],
+                vec![line(&[4], &[9, later])],
+                vec![],
+                vec![line(&[6], &[8, 1])],
+            ]
+        };
+        let chains = vec![vec![], vec![4], vec![], vec![4], vec![], vec![6]];
+        // Each way in begins one call: from dup's test it goes on, from len's it begins.
+        let mut absorbed = chains.clone();
+        absorb_caller_code_between_call_pieces(&forest, &mut absorbed, &successors, &deciding(3));
+        assert_eq!(
+            absorbed,
+            [vec![], vec![4], vec![4], vec![4], vec![], vec![6]]
+        );
+        let mut kept = chains.clone();
+        absorb_caller_code_between_call_pieces(&forest, &mut kept, &successors, &deciding(2));
         assert_eq!(kept, chains);
     }
 
