@@ -30,9 +30,7 @@ const KNOWN_OVER_COUNTS: &[(&str, &str)] = &[
     // Code LLVM merged from freeregs()'s calls of freereg() on different lines, entered
     // from more than their code: taken for whole calls merged (zstd's FSE_initCState2).
     ("lua", "freereg"),
-    // Not yet explained, each by 1 to 8 calls of tens to hundreds (2026-12-03).
-    ("sqlite", "sqlite3DbStrNDup"),
-    ("sqlite", "sqlite3ExpirePreparedStatements"),
+    // Not yet explained, each by 1 call of tens to hundreds (2026-12-03).
     ("sqlite", "sqlite3VdbeAddOp2"),
     ("sqlite", "sqlite3VdbeAddOp3"),
 ];

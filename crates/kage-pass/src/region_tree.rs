@@ -1077,13 +1077,24 @@ pub fn absorb_caller_code_between_call_pieces(
         for &p in &from_call {
             around.truncate(common_prefix(&around, &chains[p]));
         }
+        // The call's code before and after the block, each as far as it runs on.
+        let call = &around[..=depth];
+        // Into a loop only where it is the call's own (the block its preheader: SQLite's
+        // `sqlite3ExpirePreparedStatements(db, pOp->p2)`, the caller's load of `p2` after
+        // the call's test of the list it walks); a loop of the caller's holds calls of
+        // another iteration.
+        let own_loops: Vec<&crate::loops::Loop> = (forest.loops.iter())
+            .filter(|l| l.blocks.iter().all(|&o| chains[o].starts_with(call)))
+            .collect();
         let ways_forward = predecessors[b].iter().all(|&p| forward(p, b))
-            && (successors[b].iter()).all(|&s| forward(b, s) && !forest.is_header(s));
+            && (successors[b].iter()).all(|&s| {
+                forward(b, s) && (!forest.is_header(s) || own_loops.iter().any(|l| l.header == s))
+            });
         if !ways_forward {
             continue;
         }
-        // The call's code before and after the block, each as far as it runs on.
-        let call = &around[..=depth];
+        // The places of the call's own loops are left out: a rotated loop's test is made
+        // once before it too (the list's first `p` tested before the walk).
         let piece = |starts: &[usize], next: &dyn Fn(usize) -> Vec<usize>| {
             let mut seen = vec![false; n];
             let mut work = starts.to_vec();
@@ -1093,7 +1104,9 @@ pub fn absorb_caller_code_between_call_pieces(
                     continue;
                 }
                 seen[o] = true;
-                places.extend(call_places(deciding, o, call));
+                if !own_loops.iter().any(|l| l.blocks.contains(&o)) {
+                    places.extend(call_places(deciding, o, call));
+                }
                 work.extend(next(o));
             }
             places
@@ -1895,6 +1908,41 @@ mod tests {
         assert_eq!(absorbed, [vec![], vec![4], vec![4], vec![4], vec![]]);
         // The same places after as before: two copies.
         deciding[3] = vec![at_column(10), at_column(13)];
+        let mut kept = chains.clone();
+        absorb_caller_code_between_call_pieces(&forest, &mut kept, &successors, &deciding);
+        assert_eq!(kept, chains);
+    }
+
+    #[test]
+    fn caller_code_before_a_calls_own_loop_is_the_calls() {
+        // expire(db, op->p2): expire's (site 4) `for (p = db->list; p; p = p->next)`
+        // rotated: its test of the first `p` (block 1, line 2) before the loop, the
+        // caller's load of `op->p2` in the preheader (2), the loop (3, testing `p` again at
+        // the same place), then 4.
+        let successors = vec![vec![1], vec![4, 2], vec![3], vec![3, 4], vec![]];
+        let forest = find_loops(&successors, 0);
+        let test = Location {
+            column: 3,
+            ..line(&[4], &[9, 2])
+        };
+        let deciding = vec![
+            vec![],
+            vec![test.clone()],
+            vec![line(&[], &[9])],
+            vec![line(&[4], &[9, 3]), test],
+            vec![],
+        ];
+        let chains = vec![vec![], vec![4], vec![], vec![4], vec![]];
+        let mut absorbed = chains.clone();
+        absorb_caller_code_between_call_pieces(&forest, &mut absorbed, &successors, &deciding);
+        assert_eq!(absorbed, [vec![], vec![4], vec![4], vec![4], vec![]]);
+        // A loop of the caller's (its latch, 5, the caller's code) holds a call in each
+        // iteration: its preheader stays the caller's.
+        let successors = vec![vec![1], vec![4, 2], vec![3], vec![5, 4], vec![], vec![3]];
+        let forest = find_loops(&successors, 0);
+        let mut deciding = deciding;
+        deciding.push(vec![line(&[], &[10])]);
+        let chains = vec![vec![], vec![4], vec![], vec![4], vec![], vec![]];
         let mut kept = chains.clone();
         absorb_caller_code_between_call_pieces(&forest, &mut kept, &successors, &deciding);
         assert_eq!(kept, chains);
