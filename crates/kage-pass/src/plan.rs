@@ -629,55 +629,67 @@ impl FunctionPlan {
                 }
             }
         };
-        let before = explain.then(|| chains.clone());
-        region_tree::fold_merged_call_tails(
+        // Runs a fold of the chains, saying (with KAGE_PASS_EXPLAIN=1) which code it moved.
+        let explained =
+            |chains: &mut [Vec<region_tree::Site>],
+             why: &str,
+             fold: &mut dyn FnMut(&mut [Vec<region_tree::Site>])| {
+                let before = explain.then(|| chains.to_vec());
+                fold(chains);
+                if let Some(before) = before {
+                    explain_changes(&before, chains, why);
+                }
+            };
+        explained(
             &mut chains,
-            &mut back_edges,
-            &cfg.successors,
-            |site| merged(&sites.sites[site as usize]),
-            |site| piece(&sites.sites[site as usize]),
-            |site| sites.sites[site as usize].callee,
+            "is its caller's: merged from several calls",
+            &mut |chains| {
+                region_tree::fold_merged_call_tails(
+                    chains,
+                    &mut back_edges,
+                    &cfg.successors,
+                    |site| merged(&sites.sites[site as usize]),
+                    |site| piece(&sites.sites[site as usize]),
+                    |site| sites.sites[site as usize].callee,
+                )
+            },
         );
-        if let Some(before) = before {
-            explain_changes(
-                &before,
-                &chains,
-                "is its caller's: merged from several calls",
-            );
-        }
-        let before = explain.then(|| chains.clone());
-        region_tree::absorb_loop_exits_in_calls(&forest, &mut chains, &cfg.successors, &back_edges);
-        if let Some(before) = before {
-            explain_changes(&before, &chains, "holds its caller's code at a loop's exit");
-        }
-        let before = explain.then(|| chains.clone());
-        region_tree::absorb_caller_code_scheduled_in_calls(
-            &forest,
+        explained(
             &mut chains,
-            &cfg.successors,
-            &terminator_chains,
+            "holds its caller's code at a loop's exit",
+            &mut |chains| {
+                region_tree::absorb_loop_exits_in_calls(
+                    &forest,
+                    chains,
+                    &cfg.successors,
+                    &back_edges,
+                )
+            },
         );
-        if let Some(before) = before {
-            explain_changes(
-                &before,
-                &chains,
-                "holds its caller's code scheduled inside it",
-            );
-        }
-        let before = explain.then(|| chains.clone());
-        region_tree::absorb_caller_code_between_call_pieces(
-            &forest,
+        explained(
             &mut chains,
-            &cfg.successors,
-            &deciding,
+            "holds its caller's code scheduled inside it",
+            &mut |chains| {
+                region_tree::absorb_caller_code_scheduled_in_calls(
+                    &forest,
+                    chains,
+                    &cfg.successors,
+                    &terminator_chains,
+                )
+            },
         );
-        if let Some(before) = before {
-            explain_changes(
-                &before,
-                &chains,
-                "holds its caller's code placed between its pieces",
-            );
-        }
+        explained(
+            &mut chains,
+            "holds its caller's code placed between its pieces",
+            &mut |chains| {
+                region_tree::absorb_caller_code_between_call_pieces(
+                    &forest,
+                    chains,
+                    &cfg.successors,
+                    &deciding,
+                )
+            },
+        );
         region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
         if !inlined_regions {
             chains.iter_mut().for_each(Vec::clear);
@@ -736,7 +748,6 @@ impl FunctionPlan {
             tree = region_tree::build(&forest, &chains, &back_edges);
             loops_as_written = as_written(&tree, declared);
         }
-        let before = explain.then(|| chains.clone());
         let dead_ends: Vec<bool> = (cfg.blocks.iter())
             .map(|&b| {
                 let terminator = LLVMGetBasicBlockTerminator(b);
@@ -744,67 +755,65 @@ impl FunctionPlan {
                     && LLVMGetInstructionOpcode(terminator) == LLVMOpcode::LLVMUnreachable
             })
             .collect();
-        let moved = region_tree::fold_moved_call_pieces(
-            &forest,
-            &cfg.successors,
-            &dead_ends,
+        let mut folded = false;
+        explained(
             &mut chains,
-            &back_edges,
-            &deciding,
-            |merged_site, other| {
-                let (m, o) = (
-                    &sites.sites[merged_site as usize],
-                    &sites.sites[other as usize],
-                );
-                merged(m) && o.callee == m.callee && o.parent == m.parent
+            "is its caller's: moved out of a loop",
+            &mut |chains| {
+                folded |= region_tree::fold_moved_call_pieces(
+                    &forest,
+                    &cfg.successors,
+                    &dead_ends,
+                    chains,
+                    &back_edges,
+                    &deciding,
+                    |merged_site, other| {
+                        let (m, o) = (
+                            &sites.sites[merged_site as usize],
+                            &sites.sites[other as usize],
+                        );
+                        merged(m) && o.callee == m.callee && o.parent == m.parent
+                    },
+                )
             },
         );
-        if let Some(before) = before {
-            explain_changes(&before, &chains, "is its caller's: moved out of a loop");
-        }
-        let before = explain.then(|| chains.clone());
-        let continued = region_tree::fold_calls_continued_across_iterations(
-            &forest,
-            &cfg.successors,
+        explained(
             &mut chains,
-            &back_edges,
+            "is its caller's: a call begun in the iteration before",
+            &mut |chains| {
+                folded |= region_tree::fold_calls_continued_across_iterations(
+                    &forest,
+                    &cfg.successors,
+                    chains,
+                    &back_edges,
+                )
+            },
         );
-        if let Some(before) = before {
-            explain_changes(
-                &before,
-                &chains,
-                "is its caller's: a call begun in the iteration before",
-            );
-        }
-        let before = explain.then(|| chains.clone());
-        let hoisted = region_tree::fold_hoisted_call_loads(
-            &cfg.successors,
-            &deciding,
-            &only_loads,
+        explained(
             &mut chains,
+            "is its caller's: a load hoisted above the caller's code",
+            &mut |chains| {
+                folded |= region_tree::fold_hoisted_call_loads(
+                    &cfg.successors,
+                    &deciding,
+                    &only_loads,
+                    chains,
+                )
+            },
         );
-        if let Some(before) = before {
-            explain_changes(
-                &before,
-                &chains,
-                "is its caller's: a load hoisted above the caller's code",
-            );
-        }
-        let before = explain.then(|| chains.clone());
-        let sunk = region_tree::fold_sunk_call_pieces(
-            &cfg.successors,
-            &deciding,
-            &only_loads,
+        explained(
             &mut chains,
+            "is its caller's: sunk past another call of the caller's",
+            &mut |chains| {
+                folded |= region_tree::fold_sunk_call_pieces(
+                    &cfg.successors,
+                    &deciding,
+                    &only_loads,
+                    chains,
+                )
+            },
         );
-        if let Some(before) = before {
-            explain_changes(
-                &before,
-                &chains,
-                "is its caller's: sunk past another call of the caller's",
-            );
-        }
-        if moved || continued || hoisted || sunk {
+        if folded {
             region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
             let declared = (loops_as_written.into_iter()).map(|l| l.declared).collect();
             tree = region_tree::build(&forest, &chains, &back_edges);
