@@ -24,17 +24,6 @@ use kage_report::{read_report, CountStats, RegionKind, Report};
 
 const PROGRAMS: &[&str] = &["stl", "lua", "sqlite", "zstd", "bzip2"];
 
-/// Functions the `-O2` build still counts more often than the `-O0` build, with the cause
-/// where it is known (bench/RESULTS-count.md). Any other is a failure.
-const KNOWN_OVER_COUNTS: &[(&str, &str)] = &[
-    // Code LLVM merged from freeregs()'s calls of freereg() on different lines, entered
-    // from more than their code: taken for whole calls merged (zstd's FSE_initCState2).
-    ("lua", "freereg"),
-    // Not yet explained, each by 1 call of tens to hundreds (2026-12-03).
-    ("sqlite", "sqlite3VdbeAddOp2"),
-    ("sqlite", "sqlite3VdbeAddOp3"),
-];
-
 /// Calls per source function (name, file), summed over every function region of it.
 fn calls(report: &Report) -> BTreeMap<(String, String), u64> {
     let mut calls = BTreeMap::new();
@@ -72,7 +61,7 @@ fn an_optimised_build_counts_no_call_the_source_did_not_make() {
             "-O0",
         ],
     );
-    let mut unexplained = Vec::new();
+    let mut over_counted = Vec::new();
     for program in PROGRAMS {
         let read = |variant: usize| {
             let path = work
@@ -106,14 +95,8 @@ fn an_optimised_build_counts_no_call_the_source_did_not_make() {
                 .unwrap_or(0);
             if o2 > o0 {
                 over += 1;
-                let known = KNOWN_OVER_COUNTS.contains(&(*program, name.as_str()));
-                eprintln!(
-                    "{program}: {name} ({file}): {o2} calls at -O2, {o0} at -O0{}",
-                    if known { " (known)" } else { "" }
-                );
-                if !known {
-                    unexplained.push(format!("{program}: {name}: {o2} calls for {o0}"));
-                }
+                eprintln!("{program}: {name} ({file}): {o2} calls at -O2, {o0} at -O0");
+                over_counted.push(format!("{program}: {name}: {o2} calls for {o0}"));
             }
         }
         for ((name, file), &o0) in &at_o0 {
@@ -137,8 +120,8 @@ fn an_optimised_build_counts_no_call_the_source_did_not_make() {
         );
     }
     assert!(
-        unexplained.is_empty(),
+        over_counted.is_empty(),
         "calls the source did not make:\n{}",
-        unexplained.join("\n")
+        over_counted.join("\n")
     );
 }

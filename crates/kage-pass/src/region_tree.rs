@@ -1140,7 +1140,9 @@ pub fn absorb_caller_code_between_call_pieces(
 /// own code remains (`piece`: another call of the same function on the same line, not
 /// merged): their common head hoisted before the branch that chooses between them, or
 /// moved out of a loop around them. A merged call entered from anywhere else (two whole
-/// calls merged into one) stays a call. `merged(site)` says whether a site is such a merged
+/// calls merged into one) stays a call, but for a piece of it that goes only into two or
+/// more calls of the function that are not merged (their common head, whatever their
+/// lines). `merged(site)` says whether a site is such a merged
 /// one; `callee(site)` names its function.
 pub fn fold_merged_call_tails<C: PartialEq>(
     chains: &mut [Vec<Site>],
@@ -1160,38 +1162,77 @@ pub fn fold_merged_call_tails<C: PartialEq>(
     }
     // Outer calls first: folding one folds what it holds.
     calls.sort_by_key(Vec::len);
+    let predecessors = crate::loops::predecessors(successors);
     for call in calls {
         let depth = call.len() - 1;
         let inside: Vec<bool> = chains.iter().map(|c| c.starts_with(&call)).collect();
-        // The function's entry block is entered from its caller.
-        let mut entered_from_elsewhere = inside.first().copied().unwrap_or(false);
-        let mut entered = false;
-        for (from, succs) in successors.iter().enumerate() {
-            if inside.get(from).copied().unwrap_or(true) {
+        let inside_at = |b: usize| inside.get(b).copied().unwrap_or(false);
+        // A call of the same function beside the merged one, in the same caller.
+        let same_function = |chain: &[Site]| {
+            chain.len() > depth
+                && chain[..depth] == call[..depth]
+                && callee(chain[depth]) == callee(call[depth])
+        };
+        // Each piece of it (connected blocks) on its own: a tail entered only from calls of
+        // the same function, or a head that goes only into calls of the same function that
+        // are not merged, at least two of them (their common head hoisted above the branch
+        // that chooses between them: Lua's freeregs(), `if (r1 > r2) { freereg(r1);
+        // freereg(r2); } else { freereg(r2); freereg(r1); }`, the first calls' call of
+        // luaY_nvarstack() made once before the test, whatever their lines).
+        let mut folded = Vec::new();
+        let mut seen = vec![false; chains.len()];
+        for first in (0..chains.len()).filter(|&b| inside_at(b)) {
+            if seen[first] {
                 continue;
             }
-            if !succs
-                .iter()
-                .any(|&to| inside.get(to).copied().unwrap_or(false))
-            {
-                continue;
+            seen[first] = true;
+            let mut blocks = vec![first];
+            let mut at = 0;
+            while at < blocks.len() {
+                let b = blocks[at];
+                for &o in predecessors[b].iter().chain(&successors[b]) {
+                    if inside_at(o) && !seen[o] {
+                        seen[o] = true;
+                        blocks.push(o);
+                    }
+                }
+                at += 1;
             }
-            entered = true;
-            let head = &chains[from];
-            let from_same_function = head.len() > depth
-                && head[..depth] == call[..depth]
-                && callee(head[depth]) == callee(call[depth]);
-            entered_from_elsewhere |= !from_same_function;
+            // The function's entry block is entered from its caller.
+            let mut entered_from_elsewhere = blocks.contains(&0);
+            let mut entered = false;
+            let mut into: Vec<Site> = Vec::new();
+            let mut only_into_calls = true;
+            for &b in &blocks {
+                for &o in predecessors[b].iter().filter(|&&o| !inside_at(o)) {
+                    entered = true;
+                    entered_from_elsewhere |= o >= chains.len() || !same_function(&chains[o]);
+                }
+                for &o in successors[b].iter().filter(|&&o| !inside_at(o)) {
+                    if o < chains.len() && same_function(&chains[o]) && !merged(chains[o][depth]) {
+                        into.push(chains[o][depth]);
+                    } else {
+                        only_into_calls = false;
+                    }
+                }
+            }
+            into.sort_unstable();
+            into.dedup();
+            let tail = entered && !entered_from_elsewhere;
+            let head = only_into_calls && into.len() >= 2;
+            if piece(call[depth]) || tail || head {
+                folded.extend(blocks);
+            }
         }
-        if !piece(call[depth]) && (!entered || entered_from_elsewhere) {
-            continue;
+        let whole = folded.len() == inside.iter().filter(|&&i| i).count();
+        for b in folded {
+            chains[b].truncate(depth);
         }
-        for (chain, _) in chains.iter_mut().zip(&inside).filter(|(_, &i)| i) {
-            chain.truncate(depth);
-        }
-        for chain in back_edges.iter_mut().flatten() {
-            if chain.starts_with(&call) {
-                chain.truncate(depth);
+        if whole {
+            for chain in back_edges.iter_mut().flatten() {
+                if chain.starts_with(&call) {
+                    chain.truncate(depth);
+                }
             }
         }
     }
@@ -2271,6 +2312,50 @@ mod tests {
             ]
         );
         assert_eq!(back_edges, [Some(vec![1]), Some(vec![6]), Some(vec![1, 2])]);
+    }
+
+    #[test]
+    fn the_merged_head_and_tail_of_calls_of_one_function_are_their_callers_code() {
+        // if (a > b) { f(a); f(b); } else { f(b); f(a); } (sites 1, 2 and 3, 4): the first
+        // calls' common head merged before the test (block 1, site 5, line 0), their second
+        // calls' common tail after them (6, site 5 too). Each piece on its own: the head goes
+        // only into calls of f, the tail comes only from them: both the caller's.
+        //   0 -> 1 -> {2, 4}, 2 -> 3 -> 6, 4 -> 5 -> 6, 3 -> 7, 5 -> 7, 6 -> 7
+        let successors = vec![
+            vec![1],
+            vec![2, 4],
+            vec![3],
+            vec![6, 7],
+            vec![5],
+            vec![6, 7],
+            vec![7],
+            vec![],
+        ];
+        let chains = vec![
+            vec![],
+            vec![5],
+            vec![1],
+            vec![2],
+            vec![3],
+            vec![4],
+            vec![5],
+            vec![],
+        ];
+        let callee = |site: Site| if site <= 5 { 'f' } else { 'g' };
+        let merged = |site: Site| site == 5;
+        let mut folded = chains.clone();
+        fold_merged_call_tails(&mut folded, &mut [], &successors, merged, |_| false, callee);
+        let mut expected = chains.clone();
+        expected[1].clear();
+        expected[6].clear();
+        assert_eq!(folded, expected);
+        // A merged head that goes into one call only (f(x) merged from two ways, then f(y)
+        // right after): two calls, kept.
+        let successors = vec![vec![1], vec![2], vec![3], vec![]];
+        let chains = vec![vec![], vec![5], vec![1], vec![]];
+        let mut kept = chains.clone();
+        fold_merged_call_tails(&mut kept, &mut [], &successors, merged, |_| false, callee);
+        assert_eq!(kept, chains);
     }
 
     #[test]
