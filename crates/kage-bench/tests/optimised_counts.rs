@@ -12,7 +12,7 @@
 //! are not the source's.
 //!
 //! `cargo nextest run --release -p kage-bench --test optimised_counts --no-capture` prints
-//! every function counted differently.
+//! every function counted more often, and per program how many are counted less often.
 
 mod common;
 
