@@ -1473,6 +1473,25 @@ mod tests {
         }
     }
 
+    /// [`fold_moved_call_pieces`] with no block ending in `unreachable` and no merged call.
+    fn moved_pieces(
+        forest: &LoopForest,
+        successors: &[Vec<usize>],
+        chains: &mut [Vec<Site>],
+        back_edges: &[Option<Vec<Site>>],
+        deciding: &[Vec<Location>],
+    ) -> bool {
+        fold_moved_call_pieces(
+            forest,
+            successors,
+            &[],
+            chains,
+            back_edges,
+            deciding,
+            |_, _| false,
+        )
+    }
+
     /// An instruction's location: through `sites`, at `lines` (one more than the sites).
     fn line(sites: &[Site], lines: &[u32]) -> Location {
         Location {
@@ -1587,27 +1606,23 @@ mod tests {
         let back_edges = [Some(vec![])];
         let chains = vec![vec![5], vec![5], vec![5], vec![], vec![]];
         let mut folded = chains.clone();
-        assert!(fold_moved_call_pieces(
+        assert!(moved_pieces(
             &forest,
             &successors,
-            &[],
             &mut folded,
             &back_edges,
-            &locations(&[2]),
-            |_, _| false
+            &locations(&[2])
         ));
         assert_eq!(folded, [vec![], vec![5], vec![5], vec![], vec![]]);
         // Every line of the code in the loop: a copy of the whole call, the first call (a
         // peeled iteration), kept.
         let mut kept = chains.clone();
-        assert!(!fold_moved_call_pieces(
+        assert!(!moved_pieces(
             &forest,
             &successors,
-            &[],
             &mut kept,
             &back_edges,
-            &locations(&[3, 4]),
-            |_, _| false
+            &locations(&[3, 4])
         ));
         assert_eq!(kept, chains);
     }
@@ -1630,14 +1645,12 @@ mod tests {
         let back_edges = [Some(vec![])];
         // As a region of its own, the hoisted code would count one more call each time the
         // loop starts.
-        assert!(fold_moved_call_pieces(
+        assert!(moved_pieces(
             &forest,
             &successors,
-            &[],
             &mut chains,
             &back_edges,
-            &locations,
-            |_, _| false
+            &locations
         ));
         let tree = build(&forest, &chains, &back_edges);
         assert_eq!(
@@ -1842,14 +1855,12 @@ mod tests {
         ];
         let mut chains = block_chains(&successors, &locations);
         let back_edges = [None];
-        assert!(fold_moved_call_pieces(
+        assert!(moved_pieces(
             &forest,
             &successors,
-            &[],
             &mut chains,
             &back_edges,
-            &locations,
-            |_, _| false
+            &locations
         ));
         assert_eq!(chains, [vec![], vec![7], vec![7], vec![], vec![], vec![]]);
         let tree = build(&forest, &chains, &back_edges);
@@ -2126,26 +2137,22 @@ mod tests {
         let back_edges = [Some(vec![])];
         let chains = vec![vec![], vec![5], vec![5], vec![], vec![]];
         let mut folded = chains.clone();
-        assert!(fold_moved_call_pieces(
+        assert!(moved_pieces(
             &forest,
             &successors,
-            &[],
             &mut folded,
             &back_edges,
-            &locations(&[2]),
-            |_, _| false
+            &locations(&[2])
         ));
         assert_eq!(folded, [vec![], vec![], vec![5], vec![], vec![]]);
         // The whole of reload before the loop: a call of its own (the header's code a copy).
         let mut kept = chains.clone();
-        assert!(!fold_moved_call_pieces(
+        assert!(!moved_pieces(
             &forest,
             &successors,
-            &[],
             &mut kept,
             &back_edges,
-            &locations(&[2, 3]),
-            |_, _| false
+            &locations(&[2, 3])
         ));
         assert_eq!(kept, chains);
         // The latch reload's own code: the call spans the back edge and its code in the
@@ -2153,14 +2160,12 @@ mod tests {
         // before the loop is the call and stays.
         let chains = vec![vec![], vec![5], vec![5], vec![5], vec![]];
         let mut kept = chains.clone();
-        assert!(!fold_moved_call_pieces(
+        assert!(!moved_pieces(
             &forest,
             &successors,
-            &[],
             &mut kept,
             &back_edges,
-            &locations(&[2]),
-            |_, _| false
+            &locations(&[2])
         ));
         assert_eq!(kept, chains);
     }
@@ -2175,24 +2180,20 @@ mod tests {
         let mut chains = block_chains(&successors, &locations);
         let back_edges = [Some(vec![9])];
         // Its back edge is in f: the loop is no caller's loop of f's, nothing is folded.
-        assert!(!fold_moved_call_pieces(
+        assert!(!moved_pieces(
             &forest,
             &successors,
-            &[],
             &mut chains,
             &back_edges,
-            &locations,
-            |_, _| false
+            &locations
         ));
         let back_edges = [Some(vec![])];
-        assert!(!fold_moved_call_pieces(
+        assert!(!moved_pieces(
             &forest,
             &successors,
-            &[],
             &mut chains,
             &back_edges,
-            &locations,
-            |_, _| false
+            &locations
         ));
         assert_eq!(chains, [vec![9], vec![], vec![9], vec![]]);
     }
