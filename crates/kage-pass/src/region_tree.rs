@@ -1140,9 +1140,10 @@ pub fn absorb_caller_code_between_call_pieces(
 /// own code remains (`piece`: another call of the same function on the same line, not
 /// merged): their common head hoisted before the branch that chooses between them, or
 /// moved out of a loop around them. A merged call entered from anywhere else (two whole
-/// calls merged into one) stays a call, but for a piece of it that goes only into two or
-/// more calls of the function that are not merged (their common head, whatever their
-/// lines). `merged(site)` says whether a site is such a merged
+/// calls merged into one) stays a call. Each piece of a merged call (its connected blocks)
+/// is judged on its own, and a piece that goes only into two or more calls of the function
+/// that are not merged is their common head, whatever their lines, and the caller's too.
+/// `merged(site)` says whether a site is such a merged
 /// one; `callee(site)` names its function.
 pub fn fold_merged_call_tails<C: PartialEq>(
     chains: &mut [Vec<Site>],
