@@ -575,27 +575,10 @@ pub fn fold_moved_call_pieces(
                 }
             }
             let side = |i: usize| (before[i], after[i]);
-            let mut seen = vec![false; outside.len()];
-            for first in 0..outside.len() {
-                if seen[first] {
-                    continue;
-                }
-                seen[first] = true;
-                let mut piece = vec![outside[first]];
-                let mut at = 0;
-                while at < piece.len() {
-                    let b = piece[at];
-                    let here = side(index(b).unwrap_or(first));
-                    for &o in predecessors[b].iter().chain(&successors[b]) {
-                        if let Some(i) = index(o) {
-                            if !seen[i] && side(i) == here {
-                                seen[i] = true;
-                                piece.push(o);
-                            }
-                        }
-                    }
-                    at += 1;
-                }
+            let same_side = |a: usize, o: usize| {
+                index(o).is_some_and(|i| index(a).is_some_and(|j| side(i) == side(j)))
+            };
+            for piece in connected_pieces(&outside, &predecessors, successors, same_side) {
                 // Its ways out and in, but to and from the call's code on the other side.
                 let exits: Vec<usize> = (piece.iter())
                     .flat_map(|&b| successors[b].iter().copied())
@@ -1181,24 +1164,10 @@ pub fn fold_merged_call_tails<C: PartialEq>(
         // freereg(r2); } else { freereg(r2); freereg(r1); }`, the first calls' call of
         // luaY_nvarstack() made once before the test, whatever their lines).
         let mut folded = Vec::new();
-        let mut seen = vec![false; chains.len()];
-        for first in (0..chains.len()).filter(|&b| inside_at(b)) {
-            if seen[first] {
-                continue;
-            }
-            seen[first] = true;
-            let mut blocks = vec![first];
-            let mut at = 0;
-            while at < blocks.len() {
-                let b = blocks[at];
-                for &o in predecessors[b].iter().chain(&successors[b]) {
-                    if inside_at(o) && !seen[o] {
-                        seen[o] = true;
-                        blocks.push(o);
-                    }
-                }
-                at += 1;
-            }
+        let blocks_inside: Vec<usize> = (0..chains.len()).filter(|&b| inside_at(b)).collect();
+        for blocks in connected_pieces(&blocks_inside, &predecessors, successors, |_, o| {
+            inside_at(o)
+        }) {
             // The function's entry block is entered from its caller.
             let mut entered_from_elsewhere = blocks.contains(&0);
             let mut entered = false;
@@ -1237,6 +1206,38 @@ pub fn fold_merged_call_tails<C: PartialEq>(
             }
         }
     }
+}
+
+/// `blocks` in pieces: each piece the blocks reached from the first of `blocks` not yet in
+/// one, by edges either way from a block `a` to a block `o` of `blocks` with `joined(a, o)`.
+fn connected_pieces(
+    blocks: &[usize],
+    predecessors: &[Vec<usize>],
+    successors: &[Vec<usize>],
+    joined: impl Fn(usize, usize) -> bool,
+) -> Vec<Vec<usize>> {
+    let mut seen = vec![false; blocks.iter().map(|&b| b + 1).max().unwrap_or(0)];
+    let mut pieces = Vec::new();
+    for &first in blocks {
+        if seen[first] {
+            continue;
+        }
+        seen[first] = true;
+        let mut piece = vec![first];
+        let mut at = 0;
+        while at < piece.len() {
+            let a = piece[at];
+            for &o in predecessors[a].iter().chain(&successors[a]) {
+                if o < seen.len() && !seen[o] && blocks.contains(&o) && joined(a, o) {
+                    seen[o] = true;
+                    piece.push(o);
+                }
+            }
+            at += 1;
+        }
+        pieces.push(piece);
+    }
+    pieces
 }
 
 /// The chain of inlined calls each loop is in (the code of the last one; the function's
