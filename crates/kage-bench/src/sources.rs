@@ -1,5 +1,5 @@
 //! Finds the C sources bundled in crates (`lua-src`, `libsqlite3-sys`, `zstd-sys`,
-//! `bzip2-sys`). They are dependencies of kage-bench (never compiled into it), so
+//! `bzip2-sys`, `pcre2-sys`). They are dependencies of kage-bench (never compiled into it), so
 //! `cargo metadata` resolves, downloads and reports where they are unpacked.
 
 use std::path::{Path, PathBuf};
@@ -13,7 +13,13 @@ pub struct CrateSources {
     roots: Vec<(String, PathBuf)>,
 }
 
-const SOURCE_CRATES: &[&str] = &["lua-src", "libsqlite3-sys", "zstd-sys", "bzip2-sys"];
+const SOURCE_CRATES: &[&str] = &[
+    "lua-src",
+    "libsqlite3-sys",
+    "zstd-sys",
+    "bzip2-sys",
+    "pcre2-sys",
+];
 
 impl CrateSources {
     pub fn locate() -> Result<Self> {
@@ -72,6 +78,12 @@ impl CrateSources {
 
     pub fn bzip2_dir(&self) -> Result<PathBuf> {
         newest_child(self.root("bzip2-sys")?, "bzip2-")
+    }
+
+    /// PCRE2's sources (`src/`, with `include/config.h` and `include/pcre2.h` made for the
+    /// crate's build).
+    pub fn pcre2_dir(&self) -> Result<PathBuf> {
+        existing(self.root("pcre2-sys")?.join("upstream"))
     }
 }
 

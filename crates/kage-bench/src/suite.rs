@@ -28,6 +28,9 @@ pub enum Origin {
     Zstd,
     /// bzip2 from `bzip2-sys`, with `bench/programs/bzip2/driver.c`.
     Bzip2,
+    /// PCRE2's interpreter and DFA matcher from `pcre2-sys` (no JIT), with
+    /// `bench/programs/pcre2/driver.c`.
+    Pcre2,
     /// `bench/versions/<name>.c`: a kernel whose nests are written in versions (`#pragma
     /// kage versions`), for the select tool.
     Versioned,
@@ -124,6 +127,13 @@ pub const SUITE: &[Program] = &[
         full_args: &[],
         quick_args: &["0.05"],
         medium_args: &["0.6"],
+    },
+    Program {
+        name: "pcre2",
+        origin: Origin::Pcre2,
+        full_args: &[],
+        quick_args: &["0.05"],
+        medium_args: &["0.8"],
     },
 ];
 
@@ -299,6 +309,38 @@ impl Program {
                 Recipe {
                     sources,
                     cflags: vec![include(&dir)],
+                    libs: vec![],
+                }
+            }
+            Origin::Pcre2 => {
+                let dir = crates()?.pcre2_dir()?;
+                let src = dir.join("src");
+                let mut sources = c_files_in(&src)?;
+                // The JIT's matcher and helpers are included by pcre2_jit_compile.c, and
+                // the Unicode property tables by pcre2_tables.c (as pcre2-sys builds it).
+                sources.retain(|p| {
+                    !matches!(
+                        file_name(p),
+                        "pcre2_jit_match.c" | "pcre2_jit_misc.c" | "pcre2_ucptables.c"
+                    )
+                });
+                sources.push(driver("pcre2"));
+                Recipe {
+                    sources,
+                    // No SUPPORT_JIT: the matchers the pass sees are the interpreters; a
+                    // JIT's generated code would run uninstrumented.
+                    cflags: vec![
+                        "-DPCRE2_CODE_UNIT_WIDTH=8".into(),
+                        "-DHAVE_CONFIG_H".into(),
+                        "-DPCRE2_STATIC".into(),
+                        "-DSUPPORT_PCRE2_8".into(),
+                        "-DSUPPORT_UNICODE".into(),
+                        "-DHAVE_STDLIB_H".into(),
+                        "-DHAVE_MEMMOVE".into(),
+                        "-DSTDC_HEADERS".into(),
+                        include(&src),
+                        include(&dir.join("include")),
+                    ],
                     libs: vec![],
                 }
             }

@@ -22,7 +22,7 @@ use std::path::Path;
 use common::kage_bench_quick;
 use kage_report::{read_report, CountStats, RegionKind, Report};
 
-const PROGRAMS: &[&str] = &["stl", "lua", "sqlite", "zstd", "bzip2"];
+const PROGRAMS: &[&str] = &["stl", "lua", "sqlite", "zstd", "bzip2", "pcre2"];
 
 /// Calls per source function (name, file), summed over every function region of it.
 fn calls(report: &Report) -> BTreeMap<(String, String), u64> {

@@ -691,6 +691,13 @@ impl FunctionPlan {
             },
         );
         region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
+        region_tree::drop_unmeasured_call_pieces(
+            &forest,
+            &mut chains,
+            &back_edges,
+            &cfg.successors,
+            &measured,
+        );
         if !inlined_regions {
             chains.iter_mut().for_each(Vec::clear);
             back_edges.iter_mut().flatten().for_each(Vec::clear);
@@ -815,6 +822,13 @@ impl FunctionPlan {
         );
         if folded {
             region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
+            region_tree::drop_unmeasured_call_pieces(
+                &forest,
+                &mut chains,
+                &back_edges,
+                &cfg.successors,
+                &measured,
+            );
             let declared = (loops_as_written.into_iter()).map(|l| l.declared).collect();
             tree = region_tree::build(&forest, &chains, &back_edges);
             loops_as_written = as_written(&tree, declared);

@@ -402,6 +402,56 @@ pub fn drop_unmeasured_calls(
     back_edges.iter_mut().flatten().for_each(cut);
 }
 
+/// Gives the caller the pieces of an inlined call that make no memory access and no call:
+/// blocks of the call's code (`chains`) that are connected to each other but not to the
+/// call's measured blocks (`measured`, as for [`drop_unmeasured_calls`]), such as the
+/// address arithmetic of a call in a loop that LICM hoisted into the function's entry
+/// block (bzip2's `isempty_RL`, at -O3, where argument promotion made the address
+/// invariant). As a region such a piece would count an instance more each time it runs,
+/// with nothing in it to measure. A piece that holds the header of a loop whose back edges
+/// are the call's code stays (the loop is the call's).
+pub fn drop_unmeasured_call_pieces(
+    forest: &LoopForest,
+    chains: &mut [Vec<Site>],
+    back_edges: &[Option<Vec<Site>>],
+    successors: &[Vec<usize>],
+    measured: &[bool],
+) {
+    let predecessors = crate::loops::predecessors(successors);
+    let sites: std::collections::BTreeSet<Site> = chains.iter().flatten().copied().collect();
+    let mut cut_at: Vec<Option<usize>> = vec![None; chains.len()];
+    for site in sites {
+        let blocks: Vec<usize> = (0..chains.len())
+            .filter(|&b| chains[b].contains(&site))
+            .collect();
+        let depth = chains[blocks[0]]
+            .iter()
+            .position(|&s| s == site)
+            .expect("the site is in the chain");
+        let holds = |b: usize| chains[b].contains(&site);
+        for piece in connected_pieces(&blocks, &predecessors, successors, |_, o| holds(o)) {
+            let loop_of_the_call = (forest.loops.iter().zip(back_edges)).any(|(lp, edges)| {
+                piece.contains(&lp.header) && edges.as_ref().is_some_and(|c| c.contains(&site))
+            });
+            if loop_of_the_call
+                || piece
+                    .iter()
+                    .any(|&b| measured.get(b).copied().unwrap_or(false))
+            {
+                continue;
+            }
+            for b in piece {
+                cut_at[b] = Some(cut_at[b].map_or(depth, |d| d.min(depth)));
+            }
+        }
+    }
+    for (chain, cut) in chains.iter_mut().zip(cut_at) {
+        if let Some(depth) = cut {
+            chain.truncate(depth);
+        }
+    }
+}
+
 /// Folds into their caller the pieces of an inlined call that the optimiser moved out of a
 /// loop of the caller's around the call (LICM: a load hoisted into the preheader, a store
 /// sunk past the exit): run once per run of the loop, as a region of their own they would
@@ -2315,6 +2365,64 @@ mod tests {
             ]
         );
         assert_eq!(back_edges, [Some(vec![1]), Some(vec![6]), Some(vec![1, 2])]);
+    }
+
+    #[test]
+    fn pieces_of_a_call_without_accesses_or_calls_are_their_callers_code() {
+        // bzip2's handle_compress at -O3: the address arithmetic of isempty_RL (site 1)
+        // hoisted into the entry block 0, its load in block 2 of the caller's loop (header
+        // 1). Site 2's test (block 4, no access) leads into its load (block 5): one piece,
+        // kept. Site 3 is a loop of its own (blocks 6, 7, its back edge its code) that makes
+        // no access, and a load in block 9 apart from it: the loop stays the call's.
+        //   0 -> 1 -> 2 -> {1, 3}, 3 -> 4 -> 5 -> 6 -> 7 -> {6, 8}, 8 -> 9 -> 10
+        let successors = vec![
+            vec![1],
+            vec![2],
+            vec![1, 3],
+            vec![4],
+            vec![5],
+            vec![6],
+            vec![7],
+            vec![6, 8],
+            vec![9],
+            vec![10],
+            vec![],
+        ];
+        let forest = find_loops(&successors, 0);
+        let mut chains = vec![
+            vec![1],
+            vec![],
+            vec![1],
+            vec![],
+            vec![2],
+            vec![2],
+            vec![3],
+            vec![3],
+            vec![],
+            vec![3],
+            vec![],
+        ];
+        let measured = [
+            false, false, true, false, false, true, false, false, false, true, false,
+        ];
+        let back_edges = vec![Some(vec![]), Some(vec![3])];
+        drop_unmeasured_call_pieces(&forest, &mut chains, &back_edges, &successors, &measured);
+        assert_eq!(
+            chains,
+            [
+                vec![],
+                vec![],
+                vec![1],
+                vec![],
+                vec![2],
+                vec![2],
+                vec![3],
+                vec![3],
+                vec![],
+                vec![3],
+                vec![],
+            ]
+        );
     }
 
     #[test]
