@@ -770,7 +770,7 @@ impl FunctionPlan {
                 folded |= region_tree::fold_moved_call_pieces(
                     &forest,
                     &cfg.successors,
-                    &dead_ends,
+                    (&dead_ends, &only_loads),
                     chains,
                     &back_edges,
                     &deciding,

@@ -465,13 +465,14 @@ pub fn drop_unmeasured_call_pieces(
 /// stay. A call the optimiser merged from several (`stands_for(merged, other)`: `other`
 /// is one of the calls of the same function beside it) is looked at with their code in the
 /// loops. `deciding[b]` are block `b`'s locations, `dead_ends[b]` whether it ends in
-/// `unreachable`; `forest` must be the one the regions are
+/// `unreachable`, `only_loads[b]` whether the accesses and calls it makes are all loads (one
+/// at least); `forest` must be the one the regions are
 /// built on (the loops the optimiser cut out of a source loop joined into it: a call's
 /// code in the path of a `continue` is not moved code). Returns whether it folded any.
 pub fn fold_moved_call_pieces(
     forest: &LoopForest,
     successors: &[Vec<usize>],
-    dead_ends: &[bool],
+    (dead_ends, only_loads): (&[bool], &[bool]),
     chains: &mut [Vec<Site>],
     back_edges: &[Option<Vec<Site>>],
     deciding: &[Vec<Location>],
@@ -675,9 +676,25 @@ pub fn fold_moved_call_pieces(
                         };
                         begins_at_latch && exits.iter().all(|&o| o == l.header || past(o))
                     });
+                // A test of the call's that loop unswitching (-O3) made once before the loop,
+                // where it chooses between two versions of it, and that the version holding
+                // the call makes again (SQLite's `sqlite3VdbeSetColName` in a loop: its test
+                // of `p->db->mallocFailed`): loads only, at places the call's code in the
+                // loops is at and not all of them, and every way out goes into a loop (its
+                // header, or a block that goes only there), one of them holding the call.
+                let enters_loop = |o: usize| {
+                    forest.is_header(o) || matches!(successors[o][..], [s] if forest.is_header(s))
+                };
+                let unswitched = part
+                    && !at.is_empty()
+                    && at.iter().all(|p| there.contains(p))
+                    && (piece.iter()).all(|&b| only_loads.get(b).copied().unwrap_or(false))
+                    && exits.iter().all(|&o| enters_loop(o))
+                    && exits.iter().any(|&o| in_holding(o));
                 let moved = only_inside(&entries)
                     || (only_inside(&exits) && (!exits_to_call || into_call) && part)
                     || continued_in_header
+                    || unswitched
                     || (!exits_to_call
                         && !entered_from_call
                         && at.iter().all(|p| !there.contains(p)));
@@ -1536,7 +1553,7 @@ mod tests {
         fold_moved_call_pieces(
             forest,
             successors,
-            &[],
+            (&[], &[]),
             chains,
             back_edges,
             deciding,
@@ -1676,6 +1693,59 @@ mod tests {
             &back_edges,
             &locations(&[3, 4])
         ));
+        assert_eq!(kept, chains);
+    }
+
+    #[test]
+    fn a_calls_test_that_loop_unswitching_made_before_the_loop_is_its_callers() {
+        // for (i = 0; i < n; i++) set(v, i) at -O3, set (site 5) testing `v->db->failed`
+        // (line 2) before its work (line 3): block 1 makes the test once and chooses a
+        // version of the loop, 3 (the caller's alone: set does nothing there) or 4 and 5
+        // (set's test and work again each iteration); 2 goes only to 3's header, 6 after.
+        //   0 -> 1 -> {2, 4}, 2 -> 3 -> {3, 6}, 4 -> 5 -> {4, 6}
+        let successors = vec![
+            vec![1],
+            vec![2, 4],
+            vec![3],
+            vec![3, 6],
+            vec![5],
+            vec![4, 6],
+            vec![],
+        ];
+        let forest = find_loops(&successors, 0);
+        let locations = vec![
+            vec![line(&[], &[6])],
+            vec![line(&[5], &[7, 2])],
+            vec![line(&[], &[7])],
+            vec![line(&[], &[8])],
+            vec![line(&[], &[8])],
+            vec![line(&[5], &[7, 2]), line(&[5], &[7, 3])],
+            vec![line(&[], &[9])],
+        ];
+        let back_edges = [Some(vec![]), Some(vec![])];
+        let chains = vec![vec![], vec![5], vec![], vec![], vec![], vec![5], vec![]];
+        let fold = |chains: &mut [Vec<Site>], only_loads: &[bool]| {
+            fold_moved_call_pieces(
+                &forest,
+                &successors,
+                (&[], only_loads),
+                chains,
+                &back_edges,
+                &locations,
+                |_, _| false,
+            )
+        };
+        // As a region of its own, the test would count a call more at every run of the loop.
+        let mut folded = chains.clone();
+        let loads = [false, true, false, false, false, false, false];
+        assert!(fold(&mut folded, &loads));
+        assert_eq!(
+            folded,
+            [vec![], vec![], vec![], vec![], vec![], vec![5], vec![]]
+        );
+        // A piece that stores is no test: a call of its own (a peeled iteration's), kept.
+        let mut kept = chains.clone();
+        assert!(!fold(&mut kept, &[false; 7]));
         assert_eq!(kept, chains);
     }
 
