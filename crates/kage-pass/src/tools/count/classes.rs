@@ -122,6 +122,12 @@ pub(super) unsafe fn count_per_class(
             let entry = LLVMGetEntryBasicBlock(plan.func);
             LLVMPositionBuilderBefore(builder, LLVMGetFirstInstruction(entry));
             let counter = inline.zeroed_count(builder);
+            // 0 at each entry into the tree too, as its locals are: dead outside it.
+            for &(_, at) in emitted.entries.iter().filter(|(j, _)| *j == tree) {
+                LLVMPositionBuilderBefore(builder, at);
+                let zero = LLVMConstInt(LLVMGetAllocatedType(counter), 0, 0);
+                LLVMSetAlignment(LLVMBuildStore(builder, zero, counter), 8);
+            }
             // One block of the class counts, before its first addition.
             let first = first_in_block(adds[class_adds[0]].instructions[0], &class_adds, &adds);
             LLVMPositionBuilderBefore(builder, first);

@@ -34,11 +34,13 @@ pub(super) struct TreeAdd {
 }
 
 /// What the emitter built that [`super::classes`] may rewrite: each constant added to a
-/// tree's locals and each tree's report (tree, call).
+/// tree's locals, each tree's report (tree, call) and where a tree that does not wait is
+/// entered (tree, the first of the stores that zero its locals there).
 #[derive(Default)]
 pub(super) struct Emitted {
     pub(super) adds: Vec<TreeAdd>,
     pub(super) flushes: Vec<(usize, LLVMValueRef)>,
+    pub(super) entries: Vec<(usize, LLVMValueRef)>,
 }
 
 /// What a tree's report visits its regions with ([`Inline::flush_region`]).
@@ -381,9 +383,17 @@ impl Emitter<'_> {
         }
         for &node in &c.counted {
             // A tree's root starts: the thread notes it, for a fatal signal's report.
-            if self.trees.iter().any(|t| t.root == node) {
+            if let Some(j) = self.trees.iter().position(|t| t.root == node) {
                 let entry = self.table.region_ptr(self.base + node as u32);
                 self.inline.set_running(self.builder, entry);
+                // Its locals are 0 here (its last visit reported them), unless it waits: said
+                // so, they are dead outside the tree. Else mem2reg carries them around every
+                // loop outside it too, through phis that LLVM cannot fold when a join has
+                // more than 64 ways in (PCRE2's `match()`, one loop around its dispatch: 328
+                // locals spilled, 300 stores of 0 at each call).
+                if !self.waits[j] {
+                    self.zero_locals(j);
+                }
             }
             if let Some(local) = self.local(node) {
                 self.add_to_tree(node, local[0], LLVMConstInt(self.inline.i64_type, 1, 0));
@@ -394,6 +404,20 @@ impl Emitter<'_> {
     /// The promoted tree holding tree node `node`, if any.
     fn tree_of(&self, node: usize) -> Option<usize> {
         (self.trees.iter()).position(|t| (t.root..t.root + t.len).contains(&node))
+    }
+
+    /// Stores 0 to tree `j`'s locals, at an entry into it (noted in [`Emitted`]).
+    unsafe fn zero_locals(&self, j: usize) {
+        let zero = LLVMConstInt(self.inline.i64_type, 0, 0);
+        let mut first = None;
+        for &local in self.locals[j].0.iter().flatten() {
+            let store = LLVMBuildStore(self.builder, zero, local);
+            LLVMSetAlignment(store, 8);
+            first.get_or_insert(store);
+        }
+        if let Some(first) = first {
+            self.emitted.borrow_mut().entries.push((j, first));
+        }
     }
 
     /// The locals of tree node `node`, if it is in a promoted tree.
