@@ -690,11 +690,10 @@ impl FunctionPlan {
                 )
             },
         );
-        region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
-        region_tree::drop_unmeasured_call_pieces(
+        drop_unmeasured(
             &forest,
             &mut chains,
-            &back_edges,
+            &mut back_edges,
             &cfg.successors,
             &measured,
         );
@@ -821,11 +820,10 @@ impl FunctionPlan {
             },
         );
         if folded {
-            region_tree::drop_unmeasured_calls(&mut chains, &mut back_edges, &measured);
-            region_tree::drop_unmeasured_call_pieces(
+            drop_unmeasured(
                 &forest,
                 &mut chains,
-                &back_edges,
+                &mut back_edges,
                 &cfg.successors,
                 &measured,
             );
@@ -951,4 +949,17 @@ impl FunctionPlan {
 /// `ret`; then before the call (the callee's events then nest inside nothing of ours).
 unsafe fn exit_insertion_point(terminator: LLVMValueRef) -> LLVMValueRef {
     ir::musttail_call_returned_by(terminator).unwrap_or(terminator)
+}
+
+/// Leaves out the inlined calls, and the pieces of calls, that make no memory access and no
+/// call ([`region_tree::drop_unmeasured_calls`], [`region_tree::drop_unmeasured_call_pieces`]).
+fn drop_unmeasured(
+    forest: &crate::loops::LoopForest,
+    chains: &mut [Vec<region_tree::Site>],
+    back_edges: &mut [Option<Vec<region_tree::Site>>],
+    successors: &[Vec<usize>],
+    measured: &[bool],
+) {
+    region_tree::drop_unmeasured_calls(chains, back_edges, measured);
+    region_tree::drop_unmeasured_call_pieces(forest, chains, back_edges, successors, measured);
 }
