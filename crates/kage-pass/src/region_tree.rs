@@ -428,8 +428,8 @@ pub fn drop_unmeasured_call_pieces(
             .iter()
             .position(|&s| s == site)
             .expect("the site is in the chain");
-        let holds = |b: usize| chains[b].contains(&site);
-        for piece in connected_pieces(&blocks, &predecessors, successors, |_, o| holds(o)) {
+        // Every edge between the call's blocks joins them.
+        for piece in connected_pieces(&blocks, &predecessors, successors, |_, _| true) {
             let loop_of_the_call = (forest.loops.iter().zip(back_edges)).any(|(lp, edges)| {
                 piece.contains(&lp.header) && edges.as_ref().is_some_and(|c| c.contains(&site))
             });
