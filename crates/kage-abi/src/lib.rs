@@ -756,6 +756,15 @@ pub const DEFAULT_LINE_SIZE: u64 = 64;
 /// The line sizes a build and the runtime accept: powers of two in this range.
 pub const LINE_SIZES: core::ops::RangeInclusive<u64> = 16..=4096;
 
+/// Where the working-set shadow starts: the shadow byte of line `L` is at this address
+/// + `L`. A constant of the ABI, so that a mark is a shift and a byte test with the base in
+/// the instruction's displacement (it fits in 32 bits), as AddressSanitizer's shadow offset
+/// on x86-64 (the same address). The runtime reserves [`WS_SHADOW_BASE`],
+/// `WS_SHADOW_BASE + (1 << 47) / 16` at start-up, or stops the program with an error: that
+/// range lies between a non-PIE executable's image and the addresses the kernel gives PIE
+/// executables, their heaps, libraries and stacks.
+pub const WS_SHADOW_BASE: u64 = 0x7fff_8000;
+
 /// Whether `size` is a line size Kage accepts.
 pub fn is_line_size(size: u64) -> bool {
     size.is_power_of_two() && LINE_SIZES.start() <= &size && &size <= LINE_SIZES.end()
@@ -1141,13 +1150,6 @@ pub mod symbols {
         used_by: &[Footprint],
     };
 
-    /// `uint64_t __kage_ws_shadow_offset`: the shadow byte of line `L` is at offset + `L`.
-    pub const WS_SHADOW_OFFSET: Symbol = Symbol::Global {
-        name: "__kage_ws_shadow_offset",
-        ty: I64,
-        thread_local: false,
-        used_by: WORKING_SET,
-    };
     /// `__thread int64_t __kage_ws_budget`.
     pub const WS_BUDGET: Symbol = Symbol::Global {
         name: "__kage_ws_budget",
@@ -1340,7 +1342,6 @@ pub mod symbols {
         FP_LEAF_END,
         FP_LEAF_RANGE,
         FP_ACCESSES,
-        WS_SHADOW_OFFSET,
         WS_BUDGET,
         WS_MARK_LINES,
         WS_TICK,

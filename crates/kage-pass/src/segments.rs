@@ -1,7 +1,8 @@
 //! Segments: the runs of a block's instructions that no call into instrumented code
 //! interrupts, and the coalescing of their accesses into one call per merged byte range.
 //! Shared by the instrumentations that delay and group accesses (the working set marks a
-//! segment's lines at its end, the footprint reports its ranges there): nothing between a
+//! segment's lines after the last access of each merged range, the footprint reports its
+//! ranges at the segment's end): nothing between a
 //! segment's start and its end can run other instrumented code, so delaying is invisible
 //! to the runtime.
 
@@ -192,7 +193,8 @@ pub fn asm_may_call(text: &str) -> bool {
         .any(|word| MNEMONICS.contains(&word.to_ascii_lowercase().as_str()))
 }
 
-/// One mark (or report) call for a range of bytes.
+/// One mark (or report) call for a range of bytes. `last` is the index, in the ranges
+/// [`plan_marks`] was given, of the last one it covers.
 pub enum Mark {
     /// `[base + lo, base + hi)`; `exact` is an access pointer equal to `base + lo`, if any;
     /// `align` what `base + lo` is known to be a multiple of.
@@ -202,17 +204,24 @@ pub enum Mark {
         hi: i64,
         exact: Option<LLVMValueRef>,
         align: u64,
+        last: usize,
     },
     /// A range marked on its own: long or run-time-sized `llvm.mem*` ranges.
-    Whole { ptr: LLVMValueRef, len: Length },
+    Whole {
+        ptr: LLVMValueRef,
+        len: Length,
+        last: usize,
+    },
 }
 
-/// Bytes `[lo, hi)` from a base, accessed through `ptr`, a multiple of `align`.
+/// Bytes `[lo, hi)` from a base, accessed through `ptr`, a multiple of `align`; range
+/// `index` of those given.
 struct Piece {
     lo: i64,
     hi: i64,
     ptr: LLVMValueRef,
     align: u64,
+    index: usize,
 }
 
 /// The marks for `ranges`, coalesced per base pointer (merged across gaps below `gap`
@@ -223,23 +232,23 @@ struct Piece {
 pub unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range], gap: i64) -> Vec<Mark> {
     enum Item {
         Group(usize),
-        Whole(LLVMValueRef, Length),
+        Whole(LLVMValueRef, Length, usize),
     }
     let mut groups: Vec<(LLVMValueRef, Vec<Piece>)> = Vec::new();
     let mut group_of: HashMap<LLVMValueRef, usize> = HashMap::new();
     let mut items = Vec::new();
-    for range in ranges {
+    for (index, range) in ranges.iter().enumerate() {
         let size = match range.len {
             Length::Constant(0) => continue,
             Length::Constant(n) if n <= COALESCED_LENGTH_LIMIT => n as i64,
             len => {
-                items.push(Item::Whole(range.ptr, len));
+                items.push(Item::Whole(range.ptr, len, index));
                 continue;
             }
         };
         let (base, offset) = split_constant_offset(data_layout, range.ptr);
         let Some(end) = offset.checked_add(size) else {
-            items.push(Item::Whole(range.ptr, range.len));
+            items.push(Item::Whole(range.ptr, range.len, index));
             continue;
         };
         let group = *group_of.entry(base).or_insert_with(|| {
@@ -252,12 +261,13 @@ pub unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range], gap: 
             hi: end,
             ptr: range.ptr,
             align: range.align,
+            index,
         });
     }
     let mut marks = Vec::new();
     for item in items {
         match item {
-            Item::Whole(ptr, len) => marks.push(Mark::Whole { ptr, len }),
+            Item::Whole(ptr, len, last) => marks.push(Mark::Whole { ptr, len, last }),
             Item::Group(g) => {
                 let (base, pieces) = &groups[g];
                 let merged =
@@ -266,12 +276,18 @@ pub unsafe fn plan_marks(data_layout: LLVMTargetDataRef, ranges: &[Range], gap: 
                     let starting = || pieces.iter().filter(|p| p.lo == lo);
                     let exact = starting().next().map(|p| p.ptr);
                     let align = starting().map(|p| p.align).max().unwrap_or(1);
+                    let last = (pieces.iter())
+                        .filter(|p| lo <= p.lo && p.hi <= hi)
+                        .map(|p| p.index)
+                        .max()
+                        .unwrap_or(0);
                     marks.push(Mark::Bytes {
                         base: *base,
                         lo,
                         hi,
                         exact,
                         align,
+                        last,
                     });
                 }
             }

@@ -298,7 +298,6 @@ fn assert_inlined_working_set(ir: &str) {
     }
     for symbol in [
         "@__kage_ws_budget = external dso_local thread_local(localexec) global i64",
-        "@__kage_ws_shadow_offset = external dso_local global i64",
     ] {
         assert!(
             ir.lines().any(|l| l.starts_with(symbol)),

@@ -953,7 +953,12 @@ fn working_set_segments_checks_and_coalesced_marks() {
         .position(|l| *l == "call void @opaque()")
         .unwrap();
     // The local budget goes back to the thread-local before the call and is reloaded after.
-    assert_eq!(split[at_call - 3], BUDGET_STORE);
+    assert_eq!(split[at_call - 1], BUDGET_STORE);
+    // Each mark right after the last access it covers.
+    for (access, mark) in [("store i32 1, ptr %p", "ptr %p"), ("store i32 2, ptr %q", "ptr %q")] {
+        let at = split.iter().position(|l| l.starts_with(access)).unwrap();
+        assert_eq!(split[at + 1], mark_line(&format!("{mark}, i64 4")));
+    }
     assert_eq!(split[at_call + 1], BUDGET_LOAD);
     assert_eq!(split[at_call + 2], budget_spend("1"));
     assert_eq!(
@@ -974,8 +979,8 @@ fn working_set_segments_checks_and_coalesced_marks() {
         calls("fields_and_globals"),
         [
             budget_check(&region, "6"),
-            "call void @llvm.assume(i1 true)".to_string(),
             mark_pair("ptr %s, i64 16"),
+            "call void @llvm.assume(i1 true)".to_string(),
             mark_pair("ptr @table, i64 12"),
             mark_pair("ptr %vi, i64 8"),
         ]
@@ -1007,16 +1012,19 @@ fn working_set_segments_checks_and_coalesced_marks() {
     let invokes = function_body(&ir, "invokes");
     let entry = blocks(invokes).remove(0).instructions;
     assert_eq!(
-        entry[entry.len() - 2..],
-        [mark_line("ptr %p, i64 4").as_str(), "invoke void @opaque()"]
+        entry[entry.len() - 3..],
+        [
+            mark_line("ptr %p, i64 4").as_str(),
+            BUDGET_STORE,
+            "invoke void @opaque()"
+        ]
     );
-    assert_eq!(entry[entry.len() - 3], BUDGET_STORE);
     // Both of the invoke's destinations reload the local budget first.
     let lpad = block(invokes, "lpad");
     assert_eq!(lpad[0], "%lp = landingpad { ptr, i32 }");
     assert_eq!(lpad[1], BUDGET_LOAD);
     assert_eq!(lpad[2], budget_spend("1"));
-    assert_eq!(lpad[lpad.len() - 3..lpad.len() - 2], [BUDGET_STORE]); // before resume
+    assert_eq!(lpad[lpad.len() - 2..lpad.len() - 1], [BUDGET_STORE]); // before resume
     let cont = block(invokes, "cont");
     assert_eq!(cont[..2], [BUDGET_LOAD, budget_spend("1").as_str()]);
     // Static allocas stay first, the local budget's among them.
@@ -1063,8 +1071,8 @@ fn working_set_segments_checks_and_coalesced_marks() {
     assert_eq!(
         entry[entry.len() - 3..],
         [
-            BUDGET_STORE,
             mark_line("ptr %p, i64 4").as_str(),
+            BUDGET_STORE,
             "br i1 %c, label %call, label %join"
         ]
     );
@@ -1075,8 +1083,8 @@ fn working_set_segments_checks_and_coalesced_marks() {
     assert_eq!(
         tail[tail.len() - 4..],
         [
-            BUDGET_STORE,
             mark_line("ptr %p, i64 4").as_str(),
+            BUDGET_STORE,
             "%r = musttail call i32 @callee(ptr %p, i32 %x)",
             "ret i32 %r"
         ]
@@ -1088,7 +1096,7 @@ fn working_set_segments_checks_and_coalesced_marks() {
         .iter()
         .position(|l| l.starts_with("%j = call i32 @setjmp("))
         .unwrap();
-    assert_eq!(jumps[at_setjmp - 2], BUDGET_STORE);
+    assert_eq!(jumps[at_setjmp - 1], BUDGET_STORE);
     assert_eq!(jumps[at_setjmp + 1], BUDGET_LOAD);
 
     check_working_set_declarations(&ir);
@@ -1098,7 +1106,6 @@ fn working_set_segments_checks_and_coalesced_marks() {
 fn check_working_set_declarations(ir: &str) {
     for line in [
         "@__kage_ws_budget = external dso_local thread_local(localexec) global i64",
-        "@__kage_ws_shadow_offset = external dso_local global i64",
         "declare void @__kage_ws_mark_lines(i64, i64)",
         "declare preserve_mostcc void @__kage_ws_tick(ptr)",
         "define internal void @__kage_ws_budget_check(ptr %0, i64 %1, ptr %2)",
@@ -1131,14 +1138,14 @@ fn check_working_set_declarations(ir: &str) {
             "{attributes}"
         );
     }
-    // The offset is loaded as invariant, the line shift is a constant (64-byte lines by
-    // default) with no mask before it; the budget goes through its TLS address.
+    // The shadow's base is a constant of the ABI, as the line shift (64-byte lines by
+    // default), with no mask before it; the budget goes through its TLS address.
     let mark_range = function_body(ir, "__kage_ws_mark_range");
-    let load = mark_range
-        .lines()
-        .find(|l| l.contains("load i64, ptr @__kage_ws_shadow_offset"))
-        .unwrap();
-    assert!(load.contains("!invariant.load"), "{load}");
+    assert!(
+        mark_range.contains(&format!(" = add i64 {}, ", kage_abi::WS_SHADOW_BASE)),
+        "{mark_range}"
+    );
+    assert!(!mark_range.contains("load i64, ptr @"), "{mark_range}");
     let shifts: Vec<&str> = mark_range
         .lines()
         .filter(|l| l.contains(" lshr "))
@@ -1270,7 +1277,8 @@ fn working_set_trace_mode_adds_traces_and_keeps_the_intervals() {
         function_body(&ir, "mem"),
         "call void @llvm.memset.p0.i64(ptr %s, i8 0, i64 0",
     );
-    assert!(lines[i - 1].starts_with("call void @llvm.memset.p0.i64(ptr %s, i8 0, i64 8192"));
+    assert!(lines[i - 2].starts_with("call void @llvm.memset.p0.i64(ptr %s, i8 0, i64 8192"));
+    assert_eq!(lines[i - 1], "call void @__kage_ws_mark_range(ptr %s, i64 8192)");
     // The first access's trace comes after the segment's check.
     let first = blocks(function_body(&ir, "four_ints"))
         .remove(0)

@@ -53,6 +53,9 @@ pub unsafe extern "C" fn __kage_register_module(m: *mut Module) {
     }
     // Before initialisation: the build decides the default tool and line size.
     registry::note_module(m);
+    if (*m).abi_version == kage_abi::VERSION {
+        crate::tools::working_set::require_shadow((*m).instrumentation);
+    }
     let in_executable = registry::announce(m);
     // A shared library announces itself before the executable does: the runtime waits for
     // the executable's build (or the first event, or the start-up check before main).

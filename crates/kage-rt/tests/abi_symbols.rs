@@ -1,5 +1,5 @@
 //! Every symbol of the pass/runtime contract (`kage_abi::symbols::ALL`: hooks, tool entry
-//! points, the thread-locals of `csrc/tls.c`, `__kage_ws_shadow_offset`) is defined by the
+//! points, the thread-locals of `csrc/tls.c`) is defined by the
 //! runtime's static library, as a global symbol. (Their Rust types are checked against
 //! `kage_abi::symbols` at compile time, beside each definition.)
 

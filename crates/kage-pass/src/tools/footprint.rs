@@ -952,7 +952,7 @@ unsafe fn emit_reports(
                         .unwrap_or_else(|| ir::byte_gep(builder, base, rt.constant(lo as u64)));
                     (ptr, rt.constant((hi - lo) as u64))
                 }
-                Mark::Whole { ptr, len } => {
+                Mark::Whole { ptr, len, .. } => {
                     let len = match len {
                         Length::Constant(n) => rt.constant(n),
                         Length::Dynamic(v) => {

@@ -1,9 +1,9 @@
 //! Working-set instrumentation (modes 1 and 2, docs/abi.md "Working-set instrumentation").
 //!
 //! Each block is cut into *segments* at calls that may run instrumented code. A segment with
-//! accesses spends them from the budget at its start and marks them at its end: nothing
-//! between the two can tick, so delaying and coalescing the marks keeps every access in the
-//! interval it happened in. Accesses with the same base pointer and constant offsets share
+//! accesses spends them from the budget at its start and marks each merged range right
+//! after the last access it covers: nothing between the segment's start and end can tick,
+//! so delaying and coalescing the marks keeps every access in the interval it happened in. Accesses with the same base pointer and constant offsets share
 //! one mark call per merged range ([`crate::segments`]). Only segments at checkpoints ([`crate::checkpoints`]:
 //! the function's start and loop headers) check the budget and may tick; a mark whose bytes
 //! were already marked since the last checkpoint or call on every path is left out. Innermost loops of a simple counted form
@@ -333,15 +333,38 @@ impl WsInserter<'_> {
             }
         }
         if !to_mark.is_empty() {
-            self.position_before(segment.end);
-            let ranges: Vec<Range> = to_mark.iter().flat_map(|a| a.ranges()).collect();
-            for mark in plan_marks(self.data_layout, &ranges, MERGE_GAP) {
-                if let Mark::Bytes { base, lo, hi, .. } = mark {
-                    if marked.covers(base, lo, hi) {
-                        continue;
+            let (ranges, made_by): (Vec<Range>, Vec<LLVMValueRef>) = (to_mark.iter())
+                .flat_map(|a| a.ranges().into_iter().map(|r| (r, a.instruction())))
+                .unzip();
+            // Where each range's marks go, found before any is inserted: right after its
+            // access (the addresses a mark needs are live there anyway, where marks at the
+            // segment's end kept them in registers, or spilled, across the rest of it), or
+            // at the segment's end for an access that ends its block.
+            let places: Vec<LLVMValueRef> = (made_by.iter())
+                .map(|&access| {
+                    let next = LLVMGetNextInstruction(access);
+                    if LLVMIsATerminatorInst(access).is_null() && !next.is_null() {
+                        next
+                    } else {
+                        segment.end
                     }
-                    marked.add(base, lo, hi);
-                }
+                })
+                .collect();
+            for mark in plan_marks(self.data_layout, &ranges, MERGE_GAP) {
+                let last = match mark {
+                    Mark::Bytes {
+                        base, lo, hi, last, ..
+                    } => {
+                        if marked.covers(base, lo, hi) {
+                            continue;
+                        }
+                        marked.add(base, lo, hi);
+                        last
+                    }
+                    Mark::Whole { last, .. } => last,
+                };
+                // After the last access it covers: every access it covers was made.
+                self.position_before(places[last]);
                 self.mark(mark);
             }
         }
@@ -405,6 +428,7 @@ impl WsInserter<'_> {
                 hi,
                 exact,
                 align,
+                ..
             } => {
                 let ptr = exact.unwrap_or_else(|| self.offset_pointer(base, lo));
                 let len = (hi - lo) as u64;
@@ -414,7 +438,7 @@ impl WsInserter<'_> {
                     LineSpan::of(len, align, self.runtime.line_size),
                 )
             }
-            Mark::Whole { ptr, len } => (ptr, self.length_value(len), LineSpan::Many),
+            Mark::Whole { ptr, len, .. } => (ptr, self.length_value(len), LineSpan::Many),
         };
         let helper = self.runtime.mark(span);
         self.call(helper, ptr, len);

@@ -336,19 +336,6 @@ impl WsRuntime {
         ir::declare_runtime_global(self.module, symbol)
     }
 
-    /// Loads a runtime global that never changes once instrumented code runs; the
-    /// `!invariant.load` lets later passes hoist and merge these loads.
-    unsafe fn load_invariant(&self, builder: LLVMBuilderRef, symbol: &Symbol) -> LLVMValueRef {
-        let global = self.runtime_global(symbol);
-        let load = LLVMBuildLoad2(builder, self.i64_type, global, c"".as_ptr());
-        LLVMSetAlignment(load, 8);
-        let kind = c"invariant.load";
-        let kind_id = LLVMGetMDKindIDInContext(self.context, kind.as_ptr(), 14);
-        let empty = LLVMMDNodeInContext2(self.context, std::ptr::null_mut(), 0);
-        LLVMSetMetadata(load, kind_id, LLVMMetadataAsValue(self.context, empty));
-        load
-    }
-
     unsafe fn build_budget_check(&self, f: LLVMValueRef) {
         // `preserve_most` on x86-64 (the runtime's trampoline saves the registers), so the
         // cold call does not make the caller save callee-saved registers.
@@ -404,7 +391,7 @@ impl WsRuntime {
         }
 
         LLVMPositionBuilderAtEnd(builder, mark_first);
-        let offset = self.load_invariant(builder, &symbols::WS_SHADOW_OFFSET);
+        let offset = LLVMConstInt(self.i64_type, kage_abi::WS_SHADOW_BASE, 0);
         let address = LLVMBuildPtrToInt(builder, p, self.i64_type, c"".as_ptr());
         let first = self.line_of(builder, address);
         if span == LineSpan::Two {

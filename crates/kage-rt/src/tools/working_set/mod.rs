@@ -32,7 +32,7 @@ use machine::{wall_ns, Clock};
 use options::{IntervalUnit, WsOptions};
 use roaring::{RoaringBitmap, RoaringTreemap};
 use serde_json::{Map, Value};
-use shadow::{merge_ranges, Scan, Shadow};
+use shadow::{merge_ranges, Placement, Scan, Shadow};
 use std::cell::Cell;
 use std::ffi::{c_char, c_int};
 use std::io::Write;
@@ -58,23 +58,41 @@ thread_local! {
 }
 
 static SHADOW: OnceLock<Shadow> = OnceLock::new();
+/// Why the shadow could not be reserved, kept for [`require_shadow`]: a program without
+/// working-set code runs on without it, silently.
+static SHADOW_ERROR: OnceLock<String> = OnceLock::new();
 static TOOL: OnceLock<&'static WorkingSet> = OnceLock::new();
 
-/// Reserves the shadow and publishes its offset for instrumented code.
+/// Reserves the shadow where instrumented code finds it.
 fn reserve_shadow() {
-    if SHADOW.get().is_some() {
+    if SHADOW.get().is_some() || SHADOW_ERROR.get().is_some() {
         return;
     }
-    match Shadow::reserve() {
+    match Shadow::reserve(Placement::Fixed) {
         Ok(s) => {
-            // SAFETY: start-up, before instrumented code reads it (see `preinit`).
-            unsafe { shadow::__kage_ws_shadow_offset = s.base };
             let _ = SHADOW.set(s);
         }
         Err(e) => {
-            eprintln!("kage: warning: {e}; programs built for the working-set tool cannot run")
+            let _ = SHADOW_ERROR.set(e);
         }
     }
+}
+
+/// Stops the program, before its code runs, when a module with working-set marks
+/// registers and the shadow they write to could not be reserved: the marks would write
+/// into whatever is mapped there.
+pub fn require_shadow(instrumentation: u32) {
+    let marks = Instrumentation::from_u32(instrumentation).is_some_and(Instrumentation::has_line_size);
+    if !marks || shadow().is_some() {
+        return;
+    }
+    let why = SHADOW_ERROR.get().map_or("", String::as_str);
+    eprintln!(
+        "kage: error: {why}; this program was built for the working-set tool, whose code \
+         marks its accesses there: it cannot run while that range is in use"
+    );
+    // SAFETY: ends the process without running anything of the program's.
+    unsafe { libc::_exit(1) };
 }
 
 /// Runs from `.preinit_array`, before any constructor (instrumented code may run in
@@ -787,6 +805,25 @@ impl ThreadTool for WsThread {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shadow_is_where_instrumented_code_finds_it() {
+        let s = shadow().expect("the shadow is reserved");
+        assert_eq!(s.base, kage_abi::WS_SHADOW_BASE);
+        assert_eq!(s.address_limit(), 1 << 47);
+        // The byte instrumented code tests for a line is the runtime's.
+        let data = [0u8; 256];
+        let address = data.as_ptr() as u64;
+        s.with_line_shift(6).mark_lines(address >> 6, address >> 6);
+        let byte = (kage_abi::WS_SHADOW_BASE + (address >> 6)) as *const u8;
+        assert_eq!(unsafe { byte.read_volatile() } & 1, 1);
+        // A second reservation there fails, naming what is in the way.
+        let e = Shadow::reserve(Placement::Fixed).unwrap_err();
+        assert!(
+            e.contains(&format!("at {:#x}..", kage_abi::WS_SHADOW_BASE)) && e.contains(" is there)"),
+            "{e}"
+        );
+    }
 
     fn snapshot(lines: &[u64], raw: u64) -> Snapshot {
         Snapshot {

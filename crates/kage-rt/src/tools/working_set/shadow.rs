@@ -1,14 +1,15 @@
 //! The working-set shadow: one byte per cache line of the user address space, reserved
-//! once at start-up wherever the kernel puts it (`MAP_NORESERVE`: only the pages the
+//! once at start-up at [`kage_abi::WS_SHADOW_BASE`] (`MAP_NORESERVE`: only the pages the
 //! program's accesses reach ever take memory). Bit 0 = "touched in the current interval";
 //! at each boundary every byte is shifted left, so bits 1..7 hold the previous seven
 //! intervals (the RFC's in-shadow history).
 //!
-//! Instrumented code finds the shadow through `__kage_ws_shadow_offset` (docs/abi.md),
-//! set from `.preinit_array`, before any constructor or instrumented code runs, and never
-//! changed afterwards. Its line size is a constant of the build (`KAGE_WS_LINE_SIZE`),
-//! which start-up does not know yet: the reservation has room for lines of the smallest
-//! size, [`MIN_LINE_SHIFT`], and so for any larger one.
+//! Instrumented code has the base built in (docs/abi.md), so it is reserved from
+//! `.preinit_array`, before any constructor or instrumented code runs, and a program with
+//! working-set code stops with an error when it could not be (`super::require_shadow`).
+//! The line size is a constant of the build (`KAGE_WS_LINE_SIZE`), which start-up does not
+//! know yet: the reservation has room for lines of the smallest size, [`MIN_LINE_SHIFT`],
+//! and so for any larger one.
 
 use std::sync::atomic::{AtomicU64, Ordering::*};
 
@@ -18,11 +19,6 @@ pub const MIN_LINE_SHIFT: u32 = kage_abi::LINE_SIZES.start().trailing_zeros();
 const PAGE: u64 = 4096;
 const LOW_BITS: u64 = 0x0101_0101_0101_0101;
 
-/// Shadow byte of line `L` is at `__kage_ws_shadow_offset + L`.
-///
-/// Written once from `.preinit_array` (before any reader exists), read by instrumented code.
-#[no_mangle]
-pub static mut __kage_ws_shadow_offset: u64 = 0;
 /// The reserved shadow and the line size it is used with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shadow {
@@ -31,6 +27,34 @@ pub struct Shadow {
     pub len: u64,
     /// log2 of the line size in use (the build's, or `line_size=` for call hooks).
     pub shift: u32,
+}
+
+/// Where [`Shadow::reserve`] puts the shadow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// At [`kage_abi::WS_SHADOW_BASE`], where instrumented code finds it.
+    Fixed,
+    /// Wherever the kernel puts it (the runtime's own marks only: tests).
+    Anywhere,
+}
+
+/// The addresses a shadow at [`kage_abi::WS_SHADOW_BASE`] covers: below 2^47.
+const FIXED_ADDRESS_LIMIT: u64 = 1 << 47;
+
+/// The first line of `/proc/self/maps` that overlaps `start..end`, to name what is in the
+/// way of the shadow.
+fn mapping_in(start: u64, end: u64) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .find(|line| {
+            let range = line.split_whitespace().next().unwrap_or("");
+            let mut bounds = range.split('-').map(|b| u64::from_str_radix(b, 16).ok());
+            match (bounds.next().flatten(), bounds.next().flatten()) {
+                (Some(lo), Some(hi)) => lo < end && start < hi,
+                _ => false,
+            }
+        })
+        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 /// What a scan does to the bytes it visits.
@@ -45,27 +69,61 @@ pub enum Scan {
 }
 
 impl Shadow {
-    /// Reserves the shadow for the whole user address space, with room for lines of any
-    /// size from `1 << MIN_LINE_SHIFT` bytes; in use with lines of that size until
-    /// [`Shadow::with_line_shift`] says otherwise.
-    pub fn reserve() -> Result<Shadow, String> {
-        let len = user_address_limit() >> MIN_LINE_SHIFT;
-        // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+    /// Reserves the shadow with room for lines of any size from `1 << MIN_LINE_SHIFT`
+    /// bytes, in use with lines of that size until [`Shadow::with_line_shift`] says
+    /// otherwise. [`Placement::Fixed`] is the one instrumented code finds: it covers the
+    /// lower 2^47 bytes of the address space (all of it with 4-level page tables; with
+    /// 5-level ones the kernel maps above only when a program asks with a hint), and fails
+    /// when anything is mapped in its range. [`Placement::Anywhere`] (tests) covers the
+    /// whole user address space wherever the kernel puts it.
+    pub fn reserve(placement: Placement) -> Result<Shadow, String> {
+        let (hint, limit, fixed) = match placement {
+            Placement::Fixed => (
+                kage_abi::WS_SHADOW_BASE as *mut libc::c_void,
+                FIXED_ADDRESS_LIMIT,
+                libc::MAP_FIXED_NOREPLACE,
+            ),
+            Placement::Anywhere => (std::ptr::null_mut(), user_address_limit(), 0),
+        };
+        let len = limit >> MIN_LINE_SHIFT;
+        // SAFETY: a fresh anonymous mapping; `MAP_FIXED_NOREPLACE` never replaces one.
         let p = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                hint,
                 len as usize,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | fixed,
                 -1,
                 0,
             )
         };
-        if p == libc::MAP_FAILED {
+        let error = std::io::Error::last_os_error();
+        if p != libc::MAP_FAILED && fixed != 0 && p != hint {
+            // A kernel older than 4.17 takes MAP_FIXED_NOREPLACE for a hint.
+            // SAFETY: the mapping just made, not yet used.
+            unsafe { libc::munmap(p, len as usize) };
+        }
+        if p == libc::MAP_FAILED || (fixed != 0 && p != hint) {
+            let start = hint as u64;
+            let what = match placement {
+                Placement::Fixed => format!(
+                    "at {start:#x}..{:#x}{}",
+                    start + len,
+                    mapping_in(start, start + len)
+                        .map(|m| format!(" ({m} is there)"))
+                        .unwrap_or_default()
+                ),
+                Placement::Anywhere => String::new(),
+            };
             return Err(format!(
-                "cannot reserve {} GiB of address space for the working-set shadow: {}",
+                "cannot reserve {} GiB of address space for the working-set shadow{}{what}: {}",
                 len >> 30,
-                std::io::Error::last_os_error()
+                if what.is_empty() { "" } else { " " },
+                if p == libc::MAP_FAILED {
+                    error.to_string()
+                } else {
+                    "the kernel put it elsewhere".to_string()
+                }
             ));
         }
         // Transparent huge pages would turn one touched shadow byte into 2 MiB of memory.
@@ -385,7 +443,7 @@ mod tests {
     }
 
     fn mark_scan_shift_collect_drop_with(exclusive: bool) {
-        let s = Shadow::reserve().unwrap().with_line_shift(6);
+        let s = Shadow::reserve(Placement::Anywhere).unwrap().with_line_shift(6);
         let data = vec![0u8; 64 * 1024];
         let base = data.as_ptr() as u64;
         let range = [(base, base + data.len() as u64)];
@@ -432,7 +490,7 @@ mod tests {
 
     #[test]
     fn mark_lines_word_at_a_time() {
-        let s = Shadow::reserve().unwrap().with_line_shift(6);
+        let s = Shadow::reserve(Placement::Anywhere).unwrap().with_line_shift(6);
         let data = vec![0u8; 64 * 4096];
         let base = data.as_ptr() as u64;
         let range = [(base, base + data.len() as u64)];
@@ -481,7 +539,7 @@ mod tests {
 
     #[test]
     fn other_line_sizes_and_maps() {
-        let s = Shadow::reserve().unwrap();
+        let s = Shadow::reserve(Placement::Anywhere).unwrap();
         assert_eq!(s.line_size(), 16);
         assert!([1 << 47, 1 << 56].contains(&s.address_limit()));
         // Addresses beyond the user address space are never marked by the runtime.
