@@ -495,8 +495,11 @@ impl WsRuntime {
     }
 
     /// `s = (uint8_t *)(offset + line); if (!(*s & 1)) *s |= 1;` — check before set, so a
-    /// line already marked costs a load and no store. Its blocks go before `next`; leaves
-    /// the builder at the end of the block after the mark.
+    /// line already marked costs a load and no store. The set path reads the byte again
+    /// (a volatile load, which nothing merges with the check's), so that the check's load
+    /// has no other use and folds into the test: `testb $1, 0x7fff8000(%reg)` and a branch
+    /// on x86-64. Its blocks go before `next`; leaves the builder at the end of the block
+    /// after the mark.
     unsafe fn mark_line(
         &self,
         builder: LLVMBuilderRef,
@@ -515,7 +518,9 @@ impl WsRuntime {
         let unset = self.is_zero(builder, bit);
         LLVMBuildCondBr(builder, unset, set, marked);
         LLVMPositionBuilderAtEnd(builder, set);
-        let with_bit = LLVMBuildOr(builder, byte, bit_one, c"".as_ptr());
+        let again = LLVMBuildLoad2(builder, self.i8_type, shadow, c"".as_ptr());
+        LLVMSetVolatile(again, 1);
+        let with_bit = LLVMBuildOr(builder, again, bit_one, c"".as_ptr());
         LLVMBuildStore(builder, with_bit, shadow);
         LLVMBuildBr(builder, marked);
         LLVMPositionBuilderAtEnd(builder, marked);
