@@ -756,13 +756,13 @@ pub const DEFAULT_LINE_SIZE: u64 = 64;
 /// The line sizes a build and the runtime accept: powers of two in this range.
 pub const LINE_SIZES: core::ops::RangeInclusive<u64> = 16..=4096;
 
-/// Where the working-set shadow starts: the shadow byte of line `L` is at this address
-/// + `L`. A constant of the ABI, so that a mark is a shift and a byte test with the base in
+/// Where the working-set shadow starts: line `L`'s shadow byte is at this address plus
+/// `L`. A constant of the ABI, so that a mark is a shift and a byte test with the base in
 /// the instruction's displacement (it fits in 32 bits), as AddressSanitizer's shadow offset
-/// on x86-64 (the same address). The runtime reserves [`WS_SHADOW_BASE`],
-/// `WS_SHADOW_BASE + (1 << 47) / 16` at start-up, or stops the program with an error: that
-/// range lies between a non-PIE executable's image and the addresses the kernel gives PIE
-/// executables, their heaps, libraries and stacks.
+/// on x86-64 (the same address). The runtime reserves one byte per 16-byte line of the
+/// lower 2^47 bytes from here at start-up, or stops a program with working-set marks with
+/// an error. The range lies between a non-PIE executable's image and the addresses the
+/// kernel gives PIE executables, their heaps, libraries and stacks.
 pub const WS_SHADOW_BASE: u64 = 0x7fff_8000;
 
 /// Whether `size` is a line size Kage accepts.

@@ -296,9 +296,7 @@ fn assert_inlined_working_set(ir: &str) {
             "{helper} left in:\n{ir}"
         );
     }
-    for symbol in [
-        "@__kage_ws_budget = external dso_local thread_local(localexec) global i64",
-    ] {
+    for symbol in ["@__kage_ws_budget = external dso_local thread_local(localexec) global i64"] {
         assert!(
             ir.lines().any(|l| l.starts_with(symbol)),
             "{symbol} missing"

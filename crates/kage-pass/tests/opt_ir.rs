@@ -955,7 +955,10 @@ fn working_set_segments_checks_and_coalesced_marks() {
     // The local budget goes back to the thread-local before the call and is reloaded after.
     assert_eq!(split[at_call - 1], BUDGET_STORE);
     // Each mark right after the last access it covers.
-    for (access, mark) in [("store i32 1, ptr %p", "ptr %p"), ("store i32 2, ptr %q", "ptr %q")] {
+    for (access, mark) in [
+        ("store i32 1, ptr %p", "ptr %p"),
+        ("store i32 2, ptr %q", "ptr %q"),
+    ] {
         let at = split.iter().position(|l| l.starts_with(access)).unwrap();
         assert_eq!(split[at + 1], mark_line(&format!("{mark}, i64 4")));
     }
@@ -1278,7 +1281,10 @@ fn working_set_trace_mode_adds_traces_and_keeps_the_intervals() {
         "call void @llvm.memset.p0.i64(ptr %s, i8 0, i64 0",
     );
     assert!(lines[i - 2].starts_with("call void @llvm.memset.p0.i64(ptr %s, i8 0, i64 8192"));
-    assert_eq!(lines[i - 1], "call void @__kage_ws_mark_range(ptr %s, i64 8192)");
+    assert_eq!(
+        lines[i - 1],
+        "call void @__kage_ws_mark_range(ptr %s, i64 8192)"
+    );
     // The first access's trace comes after the segment's check.
     let first = blocks(function_body(&ir, "four_ints"))
         .remove(0)

@@ -451,3 +451,51 @@ fn wrapper_rejects_an_unknown_build_tool() {
         "{stderr}"
     );
 }
+
+/// Runs `exe` with its address space limited to 4 GiB: too little for the shadow's 8 TiB
+/// reservation, however sparse.
+fn run_with_little_address_space(work: &Work, exe: &Path) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new(exe);
+    command.current_dir(work.dir.path());
+    // SAFETY: only setrlimit between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 4 << 30,
+                rlim_max: 4 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command.output().unwrap()
+}
+
+#[test]
+fn a_program_whose_shadow_cannot_be_reserved_stops_before_its_code_runs() {
+    let work = Work::new();
+    let exe = work.build_with_env("ws/lines.c", &["-O2"], INLINE);
+    let out = run_with_little_address_space(&work, &exe);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty(), "the program's code ran");
+    assert!(
+        stderr.contains(
+            "cannot reserve 8192 GiB of address space for the working-set shadow at 0x7fff8000.."
+        ) && stderr.contains("this program was built for the working-set tool"),
+        "{stderr}"
+    );
+    // A build for another tool has no marks and runs without the shadow, silently.
+    let exe = work.build("ws/lines.c", &["-O2"]);
+    let out = run_with_little_address_space(&work, &exe);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "3\n");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("shadow"));
+}

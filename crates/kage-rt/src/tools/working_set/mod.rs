@@ -82,7 +82,8 @@ fn reserve_shadow() {
 /// registers and the shadow they write to could not be reserved: the marks would write
 /// into whatever is mapped there.
 pub fn require_shadow(instrumentation: u32) {
-    let marks = Instrumentation::from_u32(instrumentation).is_some_and(Instrumentation::has_line_size);
+    let marks =
+        Instrumentation::from_u32(instrumentation).is_some_and(Instrumentation::has_line_size);
     if !marks || shadow().is_some() {
         return;
     }
@@ -820,7 +821,8 @@ mod tests {
         // A second reservation there fails, naming what is in the way.
         let e = Shadow::reserve(Placement::Fixed).unwrap_err();
         assert!(
-            e.contains(&format!("at {:#x}..", kage_abi::WS_SHADOW_BASE)) && e.contains(" is there)"),
+            e.contains(&format!("at {:#x}..", kage_abi::WS_SHADOW_BASE))
+                && e.contains(" is there)"),
             "{e}"
         );
     }

@@ -443,7 +443,9 @@ mod tests {
     }
 
     fn mark_scan_shift_collect_drop_with(exclusive: bool) {
-        let s = Shadow::reserve(Placement::Anywhere).unwrap().with_line_shift(6);
+        let s = Shadow::reserve(Placement::Anywhere)
+            .unwrap()
+            .with_line_shift(6);
         let data = vec![0u8; 64 * 1024];
         let base = data.as_ptr() as u64;
         let range = [(base, base + data.len() as u64)];
@@ -490,7 +492,9 @@ mod tests {
 
     #[test]
     fn mark_lines_word_at_a_time() {
-        let s = Shadow::reserve(Placement::Anywhere).unwrap().with_line_shift(6);
+        let s = Shadow::reserve(Placement::Anywhere)
+            .unwrap()
+            .with_line_shift(6);
         let data = vec![0u8; 64 * 4096];
         let base = data.as_ptr() as u64;
         let range = [(base, base + data.len() as u64)];
