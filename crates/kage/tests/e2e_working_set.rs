@@ -499,3 +499,24 @@ fn a_program_whose_shadow_cannot_be_reserved_stops_before_its_code_runs() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "3\n");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("shadow"));
 }
+
+#[test]
+fn a_mapping_in_the_shadows_range_stops_a_build_with_marks_and_not_one_with_call_hooks() {
+    let work = Work::new();
+    // Built with marks: the runtime names the mapping and ends the program before main.
+    let exe = work.build_with_env("ws/occupied.c", &["-O2"], INLINE);
+    let out = work.run_with_options(&exe, &[], "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty(), "main ran");
+    assert!(
+        stderr.contains("(10000000000-10000001000 r--p 00000000 00:00 0 is there)"),
+        "{stderr}"
+    );
+    // Built with call hooks: the shadow goes elsewhere and the count is exact.
+    let exe = work.build_for_every_tool("ws/occupied.c", &["-O2"]);
+    let (report, stderr) = run_ws_with_stderr(&work, &exe, &[], "tool=working-set");
+    assert!(!stderr.contains("kage:"), "{stderr}");
+    // One byte in each of 100 lines, read and written; printf reads two of them.
+    assert_eq!(u(&report, "total_lines"), 100);
+}

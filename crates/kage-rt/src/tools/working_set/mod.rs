@@ -84,7 +84,7 @@ fn reserve_shadow() {
 pub fn require_shadow(instrumentation: u32) {
     let marks =
         Instrumentation::from_u32(instrumentation).is_some_and(Instrumentation::has_line_size);
-    if !marks || shadow().is_some() {
+    if !marks || shadow().is_some_and(|s| s.base == kage_abi::WS_SHADOW_BASE) {
         return;
     }
     let why = SHADOW_ERROR.get().map_or("", String::as_str);
@@ -94,6 +94,27 @@ pub fn require_shadow(instrumentation: u32) {
     );
     // SAFETY: ends the process without running anything of the program's.
     unsafe { libc::_exit(1) };
+}
+
+/// A program without working-set marks (run under `--tool working-set` with call hooks)
+/// needs no fixed base: when it could not be reserved, the shadow goes wherever the kernel
+/// puts it, and a module with marks that registers later stops the program
+/// ([`require_shadow`]).
+fn shadow_for_call_hooks(built: Instrumentations) -> Option<&'static Shadow> {
+    let warn = |e: &str| eprintln!("kage: warning: {e}; the working set is not measured");
+    if built.iter().any(Instrumentation::has_line_size) {
+        return None; // `require_shadow` has stopped the program
+    }
+    match Shadow::reserve(Placement::Anywhere) {
+        Ok(s) => {
+            let _ = SHADOW.set(s);
+            SHADOW.get()
+        }
+        Err(e) => {
+            warn(&e);
+            None
+        }
+    }
 }
 
 /// Runs from `.preinit_array`, before any constructor (instrumented code may run in
@@ -614,8 +635,8 @@ impl Tool for WorkingSet {
         "working-set"
     }
 
-    fn init(&self, opts: &mut Options, _built: Instrumentations) {
-        let Some(shadow) = shadow() else {
+    fn init(&self, opts: &mut Options, built: Instrumentations) {
+        let Some(shadow) = shadow().or_else(|| shadow_for_call_hooks(built)) else {
             return;
         };
         let ws = WsOptions::from(opts);
