@@ -33,6 +33,12 @@ const _: symbols::CmpXchg = __kage_cmpxchg;
 /// region, the common case, does not).
 #[inline(always)]
 unsafe fn region_event(r: *mut Region, f: impl FnOnce(&mut RegionStack, &mut dyn ThreadTool, u32)) {
+    if gate::current().is_null() && !r.is_null() {
+        // The thread's first event, which may start the runtime before any module's
+        // constructor ran (a function of the program's `.preinit_array`): its module's
+        // build decides the tool, as registration would have.
+        registry::note_module((*r).module);
+    }
     gate::region_event(|stack, tool| {
         if let Some(gid) = registry::global_id(r) {
             f(stack, tool, gid)

@@ -118,8 +118,26 @@ fn init_slow() -> Option<&'static Runtime> {
     RT.get()
 }
 
+/// `KAGE_OPTIONS`. From `/proc/self/environ` (the environment the process started with)
+/// while the C library has not yet set up `environ`: the runtime starts in the first hook,
+/// which an instrumented function of the program's own `.preinit_array` runs before that.
+fn kage_options_variable() -> String {
+    extern "C" {
+        static environ: *const *const std::ffi::c_char;
+    }
+    // SAFETY: reads the C library's pointer, null or the environment.
+    if !unsafe { environ }.is_null() {
+        return std::env::var("KAGE_OPTIONS").unwrap_or_default();
+    }
+    let initial = std::fs::read("/proc/self/environ").unwrap_or_default();
+    (initial.split(|&b| b == 0))
+        .find_map(|entry| entry.strip_prefix(b"KAGE_OPTIONS="))
+        .map(|value| String::from_utf8_lossy(value).into_owned())
+        .unwrap_or_default()
+}
+
 fn init() {
-    let env = std::env::var("KAGE_OPTIONS").unwrap_or_default();
+    let env = kage_options_variable();
     let (mut opts, warnings) = Options::parse(&env, &tools::option_tables());
     registry::set_verbosity(opts.verbosity());
     for w in warnings {

@@ -1133,3 +1133,25 @@ fn threads_that_end_leave_their_state_to_the_next_ones() {
         }
     }
 }
+
+/// The runtime started by an instrumented function of the program's `.preinit_array`,
+/// before `environ` exists, still reads `KAGE_OPTIONS` (there: the report's path) and
+/// counts that call; every tool.
+#[test]
+fn a_program_whose_preinit_array_runs_instrumented_code_is_measured() {
+    let work = Work::new();
+    for tool in ["count", "footprint", "hcpa"] {
+        let exe = build(&work, tool, "preinit.c", &format!("preinit_{tool}"), &[]);
+        let report = work.path(&format!("preinit_{tool}.json"));
+        assert_eq!(run_ok(&exe, &[], &report), "126\n", "{tool}");
+        let r = kage_report::read_report(&report).unwrap_or_else(|e| panic!("{tool}: {e}"));
+        assert_eq!(instances_of(&r, tool, "early"), 2, "{tool}");
+    }
+    // The working set's first budget check ticks, which reserves the shadow before the
+    // first mark.
+    let exe = build(&work, "working-set", "preinit.c", "preinit_ws", &[]);
+    let report = work.path("preinit_ws.json");
+    assert_eq!(run_ok(&exe, &[], &report), "126\n");
+    let r = kage_report::read_report(&report).unwrap();
+    assert_eq!(r.tool, "working-set");
+}
