@@ -8,6 +8,9 @@ For each program it runs the native build and the Kage build (of the tool given)
 program's object files' .text sections with `size -A` (its own code, not the runtime). Build the programs first with
 `target/release/kage-bench --tool <tool> ...` (they are reused from target/kage-bench/).
 
+Not for the working-set tool: Valgrind maps its own memory inside the range that tool's
+shadow must have (docs/abi.md), so a working-set build stops at start-up under it.
+
 Usage: bench/instructions.py --tool loops [--filter gemm,sort] [--full] [--output table.md]
 """
 import argparse
@@ -73,6 +76,10 @@ def main():
     parser.add_argument("--full", action="store_true",
                         help="the full sizes kage-bench times (slow under cachegrind), not --medium")
     options = parser.parse_args()
+    if options.tool.split("+")[0] == "working-set":
+        sys.exit("instructions.py: a working-set build cannot run under Valgrind (its shadow's "
+                 "fixed range holds Valgrind's own memory); time it with kage-bench or "
+                 "bench/alternate.py instead")
     wanted = [f for f in options.filter.split(",") if f]
     rows = []
     with tempfile.TemporaryDirectory() as cwd:
